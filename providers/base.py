@@ -1,0 +1,180 @@
+"""The provider seam: requests, the folded response and :class:`ModelProvider` (DESIGN §2).
+
+A provider turns a :class:`ChatRequest` into stream events (:meth:`ModelProvider.stream`) or one
+:class:`CompletionResponse` (:meth:`ModelProvider.complete`). The stream and the blocking call of
+one provider fold to equal responses for the same answer: :func:`fold` is that fold.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from providers.events import (
+    Final,
+    FinishReason,
+    PreExecutedToolCall,
+    PreExecutedToolResult,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+
+__all__ = [
+    "ChatMessage",
+    "ChatRequest",
+    "CompletionResponse",
+    "ModelProvider",
+    "ResponseFolder",
+    "ToolSpec",
+    "fold",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool offered to the model. ``parameters`` is a JSON Schema object."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """One conversation message in provider-neutral form.
+
+    ``role="assistant"`` messages may carry ``tool_calls``; ``role="tool"`` messages carry the
+    ``tool_call_id`` they answer and the tool ``name``. ``provider_items`` holds opaque output
+    items a provider needs sent back verbatim (e.g. Responses API ``reasoning`` and
+    ``function_call`` items); other providers ignore them.
+    """
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    provider_items: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    """What one round asks of a model. The model name and limits come from the provider config."""
+
+    messages: tuple[ChatMessage, ...]
+    tools: tuple[ToolSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionResponse:
+    """A whole answer: the stream's events folded, or a blocking call's result."""
+
+    text: str = ""
+    reasoning: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage | None = None
+    finish_reason: FinishReason = "stop"
+    raw_finish_reason: str | None = None
+    pre_executed: tuple[PreExecutedToolCall | PreExecutedToolResult, ...] = ()
+    provider_items: tuple[dict[str, Any], ...] = ()
+
+    def events(self) -> list[StreamEvent]:
+        """The events that fold back to this response (used to replay a blocking answer)."""
+        out: list[StreamEvent] = []
+        from providers.events import StreamChunk
+
+        if self.reasoning or self.text:
+            out.append(TextDelta(StreamChunk(delta=self.text, reasoning=self.reasoning)))
+        out.extend(self.pre_executed)
+        out.extend(self.tool_calls)
+        if self.usage is not None:
+            out.append(self.usage)
+        out.append(Final(self.finish_reason, self.raw_finish_reason))
+        return out
+
+
+class ResponseFolder:
+    """Folds stream events into a :class:`CompletionResponse`, one event at a time."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._reasoning: list[str] = []
+        self._calls: list[ToolCall] = []
+        self._pre: list[PreExecutedToolCall | PreExecutedToolResult] = []
+        self._usage: Usage | None = None
+        self.final: Final | None = None
+        self.provider_items: tuple[dict[str, Any], ...] = ()
+
+    def add(self, event: StreamEvent) -> None:
+        match event:
+            case TextDelta(chunk):
+                if chunk.delta:
+                    self._text.append(chunk.delta)
+                if chunk.reasoning:
+                    self._reasoning.append(chunk.reasoning)
+            case ToolCall():
+                self._calls.append(event)
+            case PreExecutedToolCall() | PreExecutedToolResult():
+                self._pre.append(event)
+            case Usage():
+                self._usage = event
+            case Final():
+                self.final = event
+
+    def response(self) -> CompletionResponse:
+        final = self.final or Final("other", None)
+        return CompletionResponse(
+            text="".join(self._text),
+            reasoning="".join(self._reasoning),
+            tool_calls=tuple(self._calls),
+            usage=self._usage,
+            finish_reason=final.finish_reason,
+            raw_finish_reason=final.raw_finish_reason,
+            pre_executed=tuple(self._pre),
+            provider_items=self.provider_items,
+        )
+
+
+def fold(events: Iterable[StreamEvent]) -> CompletionResponse:
+    """Fold a complete event sequence into a :class:`CompletionResponse`."""
+    folder = ResponseFolder()
+    for event in events:
+        folder.add(event)
+    return folder.response()
+
+
+class ModelProvider(ABC):
+    """One configured model API.
+
+    Subclasses implement :meth:`stream` and :meth:`complete`. Both raise
+    :class:`providers.errors.ProviderError` subclasses only; library exceptions are translated at
+    this seam. ``name`` is the key of the provider in the config's ``providers`` mapping.
+    """
+
+    name: str = "provider"
+
+    def supports_streaming(self) -> bool:
+        """True when :meth:`stream` yields events as they arrive."""
+        return False
+
+    def supports_streaming_tool_events(self) -> bool:
+        """True when tool calls arrive as stream events (so tools may be offered while streaming)."""
+        return False
+
+    @abstractmethod
+    def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one round. Ends with :class:`Final`, or raises a ``ProviderError``.
+
+        Cancelling the iteration closes the HTTP response.
+        """
+
+    @abstractmethod
+    async def complete(self, request: ChatRequest) -> CompletionResponse:
+        """One blocking call, bounded as a whole by ``timeout_secs``."""
+
+    async def aclose(self) -> None:
+        """Release connections."""

@@ -1,0 +1,95 @@
+"""Provider errors (DESIGN §2).
+
+Hierarchy::
+
+    ProviderError
+    ├── ProviderAuthError          401/403; never retried
+    ├── ProviderRateLimited        429 or a rate-limit error event; carries retry_after (seconds)
+    ├── ProviderServerError        5xx, overloaded_error, server_error (an error the provider sent)
+    ├── ProviderBadRequest         any other 4xx; never retried
+    ├── ProviderTimeout            connect, headers or byte-idle timeout; never re-sent to the same provider
+    ├── ProviderConnectionError    could not connect, or the connection broke while reading
+    ├── StreamTruncated            the body ended before the terminal signal ("they broke it")
+    └── StreamProtocolError        the body is not the wire format (e.g. an event whose data is not JSON)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ProviderAuthError",
+    "ProviderBadRequest",
+    "ProviderConnectionError",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderServerError",
+    "ProviderTimeout",
+    "StreamProtocolError",
+    "StreamTruncated",
+]
+
+
+class ProviderError(Exception):
+    """Base of every provider failure.
+
+    Attributes:
+        message: human-readable cause (already free of secrets: never includes request headers).
+        status_code: the HTTP status when the failure was an HTTP answer, else ``None``.
+        code: the provider's error code or type (``"overloaded_error"``, ``"server_error"``...).
+    """
+
+    retryable: bool = True
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, code: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status_code = status_code
+        self.code = code
+
+
+class ProviderAuthError(ProviderError):
+    retryable = False
+
+
+class ProviderRateLimited(ProviderError):
+    """Rate limited. ``retry_after`` is in seconds (``None`` when the provider did not say)."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status_code: int | None = 429,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code)
+        self.retry_after = retry_after
+
+
+class ProviderServerError(ProviderError):
+    pass
+
+
+class ProviderBadRequest(ProviderError):
+    retryable = False
+
+
+class ProviderTimeout(ProviderError):
+    """A timeout; ``phase`` is ``"connect"``, ``"headers"``, ``"idle"`` or ``"total"``."""
+
+    def __init__(self, message: str, *, phase: str) -> None:
+        super().__init__(message)
+        self.phase = phase
+
+
+class ProviderConnectionError(ProviderError):
+    pass
+
+
+class StreamTruncated(ProviderError):
+    """The stream ended (EOF) before the provider's terminal signal."""
+
+
+class StreamProtocolError(ProviderError):
+    """The body does not follow the wire format."""

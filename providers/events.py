@@ -1,0 +1,93 @@
+"""Stream events a provider yields, in order of arrival (DESIGN §2).
+
+A streaming call is an async iterator of :data:`StreamEvent`. It ends with exactly one
+:class:`Final` when the provider ended the stream properly; any other end raises a
+:class:`providers.errors.ProviderError` (``StreamTruncated`` when the terminal signal never came).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = [
+    "FinishReason",
+    "Final",
+    "PreExecutedToolCall",
+    "PreExecutedToolResult",
+    "StreamChunk",
+    "StreamEvent",
+    "TextDelta",
+    "ToolCall",
+    "Usage",
+]
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamChunk:
+    """One wire delta: visible text and/or reasoning. Either may be empty, never both in practice."""
+
+    delta: str = ""
+    reasoning: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the answer as the model wrote it (before ``<think>`` stripping and redaction)."""
+
+    chunk: StreamChunk
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A complete tool call the model asks us to run.
+
+    ``arguments`` is JSON text of an object, ``"{}"`` when the model sent none. It is emitted once,
+    when complete, at the latest before :class:`Final`.
+    """
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class PreExecutedToolCall:
+    """A tool the provider (or a proxy in front of it) ran itself; shown as status only."""
+
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class PreExecutedToolResult:
+    """The output of a :class:`PreExecutedToolCall`; never dispatched by us."""
+
+    name: str
+    output: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts as the provider reported them; ``None`` for a count it did not report."""
+
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cached_input_tokens: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Final:
+    """The stream ended properly.
+
+    ``finish_reason`` is normalised (Anthropic ``end_turn``→``stop``, ``tool_use``→``tool_calls``,
+    ``max_tokens``→``length``); ``raw_finish_reason`` is the provider's own value.
+    """
+
+    finish_reason: FinishReason = "stop"
+    raw_finish_reason: str | None = None
+
+
+StreamEvent = TextDelta | ToolCall | PreExecutedToolCall | PreExecutedToolResult | Usage | Final

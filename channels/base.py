@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, final
 
+import anyio
+
 __all__ = [
     "Channel",
     "ChannelLimits",
@@ -130,14 +132,19 @@ class Channel(ABC):
     async def stop(self) -> None:
         """Stop receiving and release the connection. Idempotent."""
 
-    async def wait_closed(self) -> None:
-        """Return when the channel's input ended by itself (console: end of input).
+    async def serve(self) -> None:
+        """Run the channel's own input loop until its input ends by itself (console: end of
+        input, after the running answer is delivered). Run by the daemon in its task group after
+        :meth:`start`; cancelled at shutdown.
 
-        Network channels never end by themselves: the default waits forever.
+        Network adapters receive from :meth:`start` on and never end by themselves: the default
+        waits forever.
         """
-        import anyio
-
         await anyio.sleep_forever()
+
+    async def reply_finished(self, chat_id: str) -> None:
+        """Called once per inbound message when its reply is fully delivered (or it got none)."""
+        return None
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -191,6 +198,7 @@ class Channel(ABC):
 
     async def _send_typing(self, chat_id: str) -> None:
         """Default: the network has no typing indicator."""
+        return None
 
     async def _request_approval(self, chat_id: str, prompt: str) -> bool | None:
         """Default: the network cannot ask; the tool is not approved."""

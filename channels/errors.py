@@ -3,9 +3,9 @@
 Hierarchy::
 
     ChannelError
-    ├── ChannelRateLimited    the platform asked us to wait: retry_after (seconds), counted from its answer
+    ├── ChannelRateLimited    wait retry_after seconds, counted from the platform's answer
     ├── MessageNotModified    the edit equals what is shown; callers treat it as success
-    ├── MessageTooLong        the text exceeds the platform limit: limit and length in the channel's unit
+    ├── MessageTooLong        over the platform limit (limit, length in the channel's unit)
     ├── MessageGone           the message to edit or delete no longer exists (the user deleted it)
     ├── ChannelTimeout        no answer in time; the write MAY have landed (never blindly re-send)
     ├── ChannelStartError     the channel could not start (bad token, unreachable server)

@@ -16,8 +16,9 @@ Implements the WHATWG HTML "Interpreting an event stream" algorithm
   lone ``retry:`` are not dispatched).
 
 One deliberate deviation, forced by servers that omit the final blank line: :meth:`close`
-dispatches a last event whose lines were all terminated. An unterminated last line is discarded,
-as the spec says, so a body cut mid-JSON is never parsed as if it were whole.
+dispatches a last event whose lines were all terminated. An event whose last line is
+unterminated is discarded whole, as the spec says, so a body cut mid-line (mid-JSON) is never
+parsed as if it were whole.
 """
 
 from __future__ import annotations
@@ -74,11 +75,16 @@ class SSEDecoder:
     def close(self) -> list[ServerSentEvent]:
         """End of body: flush the UTF-8 decoder; dispatch a last fully-terminated event.
 
-        An unterminated trailing line is discarded (WHATWG: "pending data must be discarded").
+        When the last line is unterminated, that line and the event it belongs to are discarded
+        (WHATWG: "If the file ends in the middle of an event, before the final empty line, the
+        incomplete event is not dispatched"). The decoder must not be fed after ``close()``.
         """
         events = self._feed_text(self._utf8.decode(b"", final=True))
-        self._partial = ""
-        if self._has_lines:
+        if self._partial:
+            # The last line was cut: the whole pending event is incomplete, not only that line.
+            self._partial = ""
+            self._reset_event()
+        elif self._has_lines:
             event = self._dispatch()
             if event is not None:
                 events.append(event)
@@ -134,9 +140,8 @@ class SSEDecoder:
         return None
 
     def _dispatch(self) -> ServerSentEvent | None:
-        self._has_lines = False
         if not self._data:
-            self._event = ""
+            self._reset_event()
             return None
         event = ServerSentEvent(
             data="\n".join(self._data),
@@ -144,9 +149,14 @@ class SSEDecoder:
             id=self._last_id,
             retry=self._retry,
         )
+        self._reset_event()
+        return event
+
+    def _reset_event(self) -> None:
+        """Clear the data and event-type buffers (the last event ID and retry persist)."""
+        self._has_lines = False
         self._data = []
         self._event = ""
-        return event
 
 
 def parse_event_json(data: str) -> Any:

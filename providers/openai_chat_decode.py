@@ -1,0 +1,365 @@
+"""Chat Completions stream decoding: parsed chunks in, stream events out (pure, sans-I/O).
+
+Theory of operation
+-------------------
+A streamed Chat Completions answer (https://platform.openai.com/docs/api-reference/chat-streaming)
+is a sequence of SSE events whose data is a ``chat.completion.chunk`` JSON object, ended by the
+literal data ``[DONE]``. OpenAI-compatible servers vary, so the reducer accepts:
+
+* ``choices[0].delta``: ``content`` is answer text; ``reasoning_content`` (DeepSeek, vLLM) or its
+  alias ``reasoning`` (OpenRouter, newer vLLM) is reasoning, ``reasoning_content`` winning when
+  both are set. Text and reasoning of one delta make one :class:`StreamChunk`.
+* ``delta.tool_calls``: fragments of calls. A fragment with an ``index`` continues the call of
+  that index, unless it carries an ``id`` different from that call's (a new call). A fragment
+  whose ``index`` is missing or ``null`` continues the latest call unless it carries a new ``id``
+  (case C01). ``arguments`` strings are concatenated; an object is serialised. A call is
+  emitted once, complete, when the ``finish_reason`` (or ``[DONE]``) arrives, so a stream cut
+  before that never yields a half-built call.
+* ``usage`` (usually in a last chunk with ``choices: []``, case C02, sent because we ask with
+  ``stream_options.include_usage``): kept, the last one winning, and emitted once just before
+  :class:`Final`; nothing is emitted when the server reported none.
+* ``x_tool_start`` / ``x_tool_result``: a proxy's own tool runs, reported as
+  :class:`PreExecutedToolCall` / :class:`PreExecutedToolResult`.
+* ``{"error": {...}}``: an error after HTTP 200, raised as a typed error at that point.
+
+States: *open* → (non-null ``finish_reason``) → *finishing* → (``[DONE]``, EOF, or the idle
+timeout) → *finished*; *open* → (``[DONE]``) → *finished*; *open* → (EOF) → ``StreamTruncated``.
+Once *finished*, everything further is ignored: the caller stops reading at ``[DONE]`` instead of
+waiting for the server to close the socket (case C08 B).
+
+``<think>`` tags inside ``content`` are left as they are: the orchestrator strips them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from providers.errors import StreamProtocolError, StreamTruncated
+from providers.events import (
+    Final,
+    FinishReason,
+    PreExecutedToolCall,
+    PreExecutedToolResult,
+    StreamChunk,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from providers.sse import SSEDecoder, parse_event_json
+from providers.transport import error_from_event
+
+__all__ = [
+    "DONE_SENTINEL",
+    "ChatCompletionsAccumulator",
+    "ChatCompletionsStreamDecoder",
+    "map_finish_reason",
+    "normalise_arguments",
+    "parse_reasoning",
+    "parse_usage",
+    "proxy_tool_event",
+]
+
+DONE_SENTINEL = "[DONE]"
+"""The data of the event that ends a Chat Completions stream."""
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",  # the deprecated single-function form
+    "content_filter": "content_filter",
+}
+
+
+def map_finish_reason(raw: str | None, *, has_tool_calls: bool = False) -> FinishReason:
+    """Normalise a Chat Completions ``finish_reason`` (unknown values → ``"other"``).
+
+    ``None`` (a stream ended by ``[DONE]`` alone) is ``"tool_calls"`` when calls were made, else
+    ``"stop"``.
+    """
+    if raw is None:
+        return "tool_calls" if has_tool_calls else "stop"
+    return _FINISH_REASONS.get(raw, "other")
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def parse_usage(usage: Any) -> Usage | None:
+    """A ``usage`` object as :class:`Usage`; ``None`` when absent or not an object.
+
+    Cached input tokens: DeepSeek's ``prompt_cache_hit_tokens`` wins over
+    ``prompt_tokens_details.cached_tokens`` (DeepSeek sends both, and only its own is right).
+    """
+    if not isinstance(usage, dict):
+        return None
+    cached = _int_or_none(usage.get("prompt_cache_hit_tokens"))
+    if cached is None:
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, dict):
+            cached = _int_or_none(details.get("cached_tokens"))
+    return Usage(
+        input_tokens=_int_or_none(usage.get("prompt_tokens")),
+        output_tokens=_int_or_none(usage.get("completion_tokens")),
+        cached_input_tokens=cached,
+    )
+
+
+def parse_reasoning(message: dict[str, Any]) -> str:
+    """Reasoning text of a delta or message: ``reasoning_content``, else ``reasoning``."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def normalise_arguments(arguments: Any) -> str:
+    """Tool arguments as JSON text: a string as sent (``"{}"`` when blank), an object serialised."""
+    if isinstance(arguments, str):
+        return arguments if arguments.strip() else "{}"
+    if arguments is None:
+        return "{}"
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def proxy_tool_event(chunk: dict[str, Any]) -> PreExecutedToolCall | PreExecutedToolResult | None:
+    """A proxy's ``x_tool_start`` / ``x_tool_result`` as an event; ``None`` for other chunks.
+
+    A start without a ``name`` is ignored (there is nothing to show); a result without one is
+    named ``"unknown"``; missing arguments are ``"{}"`` and a missing output ``""``.
+    """
+    start = chunk.get("x_tool_start")
+    if isinstance(start, dict):
+        name = start.get("name")
+        if not isinstance(name, str) or not name:
+            return None
+        return PreExecutedToolCall(name=name, arguments=normalise_arguments(start.get("arguments")))
+    result = chunk.get("x_tool_result")
+    if isinstance(result, dict):
+        name = result.get("name")
+        output = result.get("output")
+        return PreExecutedToolResult(
+            name=name if isinstance(name, str) and name else "unknown",
+            output=output if isinstance(output, str) else "" if output is None else str(output),
+        )
+    return None
+
+
+@dataclass(slots=True)
+class _CallBuilder:
+    id: str
+    name: str
+    arguments: list[str]
+
+    def build(self, position: int) -> ToolCall:
+        if not self.name:
+            raise StreamProtocolError(f"tool call {self.id or position} has no function name")
+        return ToolCall(
+            id=self.id or f"call_{position}",
+            name=self.name,
+            arguments=normalise_arguments("".join(self.arguments)),
+        )
+
+
+class ChatCompletionsAccumulator:
+    """The reducer: one SSE event's data at a time, events out (see the module docstring).
+
+    Attributes:
+        finished: :class:`Final` was emitted; further input is ignored.
+        finish_seen: a non-null ``finish_reason`` arrived (EOF now ends the stream properly).
+    """
+
+    def __init__(self) -> None:
+        self.finished = False
+        self.finish_seen = False
+        self._raw_finish: str | None = None
+        self._calls: list[_CallBuilder] = []
+        self._by_index: dict[int, _CallBuilder] = {}
+        self._calls_emitted = False
+        self._usage: Usage | None = None
+
+    def on_data(self, data: str) -> list[StreamEvent]:
+        """Reduce one event's data (a JSON chunk or ``[DONE]``).
+
+        Blank data is a keep-alive and ignored.
+
+        Raises:
+            StreamProtocolError: the data is not a JSON object, or a tool call has no name.
+            ProviderError: the chunk is an error object (typed by its code, see
+                :func:`providers.transport.error_from_event`).
+        """
+        if self.finished or not data.strip():
+            return []
+        if data.strip() == DONE_SENTINEL:
+            return self._finish()
+        chunk = parse_event_json(data)
+        if not isinstance(chunk, dict):
+            raise StreamProtocolError(f"chunk is not a JSON object: {data[:80]!r}")
+        return self.on_chunk(chunk)
+
+    def on_chunk(self, chunk: dict[str, Any]) -> list[StreamEvent]:
+        """Reduce one parsed ``chat.completion.chunk`` (or proxy/error object)."""
+        if self.finished:
+            return []
+        if "error" in chunk and chunk["error"] is not None:
+            raise error_from_event(chunk["error"])
+        events: list[StreamEvent] = []
+        proxy = proxy_tool_event(chunk)
+        if proxy is not None:
+            events.append(proxy)
+        choice = _first_choice(chunk.get("choices"))
+        if choice is not None:
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                events.extend(self._on_delta(delta))
+            raw_finish = choice.get("finish_reason")
+            if isinstance(raw_finish, str) and raw_finish and not self.finish_seen:
+                self.finish_seen = True
+                self._raw_finish = raw_finish
+                events.extend(self._emit_calls())
+        usage = parse_usage(chunk.get("usage"))
+        if usage is not None:
+            self._usage = usage
+        return events
+
+    def on_end(self) -> list[StreamEvent]:
+        """The body ended (EOF), or the idle timeout fired, without ``[DONE]``.
+
+        Returns:
+            The closing events (pending usage, :class:`Final`) when a ``finish_reason`` was seen.
+
+        Raises:
+            StreamTruncated: no ``finish_reason`` was seen; pending tool calls are dropped.
+        """
+        if self.finished:
+            return []
+        if not self.finish_seen:
+            self.finished = True
+            message = "the stream ended without finish_reason or [DONE]"
+            if self._calls:
+                message += f" ({len(self._calls)} unfinished tool call(s) dropped)"
+            raise StreamTruncated(message)
+        return self._finish()
+
+    def _on_delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
+        events: list[StreamEvent] = []
+        content = delta.get("content")
+        text = content if isinstance(content, str) else ""
+        reasoning = parse_reasoning(delta)
+        if text or reasoning:
+            events.append(TextDelta(StreamChunk(delta=text, reasoning=reasoning)))
+        fragments = delta.get("tool_calls")
+        if isinstance(fragments, list) and fragments:
+            if self._calls_emitted:
+                raise StreamProtocolError("tool call fragment after the finish_reason")
+            for fragment in fragments:
+                if isinstance(fragment, dict):
+                    self._on_call_fragment(fragment)
+        return events
+
+    def _on_call_fragment(self, fragment: dict[str, Any]) -> None:
+        index = _int_or_none(fragment.get("index"))
+        call_id = fragment.get("id") if isinstance(fragment.get("id"), str) else ""
+        if index is not None:
+            call = self._by_index.get(index)
+            if call is None or (call_id and call.id and call_id != call.id):
+                call = self._new_call(call_id)
+                self._by_index[index] = call
+        elif not self._calls or (call_id and call_id != self._calls[-1].id):
+            call = self._new_call(call_id)
+        else:
+            call = self._calls[-1]  # C01: no index and no new id continues the latest call
+        if call_id and not call.id:
+            call.id = call_id
+        function = fragment.get("function")
+        if isinstance(function, dict):
+            name = function.get("name")
+            if isinstance(name, str) and name and name != call.name:
+                # Servers send the name once, whole; a few repeat it in every fragment.
+                call.name = name if not call.name else call.name + name
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                call.arguments.append(arguments)
+            elif arguments is not None:
+                call.arguments.append(json.dumps(arguments, ensure_ascii=False))
+
+    def _new_call(self, call_id: str) -> _CallBuilder:
+        call = _CallBuilder(id=call_id, name="", arguments=[])
+        self._calls.append(call)
+        return call
+
+    def _emit_calls(self) -> list[StreamEvent]:
+        if self._calls_emitted:
+            return []
+        self._calls_emitted = True
+        return [call.build(position) for position, call in enumerate(self._calls)]
+
+    def _finish(self) -> list[StreamEvent]:
+        events = self._emit_calls()
+        if self._usage is not None:
+            events.append(self._usage)
+        self.finished = True
+        finish = map_finish_reason(self._raw_finish, has_tool_calls=bool(self._calls))
+        events.append(Final(finish, self._raw_finish))
+        return events
+
+
+def _first_choice(choices: Any) -> dict[str, Any] | None:
+    """The choice with index 0 (we never ask for ``n > 1``); a missing index counts as 0."""
+    if not isinstance(choices, list):
+        return None
+    for choice in choices:
+        if isinstance(choice, dict) and choice.get("index") in (0, None):
+            return choice
+    return None
+
+
+class ChatCompletionsStreamDecoder:
+    """Bytes of a Chat Completions SSE body in, stream events out: :class:`SSEDecoder` feeding a
+    :class:`ChatCompletionsAccumulator`.
+
+    :meth:`feed` and :meth:`close` are generators so that events decoded before an error are
+    delivered before it is raised (the orchestrator's retry decision depends on whether text
+    arrived first): iterate them fully.
+
+    Example::
+
+        decoder = ChatCompletionsStreamDecoder()
+        for chunk in body_reads:
+            yield from decoder.feed(chunk)
+            if decoder.finished:
+                break  # [DONE]: do not wait for the socket to close
+        else:
+            yield from decoder.close()
+    """
+
+    def __init__(self) -> None:
+        self._sse = SSEDecoder()
+        self.accumulator = ChatCompletionsAccumulator()
+
+    @property
+    def finished(self) -> bool:
+        """:class:`Final` was emitted; stop reading."""
+        return self.accumulator.finished
+
+    @property
+    def finish_seen(self) -> bool:
+        """A ``finish_reason`` arrived: EOF or the idle timeout now end the stream properly."""
+        return self.accumulator.finish_seen
+
+    def feed(self, data: bytes) -> Iterator[StreamEvent]:
+        """Decode ``data`` (any split of the body) and yield the events it completed."""
+        for event in self._sse.feed(data):
+            yield from self.accumulator.on_data(event.data)
+
+    def close(self) -> Iterator[StreamEvent]:
+        """End of body (EOF or idle timeout): the last events, or ``StreamTruncated``."""
+        for event in self._sse.close():
+            yield from self.accumulator.on_data(event.data)
+        yield from self.accumulator.on_end()

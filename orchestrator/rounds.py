@@ -189,8 +189,9 @@ class RoundRunner:
                     if not exc.retryable:
                         continue
             for index in range(blocking_tries):
-                if streamable or index > 0:
-                    await self._sleep(self._backoff(index, last_error))
+                retry = index if streamable else index - 1  # 0 = the first retry
+                if retry >= 0:
+                    await self._sleep(self._backoff(retry, last_error))
                 begin()
                 try:
                     response = await provider.complete(request)
@@ -223,8 +224,9 @@ class RoundRunner:
             raise StreamTruncated("the stream ended without its terminal event")
 
     @staticmethod
-    def _backoff(index: int, error: ProviderError | None) -> float:
-        delay = BACKOFF_START_SECS * (2**index)
+    def _backoff(retry: int, error: ProviderError | None) -> float:
+        """Seconds before retry number ``retry`` (0-based): 0.5, 1, 2…, or the ``Retry-After``."""
+        delay = BACKOFF_START_SECS * (2**retry)
         if isinstance(error, ProviderRateLimited) and error.retry_after is not None:
             return max(error.retry_after, 0.0)
         return delay

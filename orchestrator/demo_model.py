@@ -6,8 +6,6 @@ provider talks to it over the real wire format (SSE ``chat.completion.chunk`` ev
 it streams canned answers word by word, calls ``current_time`` when asked for the time, and says
 plainly that it is a demo. Answers are longer than the redaction holdback (128 bytes) so the
 streaming shows.
-
-HTTP/1.1 framing is h11's; the server serves one request per connection.
 """
 
 from __future__ import annotations
@@ -16,11 +14,13 @@ import json
 import logging
 import re
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
-import h11
-from anyio.abc import SocketStream, TaskGroup
+from anyio.abc import TaskGroup
+
+from orchestrator.http_server import HttpRequest, HttpResponse, HttpServer
 
 __all__ = ["DemoModelServer", "demo_reply"]
 
@@ -142,7 +142,7 @@ def _completion(reply: dict[str, Any], created: int) -> bytes:
 
 
 class DemoModelServer:
-    """Serves the demo model on 127.0.0.1 until the task group is cancelled.
+    """Serves the demo model on 127.0.0.1 until the task group ends.
 
     Usage::
 
@@ -154,65 +154,35 @@ class DemoModelServer:
 
     def __init__(self, *, word_delay_secs: float = WORD_DELAY_SECS) -> None:
         self._delay = word_delay_secs
-        self.port = 0
+        self._http = HttpServer(self._handle)
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://127.0.0.1:{self._http.port}/v1"
 
     async def start(self, task_group: TaskGroup) -> None:
-        listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
-        self.port = listener.extra(anyio.abc.SocketAttribute.local_port)
-        task_group.start_soon(listener.serve, self._handle, task_group)
+        await self._http.start(task_group)
         log.info("demo model listening on %s (not a real model)", self.base_url)
 
-    async def _handle(self, stream: SocketStream) -> None:
-        async with stream:
-            conn = h11.Connection(h11.SERVER)
-            request: h11.Request | None = None
-            body = bytearray()
-            while True:
-                event = conn.next_event()
-                if event is h11.NEED_DATA:
-                    try:
-                        conn.receive_data(await stream.receive(65536))
-                    except (anyio.EndOfStream, anyio.BrokenResourceError):
-                        return
-                    continue
-                if isinstance(event, h11.Request):
-                    request = event
-                elif isinstance(event, h11.Data):
-                    body += event.data
-                elif isinstance(event, h11.EndOfMessage) or event is h11.PAUSED:
-                    break
-                elif isinstance(event, h11.ConnectionClosed):
-                    return
-            if request is None or not request.target.endswith(b"/chat/completions"):
-                await self._send(stream, conn, 404, b'{"error":{"message":"not found"}}')
-                return
-            try:
-                payload = json.loads(body)
-                reply = demo_reply(payload.get("messages", []), payload.get("tools") or [])
-            except (ValueError, AttributeError):
-                await self._send(stream, conn, 400, b'{"error":{"message":"bad request"}}')
-                return
-            created = int(time.time())
-            if not payload.get("stream"):
-                await self._send(stream, conn, 200, _completion(reply, created))
-                return
-            headers = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
-            await stream.send(conn.send(h11.Response(status_code=200, headers=headers)))
-            try:
-                for piece in _sse_chunks(reply, created):
-                    await stream.send(conn.send(h11.Data(data=piece)))
-                    await anyio.sleep(self._delay)
-                await stream.send(conn.send(h11.EndOfMessage()))
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                return
+    async def _handle(self, request: HttpRequest) -> HttpResponse:
+        if request.method != "POST" or not request.target.endswith("/chat/completions"):
+            return HttpResponse(404, b'{"error":{"message":"not found"}}')
+        try:
+            payload = json.loads(request.body)
+            reply = demo_reply(payload.get("messages", []), payload.get("tools") or [])
+        except (ValueError, AttributeError):
+            return HttpResponse(400, b'{"error":{"message":"bad request"}}')
+        created = int(time.time())
+        if not payload.get("stream"):
+            return HttpResponse(200, _completion(reply, created))
+        return HttpResponse(
+            200,
+            self._paced(_sse_chunks(reply, created)),
+            content_type="text/event-stream",
+            headers=[("cache-control", "no-cache")],
+        )
 
-    @staticmethod
-    async def _send(stream: SocketStream, conn: h11.Connection, status: int, body: bytes) -> None:
-        headers = [("content-type", "application/json"), ("content-length", str(len(body)))]
-        await stream.send(conn.send(h11.Response(status_code=status, headers=headers)))
-        await stream.send(conn.send(h11.Data(data=body)))
-        await stream.send(conn.send(h11.EndOfMessage()))
+    async def _paced(self, chunks: list[bytes]) -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+            await anyio.sleep(self._delay)

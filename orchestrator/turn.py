@@ -159,9 +159,18 @@ class TurnRunner:
         self._tools = tools
         self._store = store
         self._policies = policies
+        self._active: set[anyio.CancelScope] = set()
+
+    def cancel_all(self) -> None:
+        """Stop every running turn's model work; each still delivers its interrupted marker."""
+        for scope in self._active:
+            scope.cancel()
 
     async def run(self, channel: Channel, inbound: InboundMessage) -> TurnOutcome:
-        """Answer ``inbound`` in its chat. Cancellation marks the answer as interrupted."""
+        """Answer ``inbound`` in its chat; returns when the reply is fully delivered.
+
+        :meth:`cancel_all` cuts the model work short: the reply then ends with the interrupted
+        marker. Cancelling the caller abandons delivery too."""
         chat_id = inbound.chat_id
         history = self._store.history(channel.name, chat_id)
         user = ChatMessage("user", inbound.text)
@@ -171,20 +180,20 @@ class TurnRunner:
         outcome = TurnOutcome()
         async with anyio.create_task_group() as tg:
             tg.start_soon(driver.run)
+            scope = anyio.CancelScope()
+            self._active.add(scope)
             try:
-                await self._rounds_loop(
-                    channel, inbound, history, new_messages, policy, driver, outcome
-                )
-            except anyio.get_cancelled_exc_class():
-                with anyio.CancelScope(shield=True):
+                with scope:
+                    await self._rounds_loop(
+                        channel, inbound, history, new_messages, policy, driver, outcome
+                    )
+                if scope.cancelled_caught:
                     self._interrupt(driver, policy, outcome, SHUTDOWN_CAUSE)
-                    with anyio.move_on_after(10):
-                        await driver.drain()
-                raise
             except Exception:
                 log.exception("turn failed in %s:%s", channel.name, chat_id)
                 self._interrupt(driver, policy, outcome, "the bot failed")
             finally:
+                self._active.discard(scope)
                 self._store.append(channel.name, chat_id, new_messages)
         return outcome
 

@@ -1,0 +1,216 @@
+"""The daemon (DESIGN §7): start every channel, answer messages, stop gracefully.
+
+Theory of operation
+-------------------
+``serve`` builds the providers, tools, store, policy and channels from a validated config and
+starts every channel. A channel that cannot start ends the run with exit code 1 and one line
+naming it. Then it waits for SIGINT/SIGTERM — or, when the console is the only channel, for the
+end of its input. Shutdown stops taking messages, lets running turns finish for up to
+``SHUTDOWN_GRACE_SECS``, then cuts the model work of any turn still running (its reply ends with
+the interrupted marker), stops the channels and returns 0.
+
+Every task has an owner: the root task group spans the whole run.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskGroup
+
+from channels.base import Channel, InboundHandler, InboundMessage
+from channels.errors import ChannelError
+from channels.registry import build_channel
+from config.models import RelaybotConfig
+from orchestrator.access import AccessControl
+from orchestrator.dispatch import Dispatcher
+from orchestrator.http_server import HttpServer
+from orchestrator.metrics import Metrics
+from orchestrator.policy import OutboundPolicy
+from orchestrator.rounds import ChainEntry, RoundRunner
+from orchestrator.store import Store
+from orchestrator.tools import ToolRegistry
+from orchestrator.turn import TurnRunner
+from providers.registry import build_provider
+
+__all__ = ["SHUTDOWN_GRACE_SECS", "Daemon", "serve"]
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_SECS = 30.0
+"""How long running turns may go on after SIGINT/SIGTERM, in seconds."""
+DELIVERY_GRACE_SECS = 10.0
+"""After cutting the model work, how long interrupted replies may take to reach the chat."""
+
+HELP_TEXT = "Hi! Send me a message and I will answer. Commands: /reset forgets this conversation."
+
+
+class Daemon:
+    """One run of relaybot over a validated config."""
+
+    def __init__(self, config: RelaybotConfig, *, storage_path: str | Path) -> None:
+        self.config = config
+        self.store = Store(storage_path)
+        self.policy = OutboundPolicy.from_config(config.policy)
+        self.metrics = Metrics()
+        chain = [
+            ChainEntry(build_provider(name, config.providers[name]), config.providers[name])
+            for name in config.agent.providers
+        ]
+        self.turns = TurnRunner(
+            agent=config.agent,
+            rounds=RoundRunner(chain),
+            tools=ToolRegistry.from_names(config.agent.tools),
+            store=self.store,
+            policies=self.policy,
+        )
+        self._chain = chain
+        self.channels: dict[str, Channel] = {}
+        self._access: dict[str, AccessControl] = {}
+        self._dispatcher: Dispatcher | None = None
+        self.stopping = anyio.Event()
+
+    async def run(self, *, handle_signals: bool = True) -> int:
+        """Serve until stopped; returns the process exit code (0, or 1 when a channel fails)."""
+        try:
+            async with anyio.create_task_group() as tg:
+                code = await self._run(tg, handle_signals)
+                tg.cancel_scope.cancel()
+            return code
+        finally:
+            for entry in self._chain:
+                with anyio.CancelScope(shield=True):
+                    await entry.provider.aclose()
+            self.store.close()
+
+    async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
+        self._dispatcher = Dispatcher(tg, self._run_turn)
+        for name, channel_config in self.config.channels.items():
+            self._access[name] = AccessControl(
+                name, channel_config.allowed_users, channel_config.respond_in_groups
+            )
+            try:
+                self.channels[name] = build_channel(name, channel_config, self._inbound_for(name))
+            except NotImplementedError as exc:
+                return self._start_failed(name, str(exc))
+        started: list[Channel] = []
+        for name, channel in self.channels.items():
+            try:
+                await channel.start()
+            except (ChannelError, NotImplementedError, OSError) as exc:
+                await self._stop_channels(started)
+                return self._start_failed(name, str(exc) or type(exc).__name__)
+            started.append(channel)
+        if self.config.server.listen:
+            host, _, port = self.config.server.listen.rpartition(":")
+            server = HttpServer(self.metrics.handle, host=host or "127.0.0.1", port=int(port))
+            await server.start(tg)
+            log.info("metrics on http://%s:%d/metrics", server.host, server.port)
+        if handle_signals:
+            tg.start_soon(self._watch_signals)
+        console_only = all(c.config.kind == "console" for c in self.channels.values())
+        for channel in self.channels.values():
+            tg.start_soon(self._serve_channel, channel, console_only)
+        log.info("relaybot running with channels: %s", ", ".join(self.channels))
+        await self.stopping.wait()
+        await self._shutdown(started)
+        return 0
+
+    def _start_failed(self, name: str, cause: str) -> int:
+        first_line = cause.strip().splitlines()[0] if cause.strip() else "unknown error"
+        print(f"relaybot: channel {name}: cannot start: {first_line}", file=sys.stderr)
+        return 1
+
+    async def _serve_channel(self, channel: Channel, console_only: bool) -> None:
+        await channel.serve()
+        if console_only:  # end of input ends a console-only run (DESIGN §7)
+            self.stopping.set()
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("received %s; shutting down", signal.Signals(signum).name)
+                self.stopping.set()
+                return
+
+    async def _shutdown(self, started: list[Channel]) -> None:
+        assert self._dispatcher is not None
+        with anyio.CancelScope(shield=True):
+            self._dispatcher.close()
+            with anyio.move_on_after(SHUTDOWN_GRACE_SECS):
+                await self._dispatcher.wait_idle()
+            self.turns.cancel_all()
+            with anyio.move_on_after(DELIVERY_GRACE_SECS):
+                await self._dispatcher.wait_idle()
+            await self._stop_channels(started)
+
+    @staticmethod
+    async def _stop_channels(channels: list[Channel]) -> None:
+        for channel in channels:
+            try:
+                await channel.stop()
+            except Exception:
+                log.exception("channel %s did not stop cleanly", channel.name)
+
+    # -- inbound --------------------------------------------------------------------------
+
+    def _inbound_for(self, name: str) -> InboundHandler:
+        async def on_inbound(message: InboundMessage) -> None:
+            await self._on_inbound(name, message)
+
+        return on_inbound
+
+    async def _on_inbound(self, name: str, message: InboundMessage) -> None:
+        channel = self.channels[name]
+        assert self._dispatcher is not None
+        if self._dispatcher.closed or not self._access[name].allows(message):
+            await channel.reply_finished(message.chat_id)
+            return
+        command = _command(message.text)
+        if command in ("/start", "/help", "/reset"):
+            if command == "/reset":
+                self.store.reset(name, message.chat_id)
+                text = "Conversation cleared."
+            else:
+                text = HELP_TEXT
+            try:
+                await channel.send_message(message.chat_id, self.policy.redact(text))
+            except ChannelError as exc:
+                log.warning("channel %s: could not answer %s: %s", name, command, exc)
+            await channel.reply_finished(message.chat_id)
+            return
+        if not self._dispatcher.submit(channel, message):
+            await channel.reply_finished(message.chat_id)
+
+    async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
+        try:
+            outcome = await self.turns.run(channel, message)
+            log.info(
+                "reply in %s:%s: %s after %d round(s)",
+                channel.name,
+                message.chat_id,
+                outcome.outcome,
+                outcome.rounds,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await channel.reply_finished(message.chat_id)
+
+
+def _command(text: str) -> str | None:
+    """``/reset@BotName args`` → ``/reset``; None when the text is not a command."""
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    return stripped.split()[0].split("@", 1)[0].lower()
+
+
+async def serve(
+    config: RelaybotConfig, *, storage_path: str | Path, handle_signals: bool = True
+) -> int:
+    """Run relaybot over ``config``; returns the exit code."""
+    return await Daemon(config, storage_path=storage_path).run(handle_signals=handle_signals)

@@ -67,6 +67,7 @@ class Daemon:
             tools=ToolRegistry.from_names(config.agent.tools),
             store=self.store,
             policies=self.policy,
+            on_round=self.metrics.observe_round,
         )
         self._chain = chain
         self.channels: dict[str, Channel] = {}

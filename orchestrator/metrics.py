@@ -6,6 +6,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client.exposition import generate_latest
 
 from orchestrator.http_server import HttpRequest, HttpResponse
+from orchestrator.store import RoundRecord
 
 __all__ = ["Metrics"]
 
@@ -30,6 +31,15 @@ class Metrics:
             ["provider", "kind"],
             registry=self.registry,
         )
+
+    def observe_round(self, record: RoundRecord) -> None:
+        provider = record.provider or "none"
+        self.rounds.labels(provider, record.outcome).inc()
+        if record.ttft_ms is not None:
+            self.ttft.observe(record.ttft_ms / 1000.0)
+        for kind, count in (("input", record.input_tokens), ("output", record.output_tokens)):
+            if count:
+                self.tokens.labels(provider, kind).inc(count)
 
     async def handle(self, request: HttpRequest) -> HttpResponse:
         path = request.target.split("?", 1)[0]

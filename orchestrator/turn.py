@@ -17,6 +17,7 @@ status lines through the policy.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -143,6 +144,7 @@ class TurnRunner:
         tools: the tools offered to the model.
         store: history and round records.
         policies: makes one outbound policy per reply.
+        on_round: called with each round's record after it is stored (metrics).
     """
 
     def __init__(
@@ -153,12 +155,14 @@ class TurnRunner:
         tools: ToolRegistry,
         store: Store,
         policies: ReplyPolicyFactory,
+        on_round: Callable[[RoundRecord], None] | None = None,
     ) -> None:
         self._agent = agent
         self._rounds = rounds
         self._tools = tools
         self._store = store
         self._policies = policies
+        self._on_round = on_round
         self._active: set[anyio.CancelScope] = set()
 
     def cancel_all(self) -> None:
@@ -327,20 +331,21 @@ class TurnRunner:
     ) -> None:
         response = result.response if result is not None else None
         usage = response.usage if response is not None else None
-        self._store.record_round(
-            RoundRecord(
-                channel=channel.name,
-                chat_id=inbound.chat_id,
-                provider=result.provider if result is not None else None,
-                attempts=attempts,
-                ttft_ms=result.ttft_ms if result is not None else None,
-                input_tokens=usage.input_tokens if usage else None,
-                output_tokens=usage.output_tokens if usage else None,
-                cached_tokens=usage.cached_input_tokens if usage else None,
-                writes_sent=driver.writes_sent - writes_before,
-                finish_reason=response.finish_reason if response is not None else None,
-                outcome="interrupted"
-                if response is None
-                else ("tool_calls" if response.tool_calls else "ok"),
-            )
+        record = RoundRecord(
+            channel=channel.name,
+            chat_id=inbound.chat_id,
+            provider=result.provider if result is not None else None,
+            attempts=attempts,
+            ttft_ms=result.ttft_ms if result is not None else None,
+            input_tokens=usage.input_tokens if usage else None,
+            output_tokens=usage.output_tokens if usage else None,
+            cached_tokens=usage.cached_input_tokens if usage else None,
+            writes_sent=driver.writes_sent - writes_before,
+            finish_reason=response.finish_reason if response is not None else None,
+            outcome="interrupted"
+            if response is None
+            else ("tool_calls" if response.tool_calls else "ok"),
         )
+        self._store.record_round(record)
+        if self._on_round is not None:
+            self._on_round(record)

@@ -1,10 +1,32 @@
-"""Pydantic models of the YAML config file (DESIGN §6). Unknown keys are errors everywhere."""
+"""Pydantic models of the YAML config file (DESIGN §6). Unknown keys are errors everywhere.
+
+Secrets are :class:`~pydantic.SecretStr` (``api_key``, ``token``, ``access_token``,
+``secret_token``): call ``.get_secret_value()`` where the value is used. Durations carry their
+unit in the key (``_ms``, ``_secs``). Error messages raised here never quote the input value.
+Load files through :func:`config.loader.load_config`, which adds line numbers to every error.
+Class docstrings and ``description``s end up in the JSON Schema (``relaybot schema``): they speak
+to the person writing the file. Sections: providers and agent DESIGN §2/§5, policy §4, channels
+§3, storage and server §7.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Collection, Sequence
+from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from config.errors import LocatedValueError
 
 __all__ = [
     "AgentConfig",
@@ -21,6 +43,8 @@ __all__ = [
     "StorageConfig",
     "TelegramChannelConfig",
     "WebhookConfig",
+    "unknown_provider_message",
+    "unknown_providers",
 ]
 
 
@@ -39,18 +63,47 @@ _DEFAULT_BASE_URLS: dict[str, str] = {
 }
 
 
+def _check_listen(value: str | None) -> str | None:
+    """Accept ``HOST:PORT`` (``[::1]:9464`` for IPv6), port 0–65535."""
+    if value is None:
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError("expected HOST:PORT, e.g. 127.0.0.1:9464")
+    return value
+
+
 class ProviderConfig(_Strict):
     """One model API. Durations are in seconds."""
 
-    kind: ProviderKind
-    base_url: str | None = Field(default=None, description="API root; default per kind")
-    api_key: SecretStr | None = Field(default=None, description="optional for ollama")
-    model: str
-    timeout_secs: float = Field(default=120, gt=0)
-    stream_idle_timeout_secs: float | None = Field(default=None, gt=0)
-    max_retries: int = Field(default=2, ge=0, le=10)
-    reasoning_effort: Literal["low", "medium", "high"] | None = None
-    max_tokens: int | None = Field(default=None, gt=0)
+    kind: ProviderKind = Field(description="wire format of the API")
+    base_url: str | None = Field(
+        default=None,
+        description="API root, e.g. https://api.openai.com/v1; default per kind "
+        "(ollama: http://127.0.0.1:11434)",
+    )
+    api_key: SecretStr | None = Field(
+        default=None, description="required except for ollama; write it as ${VAR}"
+    )
+    model: str = Field(description="model name sent to the API")
+    timeout_secs: float = Field(
+        default=120,
+        gt=0,
+        description="seconds; bounds response headers, error bodies and a whole blocking call",
+    )
+    stream_idle_timeout_secs: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds without a received byte before a stream is abandoned; "
+        "default 300 (anthropic 90), or timeout_secs when that is larger",
+    )
+    max_retries: int = Field(
+        default=2, ge=0, le=10, description="retries of a round that failed before any text"
+    )
+    reasoning_effort: Literal["low", "medium", "high"] | None = Field(
+        default=None, description="where the model supports it"
+    )
+    max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
 
     @property
     def resolved_base_url(self) -> str:
@@ -68,99 +121,185 @@ class ProviderConfig(_Strict):
     @model_validator(mode="after")
     def _key_required(self) -> ProviderConfig:
         if self.kind != "ollama" and self.api_key is None:
-            raise ValueError(f"api_key is required for kind {self.kind}")
+            raise LocatedValueError(
+                (("api_key",), f"missing required key (needed for kind {self.kind})")
+            )
         return self
 
 
 class AgentConfig(_Strict):
-    providers: list[str] = Field(min_length=1, description="fallback chain, in order")
+    """What answers: the provider fallback chain, the prompt and the tools."""
+
+    providers: list[str] = Field(
+        min_length=1, description="names from `providers`: the fallback chain, in order"
+    )
     system_prompt: str = "You are a helpful assistant."
-    max_tool_rounds: int = Field(default=8, ge=0, le=64)
-    tools: list[str] = Field(default_factory=lambda: ["current_time"])
-    require_approval: list[str] = Field(default_factory=list, description="tools asked first")
+    max_tool_rounds: int = Field(
+        default=8, ge=0, le=64, description="rounds with tools before a final summary call"
+    )
+    tools: list[str] = Field(
+        default_factory=lambda: ["current_time"], description="names of built-in tools"
+    )
+    require_approval: list[str] = Field(
+        default_factory=list, description="tools the user is asked to approve before each run"
+    )
 
 
 class SecretPatternConfig(_Strict):
-    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
-    regex: str
-    keywords: list[str] = Field(default_factory=list)
+    """An extra secret shape for the redactor, replaced by [REDACTED:<name>]."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="shown in the marker")
+    regex: str = Field(description="Python regular expression matching the whole secret")
+    keywords: list[str] = Field(
+        default_factory=list, description="literal prefixes used as a prefilter"
+    )
 
     @field_validator("regex")
     @classmethod
-    def _compiles(cls, value: str) -> str:
-        import re
-
+    def _compiles(cls, value: str, info: ValidationInfo) -> str:
+        name = info.data.get("name")
+        label = f"pattern {name!r}" if isinstance(name, str) else "pattern"
         try:
-            re.compile(value)
+            compiled = re.compile(value)
         except re.error as exc:
-            raise ValueError(f"invalid regex: {exc}") from exc
+            # exc.msg and exc.pos only: str(exc) may quote the pattern.
+            where = f" at position {exc.pos}" if exc.pos is not None else ""
+            raise ValueError(f"{label} does not compile: {exc.msg}{where}") from None
+        if compiled.fullmatch("") is not None:
+            raise ValueError(f"{label} matches the empty string")
         return value
 
 
 class GuardrailConfig(_Strict):
+    """A screen over the complete text of a model round."""
+
     kind: Literal["term_list"]
-    terms: list[str] = Field(min_length=1)
-    action: Literal["deny", "redact"] = "deny"
-    holds_stream: bool = True
+    terms: list[str] = Field(min_length=1, description="case-insensitive terms")
+    action: Literal["deny", "redact"] = Field(
+        default="deny", description="deny: replace the answer by a refusal; redact: mask terms"
+    )
+    holds_stream: bool = Field(
+        default=True, description="hold the round's text until it is screened"
+    )
+
+
+_HOOK_PATTERN = re.compile(r"^[\w.]+:\w+$")
 
 
 class PolicyConfig(_Strict):
+    """What every text sent to a chat crosses: hook, secret shapes, guardrails."""
+
     on_message_sending: str | None = Field(
-        default=None, pattern=r"^[\w.]+:[\w]+$", description='"package.module:function"'
+        default=None,
+        description='hook "package.module:function"(channel, chat_id, text) -> str | None',
+        json_schema_extra={"pattern": _HOOK_PATTERN.pattern},
     )
     extra_secret_patterns: list[SecretPatternConfig] = Field(default_factory=list)
     guardrails: list[GuardrailConfig] = Field(default_factory=list)
 
+    @field_validator("on_message_sending")
+    @classmethod
+    def _import_path(cls, value: str | None) -> str | None:
+        if value is not None and not _HOOK_PATTERN.fullmatch(value):
+            raise ValueError('expected an import path "package.module:function"')
+        return value
+
 
 class _ChannelBase(_Strict):
-    draft_update_interval_ms: int = Field(default=1000, ge=50)
-    allowed_users: list[str | int] = Field(default_factory=list)
-    respond_in_groups: Literal["mention", "all"] = "mention"
-    show_reasoning: bool = False
-    show_tool_status: bool = False
+    draft_update_interval_ms: int = Field(
+        default=1000, ge=50, description="milliseconds between consecutive writes to one chat"
+    )
+    allowed_users: list[str | int] = Field(
+        default_factory=list,
+        description='user ids or names allowed to talk to the bot; "*" = everyone; empty = nobody',
+    )
+    respond_in_groups: Literal["mention", "all"] = Field(
+        default="mention", description="in group chats, answer only when mentioned or replied to"
+    )
+    show_reasoning: bool = Field(default=False, description="also show the model's reasoning")
+    show_tool_status: bool = Field(
+        default=False, description="multi_message: also send each tool status as a message"
+    )
 
 
 class _StreamModeChannel(_ChannelBase):
-    stream_mode: StreamMode = "partial"
-    multi_message_delay_ms: int = Field(default=800, ge=0)
+    stream_mode: StreamMode = Field(
+        default="partial",
+        description="off: one message at the end; partial: edit a draft in place; "
+        "multi_message: one message per paragraph (Telegram: per model turn)",
+    )
+    multi_message_delay_ms: int = Field(
+        default=800, ge=0, description="milliseconds between consecutive sends in multi_message"
+    )
 
 
 class WebhookConfig(_Strict):
-    url: str
-    listen: str = "127.0.0.1:8443"
-    secret_token: SecretStr | None = None
+    """Receive Telegram updates by webhook instead of long polling."""
+
+    url: str = Field(description="public HTTPS URL Telegram posts updates to")
+    listen: str = Field(default="127.0.0.1:8443", description="local HOST:PORT to serve on")
+    secret_token: SecretStr | None = Field(
+        default=None, description="X-Telegram-Bot-Api-Secret-Token expected on every update"
+    )
+
+    _listen = field_validator("listen")(_check_listen)
 
 
 class TelegramChannelConfig(_StreamModeChannel):
+    """A Telegram bot (Bot API through python-telegram-bot)."""
+
     kind: Literal["telegram"]
-    token: SecretStr
-    base_url: str = "https://api.telegram.org/bot"
-    webhook: WebhookConfig | None = None
+    token: SecretStr = Field(description="bot token from @BotFather")
+    base_url: str = Field(
+        default="https://api.telegram.org/bot",
+        description="python-telegram-bot meaning: the token is appended",
+    )
+    webhook: WebhookConfig | None = Field(default=None, description="null = long polling")
 
 
 class MatrixChannelConfig(_StreamModeChannel):
+    """A Matrix account (matrix-nio)."""
+
     kind: Literal["matrix"]
-    homeserver: str
-    user_id: str
+    homeserver: str = Field(description="homeserver URL, e.g. https://matrix.example.org")
+    user_id: str = Field(description='full user id, e.g. "@bot:example.org"')
     access_token: SecretStr
     device_id: str | None = None
-    stream_mode: StreamMode = "multi_message"
-    draft_update_interval_ms: int = Field(default=1500, ge=50)
-    max_edits_per_message: int = Field(default=100, ge=1)
+    stream_mode: StreamMode = Field(
+        default="multi_message",
+        description="off: one message at the end; partial: edit a draft in place; "
+        "multi_message: one message per paragraph",
+    )
+    draft_update_interval_ms: int = Field(
+        default=1500, ge=50, description="milliseconds between consecutive writes to one room"
+    )
+    max_edits_per_message: int = Field(
+        default=100, ge=1, description="then no more edits; the final text is still delivered"
+    )
 
 
 class DiscordChannelConfig(_StreamModeChannel):
+    """A Discord bot (discord.py)."""
+
     kind: Literal["discord"]
     token: SecretStr
-    api_base_url: str | None = None
-    gateway_url: str | None = None
+    api_base_url: str | None = Field(default=None, description="REST API root (tests)")
+    gateway_url: str | None = Field(default=None, description="Gateway URL (tests)")
 
 
 class ConsoleChannelConfig(_ChannelBase):
+    """The terminal: reads stdin, writes stdout."""
+
     kind: Literal["console"]
-    stream_drafts: bool = True
-    draft_update_interval_ms: int = Field(default=100, ge=50)
-    allowed_users: list[str | int] = Field(default_factory=lambda: ["*"])
+    stream_drafts: bool = Field(
+        default=True, description="true: redraw the answer as it streams; false: print it whole"
+    )
+    draft_update_interval_ms: int = Field(
+        default=100, ge=50, description="milliseconds between redraws"
+    )
+    allowed_users: list[str | int] = Field(
+        default_factory=lambda: ["*"], description="the local user is always allowed by default"
+    )
 
 
 ChannelConfig = Annotated[
@@ -170,39 +309,64 @@ ChannelConfig = Annotated[
 
 
 class StorageConfig(_Strict):
-    path: str = "relaybot.db"
+    """The SQLite store of conversations and round records."""
+
+    path: str = Field(
+        default="relaybot.db",
+        description="SQLite file; a relative path is relative to the config file's directory",
+    )
+
+    def resolved_path(self, base_dir: str | Path) -> Path:
+        """The store's absolute path: ``~`` expanded, a relative path joined to ``base_dir``.
+
+        :func:`config.loader.load_config` already returns an absolute ``path``.
+        """
+        path = Path(self.path).expanduser()
+        return path if path.is_absolute() else (Path(base_dir) / path).absolute()
 
 
 class ServerConfig(_Strict):
-    listen: str | None = "127.0.0.1:9464"
+    """The metrics endpoint: GET /healthz, GET /metrics."""
+
+    listen: str | None = Field(default="127.0.0.1:9464", description="HOST:PORT; null disables")
+
+    _listen = field_validator("listen")(_check_listen)
+
+
+def unknown_providers(configured: Collection[str], chain: Sequence[object]) -> list[int]:
+    """Indexes of the entries of ``agent.providers`` that name no configured provider."""
+    return [i for i, name in enumerate(chain) if isinstance(name, str) and name not in configured]
+
+
+def unknown_provider_message(name: str | None, configured: Collection[str]) -> str:
+    """``unknown provider 'x' (configured: a, b)``; ``name=None`` leaves the name out (a value
+    read from the environment is never shown)."""
+    known = ", ".join(sorted(configured)) or "none"
+    shown = f" {name!r}" if name is not None else ""
+    return f"unknown provider{shown} (configured: {known})"
 
 
 class RelaybotConfig(_Strict):
-    """The whole file."""
+    """The relaybot config file."""
 
-    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    providers: dict[str, ProviderConfig] = Field(
+        default_factory=dict, description="model APIs by name"
+    )
     agent: AgentConfig
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
-    channels: dict[str, ChannelConfig] = Field(min_length=1)
+    channels: dict[str, ChannelConfig] = Field(min_length=1, description="chat networks by name")
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
 
     @model_validator(mode="after")
     def _known_providers(self) -> RelaybotConfig:
-        for index, name in enumerate(self.agent.providers):
-            if name not in self.providers:
-                known = ", ".join(sorted(self.providers)) or "none"
-                raise _LocatedError(
-                    ("agent", "providers", index),
-                    f"unknown provider {name!r} (configured: {known})",
+        chain = self.agent.providers
+        missing = unknown_providers(self.providers, chain)
+        if missing:
+            raise LocatedValueError(
+                *(
+                    (("agent", "providers", i), unknown_provider_message(chain[i], self.providers))
+                    for i in missing
                 )
+            )
         return self
-
-
-class _LocatedError(ValueError):
-    """A cross-field error that knows the key path it belongs to (the loader reports it there)."""
-
-    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.message = message

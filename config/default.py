@@ -1,0 +1,101 @@
+"""The embedded default config of ``relaybot run`` without a config file (DESIGN §7).
+
+``config/default.yaml`` holds what is fixed: the console channel only, no metrics server. What
+depends on the run is added here: the provider (OpenAI with ``OPENAI_API_KEY``, else the built-in
+demo model, whose server address is known only once it listens) and the store's path under
+``$XDG_DATA_HOME``. :func:`config.loader.default_config` validates the result like any file.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DEFAULT_SOURCE_NAME",
+    "DEMO_API_KEY",
+    "DEMO_MODEL",
+    "DEMO_PROVIDER_NAME",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "OPENAI_PROVIDER_NAME",
+    "default_data",
+    "default_store_path",
+    "default_yaml_text",
+]
+
+DEFAULT_SOURCE_NAME = "<embedded default>"
+"""The ``FILE`` of messages about the embedded default (any such message is a bug)."""
+
+OPENAI_PROVIDER_NAME = "openai"
+OPENAI_MODEL = "gpt-4.1-mini"
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+"""Used unless ``OPENAI_BASE_URL`` is set in the environment (the OpenAI SDK's variable)."""
+
+DEMO_PROVIDER_NAME = "demo"
+DEMO_MODEL = "relaybot-demo"
+"""The model name the demo server reports (``orchestrator.demo_model.MODEL_NAME``)."""
+DEMO_API_KEY = "demo"
+"""Sent to the demo server, which ignores it (``openai_chat`` requires a key)."""
+
+
+def default_yaml_text() -> str:
+    """The text of ``config/default.yaml`` (package data)."""
+    return resources.files("config").joinpath("default.yaml").read_text(encoding="utf-8")
+
+
+def default_store_path(environ: Mapping[str, str]) -> Path:
+    """``$XDG_DATA_HOME/relaybot/relaybot.db``, default ``$HOME/.local/share/relaybot/...``.
+
+    Per the XDG Base Directory spec an unset, empty or relative ``XDG_DATA_HOME`` is ignored.
+    """
+    base = environ.get("XDG_DATA_HOME", "")
+    if not base or not Path(base).is_absolute():
+        home = environ.get("HOME") or str(Path.home())
+        base = str(Path(home) / ".local" / "share")
+    return Path(base) / "relaybot" / "relaybot.db"
+
+
+def default_data(
+    data: Any, environ: Mapping[str, str], *, demo_base_url: str | None
+) -> dict[str, Any]:
+    """Complete the data of ``default.yaml`` with the provider and the store path.
+
+    Args:
+        data: ``default.yaml`` read into plain data (not modified).
+        environ: the environment.
+        demo_base_url: the demo model's API root; used only without ``OPENAI_API_KEY``.
+
+    Returns:
+        The completed data, to be validated.
+
+    Raises:
+        ValueError: neither ``OPENAI_API_KEY`` nor ``demo_base_url`` is given.
+    """
+    result: dict[str, Any] = copy.deepcopy(data) if isinstance(data, dict) else {}
+    api_key = environ.get("OPENAI_API_KEY")
+    if api_key:
+        name = OPENAI_PROVIDER_NAME
+        provider = {
+            "kind": "openai_chat",
+            "base_url": environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL,
+            "api_key": api_key,
+            "model": OPENAI_MODEL,
+        }
+    elif demo_base_url:
+        name = DEMO_PROVIDER_NAME
+        provider = {
+            "kind": "openai_chat",
+            "base_url": demo_base_url,
+            "api_key": DEMO_API_KEY,
+            "model": DEMO_MODEL,
+        }
+    else:
+        raise ValueError("the embedded default config needs OPENAI_API_KEY or a demo_base_url")
+    result["providers"] = {name: provider}
+    result["agent"] = {**(result.get("agent") or {}), "providers": [name]}
+    result["storage"] = {**(result.get("storage") or {}), "path": str(default_store_path(environ))}
+    return result

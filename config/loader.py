@@ -1,0 +1,245 @@
+"""Load and validate a config file, reporting every problem as ``FILE:LINE: key.path: message``.
+
+Theory of operation
+-------------------
+1. :func:`config.source.read_yaml` turns the text into plain data plus a line for every key
+   path, interpolating ``${VAR}`` references; syntax and interpolation problems become issues.
+2. ``agent.providers`` is checked against the keys of ``providers`` on the raw data, so an
+   unknown name is reported even when other errors keep pydantic's model validator from running.
+3. :class:`RelaybotConfig` validates the data. Each pydantic error location is mapped back to
+   a key path and a line: discriminator tags (``channels.tg.telegram.token``) and union member
+   tags (``allowed_users.0.str``) are stripped by walking the location against the data; a
+   missing key gets the line of its parent mapping; a :class:`LocatedValueError` raised by a model
+   validator is reported at the key it names. Errors under a path whose value already failed in
+   step 1 are dropped (they would repeat it).
+4. Messages are ours, written from the error type and its context, never from the input: a value
+   may be a secret or come from the environment, and is never shown.
+
+All issues are raised together in one :class:`ConfigError`, sorted by line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from config.default import DEFAULT_SOURCE_NAME, default_data, default_yaml_text
+from config.errors import ConfigError, ConfigIssue, Loc, LocatedValueError, format_path
+from config.messages import error_message, join_union_messages
+from config.models import RelaybotConfig, unknown_provider_message, unknown_providers
+from config.source import SourceDocument, read_yaml
+
+__all__ = [
+    "config_from_document",
+    "default_config",
+    "format_errors",
+    "load_config",
+    "load_config_text",
+]
+
+
+def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> RelaybotConfig:
+    """Read, interpolate and validate a config file.
+
+    A relative ``storage.path`` is resolved against the file's directory: the returned
+    ``config.storage.path`` is absolute (``~`` expanded).
+
+    Args:
+        path: the YAML file; its name as given is the ``FILE`` of every message.
+        environ: the environment for ``${VAR}`` references (default: ``os.environ``).
+
+    Raises:
+        ConfigError: the file cannot be read, is not UTF-8, not YAML, or not a valid config;
+            it carries every issue found.
+    """
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ConfigError(
+            [ConfigIssue(source, None, "", f"cannot read the file: {reason}")]
+        ) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError([ConfigIssue(source, line, "", "the file is not valid UTF-8")]) from None
+    return load_config_text(text, source_name=source, environ=environ, base_dir=Path(path).parent)
+
+
+def load_config_text(
+    text: str,
+    *,
+    source_name: str = "<string>",
+    environ: Mapping[str, str] | None = None,
+    base_dir: str | Path | None = None,
+) -> RelaybotConfig:
+    """Validate config text (see :func:`load_config`).
+
+    Args:
+        text: the YAML document.
+        source_name: the ``FILE`` of every message.
+        environ: the environment for ``${VAR}`` references (default: ``os.environ``).
+        base_dir: directory a relative ``storage.path`` is resolved against; ``None`` leaves
+            the path as written.
+
+    Raises:
+        ConfigError: every issue found.
+    """
+    doc = read_yaml(
+        text, source_name=source_name, environ=os.environ if environ is None else environ
+    )
+    config = config_from_document(doc, source_name=source_name)
+    if base_dir is not None:
+        resolved = str(config.storage.resolved_path(base_dir))
+        storage = config.storage.model_copy(update={"path": resolved})
+        config = config.model_copy(update={"storage": storage})
+    return config
+
+
+def format_errors(error: ConfigError) -> str:
+    """The text ``relaybot check-config`` and ``relaybot run`` print to stderr: one
+    ``FILE:LINE: key.path: message`` line per issue, in line order, no trailing newline."""
+    return "\n".join(str(issue) for issue in error.errors)
+
+
+def default_config(
+    environ: Mapping[str, str] | None = None, *, demo_base_url: str | None = None
+) -> RelaybotConfig:
+    """The embedded default config of ``relaybot run`` without a file (DESIGN §7).
+
+    ``config/default.yaml`` (the console channel only, no metrics server) completed by
+    :func:`config.default.default_data`: with ``OPENAI_API_KEY`` set, the ``openai`` provider
+    (``openai_chat``, ``gpt-4.1-mini``, ``https://api.openai.com/v1`` unless ``OPENAI_BASE_URL``
+    is set); without it, the ``demo`` provider at ``demo_base_url``. ``storage.path`` is
+    ``$XDG_DATA_HOME/relaybot/relaybot.db`` (default ``~/.local/share/relaybot/relaybot.db``).
+
+    Args:
+        environ: the environment (default: ``os.environ``).
+        demo_base_url: the demo model server's API root, e.g. ``http://127.0.0.1:PORT/v1``;
+            ignored when ``OPENAI_API_KEY`` is set.
+
+    Raises:
+        ValueError: neither ``OPENAI_API_KEY`` nor ``demo_base_url`` is given.
+    """
+    environ = os.environ if environ is None else environ
+    doc = read_yaml(default_yaml_text(), source_name=DEFAULT_SOURCE_NAME, environ=environ)
+    doc.data = default_data(doc.data, environ, demo_base_url=demo_base_url)
+    return config_from_document(doc, source_name=DEFAULT_SOURCE_NAME)
+
+
+def config_from_document(doc: SourceDocument, *, source_name: str) -> RelaybotConfig:
+    """Validate data read by :func:`config.source.read_yaml`.
+
+    Raises:
+        ConfigError: ``doc.issues`` plus every validation issue.
+    """
+    issues = list(doc.issues)
+    if doc.data is not None:
+        reference_issues = list(_provider_reference_issues(doc, source_name))
+        try:
+            config = RelaybotConfig.model_validate(doc.data)
+        except ValidationError as exc:
+            issues += reference_issues
+            seen = {issue.path for issue in reference_issues}
+            issues += [i for i in _validation_issues(exc, doc, source_name) if i.path not in seen]
+        else:
+            if not issues:
+                return config
+    unique = list(dict.fromkeys(issues))
+    unique.sort(key=lambda issue: 0 if issue.line is None else issue.line)
+    raise ConfigError(unique)
+
+
+# -- step 2: references between sections ------------------------------------------------------
+
+
+def _provider_reference_issues(doc: SourceDocument, source: str) -> Iterator[ConfigIssue]:
+    data = doc.data
+    agent = data.get("agent") if isinstance(data, dict) else None
+    chain = agent.get("providers") if isinstance(agent, dict) else None
+    configured = data.get("providers", {}) if isinstance(data, dict) else None
+    if not isinstance(chain, list) or not isinstance(configured, dict):
+        return
+    for index in unknown_providers(configured, chain):
+        loc: Loc = ("agent", "providers", index)
+        if _under(loc, doc.failed):
+            continue
+        name = None if loc in doc.from_environment else chain[index]
+        message = unknown_provider_message(name, configured)
+        yield ConfigIssue(source, _line(loc, doc), format_path(loc), message)
+
+
+# -- step 3: pydantic locations -> key paths and lines ----------------------------------------
+
+
+def _validation_issues(
+    exc: ValidationError, doc: SourceDocument, source: str
+) -> Iterator[ConfigIssue]:
+    branch_messages: dict[Loc, list[str]] = {}  # failures of each member of a plain union
+    for error in exc.errors(include_url=False, include_input=False):
+        tagged: Loc = tuple(error["loc"])
+        loc, union_branch = _strip_tags(tagged, doc.data, missing=error["type"] == "missing")
+        context = error.get("ctx") or {}
+        located = context.get("error")
+        if isinstance(located, LocatedValueError):
+            for relative, message in located.issues:
+                full = (*loc, *relative)
+                if not _under(full, doc.failed):
+                    yield ConfigIssue(source, _line(full, doc), format_path(full), message)
+            continue
+        if error["type"] in ("union_tag_not_found", "union_tag_invalid"):
+            loc = (*loc, str(context.get("discriminator", "kind")).strip("'"))
+        if _under(loc, doc.failed):
+            continue
+        message = error_message(error, tagged)
+        if union_branch:
+            branch_messages.setdefault(loc, []).append(message)
+            continue
+        yield ConfigIssue(source, _line(loc, doc), format_path(loc), message)
+    for loc, messages in branch_messages.items():
+        yield ConfigIssue(source, _line(loc, doc), format_path(loc), join_union_messages(messages))
+
+
+def _strip_tags(tagged: Loc, data: Any, *, missing: bool) -> tuple[Loc, bool]:
+    """Drop union tags from a pydantic location by walking it against the input data.
+
+    A part that names an existing key or index is kept, and so is the last part of a
+    ``missing`` error (the absent key); any other part is a tag. Returns the path and whether a
+    plain union's member tag (not the ``kind`` discriminator) was dropped.
+    """
+    path: list[str | int] = []
+    union_branch = False
+    current = data
+    for position, part in enumerate(tagged):
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        elif missing and position == len(tagged) - 1:
+            path.append(part)
+            break
+        else:
+            if not (isinstance(current, dict) and current.get("kind") == part):
+                union_branch = True
+            continue
+        path.append(part)
+    return tuple(path), union_branch
+
+
+def _line(loc: Loc, doc: SourceDocument) -> int:
+    """The line of the longest prefix of ``loc`` that is in the file (a missing key: its parent)."""
+    for end in range(len(loc), -1, -1):
+        line = doc.lines.get(loc[:end])
+        if line is not None:
+            return line
+    return 1
+
+
+def _under(loc: Loc, roots: Collection[Loc]) -> bool:
+    return any(loc[: len(root)] == root for root in roots)

@@ -1,0 +1,295 @@
+"""Read a YAML config text into plain data, remembering the line of every key (DESIGN §6).
+
+Theory of operation
+-------------------
+PyYAML's ``compose`` builds a node tree whose nodes carry marks (0-based line and column). We walk
+that tree ourselves instead of calling ``safe_load``:
+
+* every mapping key and sequence item records ``loc -> line`` in :attr:`SourceDocument.lines`,
+  so a pydantic error location can be mapped back to a line;
+* mapping keys are taken as written (the scalar's text), so ``on:`` or ``1:`` stay strings;
+* string scalars go through :func:`interpolate` (``${VAR}``, ``${VAR:-default}``, ``$${``);
+  the paths whose value used the environment are remembered, so no message ever shows them;
+* booleans follow YAML 1.2 (only ``true``/``false``): under YAML 1.1 ``stream_mode: off``
+  would silently become ``False``;
+* duplicate keys are errors (PyYAML silently keeps the last one); ``<<`` merge keys work;
+* a recursive alias, or alias expansion beyond :data:`MAX_NODES`, is an error.
+
+Problems found here are returned as :class:`ConfigIssue` values, never raised, so the loader can
+report them together with the validation errors.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from config.errors import ConfigIssue, Loc, format_path
+
+__all__ = ["MAX_NODES", "InterpolationError", "SourceDocument", "interpolate", "read_yaml"]
+
+MAX_NODES = 100_000
+"""Upper bound on values built from one document, aliases expanded ("billion laughs")."""
+
+_STR_TAG = "tag:yaml.org,2002:str"
+_MAP_TAG = "tag:yaml.org,2002:map"
+_SEQ_TAG = "tag:yaml.org,2002:seq"
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans: ``yes``/``no``/``on``/``off`` stay strings."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver(
+    _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+# ``$${`` is an escaped literal ``${``; ``${`` opens a reference that runs to the next ``}``.
+_REFERENCE = re.compile(r"\$\$\{|\$\{(?P<body>[^}]*)(?P<close>\})?")
+_BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?", re.DOTALL)
+
+
+class InterpolationError(ValueError):
+    """A ``${...}`` reference cannot be resolved; the message names the variable, never a value."""
+
+
+def interpolate(text: str, environ: Mapping[str, str]) -> tuple[str, bool]:
+    """Expand environment references in one string scalar.
+
+    ``${NAME}`` is the variable's value (an empty value is kept); ``${NAME:-default}`` is the
+    default when the variable is unset *or empty* (as in POSIX shells); ``$${`` is a literal
+    ``${``. A default runs to the first ``}`` and is not itself expanded.
+
+    Args:
+        text: the scalar as written in the file.
+        environ: the environment to read.
+
+    Returns:
+        ``(value, used_environment)``: the expanded text, and whether any part of it came from
+        ``environ`` (such a value must never appear in a message).
+
+    Raises:
+        InterpolationError: a variable without default is not set, or a reference is malformed.
+    """
+    if "$" not in text:
+        return text, False
+    used_environment = False
+    parts: list[str] = []
+    position = 0
+    for match in _REFERENCE.finditer(text):
+        parts.append(text[position : match.start()])
+        position = match.end()
+        if match.group(0) == "$${":
+            parts.append("${")
+            continue
+        body = _BODY.fullmatch(match.group("body"))
+        if match.group("close") is None or body is None:
+            raise InterpolationError(
+                "malformed ${...} reference (expected ${NAME} or ${NAME:-default}; "
+                "write $${ for a literal ${)"
+            )
+        name, default = body.group("name"), body.group("default")
+        value = environ.get(name)
+        if default is not None and not value:
+            parts.append(default)
+        elif value is None:
+            raise InterpolationError(f"environment variable {name} is not set")
+        else:
+            parts.append(value)
+            used_environment = True
+    parts.append(text[position:])
+    return "".join(parts), used_environment
+
+
+@dataclass(slots=True)
+class SourceDocument:
+    """A YAML document read into plain data.
+
+    Attributes:
+        data: dicts, lists and scalars (``{}`` for an empty document); ``None`` when the text is
+            not valid YAML.
+        lines: 1-based line of every key path (mapping key or sequence item); ``()`` is the
+            document start.
+        from_environment: paths of values that contain text read from the environment.
+        failed: paths whose value could not be built (the loader ignores further errors there).
+        issues: problems found while reading (syntax, interpolation, duplicate keys).
+    """
+
+    data: Any
+    lines: dict[Loc, int] = field(default_factory=dict)
+    from_environment: set[Loc] = field(default_factory=set)
+    failed: set[Loc] = field(default_factory=set)
+    issues: list[ConfigIssue] = field(default_factory=list)
+
+
+def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
+    """The problem text of a YAML error, without the source snippet ``str(exc)`` would quote."""
+    if exc.context and exc.problem:
+        return f"{exc.context}: {exc.problem}"
+    return exc.problem or exc.context or "invalid YAML"
+
+
+class _TooLarge(Exception):
+    """Aborts the walk: alias expansion exceeded MAX_NODES."""
+
+
+class _Walker:
+    def __init__(
+        self, loader: _Loader, environ: Mapping[str, str], doc: SourceDocument, source: str
+    ) -> None:
+        self._loader = loader
+        self._environ = environ
+        self._doc = doc
+        self._source = source
+        self._active: set[int] = set()  # ids of collection nodes being built (alias cycles)
+        self._count = 0
+
+    def issue(self, line: int, loc: Loc | str, message: str) -> None:
+        path = loc if isinstance(loc, str) else format_path(loc)
+        self._doc.issues.append(ConfigIssue(self._source, line, path, message))
+
+    def build(self, node: Node, loc: Loc) -> Any:
+        self._count += 1
+        if self._count > MAX_NODES:
+            raise _TooLarge
+        line = node.start_mark.line + 1
+        if isinstance(node, ScalarNode):
+            return self._scalar(node, loc, line)
+        if id(node) in self._active:
+            self.issue(line, "yaml", "recursive alias")
+            self._doc.failed.add(loc)
+            return None
+        self._active.add(id(node))
+        try:
+            if isinstance(node, MappingNode):
+                return self._mapping(node, loc, line)
+            return self._sequence(node, loc, line)  # type: ignore[arg-type]
+        finally:
+            self._active.discard(id(node))
+
+    def _scalar(self, node: ScalarNode, loc: Loc, line: int) -> Any:
+        try:
+            value = self._loader.construct_object(node)
+        except yaml.MarkedYAMLError as exc:
+            self.issue(line, "yaml", _yaml_problem(exc))
+            self._doc.failed.add(loc)
+            return None
+        except (ValueError, TypeError, ArithmeticError):  # e.g. ``!!int x``
+            self._loader.recursive_objects.clear()
+            self.issue(line, "yaml", f"the value is not a valid {node.tag}")
+            self._doc.failed.add(loc)
+            return None
+        if node.tag != _STR_TAG or not isinstance(value, str):
+            return value
+        try:
+            value, used_environment = interpolate(value, self._environ)
+        except InterpolationError as exc:
+            self.issue(line, loc, str(exc))
+            self._doc.failed.add(loc)
+            return ""
+        if used_environment:
+            self._doc.from_environment.add(loc)
+        return value
+
+    def _mapping(self, node: MappingNode, loc: Loc, line: int) -> dict[str, Any]:
+        if node.tag != _MAP_TAG:
+            self.issue(line, "yaml", f"unsupported tag {node.tag!r} on a mapping")
+            self._doc.failed.add(loc)
+            return {}
+        seen: dict[str, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == _MERGE_TAG or not isinstance(key_node, ScalarNode):
+                continue
+            key_line = key_node.start_mark.line + 1
+            if key_node.value in seen:
+                self.issue(
+                    key_line,
+                    (*loc, key_node.value),
+                    f"duplicate key (first defined on line {seen[key_node.value]})",
+                )
+            seen.setdefault(key_node.value, key_line)
+        try:
+            self._loader.flatten_mapping(node)  # resolves ``<<`` merge keys in place
+        except yaml.MarkedYAMLError as exc:
+            self.issue(line, "yaml", _yaml_problem(exc))
+            self._doc.failed.add(loc)
+            return {}
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key_line = key_node.start_mark.line + 1
+            if not isinstance(key_node, ScalarNode):
+                self.issue(key_line, loc, "mapping keys must be plain strings")
+                self._doc.failed.add(loc)
+                continue
+            key = key_node.value
+            self._doc.lines[(*loc, key)] = key_line
+            result[key] = self.build(value_node, (*loc, key))
+        return result
+
+    def _sequence(self, node: SequenceNode, loc: Loc, line: int) -> list[Any]:
+        if node.tag != _SEQ_TAG:
+            self.issue(line, "yaml", f"unsupported tag {node.tag!r} on a sequence")
+            self._doc.failed.add(loc)
+            return []
+        result: list[Any] = []
+        for index, item in enumerate(node.value):
+            self._doc.lines[(*loc, index)] = item.start_mark.line + 1
+            result.append(self.build(item, (*loc, index)))
+        return result
+
+
+def read_yaml(text: str, *, source_name: str, environ: Mapping[str, str]) -> SourceDocument:
+    """Parse one YAML document, interpolating the environment into string values.
+
+    Args:
+        text: the document.
+        source_name: the file name used in issues.
+        environ: the environment for ``${VAR}`` references.
+
+    Returns:
+        The document; check :attr:`SourceDocument.issues` (never raises for bad input).
+    """
+    doc = SourceDocument(data=None, lines={(): 1})
+    loader: _Loader | None = None
+    try:
+        loader = _Loader(text)  # checks every character up front (ReaderError)
+        root = loader.get_single_node()
+        if root is None:
+            doc.data = {}
+            return doc
+        doc.lines[()] = root.start_mark.line + 1
+        walker = _Walker(loader, environ, doc, source_name)
+        try:
+            doc.data = walker.build(root, ())
+        except _TooLarge:
+            doc.data = None
+            walker.issue(doc.lines[()], "yaml", f"more than {MAX_NODES} values after aliases")
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        # Only the problem text: str(exc) would quote the offending source line.
+        problem = _yaml_problem(exc)
+        lines = text.splitlines()
+        source_line = lines[line - 1] if 0 < line <= len(lines) else ""
+        if "flow" in problem and "${" in source_line:
+            problem += " (inside [ ] or { }, quote a value that holds ${...})"
+        doc.issues.append(ConfigIssue(source_name, line, "yaml", problem))
+    except yaml.reader.ReaderError as exc:
+        line = text.count("\n", 0, exc.position) + 1
+        problem = f"unacceptable character #x{exc.character:04x}: {exc.reason}"
+        doc.issues.append(ConfigIssue(source_name, line, "yaml", problem))
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return doc

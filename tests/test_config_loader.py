@@ -1,0 +1,335 @@
+"""The config loader's messages: ``FILE:LINE: key.path: message``, never a value (DESIGN §6)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from config.errors import ConfigError
+from config.loader import format_errors, load_config, load_config_text
+from config.models import RelaybotConfig, TelegramChannelConfig
+
+VALID = """\
+providers:
+  main:
+    kind: openai_chat
+    api_key: ${OPENAI_API_KEY}
+    model: gpt-4.1-mini
+agent:
+  providers: [main]
+channels:
+  tg:
+    kind: telegram
+    token: ${TELEGRAM_BOT_TOKEN}
+    stream_mode: off
+"""
+ENV = {"OPENAI_API_KEY": "sk-test-key", "TELEGRAM_BOT_TOKEN": "123:abc"}
+
+
+def _errors(tmp_path: Path, text: str, environ: dict[str, str] | None = None) -> list[str]:
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(textwrap.dedent(text), encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ=ENV if environ is None else environ)
+    return format_errors(info.value).replace(str(path), "FILE").splitlines()
+
+
+def test_valid_config_loads(tmp_path: Path) -> None:
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(VALID, encoding="utf-8")
+    config = load_config(path, environ=ENV)
+    assert isinstance(config, RelaybotConfig)
+    assert config.providers["main"].api_key is not None
+    assert config.providers["main"].api_key.get_secret_value() == "sk-test-key"
+    channel = config.channels["tg"]
+    assert isinstance(channel, TelegramChannelConfig)
+    assert channel.token.get_secret_value() == "123:abc"
+    assert channel.stream_mode == "off"  # not YAML 1.1's False
+
+
+def test_bad_yaml(tmp_path: Path) -> None:
+    text = VALID.replace("  providers: [main]", "  providers: [main\n  x: 1")
+    assert _errors(tmp_path, text) == [
+        "FILE:8: yaml: while parsing a flow sequence: expected ',' or ']', but got ':'"
+    ]
+
+
+def test_unknown_key(tmp_path: Path) -> None:
+    text = VALID.replace("    stream_mode: off", "    stream_mod: off")
+    assert _errors(tmp_path, text) == [
+        "FILE:12: channels.tg.stream_mod: unknown key (did you mean 'stream_mode'?)"
+    ]
+
+
+def test_unknown_key_without_a_close_match_lists_the_keys(tmp_path: Path) -> None:
+    text = VALID + "server:\n  port: 9464\n"
+    assert _errors(tmp_path, text) == [
+        "FILE:14: server.port: unknown key (expected one of: listen)"
+    ]
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    text = VALID.replace(
+        "    model: gpt-4.1-mini", "    model: gpt-4.1-mini\n    max_retries: many"
+    )
+    assert _errors(tmp_path, text) == ["FILE:6: providers.main.max_retries: expected an integer"]
+
+
+def test_wrong_literal(tmp_path: Path) -> None:
+    text = VALID.replace("stream_mode: off", "stream_mode: drafts")
+    assert _errors(tmp_path, text) == [
+        "FILE:12: channels.tg.stream_mode: expected one of 'off', 'partial' or 'multi_message'"
+    ]
+
+
+def test_missing_environment_variable(tmp_path: Path) -> None:
+    assert _errors(tmp_path, VALID, {"OPENAI_API_KEY": "sk-test-key"}) == [
+        "FILE:11: channels.tg.token: environment variable TELEGRAM_BOT_TOKEN is not set"
+    ]
+
+
+def test_environment_default_is_used(tmp_path: Path) -> None:
+    text = VALID.replace("${TELEGRAM_BOT_TOKEN}", "${TELEGRAM_BOT_TOKEN:-000:fallback}")
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    config = load_config(path, environ={"OPENAI_API_KEY": "k"})
+    channel = config.channels["tg"]
+    assert isinstance(channel, TelegramChannelConfig)
+    assert channel.token.get_secret_value() == "000:fallback"
+
+
+def test_unknown_provider_in_agent_providers(tmp_path: Path) -> None:
+    text = VALID.replace("providers: [main]", "providers:\n    - x\n    - main")
+    assert _errors(tmp_path, text) == [
+        "FILE:8: agent.providers[0]: unknown provider 'x' (configured: main)"
+    ]
+
+
+def test_unknown_provider_is_reported_beside_other_errors(tmp_path: Path) -> None:
+    # pydantic's model validator does not run when a field fails; the loader's own pass does.
+    text = VALID.replace("providers: [main]", "providers: [main, x]\n  max_tool_rounds: lots")
+    assert _errors(tmp_path, text) == [
+        "FILE:7: agent.providers[1]: unknown provider 'x' (configured: main)",
+        "FILE:8: agent.max_tool_rounds: expected an integer",
+    ]
+
+
+def test_unknown_provider_from_the_environment_is_not_named(tmp_path: Path) -> None:
+    text = VALID.replace("providers: [main]", 'providers: ["${CHAIN}"]')
+    assert _errors(tmp_path, text, {**ENV, "CHAIN": "sk-live-secret"}) == [
+        "FILE:7: agent.providers[0]: unknown provider (configured: main)"
+    ]
+
+
+def test_invalid_regex_names_the_pattern(tmp_path: Path) -> None:
+    text = VALID + textwrap.dedent(
+        """\
+        policy:
+          extra_secret_patterns:
+            - name: internal_token
+              regex: "itk_(abc"
+        """
+    )
+    assert _errors(tmp_path, text) == [
+        "FILE:16: policy.extra_secret_patterns[0].regex: pattern 'internal_token' does not "
+        "compile: missing ), unterminated subpattern at position 4"
+    ]
+
+
+def test_missing_required_key(tmp_path: Path) -> None:
+    text = VALID.replace("agent:\n  providers: [main]\n", "agent:\n  system_prompt: Hi.\n")
+    assert _errors(tmp_path, text) == ["FILE:6: agent.providers: missing required key"]
+
+
+def test_missing_required_key_in_a_channel_and_a_missing_kind(tmp_path: Path) -> None:
+    text = VALID + "  mx:\n    kind: matrix\n    user_id: '@bot:example.org'\n  other: {}\n"
+    assert _errors(tmp_path, text) == [
+        "FILE:13: channels.mx.homeserver: missing required key",
+        "FILE:13: channels.mx.access_token: missing required key",
+        "FILE:16: channels.other.kind: missing required key",
+    ]
+
+
+def test_unknown_channel_kind(tmp_path: Path) -> None:
+    text = VALID.replace("kind: telegram", "kind: telgram")
+    assert _errors(tmp_path, text) == [
+        "FILE:10: channels.tg.kind: unknown kind "
+        "(expected one of 'telegram', 'matrix', 'discord', 'console')"
+    ]
+
+
+def test_api_key_required_except_for_ollama(tmp_path: Path) -> None:
+    text = VALID.replace("    api_key: ${OPENAI_API_KEY}\n", "")
+    assert _errors(tmp_path, text) == [
+        "FILE:2: providers.main.api_key: missing required key (needed for kind openai_chat)"
+    ]
+
+
+def test_union_member_failures_are_joined(tmp_path: Path) -> None:
+    text = VALID + "    allowed_users: [42, 1.5]\n"
+    assert _errors(tmp_path, text) == [
+        "FILE:13: channels.tg.allowed_users[1]: expected a string or an integer"
+    ]
+
+
+def test_numeric_bounds_are_named(tmp_path: Path) -> None:
+    text = VALID + "    draft_update_interval_ms: 10\n"
+    assert _errors(tmp_path, text) == [
+        "FILE:13: channels.tg.draft_update_interval_ms: must be at least 50"
+    ]
+
+
+def test_top_level_must_be_a_mapping(tmp_path: Path) -> None:
+    assert _errors(tmp_path, "- a\n- b\n") == ["FILE:1: (top level): expected a mapping"]
+
+
+def test_empty_file_reports_the_required_sections(tmp_path: Path) -> None:
+    assert _errors(tmp_path, "") == [
+        "FILE:1: agent: missing required key",
+        "FILE:1: channels: missing required key",
+    ]
+
+
+def test_multiple_errors_are_all_reported_sorted_by_line(tmp_path: Path) -> None:
+    text = textwrap.dedent(
+        """\
+        channels:
+          tg:
+            kind: telegram
+            token: ${TELEGRAM_BOT_TOKEN}
+            colour: blue
+        providers:
+          main:
+            kind: openai_chat
+            api_key: ${MISSING_KEY}
+            model: 5.5
+            timeout_secs: -1
+        agent:
+          providers: [main, backup]
+        server:
+          listen: everywhere
+        """
+    )
+    assert _errors(tmp_path, text) == [
+        "FILE:5: channels.tg.colour: unknown key (expected one of: draft_update_interval_ms, "
+        "allowed_users, respond_in_groups, show_reasoning, show_tool_status, stream_mode, "
+        "multi_message_delay_ms, kind, token, base_url, webhook)",
+        "FILE:9: providers.main.api_key: environment variable MISSING_KEY is not set",
+        "FILE:10: providers.main.model: expected a string",
+        "FILE:11: providers.main.timeout_secs: must be greater than 0",
+        "FILE:13: agent.providers[1]: unknown provider 'backup' (configured: main)",
+        "FILE:15: server.listen: expected HOST:PORT, e.g. 127.0.0.1:9464",
+    ]
+
+
+def test_a_secret_never_appears_in_error_output(tmp_path: Path) -> None:
+    file_secret = "sk-proj-FILESECRETfilesecret0123456789"
+    env_secret = "sk-ant-ENVSECRETenvsecret0123456789"
+    text = textwrap.dedent(
+        f"""\
+        providers:
+          main:
+            kind: openai_chat
+            api_key: [{file_secret}]
+            model: m
+          env:
+            kind: anthropic
+            api_key: {{nested: "${{ANTHROPIC_API_KEY}}"}}
+            model: ${{ANTHROPIC_API_KEY}}
+            timeout_secs: ${{ANTHROPIC_API_KEY}}
+            reasoning_effort: "{file_secret}"
+        agent:
+          providers: [main, "${{ANTHROPIC_API_KEY}}"]
+          max_tool_rounds: "{file_secret}"
+        channels:
+          tg:
+            kind: telegram
+            token: 12345
+            stream_mode: ${{ANTHROPIC_API_KEY}}
+            webhook: {{url: x, secret_token: [{file_secret}], listen: "${{ANTHROPIC_API_KEY}}"}}
+          dc:
+            kind: ${{ANTHROPIC_API_KEY}}
+          x:
+            kind: "{file_secret}"
+        policy:
+          on_message_sending: ${{ANTHROPIC_API_KEY}}
+          extra_secret_patterns:
+            - {{name: "{file_secret}", regex: "${{ANTHROPIC_API_KEY}}("}}
+        storage:
+          path: [{file_secret}]
+        server:
+          listen: ${{ANTHROPIC_API_KEY}}
+        """
+    )
+    lines = _errors(tmp_path, text, {"ANTHROPIC_API_KEY": env_secret})
+    output = "\n".join(lines)
+    assert len(lines) >= 12  # every planted value produced an error
+    for secret in (file_secret, env_secret):
+        for fragment in (secret, secret[:12], secret[-12:]):
+            assert fragment not in output
+
+
+def test_a_secret_never_appears_in_a_yaml_error(tmp_path: Path) -> None:
+    secret = "sk-proj-YAMLSECRETyamlsecret0123456789"
+    lines = _errors(tmp_path, f"providers:\n  main: {{api_key: {secret}: x}}\n")
+    assert len(lines) == 1
+    assert lines[0].startswith("FILE:2: yaml: ")
+    assert secret[:12] not in lines[0]
+
+
+def test_relative_storage_path_is_resolved_against_the_config_directory(tmp_path: Path) -> None:
+    conf_dir = tmp_path / "etc"
+    conf_dir.mkdir()
+    path = conf_dir / "relaybot.yaml"
+    path.write_text(VALID + "storage:\n  path: data/bot.db\n", encoding="utf-8")
+    config = load_config(path, environ=ENV)
+    assert Path(config.storage.path) == conf_dir / "data" / "bot.db"
+    assert config.storage.resolved_path("/elsewhere") == conf_dir / "data" / "bot.db"
+
+
+def test_default_storage_path_and_absolute_path(tmp_path: Path) -> None:
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(VALID, encoding="utf-8")
+    assert Path(load_config(path, environ=ENV).storage.path) == tmp_path / "relaybot.db"
+    path.write_text(VALID + "storage:\n  path: /var/lib/relaybot/x.db\n", encoding="utf-8")
+    assert load_config(path, environ=ENV).storage.path == "/var/lib/relaybot/x.db"
+
+
+def test_load_config_text_leaves_storage_path_relative_without_base_dir() -> None:
+    config = load_config_text(VALID, source_name="inline", environ=ENV)
+    assert config.storage.path == "relaybot.db"
+    assert config.storage.resolved_path("/srv") == Path("/srv/relaybot.db")
+
+
+def test_load_config_text_names_its_source() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config_text("agent: 1\nchannels: {}\n", source_name="inline.yaml", environ={})
+    assert format_errors(info.value).splitlines() == [
+        "inline.yaml:1: agent: expected a mapping",
+        "inline.yaml:2: channels: needs at least 1 entry",
+    ]
+
+
+def test_unreadable_and_undecodable_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path / "absent.yaml", environ={})
+    assert format_errors(info.value) == (
+        f"{tmp_path / 'absent.yaml'}: cannot read the file: No such file or directory"
+    )
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"agent:\n  system_prompt: caf\xe9\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    assert format_errors(info.value) == f"{path}:2: the file is not valid UTF-8"
+
+
+def test_config_error_carries_the_issues(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("providers: {a: {kind: ollama, model: m}}\nagent: {providers: [a]}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ={})
+    [issue] = info.value.errors
+    assert (issue.source, issue.line, issue.path) == (str(path), 1, "channels")
+    assert str(info.value) == format_errors(info.value)

@@ -1,0 +1,288 @@
+"""Anthropic Messages API answers → stream events (pure, sans-I/O).
+
+Theory of operation
+-------------------
+A streamed Messages answer (https://docs.anthropic.com/en/api/messages-streaming) is SSE whose
+events are dispatched on the JSON ``type`` field (the ``event:`` line may be missing, and proxies
+drop it):
+
+* ``message_start``: ``message.usage`` opens the counts (input, cache read, cache creation, and
+  a provisional output count).
+* ``content_block_start`` / ``content_block_delta`` / ``content_block_stop`` per block ``index``:
+  ``text_delta`` → text, ``thinking_delta`` → reasoning (emitted as they arrive);
+  ``input_json_delta`` fragments of a ``tool_use`` block are concatenated and parsed once, at
+  ``content_block_stop`` (an empty concatenation means ``{}``, case C06), where the
+  :class:`ToolCall` is emitted; a cut stream therefore never yields a half-built call.
+  ``server_tool_use`` blocks and ``*_tool_result`` blocks are tools Anthropic ran itself:
+  :class:`PreExecutedToolCall` / :class:`PreExecutedToolResult`.
+* ``message_delta``: ``delta.stop_reason`` and cumulative ``usage`` (the last value wins).
+* ``message_stop``: the terminal signal. :class:`Usage` (if any count was reported) and
+  :class:`Final` are emitted here, so a ``stop_reason`` without ``message_stop`` is no end: EOF
+  then is :class:`StreamTruncated`.
+* ``ping`` and unknown types are ignored; ``error`` raises a typed error (case C04:
+  ``overloaded_error`` → retryable :class:`ProviderServerError`).
+
+Usage: input = uncached + cache read + cache creation (the API reports them apart), cached =
+cache read, output = the last reported output count; a count never reported is ``None``.
+
+When the answer holds ``thinking``/``redacted_thinking`` blocks, its content blocks are kept as
+``provider_items``: the API wants them back verbatim before a ``tool_result`` (extended thinking
+with tool use).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from providers.errors import StreamProtocolError
+from providers.events import (
+    Final,
+    FinishReason,
+    PreExecutedToolCall,
+    PreExecutedToolResult,
+    StreamChunk,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from providers.sse import SSEDecoder, parse_event_json
+from providers.stream_reducer import StreamReducer, arguments_json, error_from_code
+
+__all__ = ["AnthropicStreamReducer", "map_stop_reason", "message_events"]
+
+_STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "content_filter",
+}
+_THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+def map_stop_reason(stop_reason: str | None) -> FinishReason:
+    """Normalise ``stop_reason``; ``None`` (never reported) counts as a normal ``stop``."""
+    if stop_reason is None:
+        return "stop"
+    return _STOP_REASONS.get(stop_reason, "other")
+
+
+@dataclass
+class _UsageCounts:
+    """Token counts as reported so far (``None`` = never reported)."""
+
+    uncached: int | None = None
+    cache_read: int | None = None
+    cache_creation: int | None = None
+    output: int | None = None
+
+    def update(self, usage: Any) -> None:
+        if not isinstance(usage, dict):
+            return
+        for key, attr in (
+            ("input_tokens", "uncached"),
+            ("cache_read_input_tokens", "cache_read"),
+            ("cache_creation_input_tokens", "cache_creation"),
+            ("output_tokens", "output"),
+        ):
+            value = usage.get(key)
+            if isinstance(value, int):
+                setattr(self, attr, value)
+
+    def event(self) -> Usage | None:
+        parts = [n for n in (self.uncached, self.cache_read, self.cache_creation) if n is not None]
+        total_input = sum(parts) if parts else None
+        if total_input is None and self.output is None:
+            return None
+        return Usage(total_input, self.output, self.cache_read)
+
+
+@dataclass
+class _Block:
+    """One content block being streamed; ``start`` is its ``content_block`` object."""
+
+    start: dict[str, Any]
+    text: list[str] = field(default_factory=list)
+    signature: list[str] = field(default_factory=list)
+
+    @property
+    def type(self) -> str:
+        return str(self.start.get("type", ""))
+
+    def finished(self) -> dict[str, Any]:
+        """The block as the blocking API would return it."""
+        block = dict(self.start)
+        if self.type == "text":
+            block["text"] = str(block.get("text") or "") + "".join(self.text)
+        elif self.type == "thinking":
+            block["thinking"] = str(block.get("thinking") or "") + "".join(self.text)
+            block["signature"] = str(block.get("signature") or "") + "".join(self.signature)
+        elif self.type in ("tool_use", "server_tool_use") and self.text:
+            block["input"] = _parse_input("".join(self.text))
+        return block
+
+
+def _parse_input(text: str) -> dict[str, Any]:
+    return json.loads(arguments_json(text))  # type: ignore[no-any-return]
+
+
+def _block_events(block: dict[str, Any], names: dict[str, str]) -> list[StreamEvent]:
+    """Events of a complete non-text block (``names``: server tool id → name, updated)."""
+    kind = block.get("type")
+    if kind == "tool_use":
+        return [ToolCall(str(block.get("id", "")), str(block["name"]), _input_text(block))]
+    if kind == "server_tool_use":
+        names[str(block.get("id", ""))] = str(block.get("name", ""))
+        return [PreExecutedToolCall(str(block.get("name", "")), _input_text(block))]
+    if isinstance(kind, str) and kind.endswith("_tool_result"):
+        name = names.get(str(block.get("tool_use_id", "")), kind.removesuffix("_tool_result"))
+        output = json.dumps(block.get("content"), ensure_ascii=False)
+        return [PreExecutedToolResult(name, output)]
+    return []
+
+
+def _input_text(block: dict[str, Any]) -> str:
+    if "name" not in block:
+        raise StreamProtocolError("tool_use block without a name")
+    return arguments_json(block.get("input"))
+
+
+class AnthropicStreamReducer(StreamReducer):
+    """SSE body of ``POST /v1/messages`` with ``stream: true`` → events."""
+
+    terminal_signal = "message_stop"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sse = SSEDecoder()
+        self._blocks: dict[int, _Block] = {}
+        self._finished: list[dict[str, Any]] = []
+        self._server_tools: dict[str, str] = {}
+        self._usage = _UsageCounts()
+        self._stop_reason: str | None = None
+
+    def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
+        events = self._sse.close() if final else self._sse.feed(chunk)
+        return (parse_event_json(event.data) for event in events)
+
+    def _on_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
+        kind = obj.get("type")
+        if kind == "message_start":
+            message = obj.get("message")
+            if isinstance(message, dict):
+                self._usage.update(message.get("usage"))
+        elif kind == "content_block_start":
+            start = obj.get("content_block")
+            if not isinstance(start, dict):
+                raise StreamProtocolError("content_block_start without a content_block")
+            block = self._blocks[_index(obj)] = _Block(start)
+            if block.type == "text" and start.get("text"):
+                return [TextDelta(StreamChunk(delta=str(start["text"])))]
+            if block.type == "thinking" and start.get("thinking"):
+                return [TextDelta(StreamChunk(reasoning=str(start["thinking"])))]
+        elif kind == "content_block_delta":
+            return self._on_delta(_index(obj), obj.get("delta"))
+        elif kind == "content_block_stop":
+            block = self._blocks.pop(_index(obj), None)
+            if block is not None:
+                finished = block.finished()
+                self._finished.append(finished)
+                if block.type not in ("text", "thinking"):
+                    return _block_events(finished, self._server_tools)
+        elif kind == "message_delta":
+            delta = obj.get("delta")
+            if isinstance(delta, dict) and delta.get("stop_reason") is not None:
+                self._stop_reason = str(delta["stop_reason"])
+            self._usage.update(obj.get("usage"))
+        elif kind == "message_stop":
+            return self._on_stop()
+        elif kind == "error":
+            error = obj.get("error")
+            error = error if isinstance(error, dict) else {}
+            raise error_from_code(
+                _str_or_none(error.get("type")), _str_or_none(error.get("message")), what="error"
+            )
+        return []  # ping, and types this reducer does not know
+
+    def _on_delta(self, index: int, delta: Any) -> list[StreamEvent]:
+        if not isinstance(delta, dict):
+            raise StreamProtocolError("content_block_delta without a delta")
+        block = self._blocks.get(index)
+        kind = delta.get("type")
+        if kind == "text_delta":
+            text = str(delta.get("text") or "")
+            if block is None:  # a proxy that drops content_block_start: the block is text
+                block = self._blocks[index] = _Block({"type": "text", "text": ""})
+            block.text.append(text)
+            return [TextDelta(StreamChunk(delta=text))] if text else []
+        if kind == "thinking_delta":
+            text = str(delta.get("thinking") or "")
+            if block is None:
+                block = self._blocks[index] = _Block({"type": "thinking", "thinking": ""})
+            block.text.append(text)
+            return [TextDelta(StreamChunk(reasoning=text))] if text else []
+        if kind == "input_json_delta":
+            if block is None:
+                raise StreamProtocolError(f"input_json_delta for block {index}, never started")
+            block.text.append(str(delta.get("partial_json") or ""))
+        elif kind == "signature_delta" and block is not None:
+            block.signature.append(str(delta.get("signature") or ""))
+        return []  # citations_delta and unknown delta types carry no text
+
+    def _on_stop(self) -> list[StreamEvent]:
+        self.done = True
+        if any(block.get("type") in _THINKING_TYPES for block in self._finished):
+            self.provider_items = tuple(self._finished)
+        out: list[StreamEvent] = []
+        usage = self._usage.event()
+        if usage is not None:
+            out.append(usage)
+        out.append(Final(map_stop_reason(self._stop_reason), self._stop_reason))
+        return out
+
+
+def _index(obj: dict[str, Any]) -> int:
+    index = obj.get("index", 0)
+    if not isinstance(index, int):
+        raise StreamProtocolError(f"block index is not an integer: {index!r}")
+    return index
+
+
+def _str_or_none(value: Any) -> str | None:
+    return str(value) if value else None
+
+
+def message_events(message: Any) -> tuple[list[StreamEvent], tuple[dict[str, Any], ...]]:
+    """The events and provider items of a blocking answer (a ``Message`` object).
+
+    Returns:
+        ``(events, provider_items)``; the events fold like the streamed answer's.
+
+    Raises:
+        StreamProtocolError: the body is not a Message (or a tool input is not an object).
+    """
+    if not isinstance(message, dict) or not isinstance(message.get("content", []), list):
+        raise StreamProtocolError("the answer is not a Messages API message")
+    blocks = [b for b in message.get("content", []) if isinstance(b, dict)]
+    events: list[StreamEvent] = []
+    names: dict[str, str] = {}
+    for block in blocks:
+        kind = block.get("type")
+        if kind == "text" and block.get("text"):
+            events.append(TextDelta(StreamChunk(delta=str(block["text"]))))
+        elif kind == "thinking" and block.get("thinking"):
+            events.append(TextDelta(StreamChunk(reasoning=str(block["thinking"]))))
+        else:
+            events.extend(_block_events(block, names))
+    usage = _UsageCounts()
+    usage.update(message.get("usage"))
+    if (event := usage.event()) is not None:
+        events.append(event)
+    stop_reason = _str_or_none(message.get("stop_reason"))
+    events.append(Final(map_stop_reason(stop_reason), stop_reason))
+    items = tuple(blocks) if any(b.get("type") in _THINKING_TYPES for b in blocks) else ()
+    return events, items

@@ -1,0 +1,197 @@
+"""The Anthropic Messages API provider (``kind: anthropic``; DESIGN §2).
+
+Theory of operation
+-------------------
+``POST {base_url}/messages`` (https://docs.anthropic.com/en/api/messages) with the headers
+``x-api-key`` and ``anthropic-version: 2023-06-01``. The request maps our neutral messages to the
+API's shape:
+
+* system messages → the top-level ``system`` string (joined by blank lines);
+* an assistant message → ``text`` and ``tool_use`` blocks (``input`` is the parsed arguments), or
+  its ``provider_items`` verbatim when they are Anthropic content blocks (thinking blocks must
+  return unchanged);
+* a tool result → a ``tool_result`` block with the call's ``tool_use_id``, inside a *user*
+  message; consecutive messages of one role are merged into one, because the API wants user and
+  assistant turns to alternate and all results of one assistant turn in the next user turn;
+* ``max_tokens`` is required: the configured value, else 4096 (more with extended thinking);
+* ``reasoning_effort`` turns on extended thinking with a budget of 1024/4096/16384 tokens.
+
+Streaming decodes with :class:`providers.anthropic_decode.AnthropicStreamReducer`; the blocking
+call (``stream: false``) parses the ``Message`` with
+:func:`providers.anthropic_decode.message_events`, so both fold to the same response.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import httpx
+
+from config.models import ProviderConfig
+from providers.anthropic_decode import AnthropicStreamReducer, message_events
+from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, fold
+from providers.http_stream import ReducedStream
+from providers.transport import make_client, post_json
+
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "AnthropicMessagesProvider",
+    "build_messages_body",
+]
+
+ANTHROPIC_VERSION = "2023-06-01"
+"""The ``anthropic-version`` header value (https://docs.anthropic.com/en/api/versioning)."""
+
+DEFAULT_MAX_TOKENS = 4096
+"""``max_tokens`` when the config sets none (the API requires one)."""
+
+_THINKING_BUDGETS = {"low": 1024, "medium": 4096, "high": 16384}
+"""Extended-thinking ``budget_tokens`` per ``reasoning_effort`` (the API's minimum is 1024)."""
+
+_BLOCK_TYPES = frozenset({"text", "thinking", "redacted_thinking", "tool_use", "server_tool_use"})
+
+
+def _is_anthropic_block(item: dict[str, Any]) -> bool:
+    kind = item.get("type")
+    return isinstance(kind, str) and (kind in _BLOCK_TYPES or kind.endswith("_tool_result"))
+
+
+def _assistant_blocks(message: ChatMessage) -> list[dict[str, Any]]:
+    if message.provider_items and all(_is_anthropic_block(i) for i in message.provider_items):
+        return [dict(item) for item in message.provider_items]
+    blocks: list[dict[str, Any]] = []
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    for call in message.tool_calls:
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            arguments = {}
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": call.name,
+                "input": arguments if isinstance(arguments, dict) else {},
+            }
+        )
+    return blocks
+
+
+def _to_turns(messages: tuple[ChatMessage, ...]) -> tuple[str, list[dict[str, Any]]]:
+    """(system text, alternating user/assistant messages with block lists)."""
+    system: list[str] = []
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "system":
+            if message.content:
+                system.append(message.content)
+            continue
+        if message.role == "assistant":
+            role, blocks = "assistant", _assistant_blocks(message)
+        elif message.role == "tool":
+            role = "user"
+            result: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": message.tool_call_id or "",
+            }
+            if message.content:  # an empty result is sent without content
+                result["content"] = message.content
+            blocks = [result]
+        else:
+            role = "user"
+            blocks = [{"type": "text", "text": message.content}] if message.content else []
+        if not blocks:
+            continue  # the API rejects empty messages and empty text blocks
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    return "\n\n".join(system), turns
+
+
+def build_messages_body(
+    config: ProviderConfig, request: ChatRequest, *, stream: bool
+) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/messages`` for ``request``."""
+    system, turns = _to_turns(request.messages)
+    budget = _THINKING_BUDGETS.get(config.reasoning_effort or "")
+    max_tokens = config.max_tokens or (DEFAULT_MAX_TOKENS + (budget or 0))
+    body: dict[str, Any] = {
+        "model": config.model,
+        "max_tokens": max_tokens,
+        "messages": turns,
+        "stream": stream,
+    }
+    if system:
+        body["system"] = system
+    if request.tools:
+        body["tools"] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+    if budget is not None:
+        budget = min(budget, max_tokens - 1)  # the API wants budget_tokens < max_tokens
+        if budget >= 1024:
+            body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    return body
+
+
+class AnthropicMessagesProvider(ModelProvider):
+    """``kind: anthropic``: the Messages API over SSE (streaming) or JSON (blocking)."""
+
+    def __init__(
+        self, name: str, config: ProviderConfig, *, client: httpx.AsyncClient | None = None
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._client = client or make_client()
+        self._owns_client = client is None
+        self._url = f"{config.resolved_base_url}/messages"
+
+    def supports_streaming(self) -> bool:
+        return True
+
+    def supports_streaming_tool_events(self) -> bool:
+        return True
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        key = self.config.api_key.get_secret_value() if self.config.api_key else ""
+        headers = {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
+        headers["accept"] = "text/event-stream" if stream else "application/json"
+        return headers
+
+    def stream(self, request: ChatRequest) -> ReducedStream:
+        """Stream one round; ends with ``Final`` at ``message_stop``.
+
+        The returned iterator's ``provider_items`` holds the answer's content blocks when it
+        contains thinking blocks (store them with the assistant message).
+        """
+        return ReducedStream(
+            self._client,
+            self._url,
+            json_body=build_messages_body(self.config, request, stream=True),
+            headers=self._headers(stream=True),
+            timeout_secs=self.config.timeout_secs,
+            idle_timeout_secs=self.config.idle_timeout_secs,
+            reducer=AnthropicStreamReducer(),
+        )
+
+    async def complete(self, request: ChatRequest) -> CompletionResponse:
+        """One blocking call (``stream: false``), bounded by ``timeout_secs``."""
+        message = await post_json(
+            self._client,
+            self._url,
+            json_body=build_messages_body(self.config, request, stream=False),
+            headers=self._headers(stream=False),
+            timeout_secs=self.config.timeout_secs,
+        )
+        events, items = message_events(message)
+        return replace(fold(events), provider_items=items)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()

@@ -1,0 +1,103 @@
+"""The I/O half of a streaming provider: one POST, its body fed to a :class:`StreamReducer`.
+
+Theory of operation
+-------------------
+:class:`ReducedStream` is what ``ModelProvider.stream()`` returns for the Anthropic, Responses
+and Ollama providers: an async iterator of stream events that, on first use, opens the request
+with :func:`providers.transport.open_stream` (connect 10 s, headers bounded by ``timeout_secs``,
+every read bounded by the byte-idle timeout) and feeds each read to the reducer. It yields the
+events of a read, then raises the reducer's failure if that read ended the stream badly.
+
+When the reducer decodes the terminal signal, iteration ends at once and the response is closed:
+the socket is never awaited for an EOF that a server may not send (DESIGN §2, C08 B). Closing the
+iterator early (``aclose()``, or cancelling the task iterating it) closes the HTTP response; no
+request is re-sent.
+
+``provider_items`` exposes the reducer's opaque items once the stream is done, so the caller can
+store them with the assistant message (``folder.provider_items = stream.provider_items``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from typing import Any
+
+import httpx
+
+from providers.events import StreamEvent
+from providers.stream_reducer import StreamReducer
+from providers.transport import open_stream
+
+__all__ = ["ReducedStream"]
+
+
+class ReducedStream:
+    """``AsyncIterator[StreamEvent]`` over one streaming POST, decoded by ``reducer``.
+
+    Raises (from ``__anext__``): the errors of :func:`providers.transport.open_stream`,
+    :class:`providers.errors.ProviderTimeout` (phase ``"idle"``) when no byte arrived for
+    ``idle_timeout_secs`` seconds, :class:`providers.errors.ProviderConnectionError` when the
+    connection broke, and the reducer's failure (typed error events, ``StreamProtocolError``,
+    ``StreamTruncated``).
+    """
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        url: str,
+        *,
+        json_body: dict[str, Any],
+        headers: dict[str, str],
+        timeout_secs: float,
+        idle_timeout_secs: float,
+        reducer: StreamReducer,
+    ) -> None:
+        self._reducer = reducer
+        self._events = self._run(
+            client, url, json_body, headers, timeout_secs, idle_timeout_secs, reducer
+        )
+
+    @property
+    def provider_items(self) -> tuple[dict[str, Any], ...]:
+        """Opaque output items to store with the assistant message (``()`` until done)."""
+        return self._reducer.provider_items
+
+    def __aiter__(self) -> ReducedStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        return await self._events.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop reading and close the HTTP response (idempotent)."""
+        await self._events.aclose()
+
+    @staticmethod
+    async def _run(
+        client: httpx.AsyncClient,
+        url: str,
+        json_body: dict[str, Any],
+        headers: dict[str, str],
+        timeout_secs: float,
+        idle_timeout_secs: float,
+        reducer: StreamReducer,
+    ) -> AsyncGenerator[StreamEvent, None]:
+        async with open_stream(
+            client,
+            url,
+            json_body=json_body,
+            headers=headers,
+            timeout_secs=timeout_secs,
+            idle_timeout_secs=idle_timeout_secs,
+        ) as body:
+            async with aclosing(body.__aiter__()) as reads:  # type: ignore[type-var]
+                async for chunk in reads:
+                    for event in reducer.feed(chunk):
+                        yield event
+                    reducer.raise_failure()
+                    if reducer.done:
+                        return  # terminal signal: do not wait for the server's EOF
+            for event in reducer.close():
+                yield event
+            reducer.raise_failure()

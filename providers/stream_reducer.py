@@ -1,0 +1,207 @@
+"""The sans-I/O half of a streaming provider: body bytes in, stream events out.
+
+Theory of operation
+-------------------
+A provider's stream decoder is a :class:`StreamReducer`: :meth:`StreamReducer.feed` takes the
+body in reads of any size and returns the :data:`providers.events.StreamEvent` they completed;
+:meth:`StreamReducer.close` ends the body. A subclass supplies the framing (SSE events or NDJSON
+lines, :meth:`StreamReducer._frames`) and the meaning of one decoded JSON object
+(:meth:`StreamReducer._on_object`).
+
+Failures never lose events: when a read completes a text delta and then an error event, ``feed``
+returns the delta and keeps the error in :attr:`StreamReducer.failure`; the driver yields the
+events, then calls :meth:`StreamReducer.raise_failure`. So the events seen before a failure are
+the same at every split of the body, which the turn loop's retry rule (DESIGN §2 "Failures": the
+first non-empty text delta divides retry from fallback) depends on.
+
+States: *open* → *done* (the provider's terminal signal was decoded; later bytes are ignored and
+the driver stops reading at once) or *failed* (an error event, a frame that is not JSON, or, at
+:meth:`close`, EOF before the terminal signal: :class:`providers.errors.StreamTruncated`).
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any
+
+from providers.errors import (
+    ProviderAuthError,
+    ProviderBadRequest,
+    ProviderError,
+    ProviderRateLimited,
+    ProviderServerError,
+    StreamProtocolError,
+    StreamTruncated,
+)
+from providers.events import StreamEvent
+
+__all__ = ["StreamReducer", "arguments_json", "error_from_code", "reduce_body"]
+
+_RATE_LIMIT_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded", "insufficient_quota"})
+_AUTH_CODES = frozenset({"authentication_error", "permission_error", "invalid_api_key"})
+_BAD_REQUEST_CODES = frozenset(
+    {
+        "invalid_request_error",
+        "not_found_error",
+        "request_too_large",
+        "context_length_exceeded",
+        "invalid_prompt",
+    }
+)
+
+
+class StreamReducer(ABC):
+    """Decode one streaming response body into events (pure: no I/O, no clock).
+
+    Attributes:
+        done: the terminal signal was decoded (``Final`` was returned).
+        failure: the error that ended the stream, raised by :meth:`raise_failure`.
+        provider_items: opaque output items to send back verbatim with the assistant message
+            (DESIGN §2; Responses ``reasoning``/``function_call`` items, Anthropic thinking
+            blocks), set when the terminal signal is decoded; ``()`` otherwise.
+    """
+
+    terminal_signal: str = "the terminal event"
+    """Named in the :class:`StreamTruncated` message."""
+
+    def __init__(self) -> None:
+        self.done = False
+        self.failure: ProviderError | None = None
+        self.provider_items: tuple[dict[str, Any], ...] = ()
+        self._closed = False
+
+    def feed(self, chunk: bytes) -> list[StreamEvent]:
+        """Decode one read of the body (bytes, any split); return the events it completed.
+
+        After the stream is done or failed, bytes are ignored and ``[]`` is returned.
+        """
+        if self.done or self.failure is not None or self._closed:
+            return []
+        return self._run(chunk, final=False)
+
+    def close(self) -> list[StreamEvent]:
+        """End of body: decode what the framing still holds; then, unless done or failed,
+        record :class:`StreamTruncated` in :attr:`failure`."""
+        if self._closed:
+            return []
+        events: list[StreamEvent] = []
+        if not self.done and self.failure is None:
+            events = self._run(b"", final=True)
+        self._closed = True
+        if not self.done and self.failure is None:
+            self.failure = StreamTruncated(
+                f"the stream ended before {self.terminal_signal}; the answer is incomplete"
+            )
+        return events
+
+    def raise_failure(self) -> None:
+        """Raise :attr:`failure` if there is one.
+
+        Raises:
+            ProviderError: the typed error that ended the stream.
+        """
+        if self.failure is not None:
+            raise self.failure
+
+    def feed_object(self, obj: Any) -> list[StreamEvent]:
+        """Decode one already-parsed JSON value as if it had been framed in the body.
+
+        Blocking answers use this: the same reducer folds them, so a blocking and a streamed
+        answer give the same response. Call :meth:`close` afterwards.
+        """
+        if self.done or self.failure is not None or self._closed:
+            return []
+        return self._run_objects([obj])
+
+    def _run(self, chunk: bytes, *, final: bool) -> list[StreamEvent]:
+        def frames() -> Iterable[Any]:  # lazy, so framing errors surface inside the try
+            yield from self._frames(chunk, final=final)
+
+        return self._run_objects(frames())
+
+    def _run_objects(self, objects: Iterable[Any]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        try:
+            for obj in objects:
+                if not isinstance(obj, dict):
+                    raise StreamProtocolError(f"expected a JSON object, got {type(obj).__name__}")
+                out.extend(self._on_object(obj))
+                if self.done:
+                    break  # anything after the terminal signal is ignored
+        except ProviderError as exc:
+            self.failure = exc
+        return out
+
+    @abstractmethod
+    def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
+        """The JSON values completed by ``chunk`` (``final``: the body ended), lazily.
+
+        Raises:
+            StreamProtocolError: a frame is not JSON.
+        """
+
+    @abstractmethod
+    def _on_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
+        """The events of one decoded JSON object; set :attr:`done` on the terminal signal.
+
+        Raises:
+            ProviderError: an error the provider sent, or a protocol violation.
+        """
+
+
+def error_from_code(code: str | None, message: str | None, *, what: str) -> ProviderError:
+    """Type an error the provider sent inside a 2xx body by its code (DESIGN §2 "Failures").
+
+    Anthropic ``error.type`` values (https://docs.anthropic.com/en/api/errors) and Responses
+    ``error.code`` values map as: rate limits → :class:`ProviderRateLimited` (``retry_after``
+    unknown), authentication/permission → :class:`ProviderAuthError`, invalid requests →
+    :class:`ProviderBadRequest`; anything else (``overloaded_error``, ``api_error``,
+    ``server_error``, unknown codes, no code at all) → :class:`ProviderServerError`, retryable.
+    ``what`` names the event (``"error event"``, ``"response.failed"``) in the message.
+    """
+    text = what + (f" {code}" if code else "") + (f": {message}" if message else "")
+    if code in _RATE_LIMIT_CODES:
+        return ProviderRateLimited(text, retry_after=None, status_code=None, code=code)
+    if code in _AUTH_CODES:
+        return ProviderAuthError(text, code=code)
+    if code in _BAD_REQUEST_CODES or (code or "").startswith("invalid_"):
+        return ProviderBadRequest(text, code=code)
+    return ProviderServerError(text, code=code)
+
+
+def arguments_json(value: Any) -> str:
+    """Tool-call arguments as JSON text of an object (``"{}"`` when none were sent).
+
+    ``value`` is an object (Anthropic ``input``, Ollama ``arguments``), JSON text of one (as
+    streamed in fragments and concatenated), or ``None``/blank text. Objects are serialised with
+    ``json.dumps`` defaults and ``ensure_ascii=False``, so a streamed and a blocking answer give
+    the same text.
+
+    Raises:
+        StreamProtocolError: the text is not JSON, or not a JSON object.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return "{}"
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise StreamProtocolError(f"tool arguments are not JSON: {value[:80]!r}") from exc
+    if not isinstance(value, dict):
+        raise StreamProtocolError(f"tool arguments are not a JSON object: {value!r:.80}")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def reduce_body(
+    reducer: StreamReducer, chunks: Iterable[bytes]
+) -> tuple[list[StreamEvent], ProviderError | None]:
+    """Feed ``chunks`` then close; return ``(events, failure)``. For blocking parses and tests."""
+    events: list[StreamEvent] = []
+    for chunk in chunks:
+        events.extend(reducer.feed(chunk))
+        if reducer.done or reducer.failure is not None:
+            break
+    events.extend(reducer.close())
+    return events, reducer.failure

@@ -1,0 +1,69 @@
+"""The embedded default config of ``relaybot run`` without a file (DESIGN §7)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from config.default import default_store_path, default_yaml_text
+from config.loader import default_config
+from config.models import ConsoleChannelConfig
+
+
+def test_default_yaml_is_package_data() -> None:
+    assert "kind: console" in default_yaml_text()
+
+
+def test_with_openai_api_key_uses_openai() -> None:
+    config = default_config({"OPENAI_API_KEY": "sk-test", "HOME": "/home/u"}, demo_base_url=None)
+    assert list(config.providers) == ["openai"]
+    provider = config.providers["openai"]
+    assert (provider.kind, provider.model) == ("openai_chat", "gpt-4.1-mini")
+    assert provider.resolved_base_url == "https://api.openai.com/v1"
+    assert provider.api_key is not None and provider.api_key.get_secret_value() == "sk-test"
+    assert config.agent.providers == ["openai"]
+
+
+def test_openai_key_wins_over_the_demo_and_base_url_may_be_overridden() -> None:
+    environ = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    config = default_config(environ, demo_base_url="http://127.0.0.1:8/v1")
+    assert config.agent.providers == ["openai"]
+    assert config.providers["openai"].resolved_base_url == "http://127.0.0.1:9/v1"
+
+
+def test_without_a_key_uses_the_demo_model() -> None:
+    config = default_config({"OPENAI_API_KEY": ""}, demo_base_url="http://127.0.0.1:5555/v1")
+    assert list(config.providers) == ["demo"]
+    demo = config.providers["demo"]
+    assert (demo.kind, demo.model) == ("openai_chat", "relaybot-demo")
+    assert demo.resolved_base_url == "http://127.0.0.1:5555/v1"
+    assert config.agent.providers == ["demo"]
+
+
+def test_without_a_key_or_a_demo_server_it_refuses() -> None:
+    with pytest.raises(ValueError, match="OPENAI_API_KEY"):
+        default_config({}, demo_base_url=None)
+
+
+def test_console_only_no_metrics_server() -> None:
+    config = default_config({}, demo_base_url="http://127.0.0.1:1/v1")
+    assert list(config.channels) == ["console"]
+    console = config.channels["console"]
+    assert isinstance(console, ConsoleChannelConfig)
+    assert console.stream_drafts is True
+    assert config.server.listen is None
+    assert config.agent.tools == ["current_time"]
+
+
+def test_store_path_follows_xdg() -> None:
+    config = default_config({"XDG_DATA_HOME": "/data"}, demo_base_url="http://127.0.0.1:1/v1")
+    assert config.storage.path == "/data/relaybot/relaybot.db"
+    assert default_store_path({"HOME": "/home/u"}) == Path(
+        "/home/u/.local/share/relaybot/relaybot.db"
+    )
+    # The XDG spec: an empty or relative XDG_DATA_HOME is ignored.
+    for value in ("", "relative/dir"):
+        assert default_store_path({"XDG_DATA_HOME": value, "HOME": "/h"}) == Path(
+            "/h/.local/share/relaybot/relaybot.db"
+        )

@@ -31,6 +31,7 @@ import httpx
 
 from config.models import ProviderConfig
 from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, ToolSpec
+from providers.error_events import error_from_event
 from providers.errors import ProviderBadRequest, ProviderError, ProviderTimeout, StreamProtocolError
 from providers.events import StreamEvent, ToolCall
 from providers.openai_chat_decode import (
@@ -40,7 +41,7 @@ from providers.openai_chat_decode import (
     parse_reasoning,
     parse_usage,
 )
-from providers.transport import error_from_event, make_client, open_stream, post_json
+from providers.transport import make_client, open_stream, post_json
 
 __all__ = [
     "OpenAIChatProvider",

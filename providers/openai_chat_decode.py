@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from providers.error_events import error_from_event
 from providers.errors import StreamProtocolError, StreamTruncated
 from providers.events import (
     Final,
@@ -50,7 +51,6 @@ from providers.events import (
     Usage,
 )
 from providers.sse import SSEDecoder, parse_event_json
-from providers.transport import error_from_event
 
 __all__ = [
     "DONE_SENTINEL",
@@ -192,7 +192,7 @@ class ChatCompletionsAccumulator:
         Raises:
             StreamProtocolError: the data is not a JSON object, or a tool call has no name.
             ProviderError: the chunk is an error object (typed by its code, see
-                :func:`providers.transport.error_from_event`).
+                :func:`providers.error_events.error_from_event`).
         """
         if self.finished or not data.strip():
             return []

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -400,3 +403,29 @@ def test_property_any_split_of_the_tool_call_stream(fixtures_dir: Path, cuts: li
     bounds = sorted({min(c, len(body)) for c in cuts})
     pieces = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
     assert decode(*pieces) == FIXTURE_OUTCOMES["openai_chat_tool_call_chunked.sse"]
+
+
+# -- purity ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["providers.sse", "providers.ndjson", "providers.openai_chat_decode", "providers.error_events"],
+)
+def test_decoders_are_sans_io(module: str) -> None:
+    """The decoding cores import neither asyncio nor a network library (STYLE §1)."""
+    code = (
+        "import sys, importlib; importlib.import_module(sys.argv[1]); "
+        "bad = {'asyncio', 'anyio', 'httpx', 'httpcore', 'socket', 'ssl'} & set(sys.modules); "
+        "print(','.join(sorted(bad)))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", code, module],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": os.environ.get("PATH", "")},
+    )
+    assert result.stdout.strip() == ""

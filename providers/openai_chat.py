@@ -12,7 +12,8 @@ a key is configured.
   ``timeout_secs``, body by the byte-idle bound) and decodes it with the pure
   :class:`providers.openai_chat_decode.ChatCompletionsStreamDecoder`. It returns as soon as
   ``[DONE]`` arrives, without waiting for the server to close the socket; after a
-  ``finish_reason``, EOF or the idle timeout also end the stream properly (DESIGN §2).
+  ``finish_reason``, EOF, the idle timeout or a dropped connection also end the stream properly
+  (DESIGN §2).
 * :meth:`OpenAIChatProvider.complete` sends ``stream: false`` (no ``stream_options``: OpenAI
   rejects them on a blocking call) and parses ``choices[0].message``. Both fold to equal
   :class:`CompletionResponse` objects for the same answer.
@@ -32,7 +33,13 @@ import httpx
 from config.models import ProviderConfig
 from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, ToolSpec
 from providers.error_events import error_from_event
-from providers.errors import ProviderBadRequest, ProviderError, ProviderTimeout, StreamProtocolError
+from providers.errors import (
+    ProviderBadRequest,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    StreamProtocolError,
+)
 from providers.events import StreamEvent, ToolCall
 from providers.openai_chat_decode import (
     ChatCompletionsStreamDecoder,
@@ -238,9 +245,11 @@ class OpenAIChatProvider(ModelProvider):
                         yield event
                     if decoder.finished:
                         return  # [DONE]: the server may keep the socket open (case C08 B)
-            except ProviderTimeout as exc:
-                # DESIGN §2: once a finish_reason was seen, the idle timeout is a proper end.
-                if exc.phase != "idle" or not decoder.finish_seen:
+            except (ProviderTimeout, ProviderConnectionError) as exc:
+                # DESIGN §2: once a finish_reason was seen, EOF or the idle timeout is a proper
+                # end; a connection dropped at that point is read as EOF (the answer is whole).
+                idle = isinstance(exc, ProviderConnectionError) or exc.phase == "idle"
+                if not (idle and decoder.finish_seen):
                     raise
             for event in decoder.close():
                 yield event

@@ -28,7 +28,7 @@ from providers.errors import (
     ProviderTimeout,
     StreamTruncated,
 )
-from providers.events import Final, StreamEvent, ToolCall
+from providers.events import Final, StreamEvent, ToolCall, Usage
 from providers.openai_chat import OpenAIChatProvider, rejects_reasoning_effort
 from providers.registry import build_provider
 from tests.openai_chat_cases import (
@@ -188,6 +188,18 @@ async def test_connection_broken_mid_body_is_an_error_and_no_tool_call_runs(
     async with chat_provider(server) as provider:
         outcome = await run_stream(provider)
     assert outcome == Outcome((text("Let me check the time."),), ProviderConnectionError)
+
+
+async def test_connection_broken_after_the_finish_reason_ends_properly(
+    server: ProviderServer, fixtures_dir: Path
+) -> None:
+    body = (fixtures_dir / "openai_chat_tool_call_chunked.sse").read_bytes()
+    cut = body.index(b"\n\n", body.index(b'"finish_reason":"tool_calls"')) + 2
+    server.script(PATH, Reply(body=body[:cut], abort=True))
+    async with chat_provider(server) as provider:
+        outcome = await run_stream(provider)
+    full = FIXTURE_OUTCOMES["openai_chat_tool_call_chunked.sse"].events
+    assert outcome == Outcome(tuple(e for e in full if not isinstance(e, Usage)))
 
 
 async def test_c08b_done_completes_at_once_while_the_socket_stays_open(

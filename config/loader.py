@@ -12,8 +12,10 @@ Theory of operation
    missing key gets the line of its parent mapping; a :class:`LocatedValueError` raised by a model
    validator is reported at the key it names. Errors under a path whose value already failed in
    step 1 are dropped (they would repeat it).
-4. Messages are ours, written from the error type and its context, never from the input: a value
-   may be a secret or come from the environment, and is never shown.
+4. Messages are ours (:mod:`config.messages`), written from the error type and its context,
+   never from the input: a value may be a secret or come from the environment, and is never
+   shown. The one name shown is an unknown provider written in the file. As a last line of
+   defence, any text read from the environment is masked in every message.
 
 All issues are raised together in one :class:`ConfigError`, sorted by line.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Collection, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -151,9 +154,24 @@ def config_from_document(doc: SourceDocument, *, source_name: str) -> RelaybotCo
         else:
             if not issues:
                 return config
-    unique = list(dict.fromkeys(issues))
+    unique = list(dict.fromkeys(_scrub(issue, doc.environment_values) for issue in issues))
     unique.sort(key=lambda issue: 0 if issue.line is None else issue.line)
     raise ConfigError(unique)
+
+
+MIN_SCRUBBED_LENGTH = 6
+"""Environment values at least this long are masked wherever a message would contain them."""
+
+
+def _scrub(issue: ConfigIssue, environment_values: Collection[str]) -> ConfigIssue:
+    """Last line of defence: messages are built without input values, but a validator's message
+    may quote a value that was valid (``pattern 'x' does not compile``): mask any text that came
+    from the environment. Short values are left (masking ``1`` would garble the message)."""
+    message = issue.message
+    for value in sorted(environment_values, key=len, reverse=True):
+        if len(value) >= MIN_SCRUBBED_LENGTH and value in message:
+            message = message.replace(value, "***")
+    return issue if message == issue.message else replace(issue, message=message)
 
 
 # -- step 2: references between sections ------------------------------------------------------

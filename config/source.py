@@ -64,7 +64,7 @@ class InterpolationError(ValueError):
     """A ``${...}`` reference cannot be resolved; the message names the variable, never a value."""
 
 
-def interpolate(text: str, environ: Mapping[str, str]) -> tuple[str, bool]:
+def interpolate(text: str, environ: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
     """Expand environment references in one string scalar.
 
     ``${NAME}`` is the variable's value (an empty value is kept); ``${NAME:-default}`` is the
@@ -76,15 +76,16 @@ def interpolate(text: str, environ: Mapping[str, str]) -> tuple[str, bool]:
         environ: the environment to read.
 
     Returns:
-        ``(value, used_environment)``: the expanded text, and whether any part of it came from
-        ``environ`` (such a value must never appear in a message).
+        ``(value, environment_values)``: the expanded text, and the values read from
+        ``environ`` for it, in order (empty when nothing came from the environment). Such a
+        value must never appear in a message.
 
     Raises:
         InterpolationError: a variable without default is not set, or a reference is malformed.
     """
     if "$" not in text:
-        return text, False
-    used_environment = False
+        return text, ()
+    environment_values: list[str] = []
     parts: list[str] = []
     position = 0
     for match in _REFERENCE.finditer(text):
@@ -107,9 +108,9 @@ def interpolate(text: str, environ: Mapping[str, str]) -> tuple[str, bool]:
             raise InterpolationError(f"environment variable {name} is not set")
         else:
             parts.append(value)
-            used_environment = True
+            environment_values.append(value)
     parts.append(text[position:])
-    return "".join(parts), used_environment
+    return "".join(parts), tuple(environment_values)
 
 
 @dataclass(slots=True)
@@ -122,6 +123,7 @@ class SourceDocument:
         lines: 1-based line of every key path (mapping key or sequence item); ``()`` is the
             document start.
         from_environment: paths of values that contain text read from the environment.
+        environment_values: every value read from the environment (scrubbed from messages).
         failed: paths whose value could not be built (the loader ignores further errors there).
         issues: problems found while reading (syntax, interpolation, duplicate keys).
     """
@@ -129,6 +131,7 @@ class SourceDocument:
     data: Any
     lines: dict[Loc, int] = field(default_factory=dict)
     from_environment: set[Loc] = field(default_factory=set)
+    environment_values: set[str] = field(default_factory=set)
     failed: set[Loc] = field(default_factory=set)
     issues: list[ConfigIssue] = field(default_factory=list)
 
@@ -193,13 +196,14 @@ class _Walker:
         if node.tag != _STR_TAG or not isinstance(value, str):
             return value
         try:
-            value, used_environment = interpolate(value, self._environ)
+            value, environment_values = interpolate(value, self._environ)
         except InterpolationError as exc:
             self.issue(line, loc, str(exc))
             self._doc.failed.add(loc)
             return ""
-        if used_environment:
+        if environment_values:
             self._doc.from_environment.add(loc)
+            self._doc.environment_values.update(environment_values)
         return value
 
     def _mapping(self, node: MappingNode, loc: Loc, line: int) -> dict[str, Any]:

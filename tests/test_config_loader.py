@@ -333,3 +333,19 @@ def test_config_error_carries_the_issues(tmp_path: Path) -> None:
     [issue] = info.value.errors
     assert (issue.source, issue.line, issue.path) == (str(path), 1, "channels")
     assert str(info.value) == format_errors(info.value)
+
+
+def test_a_value_from_the_environment_quoted_by_a_validator_is_masked(tmp_path: Path) -> None:
+    # The pattern name is valid, so the regex error quotes it; it came from the environment.
+    text = VALID + textwrap.dedent(
+        """\
+        policy:
+          extra_secret_patterns:
+            - {name: "${PATTERN_NAME}", regex: "("}
+        """
+    )
+    environ = {**ENV, "PATTERN_NAME": "token_abcdef0123456789"}
+    assert _errors(tmp_path, text, environ) == [
+        "FILE:15: policy.extra_secret_patterns[0].regex: pattern '***' does not compile: "
+        "missing ), unterminated subpattern at position 0"
+    ]

@@ -10,26 +10,26 @@ from config.source import MAX_NODES, InterpolationError, interpolate, read_yaml
 
 
 @pytest.mark.parametrize(
-    ("text", "expected", "used_environment"),
+    ("text", "expected", "environment_values"),
     [
-        ("plain", "plain", False),
-        ("${A}", "alpha", True),
-        ("x-${A}-y", "x-alpha-y", True),
-        ("${A}${B}", "alphabeta", True),
-        ("${MISSING:-fallback}", "fallback", False),
-        ("${EMPTY:-fallback}", "fallback", False),
-        ("${A:-fallback}", "alpha", True),
-        ("${MISSING:-}", "", False),
-        ("${EMPTY}", "", True),
-        ("$${A}", "${A}", False),
-        ("cost: $5 and $$", "cost: $5 and $$", False),
-        ("$${A} and ${A}", "${A} and alpha", True),
-        ("${MISSING:-a:-b}", "a:-b", False),
+        ("plain", "plain", ()),
+        ("${A}", "alpha", ("alpha",)),
+        ("x-${A}-y", "x-alpha-y", ("alpha",)),
+        ("${A}${B}", "alphabeta", ("alpha", "beta")),
+        ("${MISSING:-fallback}", "fallback", ()),
+        ("${EMPTY:-fallback}", "fallback", ()),
+        ("${A:-fallback}", "alpha", ("alpha",)),
+        ("${MISSING:-}", "", ()),
+        ("${EMPTY}", "", ("",)),
+        ("$${A}", "${A}", ()),
+        ("cost: $5 and $$", "cost: $5 and $$", ()),
+        ("$${A} and ${A}", "${A} and alpha", ("alpha",)),
+        ("${MISSING:-a:-b}", "a:-b", ()),
     ],
 )
-def test_interpolate(text: str, expected: str, used_environment: bool) -> None:
+def test_interpolate(text: str, expected: str, environment_values: tuple[str, ...]) -> None:
     environ = {"A": "alpha", "B": "beta", "EMPTY": ""}
-    assert interpolate(text, environ) == (expected, used_environment)
+    assert interpolate(text, environ) == (expected, environment_values)
 
 
 def test_interpolate_missing_variable_names_it() -> None:
@@ -74,6 +74,7 @@ def test_interpolation_only_in_string_values_and_tracked() -> None:
     doc = _read('a: ${T}\nb: "${T}"\n${T}: 1\nc: [x, "${T}"]\n', T="tok")
     assert doc.data == {"a": "tok", "b": "tok", "${T}": 1, "c": ["x", "tok"]}
     assert doc.from_environment == {("a",), ("b",), ("c", 1)}
+    assert doc.environment_values == {"tok"}
 
 
 def test_missing_variable_is_an_issue_at_the_key() -> None:

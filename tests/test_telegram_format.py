@@ -1,0 +1,210 @@
+"""Markdown → Telegram text + entities, splitting of formatted text, and its HTML form.
+
+Pure tests; the peer's markup parser (the same one that judges the adapter's writes) checks
+that every part and every HTML rendering is what Telegram would accept.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from channels.base import utf16_len
+from channels.telegram_format import (
+    TELEGRAM_MAX_TEXT_UTF16,
+    FormattedText,
+    TextEntity,
+    markdown_to_telegram,
+    split_formatted,
+    to_html,
+)
+from tests.peers.telegram_markup import parse_entities, parse_html
+
+C14_FINAL = "All timestamps are *UTC* and ```py\nx = 1\n```"
+
+
+def _entity_dicts(ft: FormattedText) -> tuple[dict[str, object], ...]:
+    return tuple(e.to_dict() for e in ft.entities)
+
+
+def _assert_valid_part(part: FormattedText, limit: int) -> None:
+    assert 0 < part.utf16_length <= limit
+    assert part.text.strip()
+    parse_entities(part.text, [e.to_dict() for e in part.entities])  # raises when invalid
+
+
+def test_c14_final_text_is_formatted() -> None:
+    ft = markdown_to_telegram(C14_FINAL)
+    assert ft.text.startswith("All timestamps are UTC and ")
+    assert TextEntity("italic", 19, 3) in ft.entities
+    _assert_valid_part(ft, TELEGRAM_MAX_TEXT_UTF16)
+
+
+def test_common_markdown_becomes_entities() -> None:
+    ft = markdown_to_telegram(
+        "# Title\n\n**bold** `code` [link](https://e.x/?a=1&b=2)\n\n```py\nx<1\n```"
+    )
+    kinds = {e.type for e in ft.entities}
+    assert {"bold", "code", "text_link", "pre"} <= kinds
+    assert "📌" not in ft.text  # heading emoji are switched off: a heading costs no length
+    assert ft.text.startswith("Title\n\n")
+    pre = next(e for e in ft.entities if e.type == "pre")
+    assert pre.language == "py"
+
+
+def test_plain_text_has_no_entities_and_is_unchanged() -> None:
+    assert markdown_to_telegram("Hello world") == FormattedText("Hello world")
+
+
+def test_fits_in_one_part() -> None:
+    ft = FormattedText("a" * TELEGRAM_MAX_TEXT_UTF16, (TextEntity("bold", 0, 5),))
+    assert split_formatted(ft) == [ft]
+
+
+def test_c13_6000_chars_split_at_paragraph_boundaries() -> None:
+    paragraphs = ["".join(chr(ord("a") + (i + j) % 26) for j in range(798)) for i in range(8)]
+    markdown = "\n\n".join(f"**p{i}** {p}" for i, p in enumerate(paragraphs))[:6000]
+    ft = markdown_to_telegram(markdown)
+    parts = split_formatted(ft)
+    assert len(parts) == 2
+    assert "".join(p.text for p in parts) == ft.text
+    assert parts[0].text.endswith("\n\n")  # frozen at a paragraph boundary
+    for part in parts:
+        _assert_valid_part(part, TELEGRAM_MAX_TEXT_UTF16)
+    # the bold entities follow their words into the second part
+    assert parts[1].text[: parts[1].entities[0].length].startswith("p")
+
+
+def test_emoji_10000_utf16_units_never_split_inside_a_pair() -> None:
+    ft = FormattedText("😀" * 5000, (TextEntity("bold", 0, 10000),))
+    parts = split_formatted(ft)
+    assert [p.utf16_length for p in parts] == [4096, 4096, 1808]
+    assert "".join(p.text for p in parts) == ft.text
+    assert [p.entities for p in parts] == [
+        (TextEntity("bold", 0, 4096),),
+        (TextEntity("bold", 0, 4096),),
+        (TextEntity("bold", 0, 1808),),
+    ]
+
+
+def test_emoji_sequences_are_not_torn_apart() -> None:
+    family = "👩\u200d👩\u200d👧"  # 8 UTF-16 units joined by ZWJ
+    ft = FormattedText(family * 3)
+    parts = split_formatted(ft, 10)
+    assert [p.text for p in parts] == [family, family, family]
+
+
+def test_code_block_is_closed_at_the_cut_and_reopened() -> None:
+    code = "\n".join(f"line {i}" for i in range(40))
+    ft = markdown_to_telegram(f"intro\n\n```py\n{code}\n```\n\nafter")
+    parts = split_formatted(ft, 120)
+    assert "".join(p.text for p in parts) == ft.text
+    for part in parts:
+        _assert_valid_part(part, 120)
+    pres = [e for p in parts for e in p.entities if e.type == "pre"]
+    assert len(pres) >= 2 and all(e.language == "py" for e in pres)
+
+
+def test_prefers_cuts_outside_code() -> None:
+    ft = FormattedText("aaaa\nbbbb\ncccc", (TextEntity("pre", 5, 9),))
+    assert [p.text for p in split_formatted(ft, 12)] == ["aaaa\n", "bbbb\ncccc"]
+
+
+def test_word_then_hard_cut() -> None:
+    assert [p.text for p in split_formatted(FormattedText("aaa bbb ccc"), 8)] == [
+        "aaa bbb ",
+        "ccc",
+    ]
+    assert [p.text for p in split_formatted(FormattedText("abcdefghij"), 4)] == [
+        "abcd",
+        "efgh",
+        "ij",
+    ]
+
+
+def test_html_form_round_trips_through_telegram_html() -> None:
+    ft = markdown_to_telegram(
+        '**bold _both_** <tag> & `a<b`\n\n> quote\n\n[l](https://e.x/?a=1&b="2")\n\n```py\nx<1\n```'
+    )
+    parsed = parse_html(to_html(ft))
+    assert parsed.text == ft.text
+    assert parsed.entities == _entity_dicts(ft)
+
+
+_TEXT = st.text(alphabet=st.sampled_from([*"ab \n", "😀", "é", "\u200d", "<", "&"]), max_size=300)
+
+
+@st.composite
+def _formatted(
+    draw: st.DrawFn, kinds: tuple[str, ...] = ("bold", "italic", "pre", "code")
+) -> FormattedText:
+    text = draw(_TEXT)
+    total = utf16_len(text)
+    offsets = [0]
+    for ch in text:
+        offsets.append(offsets[-1] + (2 if ord(ch) > 0xFFFF else 1))
+    entities = []
+    for _ in range(draw(st.integers(0, 4))):
+        if len(text) < 1:
+            break
+        a = draw(st.integers(0, len(text) - 1))
+        b = draw(st.integers(a + 1, len(text)))
+        kind = draw(st.sampled_from(kinds))
+        entities.append(TextEntity(kind, offsets[a], offsets[b] - offsets[a]))
+    assert all(e.offset + e.length <= total for e in entities)
+    return FormattedText(text, tuple(sorted(entities, key=lambda e: (e.offset, -e.length))))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_formatted(), st.integers(2, 64))
+def test_split_invariants(ft: FormattedText, limit: int) -> None:
+    parts = split_formatted(ft, limit)
+    joined = "".join(p.text for p in parts)
+    assert ft.text.startswith(joined)
+    assert not ft.text[len(joined) :].strip()  # only a blank tail may be dropped
+    for part in parts:
+        assert part.utf16_length <= limit
+        part.text.encode("utf-16-le")  # no lone surrogate
+        parse_entities(part.text, [e.to_dict() for e in part.entities])
+    # each entity still covers exactly the same code units, wherever the cuts fell
+    assert _coverage(parts) == _coverage([ft], upto=utf16_len(joined))
+
+
+def _coverage(parts: list[FormattedText], upto: int | None = None) -> dict[tuple[str, int], int]:
+    """How many entities of each type cover each UTF-16 unit of the joined text."""
+    counts: dict[tuple[str, int], int] = {}
+    base = 0
+    for part in parts:
+        for e in part.entities:
+            for unit in range(base + e.offset, base + e.offset + e.length):
+                if upto is None or unit < upto:
+                    counts[(e.type, unit)] = counts.get((e.type, unit), 0) + 1
+        base += part.utf16_length
+    return counts
+
+
+@settings(max_examples=200, deadline=None)
+@given(_formatted(kinds=("bold", "italic", "underline", "code")))  # Telegram nests nothing in pre
+def test_html_round_trip_property(ft: FormattedText) -> None:
+    parsed = parse_html(to_html(ft))
+    assert parsed.text == ft.text
+    # Crossing entities are closed and reopened around the crossing: same coverage.
+    back = [TextEntity(e["type"], e["offset"], e["length"]) for e in parsed.entities]
+    assert _coverage([FormattedText(parsed.text, tuple(back))]) == _coverage([ft])
+
+
+def test_formatting_module_is_sans_io() -> None:
+    source = Path(sys.modules[split_formatted.__module__].__file__ or "").read_text()
+    imported = {
+        alias.name.split(".")[0]
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (
+            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
+        )
+    }
+    assert not imported & {"asyncio", "anyio", "telegram", "httpx", "aiohttp", "socket"}

@@ -1,0 +1,158 @@
+"""The Ollama native chat provider (``kind: ollama``; DESIGN §2).
+
+Theory of operation
+-------------------
+``POST {base_url}/api/chat`` (https://github.com/ollama/ollama/blob/main/docs/api.md) answers
+with NDJSON (``application/x-ndjson``) when ``stream: true`` and with one JSON object when
+``stream: false``. Both are decoded by :class:`providers.ollama_decode.OllamaStreamReducer`
+(the blocking object is fed to it whole), so they fold to the same response.
+
+The request maps our neutral messages as Ollama expects them:
+
+* assistant tool calls → ``tool_calls: [{"function": {"name", "arguments": {...}}}]`` with the
+  arguments as an *object* (Ollama rejects JSON text there);
+* a tool result → ``{"role": "tool", "content": ..., "tool_name": ...}`` (Ollama matches results
+  by tool name; our generated call ids never reach it);
+* tools → ``{"type": "function", "function": {...}}``; ``max_tokens`` → ``options.num_predict``;
+  ``reasoning_effort`` → ``think`` (the level, for models that think).
+
+``api_key`` is optional; when set it is sent as ``Authorization: Bearer`` (Ollama behind a proxy,
+or ollama.com).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from config.models import ProviderConfig
+from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, fold
+from providers.http_stream import ReducedStream
+from providers.ollama_decode import OllamaStreamReducer
+from providers.transport import make_client, post_json
+
+__all__ = ["OllamaChatProvider", "build_chat_body"]
+
+
+def _arguments_object(arguments: str) -> dict[str, Any]:
+    try:
+        value = json.loads(arguments or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _to_messages(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}  # call id → tool name, for results that lack the name
+    for message in messages:
+        if message.role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": message.content}
+            if message.tool_calls:
+                entry["tool_calls"] = [
+                    {"function": {"name": c.name, "arguments": _arguments_object(c.arguments)}}
+                    for c in message.tool_calls
+                ]
+                names.update((c.id, c.name) for c in message.tool_calls)
+            out.append(entry)
+        elif message.role == "tool":
+            name = message.name or names.get(message.tool_call_id or "", "")
+            out.append({"role": "tool", "content": message.content, "tool_name": name})
+        else:
+            out.append({"role": message.role, "content": message.content})
+    return out
+
+
+def build_chat_body(
+    config: ProviderConfig, request: ChatRequest, *, stream: bool
+) -> dict[str, Any]:
+    """The JSON body of ``POST /api/chat`` for ``request``."""
+    body: dict[str, Any] = {
+        "model": config.model,
+        "messages": _to_messages(request.messages),
+        "stream": stream,
+    }
+    if request.tools:
+        body["tools"] = [
+            {
+                "type": "function",
+                "function": {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                },
+            }
+            for tool in request.tools
+        ]
+    if config.max_tokens:
+        body["options"] = {"num_predict": config.max_tokens}
+    if config.reasoning_effort:
+        body["think"] = config.reasoning_effort
+    return body
+
+
+class OllamaChatProvider(ModelProvider):
+    """``kind: ollama``: native ``/api/chat`` over NDJSON (streaming) or JSON (blocking)."""
+
+    def __init__(
+        self, name: str, config: ProviderConfig, *, client: httpx.AsyncClient | None = None
+    ) -> None:
+        self.name = name
+        self.config = config
+        self._client = client or make_client()
+        self._owns_client = client is None
+        self._url = f"{config.resolved_base_url}/api/chat"
+
+    def supports_streaming(self) -> bool:
+        return True
+
+    def supports_streaming_tool_events(self) -> bool:
+        return True
+
+    def _headers(self, *, stream: bool) -> dict[str, str]:
+        headers = {"accept": "application/x-ndjson" if stream else "application/json"}
+        if self.config.api_key is not None:
+            headers["authorization"] = f"Bearer {self.config.api_key.get_secret_value()}"
+        return headers
+
+    def stream(self, request: ChatRequest) -> ReducedStream:
+        """Stream one round; ends with ``Final`` at the ``done: true`` record.
+
+        While tools are offered, content that may be a tool call written as JSON is held back
+        (case C11; see :mod:`providers.ollama_decode`).
+        """
+        return ReducedStream(
+            self._client,
+            self._url,
+            json_body=build_chat_body(self.config, request, stream=True),
+            headers=self._headers(stream=True),
+            timeout_secs=self.config.timeout_secs,
+            idle_timeout_secs=self.config.idle_timeout_secs,
+            reducer=OllamaStreamReducer(tool.name for tool in request.tools),
+        )
+
+    async def complete(self, request: ChatRequest) -> CompletionResponse:
+        """One blocking call (``stream: false``), bounded by ``timeout_secs``.
+
+        Raises:
+            ProviderError: as the stream (an ``{"error": ...}`` body, or an answer without
+            ``done: true``, which is :class:`providers.errors.StreamTruncated`).
+        """
+        answer = await post_json(
+            self._client,
+            self._url,
+            json_body=build_chat_body(self.config, request, stream=False),
+            headers=self._headers(stream=False),
+            timeout_secs=self.config.timeout_secs,
+        )
+        reducer = OllamaStreamReducer(tool.name for tool in request.tools)
+        events = reducer.feed_object(answer)
+        events.extend(reducer.close())
+        reducer.raise_failure()
+        return fold(events)
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()

@@ -127,7 +127,8 @@ class _Block:
 
 
 def _parse_input(text: str) -> dict[str, Any]:
-    return json.loads(arguments_json(text))  # type: ignore[no-any-return]
+    value: dict[str, Any] = json.loads(arguments_json(text))
+    return value
 
 
 def _block_events(block: dict[str, Any], names: dict[str, str]) -> list[StreamEvent]:

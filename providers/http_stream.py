@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -91,7 +91,8 @@ class ReducedStream:
             timeout_secs=timeout_secs,
             idle_timeout_secs=idle_timeout_secs,
         ) as body:
-            async with aclosing(body.__aiter__()) as reads:  # type: ignore[type-var]
+            reads = cast("AsyncGenerator[bytes, None]", aiter(body))
+            async with aclosing(reads):
                 async for chunk in reads:
                     for event in reducer.feed(chunk):
                         yield event

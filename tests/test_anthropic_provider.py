@@ -20,7 +20,7 @@ from providers.errors import (
     ProviderServerError,
     ProviderTimeout,
 )
-from providers.events import Final, ToolCall, Usage
+from providers.events import Final, StreamEvent, ToolCall, Usage
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.stream_helpers import (
     collect,
@@ -62,7 +62,9 @@ async def test_replayed_fixture_cut_at_line_ends_and_inside_characters(
         assert len(server.requests_to(PATH)) == len(offsets)
 
 
-async def _split_delivery(fixtures_dir: Path, pause_secs: float, **overrides: object):  # type: ignore[no-untyped-def]
+async def _split_delivery(
+    fixtures_dir: Path, pause_secs: float, **overrides: object
+) -> tuple[list[StreamEvent], ProviderError | None]:
     one, two = (
         (fixtures_dir / f"anthropic_split_delivery_segment{n}.sse").read_bytes() for n in (1, 2)
     )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from providers.errors import (
     StreamProtocolError,
     StreamTruncated,
 )
-from providers.events import Final, StreamEvent, ToolCall, Usage
+from providers.events import Final, FinishReason, StreamEvent, ToolCall, Usage
 from providers.responses_decode import ResponsesStreamReducer, response_events
 from tests.stream_helpers import decode, every_split, reasoning, sse, text
 
@@ -52,7 +54,8 @@ def completed_response(path: Path) -> dict[str, Any]:
     """The ``response`` object of a fixture's ``response.completed`` event."""
     lines = path.read_text().splitlines()
     (line,) = [x for x in lines if x.startswith('data: {"type":"response.completed"')]
-    return json.loads(line.removeprefix("data: "))["response"]  # type: ignore[no-any-return]
+    response: dict[str, Any] = json.loads(line.removeprefix("data: "))["response"]
+    return response
 
 
 def _check(body: bytes, events: list[StreamEvent], error_type: type[ProviderError] | None) -> None:
@@ -126,7 +129,7 @@ def test_c05_failures_raise_typed_errors_after_the_text(
     ("reason", "finish"),
     [("max_output_tokens", "length"), ("content_filter", "content_filter"), ("other", "other")],
 )
-def test_c05_incomplete_is_a_finish_reason_not_an_error(reason: str, finish: str) -> None:
+def test_c05_incomplete_is_a_finish_reason_not_an_error(reason: str, finish: FinishReason) -> None:
     response = {
         "id": "r",
         "status": "incomplete",
@@ -146,7 +149,7 @@ def test_c05_incomplete_is_a_finish_reason_not_an_error(reason: str, finish: str
     for chunks in every_split(body):
         events, failure = decode(ResponsesStreamReducer, chunks)
         assert failure is None
-        assert events == [text("Par"), Usage(3, 1, None), Final(finish, reason)]  # type: ignore[arg-type]
+        assert events == [text("Par"), Usage(3, 1, None), Final(finish, reason)]
 
 
 def test_reasoning_deltas_and_items_are_kept() -> None:
@@ -204,3 +207,15 @@ def test_blocking_response_object(fixtures_dir: Path) -> None:
         response_events({**response, "status": "failed", "error": None})
     with pytest.raises(StreamProtocolError):
         response_events("nope")
+
+
+def test_the_reducer_is_sans_io() -> None:
+    code = (
+        "import sys, providers.responses_decode; "
+        "print(sorted({'asyncio', 'anyio', 'httpx', 'socket', 'ssl'} & set(sys.modules)))"
+    )
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert done.stdout.strip() == "[]"

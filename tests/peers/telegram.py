@@ -1,0 +1,738 @@
+"""A local Telegram Bot API server for tests (DESIGN §8), speaking the real HTTP API.
+
+Theory of operation
+-------------------
+An aiohttp server on 127.0.0.1 (port 0) serves ``/bot<token>/<method>`` as the Bot API does
+(https://core.telegram.org/bots/api#making-requests): parameters come as a query string,
+``application/x-www-form-urlencoded``, multipart or JSON (python-telegram-bot posts a form whose
+non-string values are JSON-encoded), and every answer is ``{"ok": true, "result": ...}`` or
+``{"ok": false, "error_code": N, "description": "...", "parameters": {...}}`` with Telegram's
+exact descriptions (``shared/fixtures/telegram_bot_api_responses.json``). Point the client's
+``base_url`` at :attr:`TelegramBotApiServer.base_url` (the token is appended to it).
+
+Methods: getMe, logOut, close, setWebhook, deleteWebhook, getWebhookInfo, getUpdates,
+sendMessage, editMessageText, deleteMessage, sendChatAction, answerCallbackQuery, setMyCommands,
+getMyCommands, deleteMyCommands. Anything else is 404 "Not Found"; a wrong token is 401
+"Unauthorized" (python-telegram-bot raises ``InvalidToken`` for both).
+
+Semantics kept from Telegram:
+
+* ``getUpdates`` long-polls: it answers at once when updates are pending, else when one arrives,
+  when ``timeout`` (seconds) runs out, or when the server stops. ``offset`` confirms every
+  update below it. While a webhook is set it answers 409, and updates are POSTed to the webhook
+  URL instead (with ``X-Telegram-Bot-Api-Secret-Token`` when a secret was set).
+* Writes check, in order: chat known ("chat not found"), markup (``parse_mode=HTML`` or
+  ``entities``; see :mod:`tests.peers.telegram_markup`; "can't parse entities: ..."), visible
+  text not empty ("message text is empty"), at most ``max_text_utf16`` UTF-16 code units of
+  visible text ("message is too long"). An edit needs an existing message ("message to edit not
+  found") sent by the bot ("message can't be edited") and a change of text, entities or reply
+  markup ("message is not modified: ..."); an edit without ``reply_markup`` removes the
+  keyboard. Deleting a missing message is "message to delete not found".
+* Not emulated: Telegram trims whitespace around a text and auto-detects links in bot messages;
+  the peer keeps texts as sent.
+
+Test hooks (all synchronous unless marked async):
+
+* :meth:`~TelegramBotApiServer.open_chat` registers a chat; :meth:`inject_message` delivers a
+  user's text message (private or group; a ``@username`` mention and a leading ``/command`` get
+  their entities as Telegram adds them; ``reply_to_message_id`` makes it a reply) and returns
+  the Message object; :meth:`inject_callback_query` presses an inline button of a bot message
+  and returns the query id.
+* :meth:`fail` (``method``, ``call=N``, an :class:`ApiError`) makes the N-th call of that method
+  (1-based, counted over all chats) fail without being applied, e.g.
+  ``server.fail("editMessageText", call=3, error=ApiError.flood(9))``; :meth:`delay` makes the
+  N-th call be applied first and answered ``seconds`` later (a client with a shorter read
+  timeout times out while the write has landed).
+* Observation: :attr:`calls` (every request as a :class:`Call`: method, decoded params,
+  ``at``/``answered_at`` from ``time.monotonic()``, status, result or error),
+  :meth:`calls_to`, :meth:`messages` (the bot messages a user now sees in a chat),
+  :meth:`texts`, :meth:`states` (the visible texts of the bot's messages after every applied
+  write to that chat: every state a user could have seen), :attr:`commands`, and
+  ``await``-able :meth:`wait_for` (a predicate, re-checked on every change).
+
+Example::
+
+    async with TelegramBotApiServer() as server:
+        server.open_chat(111)
+        ...  # a bot with token=server.token, base_url=server.base_url
+        server.inject_message(111, "hello")
+        await server.wait_for(lambda: server.texts(111) == ["Hi!"])
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+from aiohttp import ClientSession, ClientTimeout, web
+
+from tests.peers.telegram_markup import (
+    MarkupError,
+    Parsed,
+    parse_entities,
+    parse_html,
+    utf16_len,
+)
+
+__all__ = [
+    "BOT_USER",
+    "DEFAULT_TOKEN",
+    "ApiError",
+    "BotMessage",
+    "Call",
+    "TelegramBotApiServer",
+]
+
+DEFAULT_TOKEN = "4242:local-test-token"
+BOT_USER: dict[str, Any] = {
+    "id": 4242,
+    "is_bot": True,
+    "first_name": "Relay",
+    "username": "relay_test_bot",
+    "can_join_groups": True,
+    "can_read_all_group_messages": False,
+    "supports_inline_queries": False,
+}
+
+
+@dataclass(frozen=True)
+class ApiError:
+    """A Bot API error answer: HTTP ``status`` (also ``error_code``), ``description``,
+    optional ``parameters`` (e.g. ``{"retry_after": 9}``, seconds)."""
+
+    status: int
+    description: str
+    parameters: Mapping[str, Any] | None = None
+
+    def body(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "ok": False,
+            "error_code": self.status,
+            "description": self.description,
+        }
+        if self.parameters:
+            out["parameters"] = dict(self.parameters)
+        return out
+
+    @classmethod
+    def flood(cls, retry_after: int) -> ApiError:
+        """429 flood control; ``retry_after`` in seconds."""
+        description = f"Too Many Requests: retry after {retry_after}"
+        return cls(429, description, {"retry_after": retry_after})
+
+    @classmethod
+    def cant_parse(cls, detail: str) -> ApiError:
+        return cls(400, f"Bad Request: can't parse entities: {detail}")
+
+    @classmethod
+    def bad_request(cls, detail: str) -> ApiError:
+        return cls(400, f"Bad Request: {detail}")
+
+
+NOT_MODIFIED = ApiError.bad_request(
+    "message is not modified: specified new message content and reply markup are exactly the "
+    "same as a current content and reply markup of the message"
+)
+TOO_LONG = ApiError.bad_request("message is too long")
+TEXT_EMPTY = ApiError.bad_request("message text is empty")
+EDIT_NOT_FOUND = ApiError.bad_request("message to edit not found")
+DELETE_NOT_FOUND = ApiError.bad_request("message to delete not found")
+CANT_BE_EDITED = ApiError.bad_request("message can't be edited")
+CHAT_NOT_FOUND = ApiError.bad_request("chat not found")
+QUERY_INVALID = ApiError.bad_request(
+    "query is too old and response timeout expired or query ID is invalid"
+)
+UNAUTHORIZED = ApiError(401, "Unauthorized")
+NOT_FOUND = ApiError(404, "Not Found")
+WEBHOOK_CONFLICT = ApiError(
+    409,
+    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to "
+    "delete the webhook first",
+)
+
+
+@dataclass(frozen=True)
+class _Fault:
+    error: ApiError | None = None
+    delay_secs: float = 0.0
+
+
+@dataclass
+class Call:
+    """One request. Times are ``time.monotonic()`` seconds; ``answered_at`` is None while
+    pending and when the client went away first (``abandoned``)."""
+
+    method: str
+    params: dict[str, Any]
+    at: float
+    answered_at: float | None = None
+    status: int | None = None
+    result: Any = None
+    error: str | None = None
+    abandoned: bool = False
+
+    @property
+    def chat_id(self) -> int | str | None:
+        return self.params.get("chat_id")
+
+
+@dataclass
+class BotMessage:
+    """A message in a chat: ``text`` is the visible text, ``entities`` Bot API dicts."""
+
+    chat_id: int
+    message_id: int
+    text: str
+    from_bot: bool
+    entities: tuple[dict[str, Any], ...] = ()
+    reply_markup: dict[str, Any] | None = None
+    edit_count: int = 0
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Chat:
+    obj: dict[str, Any]
+    messages: dict[int, BotMessage] = field(default_factory=dict)
+    next_id: int = 1  # message ids are never reused, as on Telegram
+
+
+_JSON_PARAMS = frozenset(
+    {"entities", "reply_markup", "reply_parameters", "allowed_updates", "commands", "scope"}
+)
+_INT_PARAMS = frozenset({"message_id", "offset", "limit", "timeout", "max_connections"})
+_CHAT_ACTIONS = frozenset(
+    {"typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice"}
+)
+_COMMAND_RE = re.compile(r"^[a-z0-9_]{1,32}$")
+_MENTION_RE = re.compile(r"(?<![\w@])@[A-Za-z0-9_]{4,32}")
+_LEADING_COMMAND_RE = re.compile(r"^/[A-Za-z0-9_]{1,32}(?:@[A-Za-z0-9_]{3,32})?")
+
+
+class TelegramBotApiServer:
+    """The local Bot API server; see the module docstring for its API.
+
+    Args:
+        token: the only token accepted (``bot<token>`` in the path).
+        max_text_utf16: the text limit, in UTF-16 code units of visible text.
+    """
+
+    def __init__(self, *, token: str = DEFAULT_TOKEN, max_text_utf16: int = 4096) -> None:
+        self.token = token
+        self.max_text_utf16 = max_text_utf16
+        self.calls: list[Call] = []
+        self.commands: list[dict[str, Any]] = []
+        self.answered_callbacks: dict[str, dict[str, Any]] = {}
+        self.webhook_url = ""
+        self._webhook_secret: str | None = None
+        self._chats: dict[int, _Chat] = {}
+        self._states: dict[int, list[tuple[str, ...]]] = {}
+        self._updates: list[dict[str, Any]] = []
+        self._confirmed = 0  # every update_id below this was confirmed
+        self._update_ids = itertools.count(1000)
+        self._callback_ids = itertools.count(1)
+        self._open_callbacks: set[str] = set()
+        self._faults: dict[tuple[str, int], _Fault] = {}
+        self._changed = asyncio.Event()
+        self._closing = asyncio.Event()
+        self._runner: web.AppRunner | None = None
+        self._delivery: asyncio.Task[None] | None = None
+        self.url = ""
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(
+            app, shutdown_timeout=1.0, handler_cancellation=True, access_log=None
+        )
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = self._runner.addresses[0][1]
+        self.url = f"http://127.0.0.1:{port}"
+        self._delivery = asyncio.create_task(self._deliver_webhooks())
+
+    async def stop(self) -> None:
+        """Wake every long poll, stop webhook delivery and close the server."""
+        self._closing.set()
+        self._notify()
+        if self._delivery is not None:
+            self._delivery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._delivery
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> TelegramBotApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        """The ``base_url`` for python-telegram-bot (it appends the token)."""
+        return f"{self.url}/bot"
+
+    # -- test hooks ---------------------------------------------------------------------------
+
+    def open_chat(
+        self, chat_id: int, *, chat_type: str | None = None, title: str | None = None
+    ) -> dict[str, Any]:
+        """Register a chat (idempotent); private when ``chat_id`` > 0 unless ``chat_type``."""
+        if chat_id not in self._chats:
+            kind = chat_type or ("private" if chat_id > 0 else "group")
+            obj: dict[str, Any] = {"id": chat_id, "type": kind}
+            if kind == "private":
+                obj.update(first_name="Tester", username=f"user{chat_id}")
+            else:
+                obj["title"] = title or f"Group {chat_id}"
+            self._chats[chat_id] = _Chat(obj)
+        return self._chats[chat_id].obj
+
+    def inject_message(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        user_id: int = 111,
+        username: str | None = "alice",
+        first_name: str = "Alice",
+        chat_type: str | None = None,
+        reply_to_message_id: int | None = None,
+    ) -> dict[str, Any]:
+        """A user sends ``text``; returns the Message object that the update carries."""
+        self.open_chat(chat_id, chat_type=chat_type)
+        sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
+        if username:
+            sender["username"] = username
+        entities = [
+            {"type": "mention", "offset": utf16_len(text[: m.start()]), "length": len(m[0])}
+            for m in _MENTION_RE.finditer(text)
+        ]
+        if m := _LEADING_COMMAND_RE.match(text):
+            entities.insert(0, {"type": "bot_command", "offset": 0, "length": len(m[0])})
+        msg = self._store(chat_id, text, from_bot=False, sender=sender, entities=tuple(entities))
+        if reply_to_message_id is not None:
+            msg.raw["reply_to_message"] = self._chats[chat_id].messages[reply_to_message_id].raw
+        self._push_update({"message": msg.raw})
+        return msg.raw
+
+    def inject_callback_query(
+        self,
+        chat_id: int,
+        message_id: int,
+        data: str,
+        *,
+        user_id: int = 111,
+        username: str | None = "alice",
+    ) -> str:
+        """A user presses the inline button carrying ``data`` under a bot message."""
+        msg = self._chats[chat_id].messages[message_id]
+        if not msg.from_bot:
+            raise ValueError("callback queries come from bot messages")
+        query_id = str(next(self._callback_ids))
+        sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": "Alice"}
+        if username:
+            sender["username"] = username
+        self._open_callbacks.add(query_id)
+        self._push_update(
+            {
+                "callback_query": {
+                    "id": query_id,
+                    "from": sender,
+                    "message": msg.raw,
+                    "chat_instance": f"ci{chat_id}",
+                    "data": data,
+                }
+            }
+        )
+        return query_id
+
+    def fail(self, method: str, *, call: int, error: ApiError) -> None:
+        """The ``call``-th request (1-based) of ``method`` fails with ``error``, unapplied."""
+        self._faults[(method.lower(), call)] = _Fault(error=error)
+
+    def delay(self, method: str, *, call: int, seconds: float) -> None:
+        """The ``call``-th request of ``method`` is applied, then answered after ``seconds``."""
+        self._faults[(method.lower(), call)] = _Fault(delay_secs=seconds)
+
+    def calls_to(self, method: str, chat_id: int | None = None) -> list[Call]:
+        """Recorded calls of ``method`` (case-insensitive), optionally to one chat."""
+        return [
+            c
+            for c in self.calls
+            if c.method.lower() == method.lower() and (chat_id is None or c.chat_id == chat_id)
+        ]
+
+    def messages(self, chat_id: int) -> list[BotMessage]:
+        """The bot's messages a user now sees in ``chat_id``, oldest first."""
+        chat = self._chats.get(chat_id)
+        return [m for m in chat.messages.values() if m.from_bot] if chat else []
+
+    def texts(self, chat_id: int) -> list[str]:
+        return [m.text for m in self.messages(chat_id)]
+
+    def states(self, chat_id: int) -> list[tuple[str, ...]]:
+        """The bot messages' visible texts after each applied write (send, edit, delete)."""
+        return list(self._states.get(chat_id, []))
+
+    async def wait_for(self, predicate: Callable[[], bool], within: float = 5.0) -> None:
+        """Return once ``predicate()`` holds (checked after every change).
+
+        Raises:
+            TimeoutError: it did not hold within ``within`` seconds.
+        """
+        async with asyncio.timeout(within):
+            while not predicate():
+                await self._changed.wait()
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _push_update(self, payload: dict[str, Any]) -> None:
+        self._updates.append({"update_id": next(self._update_ids), **payload})
+        self._notify()
+
+    def _pending(self) -> list[dict[str, Any]]:
+        return [u for u in self._updates if u["update_id"] >= self._confirmed]
+
+    def _store(
+        self,
+        chat_id: int,
+        text: str,
+        *,
+        from_bot: bool,
+        sender: dict[str, Any],
+        entities: tuple[dict[str, Any], ...] = (),
+        reply_markup: dict[str, Any] | None = None,
+    ) -> BotMessage:
+        chat = self._chats[chat_id]
+        message_id, chat.next_id = chat.next_id, chat.next_id + 1
+        msg = BotMessage(chat_id, message_id, text, from_bot, entities, reply_markup)
+        msg.raw = {"message_id": message_id, "date": int(time.time()), "chat": chat.obj}
+        msg.raw["from"] = sender
+        self._render(msg)
+        chat.messages[message_id] = msg
+        return msg
+
+    @staticmethod
+    def _render(msg: BotMessage) -> None:
+        msg.raw["text"] = msg.text
+        for key, value in (("entities", list(msg.entities)), ("reply_markup", msg.reply_markup)):
+            if value:
+                msg.raw[key] = value
+            else:
+                msg.raw.pop(key, None)
+
+    def _record_state(self, chat_id: int) -> None:
+        self._states.setdefault(chat_id, []).append(tuple(self.texts(chat_id)))
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, cut short when the server stops."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._closing.wait()
+
+    @staticmethod
+    async def _read_params(request: web.Request) -> dict[str, Any]:
+        raw: dict[str, Any] = dict(request.query)
+        if request.content_type == "application/json":
+            body = await request.json()
+            raw.update(body if isinstance(body, dict) else {})
+            typed = set(body) if isinstance(body, dict) else set()
+        else:
+            raw.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+            typed = set()
+        params: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key not in typed and isinstance(value, str):
+                if key in _JSON_PARAMS:
+                    with contextlib.suppress(ValueError):
+                        value = json.loads(value)
+                elif key in _INT_PARAMS or (key == "chat_id" and re.fullmatch(r"-?\d+", value)):
+                    value = _number(value)
+                elif value in ("true", "false"):
+                    value = value == "true"
+            params[key] = value
+        return params
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        match = re.fullmatch(r"/bot([^/]+)/([A-Za-z]+)", request.path)
+        if match is None:
+            return web.json_response(NOT_FOUND.body(), status=404)
+        token, method = match.groups()
+        call = Call(method, await self._read_params(request), time.monotonic())
+        self.calls.append(call)
+        self._notify()
+        nth = len(self.calls_to(method))
+        fault = self._faults.pop((method.lower(), nth), _Fault())
+        try:
+            if token != self.token:
+                outcome: ApiError | Any = UNAUTHORIZED
+            elif fault.error is not None:
+                outcome = fault.error
+            else:
+                try:
+                    outcome = await self._dispatch(method.lower(), call.params)
+                except _Rejection as exc:
+                    outcome = exc.error
+            if fault.delay_secs:
+                await self._sleep(fault.delay_secs)
+        except asyncio.CancelledError:
+            call.abandoned = True
+            self._notify()
+            raise
+        call.answered_at = time.monotonic()
+        if isinstance(outcome, ApiError):
+            call.status, call.error = outcome.status, outcome.description
+            body = outcome.body()
+        else:
+            call.status, call.result = 200, outcome
+            body = {"ok": True, "result": outcome}
+        self._notify()
+        return web.json_response(body, status=call.status)
+
+    async def _dispatch(self, method: str, params: dict[str, Any]) -> Any:
+        handler = _METHODS.get(method)
+        if handler is None:
+            raise _Rejection(NOT_FOUND)
+        result = handler(self, params)
+        if asyncio.iscoroutine(result):
+            result = await result
+        return result
+
+    # -- methods -------------------------------------------------------------------------------
+
+    def _chat(self, params: dict[str, Any]) -> _Chat:
+        chat = self._chats.get(params.get("chat_id"))  # type: ignore[arg-type]
+        if chat is None:
+            raise _Rejection(CHAT_NOT_FOUND)
+        return chat
+
+    def _markup(self, params: dict[str, Any]) -> tuple[str, tuple[dict[str, Any], ...]]:
+        text = params.get("text")
+        if not isinstance(text, str) or not text:
+            raise _Rejection(TEXT_EMPTY)
+        try:
+            if params.get("parse_mode") is not None:
+                if str(params["parse_mode"]).lower() != "html":
+                    raise _Rejection(ApiError.bad_request("unsupported parse_mode"))
+                parsed = parse_html(text)
+            elif params.get("entities") is not None:
+                parsed = parse_entities(text, params["entities"])
+            else:
+                parsed = Parsed(text, ())
+        except MarkupError as exc:
+            raise _Rejection(ApiError.cant_parse(str(exc))) from None
+        if not parsed.text.strip():
+            raise _Rejection(TEXT_EMPTY)
+        return parsed.text, parsed.entities
+
+    def _check_length(self, text: str) -> None:
+        if utf16_len(text) > self.max_text_utf16:
+            raise _Rejection(TOO_LONG)
+
+    def _send_message(self, params: dict[str, Any]) -> dict[str, Any]:
+        chat = self._chat(params)
+        text, entities = self._markup(params)
+        self._check_length(text)
+        reply = params.get("reply_parameters")
+        reply_to = reply.get("message_id") if isinstance(reply, dict) else None
+        if reply_to is not None and reply_to not in chat.messages:
+            raise _Rejection(ApiError.bad_request("message to be replied not found"))
+        markup = params.get("reply_markup")
+        msg = self._store(
+            chat.obj["id"],
+            text,
+            from_bot=True,
+            sender=BOT_USER,
+            entities=entities,
+            reply_markup=markup if isinstance(markup, dict) else None,
+        )
+        if reply_to is not None:
+            msg.raw["reply_to_message"] = chat.messages[reply_to].raw
+        self._record_state(chat.obj["id"])
+        return msg.raw
+
+    def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
+        if "inline_message_id" in params:
+            raise _Rejection(ApiError.bad_request("inline messages are not supported here"))
+        chat = self._chat(params)
+        msg = chat.messages.get(params.get("message_id"))  # type: ignore[arg-type]
+        if msg is None:
+            raise _Rejection(EDIT_NOT_FOUND)
+        if not msg.from_bot:
+            raise _Rejection(CANT_BE_EDITED)
+        text, entities = self._markup(params)
+        self._check_length(text)
+        markup = params.get("reply_markup")
+        markup = markup if isinstance(markup, dict) else None
+        if (text, entities, markup) == (msg.text, msg.entities, msg.reply_markup):
+            raise _Rejection(NOT_MODIFIED)
+        msg.text, msg.entities, msg.reply_markup = text, entities, markup
+        msg.edit_count += 1
+        msg.raw["edit_date"] = int(time.time())
+        self._render(msg)
+        self._record_state(chat.obj["id"])
+        return msg.raw
+
+    def _delete_message(self, params: dict[str, Any]) -> bool:
+        chat = self._chat(params)
+        msg = chat.messages.pop(params.get("message_id"), None)  # type: ignore[arg-type]
+        if msg is None:
+            raise _Rejection(DELETE_NOT_FOUND)
+        if msg.from_bot:
+            self._record_state(chat.obj["id"])
+        return True
+
+    def _send_chat_action(self, params: dict[str, Any]) -> bool:
+        self._chat(params)
+        if params.get("action") not in _CHAT_ACTIONS:
+            raise _Rejection(ApiError.bad_request("wrong parameter action in request"))
+        return True
+
+    def _answer_callback_query(self, params: dict[str, Any]) -> bool:
+        query_id = str(params.get("callback_query_id"))
+        if query_id not in self._open_callbacks:
+            raise _Rejection(QUERY_INVALID)
+        self._open_callbacks.discard(query_id)
+        self.answered_callbacks[query_id] = params
+        return True
+
+    def _set_my_commands(self, params: dict[str, Any]) -> bool:
+        commands = params.get("commands")
+        if not isinstance(commands, list) or not all(
+            isinstance(c, dict)
+            and _COMMAND_RE.match(str(c.get("command", "")))
+            and 1 <= len(str(c.get("description", ""))) <= 256
+            for c in commands
+        ):
+            raise _Rejection(ApiError.bad_request("BOT_COMMAND_INVALID"))
+        self.commands = commands
+        return True
+
+    def _delete_my_commands(self, params: dict[str, Any]) -> bool:
+        self.commands = []
+        return True
+
+    async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        if self.webhook_url:
+            raise _Rejection(WEBHOOK_CONFLICT)
+        offset = params.get("offset")
+        if isinstance(offset, int) and offset > 0:
+            self._confirmed = max(self._confirmed, offset)
+        limit = min(max(int(params.get("limit") or 100), 1), 100)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + float(params.get("timeout") or 0)
+        while True:
+            pending = self._pending()
+            remaining = deadline - loop.time()
+            if pending or remaining <= 0 or self._closing.is_set():
+                return pending[:limit]
+            changed = self._changed
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(remaining):
+                    await changed.wait()
+
+    def _set_webhook(self, params: dict[str, Any]) -> bool:
+        self.webhook_url = str(params.get("url") or "")
+        self._webhook_secret = params.get("secret_token")
+        if params.get("drop_pending_updates"):
+            self._confirmed = next(self._update_ids)
+        self._notify()
+        return True
+
+    def _delete_webhook(self, params: dict[str, Any]) -> bool:
+        self.webhook_url = ""
+        if params.get("drop_pending_updates"):
+            self._confirmed = next(self._update_ids)
+        return True
+
+    def _get_webhook_info(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "url": self.webhook_url,
+            "has_custom_certificate": False,
+            "pending_update_count": len(self._pending()),
+        }
+
+    async def _deliver_webhooks(self) -> None:
+        """POST pending updates, in order, to the webhook while one is set."""
+        async with ClientSession(timeout=ClientTimeout(total=5)) as session:
+            while True:
+                changed = self._changed
+                pending = self._pending()
+                if not (self.webhook_url and pending):
+                    await changed.wait()
+                    continue
+                headers = {}
+                if self._webhook_secret:
+                    headers["X-Telegram-Bot-Api-Secret-Token"] = self._webhook_secret
+                try:
+                    async with session.post(
+                        self.webhook_url, json=pending[0], headers=headers
+                    ) as response:
+                        delivered = response.status < 300
+                except (OSError, TimeoutError):
+                    delivered = False
+                if delivered:
+                    self._confirmed = pending[0]["update_id"] + 1
+                    self._notify()
+                else:
+                    await asyncio.sleep(0.1)
+
+
+def _number(value: str) -> int | float | str:
+    """An integer parameter as sent (``"0.3"`` stays a float; garbage stays a string)."""
+    for kind in (int, float):
+        with contextlib.suppress(ValueError):
+            return kind(value)
+    return value
+
+
+class _Rejection(Exception):
+    """Carries an :class:`ApiError` out of a method handler."""
+
+    def __init__(self, error: ApiError) -> None:
+        super().__init__(error.description)
+        self.error = error
+
+
+_S = TelegramBotApiServer
+_METHODS: dict[str, Callable[[_S, dict[str, Any]], Any]] = {
+    "getme": lambda self, params: BOT_USER,
+    "logout": lambda self, params: True,
+    "close": lambda self, params: True,
+    "setwebhook": _S._set_webhook,
+    "deletewebhook": _S._delete_webhook,
+    "getwebhookinfo": _S._get_webhook_info,
+    "getupdates": _S._get_updates,
+    "sendmessage": _S._send_message,
+    "editmessagetext": _S._edit_message_text,
+    "deletemessage": _S._delete_message,
+    "sendchataction": _S._send_chat_action,
+    "answercallbackquery": _S._answer_callback_query,
+    "setmycommands": _S._set_my_commands,
+    "getmycommands": lambda self, params: self.commands,
+    "deletemycommands": _S._delete_my_commands,
+}

@@ -1,0 +1,494 @@
+"""The Telegram channel (``kind: telegram``) on python-telegram-bot v22 (DESIGN §3).
+
+Theory of operation
+-------------------
+The adapter executes primitive writes; the delivery engine decides what to write and when.
+
+* **Transport.** One PTB ``Application`` per channel: long polling by default, PTB's webhook
+  server when ``webhook`` is configured; ``base_url`` is passed through, so a self-hosted Bot API
+  server works. PTB's ``AIORateLimiter`` keeps the global limits (30 messages/s, 20/min per
+  group) with ``max_retries=0``: every ``RetryAfter`` reaches the engine, which honours it
+  exactly (DESIGN §3 "Network errors").
+* **Start.** ``Application.initialize`` calls getMe; a rejected token or an unreachable server
+  becomes :class:`ChannelStartError` with a one-line cause that never contains the token. The
+  commands ``/start`` and ``/reset`` are registered with setMyCommands; they reach the
+  orchestrator as ordinary texts (``/reset@this_bot`` arrives as ``/reset``).
+* **Writes.** Previews are plain text. A formatted write converts the model's Markdown to
+  visible text + entities (:mod:`channels.telegram_format`). A formatted *send* too long for one
+  message is sent as several valid parts (the last one's ref is returned). A formatted *edit*
+  whose visible text exceeds the limit is written plain when the plain text fits, since an edit
+  can only ever hold one message. Should Telegram refuse the entities ("can't parse entities"),
+  that one message is written again plain.
+* **Errors** are matched on the description, case-insensitively by prefix (PTB capitalises it
+  and Telegram appends details): see :func:`translate_error`.
+* **Inbound.** Text messages become :class:`InboundMessage`; ``is_direct`` for private chats,
+  ``mentions_bot`` when the bot is @mentioned (or addressed by ``/cmd@bot``) or replied to. The
+  orchestrator applies ``allowed_users`` and ``respond_in_groups``; the handler must return
+  quickly (the orchestrator queues), because updates are processed one at a time.
+* **Approvals.** A prompt with ✅/❌ inline buttons; the press (by an allowed user, in that chat)
+  is answered with answerCallbackQuery and resolves the wait; after ``approval_timeout_secs``
+  the answer is ``None``. The prompt is then edited to show the outcome, without buttons.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dtm
+import logging
+import secrets
+import warnings
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import anyio
+from telegram import (
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    MessageEntity,
+    ReplyParameters,
+    Update,
+    User,
+)
+from telegram.constants import ChatAction, ChatType
+from telegram.error import (
+    BadRequest,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
+from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
+
+from channels.base import Channel, ChannelLimits, InboundHandler, InboundMessage, MessageRef
+from channels.base import utf16_len as _utf16_len
+from channels.errors import (
+    ChannelError,
+    ChannelRateLimited,
+    ChannelStartError,
+    ChannelTimeout,
+    ChannelWriteFailed,
+    MessageGone,
+    MessageNotModified,
+    MessageTooLong,
+)
+from channels.telegram_format import (
+    TELEGRAM_MAX_TEXT_UTF16,
+    FormattedText,
+    markdown_to_telegram,
+    split_formatted,
+    to_html,
+)
+from config.models import TelegramChannelConfig
+
+__all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts", "translate_error"]
+
+_LOG = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+COMMANDS = (
+    BotCommand("start", "Start a conversation"),
+    BotCommand("reset", "Forget this conversation"),
+)
+_APPROVAL_PREFIX = "approve:"
+_UPDATES = ["message", "callback_query"]
+
+_GONE = ("message to edit not found", "message to delete not found", "message can't be edited")
+
+
+@dataclass(frozen=True, slots=True)
+class TelegramTimeouts:
+    """HTTP bounds of Bot API calls, in seconds (PTB's ``HTTPXRequest``; reads default to 5 s).
+
+    ``long_poll_secs`` is getUpdates' ``timeout``; PTB adds it to the read bound of that call.
+    """
+
+    connect_secs: float = 5.0
+    read_secs: float = 5.0
+    write_secs: float = 5.0
+    pool_secs: float = 1.0
+    long_poll_secs: float = 10.0
+
+
+def _description(exc: TelegramError) -> str:
+    text = str(exc).strip().lower()
+    return text.removeprefix("bad request: ")
+
+
+def translate_error(exc: TelegramError, *, length: int = 0) -> ChannelError:
+    """Map a python-telegram-bot error to ours (DESIGN §3), once, at the seam.
+
+    Args:
+        exc: what PTB raised.
+        length: the visible length of the rejected text, in UTF-16 code units (for
+            :class:`MessageTooLong`).
+    """
+    if isinstance(exc, RetryAfter):
+        with warnings.catch_warnings():  # int vs timedelta: PTB warns on the int form
+            warnings.simplefilter("ignore")
+            value: int | float | dtm.timedelta = exc.retry_after
+        seconds = value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
+        return ChannelRateLimited(seconds)
+    if isinstance(exc, TimedOut):
+        return ChannelTimeout(f"no answer from the Bot API in time: {exc}")
+    text = _description(exc)
+    if isinstance(exc, BadRequest):
+        if text.startswith("message is not modified"):
+            return MessageNotModified(str(exc))
+        if text.startswith(_GONE):
+            return MessageGone(str(exc))
+        if text.startswith("message is too long"):
+            return MessageTooLong(TELEGRAM_MAX_TEXT_UTF16, length)
+    return ChannelWriteFailed(f"{type(exc).__name__}: {exc}")
+
+
+def _is_parse_error(exc: TelegramError) -> bool:
+    return isinstance(exc, BadRequest) and _description(exc).startswith("can't parse entities")
+
+
+def _entities(part: FormattedText) -> list[MessageEntity] | None:
+    if not part.entities:
+        return None
+    return [
+        MessageEntity(
+            e.type,
+            e.offset,
+            e.length,
+            url=e.url,
+            language=e.language,
+            custom_emoji_id=e.custom_emoji_id,
+        )
+        for e in part.entities
+    ]
+
+
+@dataclass
+class _Approval:
+    chat_id: str
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    answer: bool | None = None
+
+
+class TelegramChannel(Channel):
+    """A Telegram bot (see the module docstring).
+
+    Args:
+        name: the channel's key in the config.
+        config: its :class:`TelegramChannelConfig`.
+        on_inbound: awaited per inbound text message; must return quickly.
+        timeouts: HTTP bounds (tests make them short).
+    """
+
+    limits = ChannelLimits(TELEGRAM_MAX_TEXT_UTF16, "utf16")
+    multi_message_unit = "turn"
+
+    def __init__(
+        self,
+        name: str,
+        config: TelegramChannelConfig,
+        on_inbound: InboundHandler,
+        *,
+        timeouts: TelegramTimeouts | None = None,
+    ) -> None:
+        super().__init__(name, config, on_inbound)
+        self.config: TelegramChannelConfig = config
+        self.timeouts = timeouts or TelegramTimeouts()
+        self.approval_timeout_secs: float = 300.0
+        """How long :meth:`request_approval` waits for a press, in seconds."""
+        self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
+        self._me: User | None = None
+        self._approvals: dict[str, _Approval] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _build(self) -> Application[Any, Any, Any, Any, Any, Any]:
+        t = self.timeouts
+        return (
+            ApplicationBuilder()
+            .token(self.config.token.get_secret_value())
+            .base_url(self.config.base_url)
+            .rate_limiter(AIORateLimiter(max_retries=0))
+            .connect_timeout(t.connect_secs)
+            .read_timeout(t.read_secs)
+            .write_timeout(t.write_secs)
+            .pool_timeout(t.pool_secs)
+            .get_updates_connect_timeout(t.connect_secs)
+            .get_updates_read_timeout(t.read_secs)
+            .get_updates_write_timeout(t.write_secs)
+            .get_updates_pool_timeout(t.pool_secs)
+            .build()
+        )
+
+    def _start_failure(self, exc: BaseException) -> str:
+        host = urlsplit(self.config.base_url).netloc or self.config.base_url
+        if isinstance(exc, InvalidToken):
+            cause = str(exc.__cause__ or "rejected").strip()
+            code = {"unauthorized": "401 ", "not found": "404 "}.get(cause.lower(), "")
+            return f"invalid token ({code}{cause})"
+        if isinstance(exc, TimedOut):
+            return f"the Bot API server at {host} did not answer in time"
+        if isinstance(exc, NetworkError):
+            return f"cannot reach the Bot API server at {host}: {exc}"
+        message = f"the Bot API server at {host} refused to start the bot: {exc}"
+        return message.replace(self.config.token.get_secret_value(), "<token>")
+
+    async def start(self) -> None:
+        """getMe, setMyCommands, then polling or the webhook server.
+
+        Raises:
+            ChannelStartError: the token was rejected, the server is unreachable, or the
+                webhook server could not listen; the message is one line without the token.
+        """
+        if self._app is not None:
+            return
+        app = self._build()
+        try:
+            await app.initialize()
+        except (TelegramError, OSError) as exc:
+            with contextlib.suppress(Exception):
+                await app.bot.shutdown()
+            raise ChannelStartError(self._start_failure(exc)) from None  # PTB's text has the token
+        self._me = app.bot.bot
+        try:
+            await app.bot.set_my_commands(COMMANDS)
+        except TelegramError as exc:
+            _LOG.warning("%s: could not register the bot's commands: %s", self.name, exc)
+        app.add_handler(TypeHandler(Update, self._on_update))
+        app.add_error_handler(self._on_handler_error)
+        await app.start()
+        try:
+            await self._start_updates(app)
+        except (TelegramError, OSError) as exc:
+            await app.stop()
+            await app.shutdown()
+            raise ChannelStartError(self._start_failure(exc)) from None
+        self._app = app
+
+    async def _start_updates(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        assert app.updater is not None
+        hook = self.config.webhook
+        if hook is None:
+            await app.updater.start_polling(
+                timeout=self.timeouts.long_poll_secs,
+                allowed_updates=_UPDATES,
+                error_callback=self._on_polling_error,
+            )
+            return
+        host, _, port = hook.listen.rpartition(":")
+        await app.updater.start_webhook(
+            listen=host or "127.0.0.1",
+            port=int(port),
+            url_path=urlsplit(hook.url).path.lstrip("/"),
+            webhook_url=hook.url,
+            secret_token=hook.secret_token.get_secret_value() if hook.secret_token else None,
+            allowed_updates=_UPDATES,
+        )
+
+    async def stop(self) -> None:
+        """Stop receiving (polling or webhook), let running handlers finish, close HTTP."""
+        app, self._app = self._app, None
+        if app is None:
+            return
+        try:
+            if app.updater is not None and app.updater.running:
+                await app.updater.stop()
+            if app.running:
+                await app.stop()
+        finally:
+            await app.shutdown()
+
+    def _on_polling_error(self, exc: TelegramError) -> None:
+        _LOG.warning("%s: getUpdates failed (PTB retries): %s", self.name, exc)
+
+    async def _on_handler_error(self, update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+        _LOG.error("%s: handling an update failed", self.name, exc_info=context.error)
+
+    # -- inbound --------------------------------------------------------------------------
+
+    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if update.callback_query is not None:
+            await self._on_callback(update.callback_query)
+        elif update.message is not None:
+            inbound = self._inbound(update.message)
+            if inbound is not None:
+                await self._on_inbound(inbound)
+
+    def _addressed_to_me(self, name: str) -> bool:
+        return self._me is not None and name.lower() == f"@{self._me.username}".lower()
+
+    def _inbound(self, message: Message) -> InboundMessage | None:
+        user, text = message.from_user, message.text
+        if user is None or text is None or self._me is None:
+            return None
+        mentions = bool(
+            message.reply_to_message is not None
+            and message.reply_to_message.from_user is not None
+            and message.reply_to_message.from_user.id == self._me.id
+        )
+        for entity, value in message.parse_entities().items():
+            if entity.type == MessageEntity.MENTION and self._addressed_to_me(value):
+                mentions = True
+            elif entity.type == MessageEntity.TEXT_MENTION and entity.user is not None:
+                mentions = mentions or entity.user.id == self._me.id
+            elif entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
+                command, _, target = value.partition("@")
+                if target and self._addressed_to_me(f"@{target}"):
+                    mentions = True
+                    text = command + text[len(value) :]  # "/reset@this_bot x" -> "/reset x"
+        return InboundMessage(
+            channel=self.name,
+            chat_id=str(message.chat.id),
+            sender_id=str(user.id),
+            sender_name=user.username or user.full_name,
+            text=text,
+            message_id=str(message.message_id),
+            is_direct=message.chat.type == ChatType.PRIVATE,
+            mentions_bot=mentions,
+        )
+
+    def _allowed(self, user: User) -> bool:
+        """``allowed_users`` for button presses (the orchestrator never sees them)."""
+        names = {str(a).lower().removeprefix("@") for a in self.config.allowed_users}
+        candidates = {str(user.id), (user.username or "").lower()} - {""}
+        return "*" in names or bool(names & candidates)
+
+    async def _on_callback(self, query: CallbackQuery) -> None:
+        token, _, choice = (query.data or "").removeprefix(_APPROVAL_PREFIX).rpartition(":")
+        approval = self._approvals.get(token)
+        chat = query.message.chat.id if query.message is not None else None
+        if approval is None or approval.answered.is_set() or str(chat) != approval.chat_id:
+            reply = "This request is no longer open."
+        elif not self._allowed(query.from_user):
+            reply = "You are not allowed to answer this request."
+        else:
+            approval.answer = choice == "y"
+            approval.answered.set()
+            reply = "Approved." if approval.answer else "Denied."
+        try:
+            await query.answer(reply)
+        except TelegramError as exc:
+            _LOG.warning("%s: answerCallbackQuery failed: %s", self.name, exc)
+
+    # -- primitives -----------------------------------------------------------------------
+
+    def _bot(self) -> Any:
+        if self._app is None:
+            raise ChannelWriteFailed(f"channel {self.name!r} is not started")
+        return self._app.bot
+
+    @staticmethod
+    async def _call(action: Callable[[], Awaitable[_T]], *, length: int = 0) -> _T:
+        try:
+            return await action()
+        except TelegramError as exc:
+            raise translate_error(exc, length=length) from exc
+
+    async def _write_formatted(
+        self,
+        write: Callable[[str, Sequence[MessageEntity] | None], Awaitable[_T]],
+        part: FormattedText,
+        plain: str,
+    ) -> _T:
+        """Write ``part`` with its entities; on "can't parse entities" write ``plain`` instead."""
+        try:
+            return await write(part.text, _entities(part))
+        except TelegramError as exc:
+            if not _is_parse_error(exc):
+                raise translate_error(exc, length=part.utf16_length) from exc
+            _LOG.warning("%s: Telegram refused the formatting (%s); sending plain", self.name, exc)
+        return await self._call(lambda: write(plain, None), length=_utf16_len(plain))
+
+    async def _send_message(
+        self, chat_id: str, text: str, *, formatted: bool, reply_to: str | None
+    ) -> MessageRef:
+        bot = self._bot()
+        reply = None
+        if reply_to is not None:
+            reply = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+        if not formatted:
+            sent: Message = await self._call(
+                lambda: bot.send_message(chat_id, text, reply_parameters=reply),
+                length=_utf16_len(text),
+            )
+            return MessageRef(chat_id, str(sent.message_id))
+        parts = split_formatted(markdown_to_telegram(text), self.limits.max_length)
+        whole_fits = len(parts) == 1 and _utf16_len(text) <= self.limits.max_length
+        for index, part in enumerate(parts):
+
+            def write(
+                t: str, e: Sequence[MessageEntity] | None, first: bool = index == 0
+            ) -> Awaitable[Message]:
+                return bot.send_message(
+                    chat_id, t, entities=e, reply_parameters=reply if first else None
+                )
+
+            sent = await self._write_formatted(write, part, text if whole_fits else part.text)
+        return MessageRef(chat_id, str(sent.message_id))
+
+    async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
+        bot = self._bot()
+        limit = self.limits.max_length
+
+        def write(t: str, e: Sequence[MessageEntity] | None) -> Awaitable[Any]:
+            return bot.edit_message_text(t, ref.chat_id, int(ref.message_id), entities=e)
+
+        if formatted:
+            rendered = markdown_to_telegram(text)
+            plain_fits = _utf16_len(text) <= limit
+            if rendered.utf16_length <= limit:
+                await self._write_formatted(write, rendered, text if plain_fits else rendered.text)
+                return
+            if not plain_fits:
+                raise MessageTooLong(limit, rendered.utf16_length)
+        await self._call(lambda: write(text, None), length=_utf16_len(text))
+
+    async def _delete_message(self, ref: MessageRef) -> None:
+        bot = self._bot()
+        await self._call(lambda: bot.delete_message(ref.chat_id, int(ref.message_id)))
+
+    async def _send_typing(self, chat_id: str) -> None:
+        bot = self._bot()
+        await self._call(lambda: bot.send_chat_action(chat_id, ChatAction.TYPING))
+
+    async def _request_approval(self, chat_id: str, prompt: str) -> bool | None:
+        """Raises ChannelError when the prompt cannot be sent."""
+        bot = self._bot()
+        token = secrets.token_urlsafe(9)
+        data = f"{_APPROVAL_PREFIX}{token}"
+        buttons = InlineKeyboardMarkup(
+            [
+                [
+                    InlineKeyboardButton("✅ Approve", callback_data=f"{data}:y"),
+                    InlineKeyboardButton("❌ Deny", callback_data=f"{data}:n"),
+                ]
+            ]
+        )
+        approval = self._approvals[token] = _Approval(chat_id)
+        try:
+            sent: Message = await self._call(
+                lambda: bot.send_message(chat_id, prompt, reply_markup=buttons),
+                length=_utf16_len(prompt),
+            )
+            with anyio.move_on_after(self.approval_timeout_secs):
+                await approval.answered.wait()
+        finally:
+            del self._approvals[token]
+        outcome = {True: "✅ Approved", False: "❌ Denied", None: "⌛ No answer: not approved"}
+        try:  # show the outcome and remove the buttons; the answer stands either way
+            await bot.edit_message_text(
+                f"{prompt}\n\n{outcome[approval.answer]}", chat_id, sent.message_id
+            )
+        except TelegramError as exc:
+            _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
+        return approval.answer
+
+    def render_formatted(self, text: str) -> str:
+        """The final form of ``text``: its visible text when Markdown left no formatting, else
+        Telegram HTML of text + entities (canonical; only for equality checks and logs)."""
+        rendered = markdown_to_telegram(text)
+        return to_html(rendered) if rendered.entities else rendered.text

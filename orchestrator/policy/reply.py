@@ -1,13 +1,44 @@
 """Per-reply outbound policy: the seam the turn loop and the delivery engine use (DESIGN §4).
 
-This is the interface; the redaction window, catalogue, hook and guardrails fill it in.
+Theory of operation
+-------------------
+One :class:`ReplyPolicy` per reply. The turn loop feeds it the visible model text of every
+round (``<think>`` already stripped), concatenated with no separator, and forwards what it
+returns to delivery as ``TextEmitted``:
+
+- :meth:`begin_round` checkpoints; :meth:`restart` goes back to the checkpoint when a round is
+  served again (nothing of the failed attempt is ever returned after that);
+- :meth:`feed` returns newly stable redacted text; :meth:`end_round` releases the rest of the
+  round except a trailing possible secret start; :meth:`finish` flushes everything. Joined, the
+  returns of a reply equal the catalogue's ``redact`` of its text.
+
+Guardrails: while one that holds the stream is configured, :meth:`feed` returns ``""`` and the
+round's text is released by :meth:`end_round` / :meth:`finish` once the complete text passed
+the screen. A ``deny`` hit sets :attr:`refusal` (the notice to show) and releases nothing; from
+then on the policy returns nothing. A non-holding guardrail screens at the same points, after the
+text was shown; the caller then feeds ``AnswerRefused(refusal)`` to delivery.
+
+The delivery engine calls :meth:`guard_piece` once per delivered piece (``multi_message``
+paragraphs and turns, the ``off`` message, the final ``partial`` text): the hook, then
+redaction again with the delivered history as context (:mod:`orchestrator.policy.pieces`).
+Status lines and notices go through :meth:`redact_line`.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Sequence
 from typing import Protocol
 
+from orchestrator.policy.catalogue import Redactor
+from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
+from orchestrator.policy.hook import Hook, run_hook
+from orchestrator.policy.pieces import PieceHistory
+from orchestrator.policy.window import RedactionWindow
+
 __all__ = ["PieceGuard", "ReplyPolicy"]
+
+log = logging.getLogger(__name__)
 
 
 class PieceGuard(Protocol):
@@ -26,35 +57,99 @@ class PieceGuard(Protocol):
 class ReplyPolicy:
     """One reply's policy state: the redaction window across all rounds and the piece guard.
 
-    The turn loop calls :meth:`feed` with visible model text and forwards what it returns;
-    :meth:`begin_round` / :meth:`restart` bracket a round that may be served again;
-    :meth:`end_round` releases the holdback except a trailing possible secret start;
-    :meth:`finish` flushes everything. ``refusal`` is set when a guardrail refused.
+    Args:
+        redactor: the catalogue (default: the built-in shapes). For ``redact`` guardrails it
+            must already contain their shapes (:class:`~orchestrator.policy.OutboundPolicy`
+            builds it so).
+        hook: the ``on_message_sending`` hook, or ``None``.
+        guardrails: the configured guardrails.
+        channel: the channel name passed to the hook.
+        chat_id: the chat id passed to the hook.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        redactor: Redactor | None = None,
+        *,
+        hook: Hook | None = None,
+        guardrails: Sequence[TermList] = (),
+        channel: str = "",
+        chat_id: str = "",
+    ) -> None:
+        self._redactor = redactor if redactor is not None else Redactor()
+        self._window = RedactionWindow(self._redactor)
+        self._pieces = PieceHistory(self._redactor)
+        self._hook = hook
+        self._channel = channel
+        self._chat_id = chat_id
+        self._holds = any(g.holds_stream for g in guardrails)
+        self._deny = tuple(g for g in guardrails if g.action == "deny")
         self.refusal: str | None = None
-        self._checkpoint = 0
-        self._emitted = 0
+        self._raw: list[str] = []  # the reply's raw text, kept only to screen it
+        self._withheld: list[str] = []  # emitted text held back by a holding guardrail
+        self._checkpoint = (self._window.checkpoint(), 0, 0)
+
+    # -- the stream ---------------------------------------------------------------------------
 
     def begin_round(self) -> None:
-        self._checkpoint = self._emitted
+        """A round starts: remember where to come back to on :meth:`restart`."""
+        self._checkpoint = (self._window.checkpoint(), len(self._raw), len(self._withheld))
 
     def restart(self) -> None:
-        self._emitted = self._checkpoint
+        """The round is served again: forget everything fed since :meth:`begin_round`."""
+        state, raw, withheld = self._checkpoint
+        self._window.rollback(state)
+        del self._raw[raw:]
+        del self._withheld[withheld:]
 
     def feed(self, text: str) -> str:
-        self._emitted += len(text)
-        return text
+        """Visible model text in; newly stable redacted text out (often ``""``)."""
+        if self.refusal is not None:
+            return ""
+        if self._deny:
+            self._raw.append(text)
+        emitted = self._window.feed(text)
+        if self._holds:
+            self._withheld.append(emitted)
+            return ""
+        return emitted
 
     def end_round(self) -> str:
-        return ""
+        """The round ended with tool calls: release all but a trailing possible secret start."""
+        if self.refusal is not None:
+            return ""
+        return self._screened(self._window.release())
 
     def finish(self) -> str:
-        return ""
+        """The reply ended (answered, interrupted or refused): release everything."""
+        if self.refusal is not None:
+            return ""
+        return self._screened(self._window.flush())
+
+    def _screened(self, released: str) -> str:
+        if self._holds:
+            released = "".join(self._withheld) + released
+            self._withheld.clear()
+        if self._deny:
+            text = "".join(self._raw)
+            if any(g.refuses(text) for g in self._deny):
+                self.refusal = REFUSAL_NOTICE
+                log.info("reply in %s:%s refused by a guardrail", self._channel, self._chat_id)
+                return ""
+        return released
+
+    # -- delivered pieces ---------------------------------------------------------------------
 
     def guard_piece(self, text: str) -> str | None:
-        return text
+        """One delivered piece: the hook (``None`` cancels), then redaction again with the last
+        512 characters of the delivered history as context. Returns what to send."""
+        if self._hook is not None:
+            hooked = run_hook(self._hook, self._channel, self._chat_id, text)
+            if hooked is None:
+                return None
+            text = hooked
+        return self._pieces.guard(text)
 
     def redact_line(self, text: str) -> str:
-        return text
+        """A status line or notice, redacted on its own."""
+        return self._redactor.redact(text)

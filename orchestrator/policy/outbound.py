@@ -1,0 +1,88 @@
+"""The outbound policy of the whole daemon, built once from ``policy`` config (DESIGN §4, §6).
+
+It owns what every reply shares — the compiled catalogue (built-in shapes, then
+``extra_secret_patterns``, then the terms of ``redact`` guardrails), the hook and the
+guardrails — and makes one :class:`~orchestrator.policy.reply.ReplyPolicy` per reply. Its
+:meth:`OutboundPolicy.redact` serves logs, notices and anything else sent outside a reply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from config.models import PolicyConfig, SecretPatternConfig
+from orchestrator.policy.catalogue import BUILTIN_SHAPES, Redactor, SecretShape
+from orchestrator.policy.errors import PolicyError
+from orchestrator.policy.guardrails import TermList, build_guardrails
+from orchestrator.policy.hook import Hook, load_hook
+from orchestrator.policy.reply import ReplyPolicy
+
+__all__ = ["OutboundPolicy", "extra_shapes"]
+
+
+def extra_shapes(patterns: Sequence[SecretPatternConfig]) -> tuple[SecretShape, ...]:
+    """The shapes of ``policy.extra_secret_patterns``, each checked.
+
+    Raises:
+        PolicyError: a pattern does not compile or matches the empty string; the key path and
+            the message name the pattern.
+    """
+    shapes = []
+    for index, pattern in enumerate(patterns):
+        shape = SecretShape(pattern.name, pattern.regex, tuple(pattern.keywords))
+        try:
+            Redactor((shape,))
+        except ValueError as exc:
+            raise PolicyError(f"policy.extra_secret_patterns.{index}.regex", str(exc)) from exc
+        shapes.append(shape)
+    return tuple(shapes)
+
+
+class OutboundPolicy:
+    """Makes the per-reply policies.
+
+    Args:
+        redactor: the catalogue (default: the built-in shapes).
+        hook: the ``on_message_sending`` hook.
+        guardrails: the guardrails; the shapes of ``redact`` lists must be in ``redactor``
+            (:meth:`from_config` arranges that).
+    """
+
+    def __init__(
+        self,
+        redactor: Redactor | None = None,
+        *,
+        hook: Hook | None = None,
+        guardrails: Sequence[TermList] = (),
+    ) -> None:
+        self.redactor = redactor if redactor is not None else Redactor()
+        self.hook = hook
+        self.guardrails = tuple(guardrails)
+
+    @classmethod
+    def from_config(cls, config: PolicyConfig | None = None) -> OutboundPolicy:
+        """Build from the ``policy`` section (default: built-in shapes only).
+
+        Raises:
+            PolicyError: the hook cannot be imported, or an extra pattern is unusable.
+        """
+        config = config if config is not None else PolicyConfig()
+        guardrails = build_guardrails(config.guardrails)
+        terms = tuple(shape for g in guardrails if (shape := g.shape()) is not None)
+        shapes = (*BUILTIN_SHAPES, *extra_shapes(config.extra_secret_patterns), *terms)
+        hook = load_hook(config.on_message_sending) if config.on_message_sending else None
+        return cls(Redactor(shapes), hook=hook, guardrails=guardrails)
+
+    def new_reply(self, channel: str, chat_id: str) -> ReplyPolicy:
+        """A fresh policy for one reply in ``channel``/``chat_id``."""
+        return ReplyPolicy(
+            self.redactor,
+            hook=self.hook,
+            guardrails=self.guardrails,
+            channel=channel,
+            chat_id=chat_id,
+        )
+
+    def redact(self, text: str) -> str:
+        """Redact ``text`` on its own (logs, notices, console output)."""
+        return self.redactor.redact(text)

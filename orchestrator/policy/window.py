@@ -1,0 +1,227 @@
+"""The live redaction window (DESIGN §4 "Live redaction window"); sans-I/O.
+
+Theory of operation
+-------------------
+One window serves one reply. It is fed the raw visible model text of all rounds, concatenated
+as the model produced it, and returns redacted text that will never change: the *stable prefix*.
+It never re-redacts its own output; it always redacts raw text, from the last settled position
+on, with a few characters before it kept as look-behind context.
+
+``feed`` appends and, once 32 new bytes (UTF-8) have arrived since the last look, emits up to a
+*ceiling*, the lowest of:
+
+- the start of the last 128 bytes (the holdback), moved back to a code point start;
+- the start of the trailing run without whitespace, until that run reaches 4096 bytes (then it
+  is released and the next 4096 bytes of the run are held again), so a token is masked whole
+  and text without spaces arrives line by line or every 4 KB;
+- what the catalogue scan settles (:meth:`Redactor.scan` with ``open_end``): it stops before a
+  possible secret that reaches the end and before any match crossing the ceiling.
+
+``release`` (end of a round) emits everything except a trailing possible secret start;
+``flush`` (end of the reply) emits everything. Invariant: the concatenation of everything
+emitted equals ``Redactor.redact(everything fed)``.
+
+While a long possible secret (a PEM block, say) stays open, the next look is deferred until the
+text has grown by a quarter of its length (at least 32 bytes), so holding it costs linear time.
+
+Memory: the text before the last settled position is dropped, except the look-behind context.
+A settled position is one no match spans, so the cut provably splits no match. What remains is
+the holdback, a held run (≤ 4 KB) or an open possible secret (each shape is bounded).
+
+Restart: :meth:`checkpoint` returns the whole state (strings are immutable, so it is cheap) and
+:meth:`rollback` reinstates it; a failed attempt is never flushed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from orchestrator.policy.catalogue import Redactor
+
+__all__ = [
+    "HOLDBACK_BYTES",
+    "RESCAN_BYTES",
+    "RUN_LIMIT_BYTES",
+    "RedactionWindow",
+    "WindowState",
+]
+
+HOLDBACK_BYTES = 128
+"""The window never emits the last 128 bytes (UTF-8) of what it was fed, until a round ends."""
+RESCAN_BYTES = 32
+"""The window looks again after 32 new bytes (a reader is waiting: smaller than a batch's 256)."""
+RUN_LIMIT_BYTES = 4096
+"""A trailing run without whitespace is held until it ends or reaches 4096 bytes."""
+CONTEXT_CHARS = 64
+"""Characters kept before the settled position as look-behind context (the catalogue's
+look-behinds reach at most 14 characters back)."""
+_PRUNE_CHARS = 4096
+
+_LAST_SPACE = re.compile(r".*\s", re.DOTALL)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+@dataclass(frozen=True, slots=True)
+class WindowState:
+    """Everything a window knows; indices are into ``text``.
+
+    Attributes:
+        text: raw text from the look-behind context on.
+        settled: the raw index up to which output has been emitted (a settled position).
+        unsettled_bytes: UTF-8 length of ``text[settled:]``.
+        fresh_bytes: bytes fed since the last look.
+        next_look_bytes: how many fresh bytes trigger the next look.
+        run_from: where the held trailing run starts (``len(text)`` when there is none).
+        run_bytes: UTF-8 length of ``text[run_from:]``.
+    """
+
+    text: str = ""
+    settled: int = 0
+    unsettled_bytes: int = 0
+    fresh_bytes: int = 0
+    next_look_bytes: int = RESCAN_BYTES
+    run_from: int = 0
+    run_bytes: int = 0
+
+
+class RedactionWindow:
+    """The live redaction window of one reply.
+
+    Args:
+        redactor: the catalogue to apply.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._state = WindowState()
+        self._pending: list[str] = []  # fed but not yet joined into ``_state.text``
+        self._pending_chars = 0
+
+    # -- the public operations ----------------------------------------------------------------
+
+    def feed(self, text: str) -> str:
+        """Add raw model text; returns newly stable redacted text (often ``""``)."""
+        if not text:
+            return ""
+        s = self._state
+        size = _utf8_len(text)
+        length = len(s.text) + self._pending_chars
+        space = _LAST_SPACE.match(text)
+        if space is None:
+            run_from, run_bytes = s.run_from, s.run_bytes + size
+        else:
+            run_from, run_bytes = length + space.end(), _utf8_len(text[space.end() :])
+        self._pending.append(text)
+        self._pending_chars += len(text)
+        s = self._state = replace(
+            s,
+            unsettled_bytes=s.unsettled_bytes + size,
+            fresh_bytes=s.fresh_bytes + size,
+            run_from=run_from,
+            run_bytes=run_bytes,
+        )
+        if s.fresh_bytes < s.next_look_bytes:
+            return ""
+        return self._look()
+
+    def release(self) -> str:
+        """End of a round: emit all but a trailing possible secret start."""
+        s = self._join()
+        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True)
+        return self._advance(scan.text, scan.cut, scan.open_at)
+
+    def flush(self) -> str:
+        """End of the reply: emit everything."""
+        s = self._join()
+        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False)
+        return self._advance(scan.text, scan.cut, None)
+
+    def checkpoint(self) -> WindowState:
+        """The current state, for :meth:`rollback`."""
+        return self._join()
+
+    def rollback(self, state: WindowState) -> None:
+        """Return to ``state``: what was fed since is forgotten, never emitted."""
+        self._pending.clear()
+        self._pending_chars = 0
+        self._state = state
+
+    @property
+    def held(self) -> str:
+        """The raw text fed but not emitted yet."""
+        s = self._join()
+        return s.text[s.settled :]
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _join(self) -> WindowState:
+        if self._pending:
+            self._state = replace(self._state, text=self._state.text + "".join(self._pending))
+            self._pending.clear()
+            self._pending_chars = 0
+        return self._state
+
+    def _look(self) -> str:
+        s = replace(self._state, fresh_bytes=0)
+        self._state = s
+        if s.unsettled_bytes <= HOLDBACK_BYTES:
+            return ""
+        run_held = s.run_bytes < RUN_LIMIT_BYTES
+        if run_held and s.run_from <= s.settled:
+            return ""  # all unsettled text is one run still held: nothing to look at
+        s = self._join()
+        ceiling = self._holdback_start(s)
+        if run_held:
+            ceiling = min(ceiling, s.run_from)
+        if ceiling <= s.settled:
+            return ""
+        scan = self._redactor.scan(s.text, s.settled, ceiling, open_end=True)
+        emitted = self._advance(scan.text, scan.cut, scan.open_at)
+        if not run_held:  # the run reached 4 KB: hold its next 4 KB from here
+            s = self._state
+            if s.run_from < s.settled:
+                self._state = replace(s, run_from=s.settled, run_bytes=s.unsettled_bytes)
+        return emitted
+
+    @staticmethod
+    def _holdback_start(s: WindowState) -> int:
+        """The start of the last ``HOLDBACK_BYTES`` bytes, at a code point boundary."""
+        n = len(s.text)
+        chars = min(HOLDBACK_BYTES, n - s.settled)
+        tail = s.text[n - chars :].encode("utf-8")
+        excess = len(tail) - HOLDBACK_BYTES
+        if excess <= 0:
+            return n - chars
+        while excess > 0 and tail[excess] & 0xC0 == 0x80:  # a UTF-8 continuation byte
+            excess -= 1
+        return n - chars + len(tail[:excess].decode("utf-8"))
+
+    def _advance(self, emitted: str, cut: int, open_at: int | None) -> str:
+        s = self._state
+        text = s.text
+        unsettled_bytes = s.unsettled_bytes
+        if cut > s.settled:
+            unsettled_bytes = _utf8_len(text[cut:])
+        next_look = RESCAN_BYTES
+        if open_at is not None:
+            next_look = max(RESCAN_BYTES, (len(text) - open_at) // 4)
+        run_from, run_bytes = s.run_from, s.run_bytes
+        if cut > _PRUNE_CHARS + CONTEXT_CHARS:
+            drop = cut - CONTEXT_CHARS
+            text = text[drop:]
+            cut -= drop
+            run_from = max(0, run_from - drop)
+        self._state = replace(
+            s,
+            text=text,
+            settled=cut,
+            unsettled_bytes=unsettled_bytes,
+            next_look_bytes=next_look,
+            run_from=run_from,
+            run_bytes=run_bytes,
+        )
+        return emitted

@@ -1,0 +1,316 @@
+"""The delivery engine: sans-I/O, like h11's ``Connection`` (DESIGN §3, §4; STYLE §2).
+
+Theory of operation
+-------------------
+One engine delivers one reply to one chat. The caller feeds it events (what the policy released,
+tool status, round boundaries, how the answer ended, and the outcome of each write) together with
+the current monotonic time in seconds, and gets back actions to carry out. The engine never
+awaits, never sleeps and never reads a clock.
+
+At most one write (send, edit, delete) is in flight: after :meth:`DeliveryEngine.poll` or
+:meth:`DeliveryEngine.handle` returns one, the caller executes it and feeds back
+:class:`WriteSucceeded` or :class:`WriteFailed` before the engine writes again. ``SendTyping``
+needs no answer. When the engine is waiting for time to pass, the last action is
+``SleepUntil(deadline)``: poll again at ``deadline`` or when a new event arrives. An empty list
+means: nothing to do until the next event.
+
+What to write is decided by the mode's planner, from the current state only (latest text wins;
+intermediate states are never queued): :class:`~orchestrator.delivery.drafts.DraftPlanner`
+(``partial``) and :class:`~orchestrator.delivery.pieces.QueuePlanner` (``off``,
+``multi_message``); their module docstrings describe the layouts. The engine owns time:
+
+- *Spacing*: a write starts no earlier than ``draft_update_interval_ms`` after the previous
+  write *started* (start-to-start; as the previous write has been answered before the next one
+  starts, writes never overlap either). In ``multi_message`` a send also waits
+  ``multi_message_delay_ms`` after the previous send started.
+- *Flood control*: ``WriteFailed("rate_limited", retry_after)`` fed at ``now`` blocks every
+  write and the typing indicator until ``now + retry_after``; then the planner's newest state is
+  written (interim states were never queued; the final text is never dropped).
+- *Typing*: while the answer is not over, ``SendTyping`` at the first poll and then whenever
+  ``typing_interval_ms`` passed since both the last typing and the last write started.
+
+Event table (``handle(event, now)``)::
+
+    event                while the answer runs                        after it ended
+    -------------------  -------------------------------------------  ----------------------
+    TextEmitted(t)       append t (a new round's first text comes      DeliveryProtocolError
+                         after a blank line); the status line goes
+    ToolStarted(s)       s is the status line (partial), its own       DeliveryProtocolError
+                         message (multi_message + show_tool_status),
+                         else typing only
+    ToolFinished         nothing: the status stays until text or end  DeliveryProtocolError
+    RoundEnded           flush the turn (multi_message); the next      DeliveryProtocolError
+                         text opens a new round
+    Restarted            drop the round's text and held pieces         DeliveryProtocolError
+    AnswerEnded          final layout, guard_piece once per piece      DeliveryProtocolError
+    AnswerInterrupted(c) same, then "⚠️ Answer interrupted: c"         DeliveryProtocolError
+    AnswerRefused(n)     the notice n replaces what was shown          DeliveryProtocolError
+    WriteSucceeded(id)   the write in flight landed                    same
+    WriteFailed(r, ra)   rate_limited: wait ra s (above);              same
+                         not_modified on an edit: success;
+                         timeout/gone/too_long/failed: planner
+    (WriteSucceeded/WriteFailed with nothing in flight: DeliveryProtocolError)
+
+The engine is :attr:`~DeliveryEngine.finished` once the answer is over, nothing is in flight and
+the planner has nothing left to write.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from orchestrator.delivery.drafts import DraftPlanner
+from orchestrator.delivery.events import (
+    Action,
+    AnswerEnded,
+    AnswerInterrupted,
+    AnswerRefused,
+    DeliveryEvent,
+    Restarted,
+    RoundEnded,
+    SendTyping,
+    SleepUntil,
+    TextEmitted,
+    ToolFinished,
+    ToolStarted,
+    WriteFailed,
+    WriteSucceeded,
+)
+from orchestrator.delivery.pieces import QueuePlanner
+from orchestrator.delivery.planning import (
+    Counters,
+    Ending,
+    PlannedWrite,
+    Planner,
+    Transcript,
+    WriteKind,
+    interrupted_marker,
+)
+from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.policy.reply import PieceGuard
+
+__all__ = ["DeliveryEngine", "DeliveryProtocolError", "DeliveryStats"]
+
+
+class DeliveryProtocolError(RuntimeError):
+    """The caller broke the protocol: input after the answer ended, or an outcome with no write
+    in flight."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryStats:
+    """What one reply's delivery did.
+
+    Attributes:
+        writes_sent: sends, edits and deletes started (typing not counted).
+        messages_created: sends that returned a message id.
+        edits_sent: edits started.
+        deletes_sent: deletes started.
+        rate_limited: writes answered with a rate limit.
+        writes_given_up: writes abandoned after failing (logged by the driver).
+        unconfirmed_sends: sends that timed out (assumed landed, never re-sent).
+        plain_fallbacks: formatted writes retried as plain text after failing.
+    """
+
+    writes_sent: int
+    messages_created: int
+    edits_sent: int
+    deletes_sent: int
+    rate_limited: int
+    writes_given_up: int
+    unconfirmed_sends: int
+    plain_fallbacks: int
+
+
+class DeliveryEngine:
+    """Decides every write of one reply to one chat (see the module docstring).
+
+    Args:
+        settings: the channel's delivery settings.
+        guard: the reply's policy: ``guard_piece`` runs the hook once per delivered piece,
+            ``redact_line`` redacts notices and markers the engine composes.
+    """
+
+    def __init__(self, settings: DeliverySettings, guard: PieceGuard) -> None:
+        self._settings = settings
+        self._guard = guard
+        self._transcript = Transcript()
+        self._counters = Counters()
+        planner_class = DraftPlanner if settings.mode == "partial" else QueuePlanner
+        self._planner: Planner = planner_class(settings, guard, self._transcript, self._counters)
+        self._over = False
+        self._in_flight: PlannedWrite | None = None
+        self._last_write_at: float | None = None
+        self._last_send_at: float | None = None
+        self._blocked_until = float("-inf")
+        self._last_typing_at: float | None = None
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def settings(self) -> DeliverySettings:
+        return self._settings
+
+    @property
+    def text(self) -> str:
+        """The reply's visible text so far (all rounds, separators included)."""
+        return self._transcript.text
+
+    @property
+    def answer_over(self) -> bool:
+        """The answer ended, was interrupted or refused: no more input events are accepted."""
+        return self._over
+
+    @property
+    def write_in_flight(self) -> bool:
+        return self._in_flight is not None
+
+    @property
+    def pending(self) -> bool:
+        """A write is in flight or waiting for its time (typing not counted)."""
+        return self._in_flight is not None or self._planner.next_kind() is not None
+
+    @property
+    def finished(self) -> bool:
+        """The answer is over and everything has been written."""
+        return self._over and not self.pending
+
+    @property
+    def writes_sent(self) -> int:
+        return self._counters.writes_sent
+
+    @property
+    def messages_created(self) -> int:
+        return self._counters.messages_created
+
+    @property
+    def stats(self) -> DeliveryStats:
+        return DeliveryStats(**asdict(self._counters))
+
+    # -- input ----------------------------------------------------------------------------
+
+    def handle(self, event: DeliveryEvent, now: float) -> list[Action]:
+        """Feed one event at monotonic time ``now`` (seconds); returns what to do next.
+
+        Raises:
+            DeliveryProtocolError: see the event table.
+        """
+        self.receive(event, now)
+        return self.poll(now)
+
+    def receive(self, event: DeliveryEvent, now: float) -> None:
+        """Apply one event without planning; follow a batch of these with :meth:`poll` (so a
+        burst of text yields one write with the newest text)."""
+        match event:
+            case WriteSucceeded(message_id=message_id):
+                write = self._take_in_flight()
+                if write.kind == "send" and message_id is not None:
+                    self._counters.messages_created += 1
+                self._planner.succeeded(write, message_id)
+                return
+            case WriteFailed(reason=reason, retry_after=retry_after):
+                write = self._take_in_flight()
+                if reason == "rate_limited":
+                    self._counters.rate_limited += 1
+                    wait = self._settings.interval if retry_after is None else retry_after
+                    self._blocked_until = max(self._blocked_until, now + wait)
+                    self._planner.deferred(write)
+                elif reason == "not_modified" and write.kind == "edit":
+                    self._planner.succeeded(write, None)  # it already shows that text
+                else:
+                    self._planner.failed(write, reason)
+                return
+            case _:
+                pass
+        if self._over:
+            raise DeliveryProtocolError(f"{type(event).__name__} after the answer ended")
+        match event:
+            case TextEmitted(text=text):
+                if text:
+                    self._transcript.append(text)
+                    self._planner.on_text()
+            case ToolStarted(status=status):
+                self._planner.on_status(status)
+            case ToolFinished():
+                pass
+            case RoundEnded():
+                self._planner.on_round_ended()
+                self._transcript.end_round()
+            case Restarted():
+                self._transcript.restart()
+                self._planner.on_restarted()
+            case AnswerEnded():
+                self._end(Ending("ended"))
+            case AnswerInterrupted(cause=cause):
+                self._end(Ending("interrupted", self._guard.redact_line(interrupted_marker(cause))))
+            case AnswerRefused(notice=notice):
+                self._end(Ending("refused", self._guard.redact_line(notice)))
+
+    def _end(self, ending: Ending) -> None:
+        self._over = True
+        self._planner.on_end(ending)
+
+    def _take_in_flight(self) -> PlannedWrite:
+        write = self._in_flight
+        if write is None:
+            raise DeliveryProtocolError("a write outcome arrived with no write in flight")
+        self._in_flight = None
+        return write
+
+    # -- output ---------------------------------------------------------------------------
+
+    def poll(self, now: float) -> list[Action]:
+        """What to do at monotonic time ``now`` (seconds): at most one write, possibly
+        ``SendTyping``, and ``SleepUntil`` last when waiting for time to pass."""
+        if self._in_flight is not None:
+            return []
+        actions: list[Action] = []
+        wake: list[float] = []
+        kind = self._planner.next_kind()
+        if kind is not None:
+            start_at = self._write_at(kind)
+            if now >= start_at:
+                write = self._planner.plan()
+                if write is not None:
+                    self._start(write, now)
+                    return [write.action]
+            else:
+                wake.append(start_at)
+        if not self._over:
+            typing_at = self._typing_at(now)
+            if now >= typing_at:
+                actions.append(SendTyping())
+                self._last_typing_at = now
+                typing_at = self._typing_at(now)
+            wake.append(typing_at)
+        if wake:
+            actions.append(SleepUntil(min(wake)))
+        return actions
+
+    def _write_at(self, kind: WriteKind) -> float:
+        at = self._blocked_until
+        if self._last_write_at is not None:
+            at = max(at, self._last_write_at + self._settings.interval)
+        if kind == "send" and self._last_send_at is not None:
+            at = max(at, self._last_send_at + self._settings.send_delay)
+        return at
+
+    def _typing_at(self, now: float) -> float:
+        if self._last_typing_at is None:
+            return max(now, self._blocked_until)
+        last = self._last_typing_at
+        if self._last_write_at is not None:
+            last = max(last, self._last_write_at)
+        return max(last + self._settings.typing_interval, self._blocked_until)
+
+    def _start(self, write: PlannedWrite, now: float) -> None:
+        self._in_flight = write
+        self._last_write_at = now
+        self._counters.writes_sent += 1
+        match write.kind:
+            case "send":
+                self._last_send_at = now
+            case "edit":
+                self._counters.edits_sent += 1
+            case "delete":
+                self._counters.deletes_sent += 1

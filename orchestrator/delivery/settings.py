@@ -1,0 +1,85 @@
+"""What the delivery engine needs to know about one channel (DESIGN §3 "Defaults", "Limits")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from channels.base import Channel, ChannelLimits, StreamMode
+
+__all__ = ["DeliverySettings"]
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    """One channel's delivery parameters.
+
+    Attributes:
+        mode: ``off`` (one message at the end), ``partial`` (an edited draft) or
+            ``multi_message`` (each paragraph or turn its own message).
+        draft_update_interval_ms: least time between the starts of two consecutive writes (send,
+            edit, delete) to the chat, in milliseconds. Typing does not count.
+        multi_message_delay_ms: in ``multi_message``, least time between the starts of two
+            consecutive sends, in milliseconds.
+        limits: the platform's message length limit and the unit it counts in.
+        multi_message_unit: what one message holds in ``multi_message``: a ``paragraph``
+            (Matrix, Discord) or a completed model ``turn`` (Telegram).
+        max_edits_per_message: edits one message may receive (Matrix: 100); ``None``: no cap.
+        show_tool_status: in ``multi_message``, also send each tool status as its own message.
+        typing_interval_ms: how often the typing indicator is renewed while nothing new shows.
+        render_formatted: the platform's final form of a text (``Channel.render_formatted``):
+            an edit whose rendered form equals what is shown is not sent (DESIGN §3). The
+            default (identity) means formatting renders like the plain text.
+    """
+
+    mode: StreamMode = "partial"
+    draft_update_interval_ms: int = 1000
+    multi_message_delay_ms: int = 800
+    limits: ChannelLimits = field(default_factory=lambda: ChannelLimits(4096, "utf16"))
+    multi_message_unit: Literal["paragraph", "turn"] = "paragraph"
+    max_edits_per_message: int | None = None
+    show_tool_status: bool = False
+    typing_interval_ms: int = 4000
+    render_formatted: Callable[[str], str] = field(default=_as_is, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.limits.max_length < 16:
+            raise ValueError(f"max_length {self.limits.max_length} is too small to split into")
+        if self.max_edits_per_message is not None and self.max_edits_per_message < 1:
+            raise ValueError("max_edits_per_message must be at least 1")
+
+    @property
+    def interval(self) -> float:
+        """``draft_update_interval_ms`` in seconds."""
+        return self.draft_update_interval_ms / 1000
+
+    @property
+    def send_delay(self) -> float:
+        """Least time between two sends, in seconds (``multi_message_delay_ms`` applies in
+        ``multi_message`` only)."""
+        if self.mode == "multi_message":
+            return max(self.interval, self.multi_message_delay_ms / 1000)
+        return self.interval
+
+    @property
+    def typing_interval(self) -> float:
+        return self.typing_interval_ms / 1000
+
+    @classmethod
+    def from_channel(cls, channel: Channel) -> DeliverySettings:
+        """Build the settings from a channel's config-derived capabilities."""
+        return cls(
+            mode=channel.stream_mode,
+            draft_update_interval_ms=channel.draft_update_interval_ms,
+            multi_message_delay_ms=channel.multi_message_delay_ms,
+            limits=channel.limits,
+            multi_message_unit=channel.multi_message_unit,
+            max_edits_per_message=channel.max_edits_per_message,
+            show_tool_status=channel.show_tool_status,
+            render_formatted=channel.render_formatted,
+        )

@@ -214,7 +214,8 @@ class RoundRunner:
         attempt: _Attempt,
         start: float,
     ) -> None:
-        async for event in provider.stream(request):
+        stream = provider.stream(request)
+        async for event in stream:
             if isinstance(event, TextDelta) and event.chunk.delta and not attempt.got_text:
                 attempt.got_text = True
                 attempt.ttft_ms = (self._clock() - start) * 1000.0
@@ -222,6 +223,9 @@ class RoundRunner:
             sink.event(event)
         if attempt.folder.final is None:
             raise StreamTruncated("the stream ended without its terminal event")
+        # Output items a provider needs sent back verbatim (Responses reasoning/function_call
+        # items, Anthropic thinking blocks) are exposed on the stream once it ended properly.
+        attempt.folder.provider_items = tuple(getattr(stream, "provider_items", ()))
 
     @staticmethod
     def _backoff(retry: int, error: ProviderError | None) -> float:

@@ -4,30 +4,29 @@ Theory of operation
 -------------------
 The adapter executes primitive writes; the delivery engine decides what to write and when.
 
-* **Transport.** One PTB ``Application`` per channel: long polling by default, PTB's webhook
-  server when ``webhook`` is configured; ``base_url`` is passed through, so a self-hosted Bot API
-  server works. PTB's ``AIORateLimiter`` keeps the global limits (30 messages/s, 20/min per
-  group) with ``max_retries=0``: every ``RetryAfter`` reaches the engine, which honours it
-  exactly (DESIGN §3 "Network errors").
+* **Transport.** One PTB ``Application``: long polling, or PTB's webhook server when ``webhook``
+  is set; ``base_url`` passes through (a self-hosted Bot API server works). PTB's
+  ``AIORateLimiter`` keeps the global limits with ``max_retries=0``, so every ``RetryAfter``
+  reaches the engine, which honours it exactly (DESIGN §3 "Network errors").
 * **Start.** ``Application.initialize`` calls getMe; a rejected token or an unreachable server
-  becomes :class:`ChannelStartError` with a one-line cause that never contains the token. The
-  commands ``/start`` and ``/reset`` are registered with setMyCommands; they reach the
-  orchestrator as ordinary texts (``/reset@this_bot`` arrives as ``/reset``).
-* **Writes.** Previews are plain text. A formatted write converts the model's Markdown to
-  visible text + entities (:mod:`channels.telegram_format`). A formatted *send* too long for one
-  message is sent as several valid parts (the last one's ref is returned). A formatted *edit*
-  whose visible text exceeds the limit is written plain when the plain text fits, since an edit
-  can only ever hold one message. Should Telegram refuse the entities ("can't parse entities"),
-  that one message is written again plain.
-* **Errors** are matched on the description, case-insensitively by prefix (PTB capitalises it
-  and Telegram appends details): see :func:`translate_error`.
-* **Inbound.** Text messages become :class:`InboundMessage`; ``is_direct`` for private chats,
-  ``mentions_bot`` when the bot is @mentioned (or addressed by ``/cmd@bot``) or replied to. The
-  orchestrator applies ``allowed_users`` and ``respond_in_groups``; the handler must return
-  quickly (the orchestrator queues), because updates are processed one at a time.
-* **Approvals.** A prompt with ✅/❌ inline buttons; the press (by an allowed user, in that chat)
-  is answered with answerCallbackQuery and resolves the wait; after ``approval_timeout_secs``
-  the answer is ``None``. The prompt is then edited to show the outcome, without buttons.
+  is a :class:`ChannelStartError` with a one-line cause, never the token. ``/start`` and
+  ``/reset`` are registered with setMyCommands and reach the orchestrator as ordinary texts
+  (``/reset@this_bot`` as ``/reset``).
+* **Writes.** Previews are plain. A formatted write sends the model's Markdown as visible text +
+  entities (:mod:`channels.telegram_format`). When rendering makes a text too long for one
+  message but the plain text fits, it is written plain (one write, one message); a formatted
+  send longer than a message either way goes out as several valid parts (the last one's ref is
+  returned; later parts wait out a flood limit themselves, as the engine cannot resend half a
+  text). On "can't parse entities" that one message is written again plain.
+* **Errors** match the description case-insensitively by prefix (PTB capitalises it, Telegram
+  appends details): :func:`translate_error`.
+* **Inbound.** Text messages become :class:`InboundMessage` (``is_direct``: a private chat;
+  ``mentions_bot``: @mentioned, ``/cmd@bot`` or a reply to the bot). The orchestrator applies
+  ``allowed_users`` and ``respond_in_groups``. Updates are handled one at a time, so the
+  inbound handler must return quickly (the orchestrator queues).
+* **Approvals.** A prompt with ✅/❌ buttons; a press by an allowed user in that chat is answered
+  (answerCallbackQuery) and resolves the wait; after ``approval_timeout_secs`` the answer is
+  ``None``. The prompt is then edited to show the outcome, without buttons.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 
-from channels.base import Channel, ChannelLimits, InboundHandler, InboundMessage, MessageRef
+from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
 from channels.base import utf16_len as _utf16_len
 from channels.errors import (
     ChannelError,
@@ -77,13 +76,8 @@ from channels.errors import (
     MessageNotModified,
     MessageTooLong,
 )
-from channels.telegram_format import (
-    TELEGRAM_MAX_TEXT_UTF16,
-    FormattedText,
-    markdown_to_telegram,
-    split_formatted,
-    to_html,
-)
+from channels.limits import TELEGRAM_LIMITS, TELEGRAM_MAX_TEXT_LENGTH
+from channels.telegram_format import FormattedText, markdown_to_telegram, split_formatted, to_html
 from config.models import TelegramChannelConfig
 
 __all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts", "translate_error"]
@@ -143,7 +137,7 @@ def translate_error(exc: TelegramError, *, length: int = 0) -> ChannelError:
         if text.startswith(_GONE):
             return MessageGone(str(exc))
         if text.startswith("message is too long"):
-            return MessageTooLong(TELEGRAM_MAX_TEXT_UTF16, length)
+            return MessageTooLong(TELEGRAM_MAX_TEXT_LENGTH, length)
     return ChannelWriteFailed(f"{type(exc).__name__}: {exc}")
 
 
@@ -154,17 +148,21 @@ def _is_parse_error(exc: TelegramError) -> bool:
 def _entities(part: FormattedText) -> list[MessageEntity] | None:
     if not part.entities:
         return None
-    return [
-        MessageEntity(
-            e.type,
-            e.offset,
-            e.length,
-            url=e.url,
-            language=e.language,
-            custom_emoji_id=e.custom_emoji_id,
-        )
-        for e in part.entities
-    ]
+    return [MessageEntity(**e.to_dict()) for e in part.entities]  # type: ignore[arg-type]
+
+
+class _PassedOnRetryAfter(logging.Filter):
+    """With ``max_retries=0`` AIORateLimiter logs every ``RetryAfter`` it passes on as an error
+    with a traceback; each one is handled (the engine waits it out), so that record is noise."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Rate limit hit after maximum of 0 retries")
+
+
+def _quiet_rate_limiter_log() -> None:
+    logger = logging.getLogger("telegram.ext.AIORateLimiter")
+    if not any(isinstance(f, _PassedOnRetryAfter) for f in logger.filters):
+        logger.addFilter(_PassedOnRetryAfter())
 
 
 @dataclass
@@ -184,7 +182,7 @@ class TelegramChannel(Channel):
         timeouts: HTTP bounds (tests make them short).
     """
 
-    limits = ChannelLimits(TELEGRAM_MAX_TEXT_UTF16, "utf16")
+    limits = TELEGRAM_LIMITS
     multi_message_unit = "turn"
 
     def __init__(
@@ -207,22 +205,14 @@ class TelegramChannel(Channel):
     # -- lifecycle ------------------------------------------------------------------------
 
     def _build(self) -> Application[Any, Any, Any, Any, Any, Any]:
-        t = self.timeouts
-        return (
-            ApplicationBuilder()
-            .token(self.config.token.get_secret_value())
-            .base_url(self.config.base_url)
-            .rate_limiter(AIORateLimiter(max_retries=0))
-            .connect_timeout(t.connect_secs)
-            .read_timeout(t.read_secs)
-            .write_timeout(t.write_secs)
-            .pool_timeout(t.pool_secs)
-            .get_updates_connect_timeout(t.connect_secs)
-            .get_updates_read_timeout(t.read_secs)
-            .get_updates_write_timeout(t.write_secs)
-            .get_updates_pool_timeout(t.pool_secs)
-            .build()
-        )
+        _quiet_rate_limiter_log()
+        builder = ApplicationBuilder().token(self.config.token.get_secret_value())
+        builder.base_url(self.config.base_url).rate_limiter(AIORateLimiter(max_retries=0))
+        for kind in ("connect", "read", "write", "pool"):  # the same bounds for getUpdates
+            seconds = getattr(self.timeouts, f"{kind}_secs")
+            getattr(builder, f"{kind}_timeout")(seconds)
+            getattr(builder, f"get_updates_{kind}_timeout")(seconds)
+        return builder.build()
 
     def _start_failure(self, exc: BaseException) -> str:
         host = urlsplit(self.config.base_url).netloc or self.config.base_url
@@ -416,8 +406,12 @@ class TelegramChannel(Channel):
                 length=_utf16_len(text),
             )
             return MessageRef(chat_id, str(sent.message_id))
-        parts = split_formatted(markdown_to_telegram(text), self.limits.max_length)
-        whole_fits = len(parts) == 1 and _utf16_len(text) <= self.limits.max_length
+        limit = self.limits.max_length
+        rendered = markdown_to_telegram(text)
+        if rendered.utf16_length > limit and _utf16_len(text) <= limit:
+            rendered = FormattedText(text)  # rendering made it too long: one plain message
+        parts = split_formatted(rendered, limit)
+        plain = text if len(parts) == 1 and _utf16_len(text) <= limit else None
         for index, part in enumerate(parts):
 
             def write(
@@ -427,7 +421,15 @@ class TelegramChannel(Channel):
                     chat_id, t, entities=e, reply_parameters=reply if first else None
                 )
 
-            sent = await self._write_formatted(write, part, text if whole_fits else part.text)
+            for attempt in range(3):
+                try:
+                    sent = await self._write_formatted(write, part, plain or part.text)
+                    break
+                except ChannelRateLimited as exc:
+                    # Later parts: the engine cannot resend half a text, so wait here.
+                    if index == 0 or attempt == 2:
+                        raise
+                    await anyio.sleep(exc.retry_after)
         return MessageRef(chat_id, str(sent.message_id))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
@@ -460,14 +462,9 @@ class TelegramChannel(Channel):
         bot = self._bot()
         token = secrets.token_urlsafe(9)
         data = f"{_APPROVAL_PREFIX}{token}"
-        buttons = InlineKeyboardMarkup(
-            [
-                [
-                    InlineKeyboardButton("✅ Approve", callback_data=f"{data}:y"),
-                    InlineKeyboardButton("❌ Deny", callback_data=f"{data}:n"),
-                ]
-            ]
-        )
+        yes = InlineKeyboardButton("✅ Approve", callback_data=f"{data}:y")
+        no = InlineKeyboardButton("❌ Deny", callback_data=f"{data}:n")
+        buttons = InlineKeyboardMarkup([[yes, no]])
         approval = self._approvals[token] = _Approval(chat_id)
         try:
             sent: Message = await self._call(

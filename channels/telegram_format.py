@@ -34,19 +34,15 @@ import telegramify_markdown
 from telegramify_markdown.config import RenderConfig
 
 from channels.base import utf16_len
+from channels.limits import TELEGRAM_MAX_TEXT_LENGTH
 
 __all__ = [
-    "TELEGRAM_MAX_TEXT_UTF16",
     "FormattedText",
     "TextEntity",
     "markdown_to_telegram",
     "split_formatted",
     "to_html",
 ]
-
-TELEGRAM_MAX_TEXT_UTF16 = 4096
-"""Bot API ``sendMessage.text``: "1-4096 characters after entities parsing", counted by
-Telegram in UTF-16 code units (DESIGN §3 "Limits")."""
 
 _CODE_TYPES = frozenset({"pre", "code"})
 
@@ -196,7 +192,7 @@ def _best_cut(
 
 
 def split_formatted(
-    formatted: FormattedText, limit: int = TELEGRAM_MAX_TEXT_UTF16
+    formatted: FormattedText, limit: int = TELEGRAM_MAX_TEXT_LENGTH
 ) -> list[FormattedText]:
     """Cut ``formatted`` into parts of at most ``limit`` UTF-16 code units of visible text.
 

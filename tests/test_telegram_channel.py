@@ -399,3 +399,23 @@ def test_translate_retry_after_int_and_timedelta(monkeypatch: pytest.MonkeyPatch
 )
 def test_translate_by_description_prefix(exc: Exception, expected: type) -> None:
     assert type(translate_error(exc)) is expected  # type: ignore[arg-type]
+
+
+async def test_formatted_send_too_long_after_rendering_is_one_plain_message(
+    server: TelegramBotApiServer, channel: TelegramChannel
+) -> None:
+    markdown = "---\n\n" * 800 + "end"
+    await channel.send_message(str(CHAT), markdown, formatted=True)
+    assert server.texts(CHAT) == [markdown]
+
+
+async def test_later_part_of_a_split_send_waits_out_flood_control(
+    server: TelegramBotApiServer, channel: TelegramChannel
+) -> None:
+    server.fail("sendMessage", call=2, error=ApiError.flood(1))
+    markdown = "\n\n".join("word " * 150 for _ in range(8))
+    await channel.send_message(str(CHAT), markdown, formatted=True)
+    calls = server.calls_to("sendMessage")
+    assert [c.status for c in calls] == [429 if i == 1 else 200 for i in range(len(calls))]
+    assert calls[2].at - (calls[1].answered_at or 0) >= 1.0  # waited retry_after exactly
+    assert "".join(server.texts(CHAT)) == markdown_to_telegram(markdown).text

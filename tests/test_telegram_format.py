@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from channels.base import utf16_len
+from channels.limits import TELEGRAM_MAX_TEXT_LENGTH
 from channels.telegram_format import (
-    TELEGRAM_MAX_TEXT_UTF16,
     FormattedText,
     TextEntity,
     markdown_to_telegram,
@@ -41,7 +41,7 @@ def test_c14_final_text_is_formatted() -> None:
     ft = markdown_to_telegram(C14_FINAL)
     assert ft.text.startswith("All timestamps are UTC and ")
     assert TextEntity("italic", 19, 3) in ft.entities
-    _assert_valid_part(ft, TELEGRAM_MAX_TEXT_UTF16)
+    _assert_valid_part(ft, TELEGRAM_MAX_TEXT_LENGTH)
 
 
 def test_common_markdown_becomes_entities() -> None:
@@ -61,7 +61,7 @@ def test_plain_text_has_no_entities_and_is_unchanged() -> None:
 
 
 def test_fits_in_one_part() -> None:
-    ft = FormattedText("a" * TELEGRAM_MAX_TEXT_UTF16, (TextEntity("bold", 0, 5),))
+    ft = FormattedText("a" * TELEGRAM_MAX_TEXT_LENGTH, (TextEntity("bold", 0, 5),))
     assert split_formatted(ft) == [ft]
 
 
@@ -74,7 +74,7 @@ def test_c13_6000_chars_split_at_paragraph_boundaries() -> None:
     assert "".join(p.text for p in parts) == ft.text
     assert parts[0].text.endswith("\n\n")  # frozen at a paragraph boundary
     for part in parts:
-        _assert_valid_part(part, TELEGRAM_MAX_TEXT_UTF16)
+        _assert_valid_part(part, TELEGRAM_MAX_TEXT_LENGTH)
     # the bold entities follow their words into the second part
     assert parts[1].text[: parts[1].entities[0].length].startswith("p")
 

@@ -220,6 +220,12 @@ class Redactor:
         """Replace every secret in ``text`` by its marker."""
         return self.scan(text, 0, len(text), open_end=False).text
 
+    def candidates(self, text: str, *, open_end: bool = False) -> tuple[str, ...]:
+        """Names of the shapes the keyword prefilter lets through for ``text``; with
+        ``open_end`` a text ending with a proper prefix of a keyword lets that shape through.
+        Empty: ``text`` has no candidate keyword and no regular expression runs on it."""
+        return tuple(shape.name for shape in self._candidates(text, 0, open_end))
+
     def hits(self, text: str, start: int = 0) -> Iterator[Hit]:
         """The settled matches of ``text[start:]`` in order (characters before ``start`` serve
         as look-behind context only)."""

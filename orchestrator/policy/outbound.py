@@ -33,7 +33,7 @@ def extra_shapes(patterns: Sequence[SecretPatternConfig]) -> tuple[SecretShape, 
         try:
             Redactor((shape,))
         except ValueError as exc:
-            raise PolicyError(f"policy.extra_secret_patterns.{index}.regex", str(exc)) from exc
+            raise PolicyError(f"policy.extra_secret_patterns[{index}].regex", str(exc)) from exc
         shapes.append(shape)
     return tuple(shapes)
 

@@ -16,16 +16,16 @@ import httpx
 import pytest
 from aiohttp import web
 
-from tests.peers.telegram import (
+from tests.peers.telegram import TelegramBotApiServer
+from tests.peers.telegram_markup import MarkupError, parse_html
+from tests.peers.telegram_wire import (
     CANT_BE_EDITED,
     DELETE_NOT_FOUND,
     EDIT_NOT_FOUND,
     NOT_MODIFIED,
     TOO_LONG,
     ApiError,
-    TelegramBotApiServer,
 )
-from tests.peers.telegram_markup import MarkupError, parse_html
 
 
 @pytest.fixture

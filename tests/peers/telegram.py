@@ -7,7 +7,8 @@ An aiohttp server on 127.0.0.1 (port 0) serves ``/bot<token>/<method>`` as the B
 ``application/x-www-form-urlencoded``, multipart or JSON (python-telegram-bot posts a form whose
 non-string values are JSON-encoded), and every answer is ``{"ok": true, "result": ...}`` or
 ``{"ok": false, "error_code": N, "description": "...", "parameters": {...}}`` with Telegram's
-exact descriptions (``shared/fixtures/telegram_bot_api_responses.json``). Point the client's
+exact descriptions (:mod:`tests.peers.telegram_wire`, which also holds :class:`ApiError`,
+:class:`Call` and :class:`BotMessage`, re-exported here). Point the client's
 ``base_url`` at :attr:`TelegramBotApiServer.base_url` (the token is appended to it).
 
 Methods: getMe, logOut, close, setWebhook, deleteWebhook, getWebhookInfo, getUpdates,
@@ -64,10 +65,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -81,6 +81,25 @@ from tests.peers.telegram_markup import (
     parse_html,
     utf16_len,
 )
+from tests.peers.telegram_wire import (
+    BOT_USER,
+    CANT_BE_EDITED,
+    CHAT_NOT_FOUND,
+    DEFAULT_TOKEN,
+    DELETE_NOT_FOUND,
+    EDIT_NOT_FOUND,
+    NOT_FOUND,
+    NOT_MODIFIED,
+    QUERY_INVALID,
+    TEXT_EMPTY,
+    TOO_LONG,
+    UNAUTHORIZED,
+    WEBHOOK_CONFLICT,
+    ApiError,
+    BotMessage,
+    Call,
+    read_params,
+)
 
 __all__ = [
     "BOT_USER",
@@ -91,111 +110,11 @@ __all__ = [
     "TelegramBotApiServer",
 ]
 
-DEFAULT_TOKEN = "4242:local-test-token"
-BOT_USER: dict[str, Any] = {
-    "id": 4242,
-    "is_bot": True,
-    "first_name": "Relay",
-    "username": "relay_test_bot",
-    "can_join_groups": True,
-    "can_read_all_group_messages": False,
-    "supports_inline_queries": False,
-}
-
-
-@dataclass(frozen=True)
-class ApiError:
-    """A Bot API error answer: HTTP ``status`` (also ``error_code``), ``description``,
-    optional ``parameters`` (e.g. ``{"retry_after": 9}``, seconds)."""
-
-    status: int
-    description: str
-    parameters: Mapping[str, Any] | None = None
-
-    def body(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "ok": False,
-            "error_code": self.status,
-            "description": self.description,
-        }
-        if self.parameters:
-            out["parameters"] = dict(self.parameters)
-        return out
-
-    @classmethod
-    def flood(cls, retry_after: int) -> ApiError:
-        """429 flood control; ``retry_after`` in seconds."""
-        description = f"Too Many Requests: retry after {retry_after}"
-        return cls(429, description, {"retry_after": retry_after})
-
-    @classmethod
-    def cant_parse(cls, detail: str) -> ApiError:
-        return cls(400, f"Bad Request: can't parse entities: {detail}")
-
-    @classmethod
-    def bad_request(cls, detail: str) -> ApiError:
-        return cls(400, f"Bad Request: {detail}")
-
-
-NOT_MODIFIED = ApiError.bad_request(
-    "message is not modified: specified new message content and reply markup are exactly the "
-    "same as a current content and reply markup of the message"
-)
-TOO_LONG = ApiError.bad_request("message is too long")
-TEXT_EMPTY = ApiError.bad_request("message text is empty")
-EDIT_NOT_FOUND = ApiError.bad_request("message to edit not found")
-DELETE_NOT_FOUND = ApiError.bad_request("message to delete not found")
-CANT_BE_EDITED = ApiError.bad_request("message can't be edited")
-CHAT_NOT_FOUND = ApiError.bad_request("chat not found")
-QUERY_INVALID = ApiError.bad_request(
-    "query is too old and response timeout expired or query ID is invalid"
-)
-UNAUTHORIZED = ApiError(401, "Unauthorized")
-NOT_FOUND = ApiError(404, "Not Found")
-WEBHOOK_CONFLICT = ApiError(
-    409,
-    "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to "
-    "delete the webhook first",
-)
-
 
 @dataclass(frozen=True)
 class _Fault:
     error: ApiError | None = None
     delay_secs: float = 0.0
-
-
-@dataclass
-class Call:
-    """One request. Times are ``time.monotonic()`` seconds; ``answered_at`` is None while
-    pending and when the client went away first (``abandoned``)."""
-
-    method: str
-    params: dict[str, Any]
-    at: float
-    answered_at: float | None = None
-    status: int | None = None
-    result: Any = None
-    error: str | None = None
-    abandoned: bool = False
-
-    @property
-    def chat_id(self) -> int | str | None:
-        return self.params.get("chat_id")
-
-
-@dataclass
-class BotMessage:
-    """A message in a chat: ``text`` is the visible text, ``entities`` Bot API dicts."""
-
-    chat_id: int
-    message_id: int
-    text: str
-    from_bot: bool
-    entities: tuple[dict[str, Any], ...] = ()
-    reply_markup: dict[str, Any] | None = None
-    edit_count: int = 0
-    raw: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -205,10 +124,6 @@ class _Chat:
     next_id: int = 1  # message ids are never reused, as on Telegram
 
 
-_JSON_PARAMS = frozenset(
-    {"entities", "reply_markup", "reply_parameters", "allowed_updates", "commands", "scope"}
-)
-_INT_PARAMS = frozenset({"message_id", "offset", "limit", "timeout", "max_connections"})
 _CHAT_ACTIONS = frozenset(
     {"typing", "upload_photo", "record_video", "upload_video", "record_voice", "upload_voice"}
 )
@@ -454,35 +369,12 @@ class TelegramBotApiServer:
             async with asyncio.timeout(seconds):
                 await self._closing.wait()
 
-    @staticmethod
-    async def _read_params(request: web.Request) -> dict[str, Any]:
-        raw: dict[str, Any] = dict(request.query)
-        if request.content_type == "application/json":
-            body = await request.json()
-            raw.update(body if isinstance(body, dict) else {})
-            typed = set(body) if isinstance(body, dict) else set()
-        else:
-            raw.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
-            typed = set()
-        params: dict[str, Any] = {}
-        for key, value in raw.items():
-            if key not in typed and isinstance(value, str):
-                if key in _JSON_PARAMS:
-                    with contextlib.suppress(ValueError):
-                        value = json.loads(value)
-                elif key in _INT_PARAMS or (key == "chat_id" and re.fullmatch(r"-?\d+", value)):
-                    value = _number(value)
-                elif value in ("true", "false"):
-                    value = value == "true"
-            params[key] = value
-        return params
-
     async def _handle(self, request: web.Request) -> web.Response:
         match = re.fullmatch(r"/bot([^/]+)/([A-Za-z]+)", request.path)
         if match is None:
             return web.json_response(NOT_FOUND.body(), status=404)
         token, method = match.groups()
-        call = Call(method, await self._read_params(request), time.monotonic())
+        call = Call(method, await read_params(request), time.monotonic())
         self.calls.append(call)
         self._notify()
         nth = len(self.calls_to(method))
@@ -700,14 +592,6 @@ class TelegramBotApiServer:
                     self._notify()
                 else:
                     await asyncio.sleep(0.1)
-
-
-def _number(value: str) -> int | float | str:
-    """An integer parameter as sent (``"0.3"`` stays a float; garbage stays a string)."""
-    for kind in (int, float):
-        with contextlib.suppress(ValueError):
-            return kind(value)
-    return value
 
 
 class _Rejection(Exception):

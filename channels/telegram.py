@@ -224,6 +224,8 @@ class TelegramChannel(Channel):
             return f"the Bot API server at {host} did not answer in time"
         if isinstance(exc, NetworkError):
             return f"cannot reach the Bot API server at {host}: {exc}"
+        if isinstance(exc, OSError) and self.config.webhook is not None:
+            return f"cannot listen for the webhook on {self.config.webhook.listen}: {exc}"
         message = f"the Bot API server at {host} refused to start the bot: {exc}"
         return message.replace(self.config.token.get_secret_value(), "<token>")
 

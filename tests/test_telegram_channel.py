@@ -372,6 +372,18 @@ async def test_webhook_mode(server: TelegramBotApiServer, inbox: Inbox) -> None:
         await tg.stop()
 
 
+async def test_webhook_port_in_use_fails_start(server: TelegramBotApiServer, inbox: Inbox) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        listen = f"127.0.0.1:{busy.getsockname()[1]}"
+        webhook = {"url": f"http://{listen}/tg-hook", "listen": listen}
+        tg = TelegramChannel("tg", _config(server, webhook=webhook), inbox, timeouts=FAST)
+        with pytest.raises(ChannelStartError) as caught:
+            await tg.start()
+    assert str(caught.value).startswith(f"cannot listen for the webhook on {listen}: ")
+
+
 # -- error translation (the seam itself) --------------------------------------------------
 
 

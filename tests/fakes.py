@@ -201,7 +201,7 @@ class FakeChat:
             self.early_writes.append(ChatWrite(t, kind, message_id, text, fmt))  # type: ignore[arg-type]
             raise ChannelRateLimited(self.blocked_until - t)
         for rule in self.fail:
-            count = self._counts[rule.kind if rule.kind != "any" else "any"]
+            count = self._counts.get(rule.kind, 0)
             if rule.matches(kind, count, message_id, text, fmt):
                 rule.times -= 1
                 error = rule.error()
@@ -478,14 +478,21 @@ class ScriptedDelivery:
     def feed(self, event: DeliveryEvent) -> None:
         self._execute(self.engine.handle(event, self.now))
 
-    def play(self, timeline: Iterable[tuple[float, DeliveryEvent]], *, limit: float = 3600) -> None:
+    def play(
+        self,
+        timeline: Iterable[tuple[float, DeliveryEvent]],
+        *,
+        finish: bool = True,
+        limit: float = 3600,
+    ) -> None:
         """Feed each ``(t, event)`` at ``t`` (or later, if a write was in flight), starting with
-        a poll at the current time, then run until the engine is finished."""
+        a poll at the current time; then, with ``finish``, run until the engine is finished."""
         self._execute(self.engine.poll(self.now))
         for t, event in timeline:
             self.advance_to(t)
             self.feed(event)
-        self.finish(limit=limit)
+        if finish:
+            self.finish(limit=limit)
 
     def finish(self, *, limit: float = 3600) -> None:
         """Run until the engine is finished (AssertionError if it stalls or takes ``limit``)."""

@@ -23,7 +23,8 @@ cut (paragraph, line, word, hard) within the full limit and the rest continues i
 
 Edits per message (Matrix ``max_edits_per_message``): previews may use ``cap - 2`` edits of a
 message; the next change freezes it with one more edit (at the best cut of the text so far), and
-the last edit is kept for the final text. A message without edits left at the end is replaced:
+the last edit is kept for the final text (under a cap of 3 there is none to spare: the message
+keeps its first preview until the final edit). A message without edits left at the end is replaced:
 the final text is sent as a new message and the old one deleted.
 
 The end: the final text is ``guard_piece(text)`` (once), formatted, laid out on the same cuts when
@@ -56,7 +57,7 @@ from orchestrator.delivery.planning import (
     clip_line,
 )
 from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.delivery.splitting import Chunk, find_cut, measure, render_chunk, scan_fence
+from orchestrator.delivery.splitting import Chunk, find_cut, measure, render_chunk
 from orchestrator.policy.reply import PieceGuard
 
 __all__ = ["MIN_ROOM", "STATUS_ROOM", "DraftPlanner"]
@@ -72,11 +73,10 @@ up."""
 
 @dataclass(frozen=True, slots=True)
 class _Target:
-    """What one message should show: ``body_end`` is how far into the text it reaches."""
+    """What one message should show."""
 
     text: str
     formatted: bool
-    body_end: int
 
 
 @dataclass(eq=False, slots=True)
@@ -84,7 +84,6 @@ class _Slot:
     message_id: str | None = None
     shown: str | None = None
     """Rendered form of what the message shows; ``None`` when unknown (an edit timed out)."""
-    shown_end: int = 0
     edits: int = 0
     orphan: bool = False
     """A draft send timed out: the message may exist but we have no id."""
@@ -101,7 +100,6 @@ class _Slot:
 class _SlotWrite:
     slot: _Slot
     rendered: str
-    body_end: int
     replaces: str | None = None
 
 
@@ -148,7 +146,7 @@ class DraftPlanner:
     def on_end(self, ending: Ending) -> None:
         self._status = None
         if ending.kind == "refused":
-            self._final = [_Target(clip_line(self._limits, ending.line, self._max), False, 0)]
+            self._final = [_Target(clip_line(self._limits, ending.line, self._max), False)]
             return
         text = self._transcript.text
         body = ""
@@ -199,17 +197,14 @@ class DraftPlanner:
         if cap is None or live >= len(self._slots):
             return
         slot = self._slots[live]
-        if slot.message_id is None or slot.edits < _preview_edits(cap):
-            return
+        if cap < 3 or slot.message_id is None or slot.edits < _preview_edits(cap):
+            return  # below 3 edits there is none to spare: the preview stays until the end
         start, last = self._tail_start()
         if not text[start:].strip() or self._tail(text, start, last, suffix) == slot.shown:
             return
-        fence = last.fence if last else None
-        if cap >= 3 and slot.edits <= cap - 2:
+        if slot.edits == cap - 2:  # one edit to freeze it, one for the final
+            fence = last.fence if last else None
             self._cuts.append(find_cut(self._limits, text, start, len(text), fence, self._max))
-        elif start < slot.shown_end <= len(text):
-            cut = slot.shown_end
-            self._cuts.append(Chunk(cut, scan_fence(text, start, cut, fence)))
 
     def _layout(
         self, text: str, suffix: str | None, live_room: int, *, formatted: bool
@@ -221,11 +216,11 @@ class DraftPlanner:
         start, last = 0, None
         for chunk in self._cuts:
             body, _ = render_chunk(text, start, chunk.cut, last.fence if last else None)
-            targets.append(_Target(body, formatted, chunk.cut))
+            targets.append(_Target(body, formatted))
             start, last = chunk.cut, chunk
         tail = self._tail(text, start, last, suffix)
         if tail:
-            targets.append(_Target(tail, formatted, len(text)))
+            targets.append(_Target(tail, formatted))
         return targets
 
     def _targets(self) -> tuple[list[_Target], bool]:
@@ -257,7 +252,7 @@ class DraftPlanner:
             rendered = self._settings.render_formatted(text) if formatted else text
             if rendered == slot.abandoned or (slot.unconfirmed and slot.shown == rendered):
                 continue
-            write = _SlotWrite(slot, rendered, target.body_end)
+            write = _SlotWrite(slot, rendered)
             if slot.message_id is None:
                 return PlannedWrite(SendMessage(text, formatted), write, final)
             if rendered == slot.shown:
@@ -265,19 +260,23 @@ class DraftPlanner:
             if self._edit_allowed(slot, index == len(self._cuts), final):
                 return PlannedWrite(EditMessage(slot.message_id, text, formatted), write, final)
             if final:  # no edit left: replace it with a new message
-                replacing = _SlotWrite(slot, rendered, target.body_end, slot.message_id)
+                replacing = _SlotWrite(slot, rendered, slot.message_id)
                 return PlannedWrite(SendMessage(text, formatted), replacing, final)
         if final:
             for slot in self._slots[len(targets) :]:
                 if slot.message_id is not None:
-                    return PlannedWrite(DeleteMessage(slot.message_id), _SlotWrite(slot, "", 0))
+                    return PlannedWrite(DeleteMessage(slot.message_id), _SlotWrite(slot, ""))
             if self._doomed:
                 stale = _Slot(message_id=self._doomed[0])
-                return PlannedWrite(DeleteMessage(self._doomed[0]), _SlotWrite(stale, "", 0))
+                return PlannedWrite(DeleteMessage(self._doomed[0]), _SlotWrite(stale, ""))
         return None
 
     def next_kind(self) -> WriteKind | None:
-        write = self._next()
+        cuts = list(self._cuts)
+        try:
+            write = self._next()
+        finally:
+            self._cuts = cuts  # a peek decides nothing: freeze with the text there is at write time
         return write.kind if write else None
 
     def plan(self) -> PlannedWrite | None:
@@ -300,7 +299,7 @@ class DraftPlanner:
             slot.unconfirmed = message_id is None
         else:
             slot.edits += 1
-        slot.shown, slot.shown_end = target.rendered, target.body_end
+        slot.shown = target.rendered
 
     def failed(self, write: PlannedWrite, reason: WriteFailure) -> None:
         target = write.target

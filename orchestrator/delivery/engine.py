@@ -296,12 +296,11 @@ class DeliveryEngine:
         return at
 
     def _typing_at(self, now: float) -> float:
-        if self._last_typing_at is None:
-            return max(now, self._blocked_until)
-        last = self._last_typing_at
-        if self._last_write_at is not None:
-            last = max(last, self._last_write_at)
-        return max(last + self._settings.typing_interval, self._blocked_until)
+        """Typing is due at once before anything was shown, then ``typing_interval`` after the
+        later of the last typing and the last write (both show the user something)."""
+        times = [t for t in (self._last_typing_at, self._last_write_at) if t is not None]
+        due = max(times) + self._settings.typing_interval if times else now
+        return max(due, self._blocked_until)
 
     def _start(self, write: PlannedWrite, now: float) -> None:
         self._in_flight = write

@@ -9,6 +9,7 @@ import pytest
 from config.models import PolicyConfig, SecretPatternConfig
 from orchestrator.cli import main
 from orchestrator.policy import BUILTIN_SHAPES, OutboundPolicy, PolicyError, Redactor, SecretShape
+from orchestrator.policy.catalogue import Scan
 from orchestrator.policy.outbound import extra_shapes
 from tests.policy_samples import NEGATIVES, SAMPLES, secret_part
 
@@ -141,7 +142,7 @@ def test_every_prefix_of_a_secret_is_a_possible_secret_start(
 def test_a_settled_match_is_not_open() -> None:
     text = "key AKIAIOSFODNN7EXAMPLE and more"
     scan = REDACTOR.scan(text, 0, len(text), open_end=True)
-    assert scan == type(scan)("key [REDACTED:aws_access_key] and more", len(text), None)
+    assert scan == Scan("key [REDACTED:aws_access_key] and more", len(text), None, first_hit=4)
 
 
 def test_scans_from_a_settled_position_join_to_the_whole_redaction() -> None:

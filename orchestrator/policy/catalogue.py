@@ -177,11 +177,13 @@ class Scan:
         text: the redacted output for the raw text ``[start, cut)``.
         cut: where the settled part ends (raw index).
         open_at: the start of the possible secret that stopped the scan, or ``None``.
+        first_hit: the start of the first secret replaced in ``text``, or ``None``.
     """
 
     text: str
     cut: int
-    open_at: int | None
+    open_at: int | None = None
+    first_hit: int | None = None
 
 
 class _Compiled:
@@ -247,6 +249,7 @@ class Redactor:
         out: list[str] = []
         last = start
         open_at: int | None = None
+        first_hit: int | None = None
         for hit in self._hits(text, start, open_end=open_end):
             if isinstance(hit, int):  # a possible secret starts here and reaches the end
                 if hit < stop:
@@ -260,8 +263,10 @@ class Redactor:
             out.append(text[last : hit.start])
             out.append(hit.replacement(text))
             last = hit.end
+            if first_hit is None:
+                first_hit = hit.start
         out.append(text[last:stop])
-        return Scan("".join(out), stop, open_at)
+        return Scan("".join(out), stop, open_at, first_hit)
 
     # -- the merge of per-shape searches ----------------------------------------------------
 

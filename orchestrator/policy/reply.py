@@ -93,7 +93,7 @@ class ReplyPolicy:
 
     def begin_round(self) -> None:
         """A round starts: remember where to come back to on :meth:`restart`."""
-        self._checkpoint = (self._window.checkpoint(), len(self._raw), len(self._withheld))
+        self._checkpoint = (self._window.begin_round(), len(self._raw), len(self._withheld))
 
     def restart(self) -> None:
         """The round is served again: forget everything fed since :meth:`begin_round`."""

@@ -28,14 +28,19 @@ Memory: the text before the last settled position is dropped, except the look-be
 A settled position is one no match spans, so the cut provably splits no match. What remains is
 the holdback, a held run (≤ 4 KB) or an open possible secret (each shape is bounded).
 
-Restart: :meth:`checkpoint` returns the whole state (strings are immutable, so it is cheap) and
-:meth:`rollback` reinstates it; a failed attempt is never flushed.
+Restart: :meth:`begin_round` returns the whole state (strings are immutable, so it is cheap)
+and :meth:`rollback` reinstates it; a failed attempt is never flushed. A possible secret start
+carried over from the previous round is shared by every attempt at the next one, and one attempt
+may turn it into plain text ("AKIA" + " is a prefix") while the next completes the key; so
+during a round the carried start is emitted only once it has become a secret (masked), and
+otherwise waits for the round to end (``carried``: the round is then held, as by a guardrail).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
 
@@ -77,6 +82,9 @@ class WindowState:
         next_look_bytes: how many fresh bytes trigger the next look.
         run_from: where the held trailing run starts (``len(text)`` when there is none).
         run_bytes: UTF-8 length of ``text[run_from:]``.
+        carried: what the text at ``settled`` is, when it was carried over from an earlier
+            round: ``"open"`` (a possible secret start, unresolved), ``"held"`` (this attempt
+            made it no secret: held to the end of the round); ``None`` otherwise.
     """
 
     text: str = ""
@@ -86,6 +94,7 @@ class WindowState:
     next_look_bytes: int = RESCAN_BYTES
     run_from: int = 0
     run_bytes: int = 0
+    carried: Literal["open", "held"] | None = None
 
 
 class RedactionWindow:
@@ -130,15 +139,28 @@ class RedactionWindow:
 
     def release(self) -> str:
         """End of a round: emit all but a trailing possible secret start."""
-        s = self._join()
+        s = self._state = replace(self._join(), carried=None)
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True)
         return self._advance(scan.text, scan.cut, scan.open_at)
 
     def flush(self) -> str:
         """End of the reply: emit everything."""
-        s = self._join()
+        s = self._state = replace(self._join(), carried=None)
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False)
         return self._advance(scan.text, scan.cut, None)
+
+    def begin_round(self) -> WindowState:
+        """A round starts; returns the state to :meth:`rollback` to if it is served again.
+
+        A possible secret start carried over from the last round is emitted during this round
+        only once it has become a secret (and so is masked): another attempt at the round could
+        complete it differently, so text that only this attempt made harmless is held until
+        the round ends.
+        """
+        s = self._join()
+        if s.settled < len(s.text):
+            s = self._state = replace(s, carried="open")
+        return s
 
     def checkpoint(self) -> WindowState:
         """The current state, for :meth:`rollback`."""
@@ -168,7 +190,7 @@ class RedactionWindow:
     def _look(self) -> str:
         s = replace(self._state, fresh_bytes=0)
         self._state = s
-        if s.unsettled_bytes <= HOLDBACK_BYTES:
+        if s.unsettled_bytes <= HOLDBACK_BYTES or s.carried == "held":
             return ""
         run_held = s.run_bytes < RUN_LIMIT_BYTES
         if run_held and s.run_from <= s.settled:
@@ -180,6 +202,9 @@ class RedactionWindow:
         if ceiling <= s.settled:
             return ""
         scan = self._redactor.scan(s.text, s.settled, ceiling, open_end=True)
+        if s.carried and scan.cut > s.settled and scan.first_hit != s.settled:
+            self._state = replace(s, carried="held")
+            return ""
         emitted = self._advance(scan.text, scan.cut, scan.open_at)
         if not run_held:  # the run reached 4 KB: hold its next 4 KB from here
             s = self._state
@@ -223,5 +248,6 @@ class RedactionWindow:
             next_look_bytes=next_look,
             run_from=run_from,
             run_bytes=run_bytes,
+            carried=s.carried if cut == s.settled else None,
         )
         return emitted

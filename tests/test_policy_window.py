@@ -1,0 +1,251 @@
+"""The live redaction window (DESIGN §4): holdback, rescans, runs, rounds, restarts, memory.
+
+The two hypothesis properties are the contract: for random texts mixing prose, multibyte text,
+negatives and every secret shape, cut into random deltas with random round ends and failed
+attempts, (a) the pieces join to ``redact(full)`` and every emitted prefix is a prefix of it,
+(b) no state a user could see holds any 5-character window of a planted secret.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.policy import Redactor, ReplyPolicy
+from orchestrator.policy.window import (
+    HOLDBACK_BYTES,
+    RESCAN_BYTES,
+    RUN_LIMIT_BYTES,
+    RedactionWindow,
+)
+from tests.policy_samples import Planted, texts_with_secrets, windows
+
+REDACTOR = Redactor()
+C18 = ["key: sk-ant-api03-", "AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH", "IIIIJJJJ done"]
+C18_KEY = "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIIIJJJJ"
+
+
+def _feed_all(window: RedactionWindow, deltas: list[str]) -> list[str]:
+    return [window.feed(delta) for delta in deltas]
+
+
+def test_c18_the_key_split_across_deltas_never_shows() -> None:
+    window = RedactionWindow(REDACTOR)
+    pieces = _feed_all(window, C18)
+    pieces.append(window.flush())
+    shown = ""
+    for piece in pieces:
+        shown += piece
+        assert "sk-" not in shown
+        assert not any(w in shown for w in windows(C18_KEY))
+    assert shown == "key: [REDACTED:anthropic_key] done"
+
+
+def test_base64_padding_arriving_in_the_next_delta_is_masked_with_the_token() -> None:
+    window = RedactionWindow(REDACTOR)
+    deltas = ["curl -H 'Authorization: Bearer dGhpcyBpcyBhIHNlY3JldCB0b2tlbg", "==", "' now\n"]
+    deltas += ["and then some more words follow here " * 6]
+    pieces = [*_feed_all(window, deltas), window.flush()]
+    assert all("=" not in piece and "dGhp" not in piece for piece in pieces)
+    assert "".join(pieces).startswith("curl -H 'Authorization: Bearer [REDACTED:bearer]' now\n")
+
+
+def test_the_last_128_bytes_are_held_back() -> None:
+    window = RedactionWindow(REDACTOR)
+    text = "word " * 60
+    assert window.feed(text) == text[: len(text) - HOLDBACK_BYTES]
+    assert window.held == text[-HOLDBACK_BYTES:]
+
+
+def test_the_holdback_counts_bytes_and_never_splits_a_code_point() -> None:
+    window = RedactionWindow(REDACTOR)
+    text = "日本 " * 100  # 7 bytes per repetition, spaces so no run is held
+    emitted = window.feed(text)
+    held = window.held
+    assert emitted + held == text
+    assert HOLDBACK_BYTES <= len(held.encode()) < HOLDBACK_BYTES + 3
+
+
+def test_the_window_looks_again_only_every_32_bytes() -> None:
+    window = RedactionWindow(REDACTOR)
+    fed_since = 0
+    emissions = 0
+    for char in "abc de " * 200:
+        fed_since += len(char.encode())
+        if window.feed(char):
+            assert fed_since >= RESCAN_BYTES
+            fed_since = 0
+            emissions += 1
+    assert emissions > 20
+
+
+def test_a_run_without_whitespace_is_held_until_it_ends() -> None:
+    window = RedactionWindow(REDACTOR)
+    shown = window.feed("The path is ")
+    for _ in range(20):
+        shown += window.feed("segment/")
+        assert "seg" not in shown  # a long token: held whole while it grows
+    assert shown == "The path is "
+    shown += window.feed(" and that is all there is to say about it today, friends. " * 3)
+    assert shown.startswith("The path is " + "segment/" * 20 + " and")
+
+
+def test_text_without_spaces_arrives_line_by_line_or_every_4_kb() -> None:
+    window = RedactionWindow(REDACTOR)
+    line = "日本語のテキストです。" * 10  # 330 bytes, no whitespace
+    assert window.feed(line) == ""
+    emitted = window.feed("\n" + "次の行も空白がありません。" * 5)
+    assert emitted == line + "\n"
+    # One endless line: released in blocks of about 4 KB.
+    window = RedactionWindow(REDACTOR)
+    outputs = [window.feed("語" * 10) for _ in range(1000)]  # 30 KB without a break
+    sizes = [len(out.encode()) for out in outputs if out]
+    assert len(sizes) >= 6
+    assert all(RUN_LIMIT_BYTES - HOLDBACK_BYTES - 32 <= size <= RUN_LIMIT_BYTES for size in sizes)
+
+
+def test_the_end_of_a_round_releases_all_but_a_possible_secret_start() -> None:
+    window = RedactionWindow(REDACTOR)
+    window.feed("Let me check the time:")
+    assert window.release() == "Let me check the time:"
+    window = RedactionWindow(REDACTOR)
+    window.feed("the key is AKIAABCDEFGH")
+    assert window.release() == "the key is "
+    assert window.held == "AKIAABCDEFGH"
+    window.feed("IJKLMNOP and more")
+    assert window.flush() == "[REDACTED:aws_access_key] and more"
+
+
+def test_a_long_private_key_is_held_whole_and_released_masked() -> None:
+    window = RedactionWindow(REDACTOR)
+    body = "\n".join(
+        "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi" + str(i % 10) * 25 for i in range(80)
+    )
+    text = f"Here:\n-----BEGIN RSA PRIVATE KEY-----\n{body}\n-----END RSA PRIVATE KEY-----\nDone. "
+    text += "Now some words to push the window along. " * 10
+    shown = ""
+    for i in range(0, len(text), 7):
+        shown += window.feed(text[i : i + 7])
+        assert "BEGIN" not in shown and "MIIE" not in shown
+    shown += window.flush()
+    assert shown == REDACTOR.redact(text)
+    assert "Here:\n[REDACTED:private_key]\nDone." in shown
+
+
+def test_a_rollback_forgets_the_failed_attempt() -> None:
+    window = RedactionWindow(REDACTOR)
+    shown = window.feed("First round text that is long enough to pass the holdback. " * 3)
+    shown += window.release()
+    state = window.checkpoint()
+    window.feed("a failed attempt with AKIAABCD")
+    window.rollback(state)
+    shown += window.feed("the second attempt")
+    shown += window.flush()
+    assert shown == REDACTOR.redact(
+        "First round text that is long enough to pass the holdback. " * 3 + "the second attempt"
+    )
+
+
+def test_memory_stays_bounded_for_a_long_answer() -> None:
+    window = RedactionWindow(REDACTOR)
+    chunk = "A reply line with sk-ant-api03-" + "Q" * 40 + " and 日本語 text.\n"
+    text = chunk * 12_000  # about 1 MB
+    shown = []
+    largest = 0
+    for i in range(0, len(text), 50):
+        shown.append(window.feed(text[i : i + 50]))
+        largest = max(largest, len(window.checkpoint().text))
+    shown.append(window.flush())
+    assert "".join(shown) == REDACTOR.redact(text)
+    assert largest < 4096 + 64 + 4 * HOLDBACK_BYTES
+
+
+# -- the properties ------------------------------------------------------------------------------
+
+
+@st.composite
+def _scripts(draw: st.DrawFn) -> tuple[str, list[Planted], list[tuple[str, object]]]:
+    """A reply as operations on a ReplyPolicy: feeds, round ends, failed attempts."""
+    text, planted = draw(texts_with_secrets())
+    sizes = draw(st.lists(st.integers(1, 48), min_size=1, max_size=30))
+    ops: list[tuple[str, object]] = [("begin", None)]
+    pos = 0
+    index = 0
+    while pos < len(text):
+        size = sizes[index % len(sizes)]
+        index += 1
+        ops.append(("feed", text[pos : pos + size]))
+        pos += size
+        roll = draw(st.integers(0, 19))
+        if roll == 0:
+            ops += [("end_round", None), ("begin", None)]
+        elif roll == 1:
+            junk, junk_planted = draw(texts_with_secrets(max_parts=4))
+            planted += junk_planted
+            ops += [("end_round", None), ("begin", None), ("junk", junk), ("restart", None)]
+    return text, planted, ops
+
+
+def _run(ops: list[tuple[str, object]]) -> tuple[list[str], list[str], list[str]]:
+    """Run a script; returns (committed pieces, the states they showed, the states failed
+    attempts showed while they lasted)."""
+    policy = ReplyPolicy()
+    pieces: list[str] = []
+    states: list[str] = []
+    attempts: list[str] = []
+    shown = ""
+    for op, arg in ops:
+        piece = ""
+        if op == "begin":
+            policy.begin_round()
+        elif op == "feed":
+            assert isinstance(arg, str)
+            piece = policy.feed(arg)
+        elif op == "end_round":
+            piece = policy.end_round()
+        elif op == "junk":  # a failed attempt: shown while it lasts, then dropped
+            assert isinstance(arg, str)
+            attempt = shown
+            for i in range(0, len(arg), 9):
+                attempt += policy.feed(arg[i : i + 9])
+                attempts.append(attempt)
+        elif op == "restart":
+            policy.restart()
+        if piece:
+            pieces.append(piece)
+            shown += piece
+            states.append(shown)
+    piece = policy.finish()
+    pieces.append(piece)
+    states.append(shown + piece)
+    return pieces, states, attempts
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_scripts())
+def test_property_pieces_join_to_the_redaction_of_the_whole(
+    script: tuple[str, list[Planted], list[tuple[str, object]]],
+) -> None:
+    text, _, ops = script
+    pieces, states, _ = _run(ops)
+    expected = REDACTOR.redact(text)
+    assert "".join(pieces) == expected
+    for state in states:  # the redacted text only ever grows
+        assert expected.startswith(state)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_scripts())
+def test_property_no_visible_state_holds_any_part_of_a_secret(
+    script: tuple[str, list[Planted], list[tuple[str, object]]],
+) -> None:
+    _, planted, ops = script
+    _, states, attempts = _run(ops)
+    forbidden = set().union(*(windows(p.secret) for p in planted)) if planted else set()
+    previous = ""
+    for state in [*states, *attempts]:
+        # a window new in this state must overlap what this state added
+        common = len(previous) if state.startswith(previous) else 0
+        fresh = state[max(0, common - 4) :]
+        assert not [w for w in forbidden if w in fresh], state
+        previous = state

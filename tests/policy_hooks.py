@@ -1,0 +1,45 @@
+"""``on_message_sending`` hooks for the outbound-policy tests, loaded by import path."""
+
+from __future__ import annotations
+
+__all__ = ["calls"]
+
+calls: list[tuple[str, str, str]] = []
+"""Every call of :func:`record`: ``(channel, chat_id, text)``."""
+
+
+def record(channel: str, chat_id: str, text: str) -> str:
+    calls.append((channel, chat_id, text))
+    return text
+
+
+def shout(channel: str, chat_id: str, text: str) -> str:
+    return text.upper()
+
+
+def cancel(channel: str, chat_id: str, text: str) -> None:
+    return None
+
+
+def boom(channel: str, chat_id: str, text: str) -> str:
+    raise RuntimeError(f"hook failed on {text!r}")
+
+
+def huge(channel: str, chat_id: str, text: str) -> str:
+    return text + "x" * 30_000
+
+
+def number(channel: str, chat_id: str, text: str) -> int:
+    return 42
+
+
+async def asynchronous(channel: str, chat_id: str, text: str) -> str:
+    return text
+
+
+def sign_with_key_start(channel: str, chat_id: str, text: str) -> str:
+    """Ends each piece with the first half of an AWS key (a secret prefix the hook creates)."""
+    return text + " AKIAABCDEFGH"
+
+
+not_callable = "just a string"

@@ -213,6 +213,16 @@ class Redactor:
     def __init__(self, shapes: Iterable[SecretShape] = BUILTIN_SHAPES) -> None:
         self._shapes = tuple(shapes)
         self._compiled = tuple(_Compiled(shape) for shape in self._shapes)
+        # The prefilter, flattened: (keyword, shape index), per case sensitivity.
+        self._always = frozenset(i for i, c in enumerate(self._compiled) if c.always)
+        self._probes = tuple(
+            (k, i) for i, c in enumerate(self._compiled) if not c.ignore_case for k in c.keywords
+        )
+        self._probes_ci = tuple(
+            (k, i) for i, c in enumerate(self._compiled) if c.ignore_case for k in c.keywords
+        )
+        self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
+        self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
 
     @property
     def shapes(self) -> tuple[SecretShape, ...]:
@@ -272,20 +282,19 @@ class Redactor:
 
     def _candidates(self, text: str, start: int, open_end: bool) -> list[_Compiled]:
         region = text[start:] if start else text
-        lowered: str | None = None
-        found: list[_Compiled] = []
-        for shape in self._compiled:
-            if shape.always:
-                found.append(shape)
-                continue
-            hay = region
-            if shape.ignore_case:
-                if lowered is None:
-                    lowered = region.lower()
-                hay = lowered
-            if any(k in hay for k in shape.keywords) or (open_end and hay.endswith(shape.prefixes)):
-                found.append(shape)
-        return found
+        lowered = region.lower() if self._probes_ci else ""
+        found = set(self._always)
+        for keyword, index in self._probes:
+            if keyword in region:
+                found.add(index)
+        for keyword, index in self._probes_ci:
+            if keyword in lowered:
+                found.add(index)
+        if open_end and (region.endswith(self._prefixes) or lowered.endswith(self._prefixes_ci)):
+            for index, shape in enumerate(self._compiled):  # rare: which shapes end it
+                if (lowered if shape.ignore_case else region).endswith(shape.prefixes):
+                    found.add(index)
+        return [self._compiled[index] for index in sorted(found)]
 
     def _hits(self, text: str, start: int, *, open_end: bool) -> Iterator[Hit | int]:
         """Settled hits in order; with ``open_end`` a final ``int`` marks an open match."""

@@ -70,18 +70,19 @@ def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class WindowState:
-    """Everything a window knows; indices are into ``text``.
+    """Everything a window knows; indices are into ``text``. A window mutates its own state;
+    :meth:`RedactionWindow.checkpoint` hands out copies.
 
     Attributes:
         text: raw text from the look-behind context on.
         settled: the raw index up to which output has been emitted (a settled position).
-        unsettled_bytes: UTF-8 length of ``text[settled:]``.
+        unsettled_bytes: UTF-8 length of what was fed after ``settled``.
         fresh_bytes: bytes fed since the last look.
         next_look_bytes: how many fresh bytes trigger the next look.
         run_from: where the held trailing run starts (``len(text)`` when there is none).
-        run_bytes: UTF-8 length of ``text[run_from:]``.
+        run_bytes: UTF-8 length of the run from ``run_from`` on.
         carried: what the text at ``settled`` is, when it was carried over from an earlier
             round: ``"open"`` (a possible secret start, unresolved), ``"held"`` (this attempt
             made it no secret: held to the end of the round); ``None`` otherwise.
@@ -118,34 +119,31 @@ class RedactionWindow:
             return ""
         s = self._state
         size = _utf8_len(text)
-        length = len(s.text) + self._pending_chars
         space = _LAST_SPACE.match(text)
         if space is None:
-            run_from, run_bytes = s.run_from, s.run_bytes + size
+            s.run_bytes += size
         else:
-            run_from, run_bytes = length + space.end(), _utf8_len(text[space.end() :])
+            s.run_from = len(s.text) + self._pending_chars + space.end()
+            s.run_bytes = _utf8_len(text[space.end() :])
         self._pending.append(text)
         self._pending_chars += len(text)
-        s = self._state = replace(
-            s,
-            unsettled_bytes=s.unsettled_bytes + size,
-            fresh_bytes=s.fresh_bytes + size,
-            run_from=run_from,
-            run_bytes=run_bytes,
-        )
+        s.unsettled_bytes += size
+        s.fresh_bytes += size
         if s.fresh_bytes < s.next_look_bytes:
             return ""
         return self._look()
 
     def release(self) -> str:
         """End of a round: emit all but a trailing possible secret start."""
-        s = self._state = replace(self._join(), carried=None)
+        s = self._join()
+        s.carried = None
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True)
         return self._advance(scan.text, scan.cut, scan.open_at)
 
     def flush(self) -> str:
         """End of the reply: emit everything."""
-        s = self._state = replace(self._join(), carried=None)
+        s = self._join()
+        s.carried = None
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False)
         return self._advance(scan.text, scan.cut, None)
 
@@ -159,18 +157,18 @@ class RedactionWindow:
         """
         s = self._join()
         if s.settled < len(s.text):
-            s = self._state = replace(s, carried="open")
-        return s
+            s.carried = "open"
+        return replace(s)
 
     def checkpoint(self) -> WindowState:
-        """The current state, for :meth:`rollback`."""
-        return self._join()
+        """A copy of the current state, for :meth:`rollback`."""
+        return replace(self._join())
 
     def rollback(self, state: WindowState) -> None:
         """Return to ``state``: what was fed since is forgotten, never emitted."""
         self._pending.clear()
         self._pending_chars = 0
-        self._state = state
+        self._state = replace(state)
 
     @property
     def held(self) -> str:
@@ -181,21 +179,22 @@ class RedactionWindow:
     # -- internals --------------------------------------------------------------------------
 
     def _join(self) -> WindowState:
+        s = self._state
         if self._pending:
-            self._state = replace(self._state, text=self._state.text + "".join(self._pending))
+            s.text += "".join(self._pending)
             self._pending.clear()
             self._pending_chars = 0
-        return self._state
+        return s
 
     def _look(self) -> str:
-        s = replace(self._state, fresh_bytes=0)
-        self._state = s
+        s = self._state
+        s.fresh_bytes = 0
         if s.unsettled_bytes <= HOLDBACK_BYTES or s.carried == "held":
             return ""
         run_held = s.run_bytes < RUN_LIMIT_BYTES
         if run_held and s.run_from <= s.settled:
             return ""  # all unsettled text is one run still held: nothing to look at
-        s = self._join()
+        self._join()
         ceiling = self._holdback_start(s)
         if run_held:
             ceiling = min(ceiling, s.run_from)
@@ -203,13 +202,12 @@ class RedactionWindow:
             return ""
         scan = self._redactor.scan(s.text, s.settled, ceiling, open_end=True)
         if s.carried and scan.cut > s.settled and scan.first_hit != s.settled:
-            self._state = replace(s, carried="held")
+            s.carried = "held"
             return ""
         emitted = self._advance(scan.text, scan.cut, scan.open_at)
-        if not run_held:  # the run reached 4 KB: hold its next 4 KB from here
-            s = self._state
-            if s.run_from < s.settled:
-                self._state = replace(s, run_from=s.settled, run_bytes=s.unsettled_bytes)
+        if not run_held and s.run_from < s.settled:
+            # the run reached 4 KB and was released: hold its next 4 KB from here
+            s.run_from, s.run_bytes = s.settled, s.unsettled_bytes
         return emitted
 
     @staticmethod
@@ -227,27 +225,16 @@ class RedactionWindow:
 
     def _advance(self, emitted: str, cut: int, open_at: int | None) -> str:
         s = self._state
-        text = s.text
-        unsettled_bytes = s.unsettled_bytes
         if cut > s.settled:
-            unsettled_bytes = _utf8_len(text[cut:])
-        next_look = RESCAN_BYTES
+            s.unsettled_bytes = _utf8_len(s.text[cut:])
+            s.carried = None
+        s.next_look_bytes = RESCAN_BYTES
         if open_at is not None:
-            next_look = max(RESCAN_BYTES, (len(text) - open_at) // 4)
-        run_from, run_bytes = s.run_from, s.run_bytes
+            s.next_look_bytes = max(RESCAN_BYTES, (len(s.text) - open_at) // 4)
         if cut > _PRUNE_CHARS + CONTEXT_CHARS:
             drop = cut - CONTEXT_CHARS
-            text = text[drop:]
+            s.text = s.text[drop:]
             cut -= drop
-            run_from = max(0, run_from - drop)
-        self._state = replace(
-            s,
-            text=text,
-            settled=cut,
-            unsettled_bytes=unsettled_bytes,
-            next_look_bytes=next_look,
-            run_from=run_from,
-            run_bytes=run_bytes,
-            carried=s.carried if cut == s.settled else None,
-        )
+            s.run_from = max(0, s.run_from - drop)
+        s.settled = cut
         return emitted

@@ -180,6 +180,25 @@ def test_a_hook_that_completes_a_key_is_caught_in_delivery(mode: str) -> None:
     assert "Signed: [REDACTED:aws_access_key]." in final_text(chat)
 
 
+@pytest.mark.parametrize(
+    ("mode", "pieces"),
+    [("partial", 1), ("off", 1), ("multi_message-paragraph", 3), ("multi_message-turn", 2)],
+)
+def test_the_hook_runs_once_per_delivered_piece_on_redacted_text(mode: str, pieces: int) -> None:
+    calls: list[str] = []
+
+    def hook(channel: str, chat_id: str, text: str) -> str:
+        calls.append(text)
+        return text
+
+    steps = ["First paragraph, key sk-ant-", "api03-" + "A" * 30 + ".\n\n", "Second one.", ROUND]
+    steps += ["Third, after the tool."]
+    chat = deliver(mode, steps, policy=ReplyPolicy(hook=hook))
+    assert len(calls) == pieces
+    assert all("sk-" not in call for call in calls)
+    assert "First paragraph, key [REDACTED:anthropic_key]." in final_text(chat)
+
+
 # -- the property, end to end ---------------------------------------------------------------------
 
 

@@ -14,15 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from channels.base import ChannelLimits
+from config.models import GuardrailConfig, PolicyConfig
 from orchestrator.delivery.events import (
     AnswerEnded,
+    AnswerRefused,
     RoundEnded,
     TextEmitted,
     ToolFinished,
     ToolStarted,
 )
 from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.policy import Redactor, ReplyPolicy
+from orchestrator.policy import REFUSAL_NOTICE, OutboundPolicy, Redactor, ReplyPolicy
 from tests.fakes import FakeChat, ScriptedDelivery
 from tests.policy_samples import texts_with_secrets, windows
 
@@ -70,6 +72,10 @@ def deliver(
         run.advance_to(t)
         if step is ROUND:
             emit(policy.end_round())
+            if policy.refusal is not None:
+                run.feed(AnswerRefused(policy.refusal))
+                run.finish()
+                return run.chat
             run.feed(RoundEnded())
             run.feed(ToolStarted(policy.redact_line(status)))
             t += 2.0
@@ -80,7 +86,7 @@ def deliver(
             assert isinstance(step, str)
             emit(policy.feed(step))
     emit(policy.finish())
-    run.feed(AnswerEnded())
+    run.feed(AnswerEnded() if policy.refusal is None else AnswerRefused(policy.refusal))
     run.finish()
     return run.chat
 
@@ -197,6 +203,28 @@ def test_the_hook_runs_once_per_delivered_piece_on_redacted_text(mode: str, piec
     assert len(calls) == pieces
     assert all("sk-" not in call for call in calls)
     assert "First paragraph, key [REDACTED:anthropic_key]." in final_text(chat)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tool_round", [False, True])
+def test_a_holding_guardrail_never_shows_a_refused_answer(mode: str, tool_round: bool) -> None:
+    rails = [GuardrailConfig(kind="term_list", terms=["project zephyr"])]
+    policy = OutboundPolicy.from_config(PolicyConfig(guardrails=rails)).new_reply("fake", "chat")
+    steps: list[object] = ["Here is the plan for Project ", "Zephyr: " + "we go north. " * 30]
+    if tool_round:
+        steps = ["Looking it up.", ROUND, *steps]
+    chat = deliver(mode, steps, policy=policy)
+    for text in seen(chat):
+        assert "zephyr" not in text.lower() and "north" not in text
+    assert chat.visible()[-1] == REFUSAL_NOTICE
+
+
+def test_a_non_holding_guardrail_replaces_what_was_shown() -> None:
+    rails = [GuardrailConfig(kind="term_list", terms=["project zephyr"], holds_stream=False)]
+    policy = OutboundPolicy.from_config(PolicyConfig(guardrails=rails)).new_reply("fake", "chat")
+    chat = deliver("partial", ["Project Zephyr: ", *["we go north. "] * 40], policy=policy)
+    assert any("north" in text for text in seen(chat))  # it streamed
+    assert chat.visible() == [REFUSAL_NOTICE]
 
 
 # -- the property, end to end ---------------------------------------------------------------------

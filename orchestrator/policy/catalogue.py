@@ -25,8 +25,9 @@ Prefix closure (for the live window): scanning with ``open_end=True`` treats the
 of a longer text. A shape whose match is *partial* (the ``regex`` module's ``partial=True``: the
 text ended while the pattern could still match) or whose match touches the end (a greedy run that
 more text could extend) is *open*: everything from its start on is unsettled and the scan stops
-there. Every keyword of a built-in shape sits at the start of its match, so an open match either
-contains a whole keyword or the text ends with a proper prefix of one; the prefilter checks both.
+there. Every keyword of a shape lies inside its match (for the built-in shapes: at its start,
+or after the digits of a ``telegram_bot_token``), so an open match either contains a whole keyword
+or the text ends with a proper prefix of one; the prefilter checks both.
 Any prefix of a secret, from its first keyword character on, is therefore recognised as a possible
 secret start. Every repetition is bounded, so an open match is at most a few KB long.
 """

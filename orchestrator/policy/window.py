@@ -26,7 +26,8 @@ text has grown by a quarter of its length (at least 32 bytes), so holding it cos
 
 Memory: the text before the last settled position is dropped, except the look-behind context.
 A settled position is one no match spans, so the cut provably splits no match. What remains is
-the holdback, a held run (≤ 4 KB) or an open possible secret (each shape is bounded).
+the holdback, a held run (≤ 4 KB) or an open possible secret (each shape is bounded) — or, in
+the rare round held behind a carried possible secret start (below), that round's text.
 
 Restart: :meth:`begin_round` returns the whole state (strings are immutable, so it is cheap)
 and :meth:`rollback` reinstates it; a failed attempt is never flushed. A possible secret start

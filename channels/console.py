@@ -42,7 +42,7 @@ class ConsoleChannel(Channel):
         self._stdin = stdin or sys.stdin
         out = stdout or sys.stdout
         self._interactive = out.isatty()
-        self._console = Console(file=out, highlight=False, soft_wrap=True)
+        self._console = Console(file=out, highlight=False)
         self._messages: dict[str, tuple[str, bool]] = {}  # id -> (text, formatted)
         self._order: list[str] = []
         self._next_id = 0

@@ -1,0 +1,94 @@
+"""A full reply pipeline for tests: local provider servers, a recording channel, a real store,
+the real outbound policy, round runner, turn loop and delivery driver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from config.models import AgentConfig, PolicyConfig, ProviderConfig
+from orchestrator.policy import OutboundPolicy
+from orchestrator.rounds import ChainEntry, RoundRunner
+from orchestrator.store import Store
+from orchestrator.tools import Tool, ToolRegistry, builtin_tools
+from orchestrator.turn import TurnRunner
+from providers.registry import build_provider
+from tests.peers.provider_server import ProviderServer
+
+__all__ = ["RecordingTools", "make_turns", "provider_config", "sse", "text_answer"]
+
+
+def sse(*payloads: Any) -> bytes:
+    """An SSE body: one ``data:`` event per payload (dicts as JSON, strings as they are)."""
+    out = b""
+    for payload in payloads:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        out += b"data: " + data.encode() + b"\n\n"
+    return out
+
+
+def text_answer(text: str, *, words: bool = True) -> bytes:
+    """A Chat Completions stream answering ``text`` (word by word), finish ``stop``, ``[DONE]``."""
+    pieces = text.split(" ") if words else [text]
+    chunks: list[Any] = [
+        {"choices": [{"index": 0, "delta": {"content": p + (" " if i < len(pieces) - 1 else "")}}]}
+        for i, p in enumerate(pieces)
+    ]
+    chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    chunks.append({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5}})
+    return sse(*chunks, "[DONE]")
+
+
+class RecordingTools:
+    """The built-in tools, recording every call's parsed arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        tools: dict[str, Tool] = {}
+        for name, tool in builtin_tools().items():
+            tools[name] = Tool(tool.spec, self._recorder(name, tool))
+        self.registry = ToolRegistry(tools)
+
+    def _recorder(self, name: str, tool: Tool):  # type: ignore[no-untyped-def]
+        async def run(arguments: Mapping[str, Any]) -> str:
+            self.calls.append((name, dict(arguments)))
+            return await tool.run(arguments)
+
+        return run
+
+
+def provider_config(
+    server: ProviderServer, prefix: str = "/v1", **overrides: Any
+) -> ProviderConfig:
+    values: dict[str, Any] = {
+        "kind": "openai_chat",
+        "base_url": server.url + prefix,
+        "api_key": "sk-test-key",
+        "model": "m",
+    }
+    values.update(overrides)
+    return ProviderConfig(**values)
+
+
+def make_turns(
+    tmp_path: Path,
+    providers: list[ProviderConfig],
+    *,
+    tools: ToolRegistry | None = None,
+    policy: PolicyConfig | None = None,
+    sleep: Any = None,
+    **agent: Any,
+) -> tuple[TurnRunner, Store]:
+    chain = [ChainEntry(build_provider(f"p{i}", cfg), cfg) for i, cfg in enumerate(providers)]
+    store = Store(tmp_path / "relaybot.db")
+    runner = RoundRunner(chain, sleep=sleep) if sleep else RoundRunner(chain)
+    turns = TurnRunner(
+        agent=AgentConfig(providers=[f"p{i}" for i in range(len(providers))], **agent),
+        rounds=runner,
+        tools=tools or ToolRegistry.from_names(["current_time"]),
+        store=store,
+        policies=OutboundPolicy.from_config(policy or PolicyConfig()),
+    )
+    return turns, store

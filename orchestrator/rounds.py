@@ -38,7 +38,6 @@ import anyio
 from config.models import ProviderConfig
 from providers.base import ChatRequest, CompletionResponse, ModelProvider, ResponseFolder
 from providers.errors import (
-    ProviderBadRequest,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
@@ -46,6 +45,7 @@ from providers.errors import (
     StreamTruncated,
 )
 from providers.events import StreamEvent, TextDelta
+from providers.openai_chat import rejects_reasoning_effort
 
 __all__ = ["ChainEntry", "RoundFailed", "RoundResult", "RoundRunner", "RoundSink", "user_cause"]
 
@@ -94,14 +94,6 @@ def user_cause(error: BaseException | None) -> str:
     if isinstance(error, ProviderTimeout):
         return "the model did not answer in time"
     return "the model service failed"
-
-
-def _is_reasoning_effort_rejection(error: ProviderError) -> bool:
-    return (
-        isinstance(error, ProviderBadRequest)
-        and error.status_code == 400
-        and "reasoning_effort" in (error.message or "")
-    )
 
 
 @dataclass
@@ -164,7 +156,7 @@ class RoundRunner:
                     log.warning("provider %s: stream failed: %s", name, exc)
                     if isinstance(exc, ProviderTimeout) or attempt.got_text:
                         continue
-                    if _is_reasoning_effort_rejection(exc) and entry.config.kind == "openai_chat":
+                    if rejects_reasoning_effort(exc) and entry.config.kind == "openai_chat":
                         log.warning(
                             "provider %s: model rejects tools with a reasoning effort; "
                             "retrying the round once through the Responses API",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -243,3 +244,33 @@ async def test_ttft_of_a_streamed_round() -> None:
         result = await RoundRunner([entry(server, "a")]).run(REQUEST, sink)
     assert result.ttft_ms is not None and result.ttft_ms >= 50
     assert isinstance(sink.events[-1], Final)
+
+
+async def test_reasoning_effort_rejection_is_retried_once_through_the_responses_api(
+    fixtures_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    rejection = Reply.json(
+        {
+            "error": {
+                "message": "Function tools with reasoning_effort are not supported for "
+                "gpt-5.1 in /v1/chat/completions. Please use /v1/responses instead.",
+                "type": "invalid_request_error",
+                "param": "reasoning_effort",
+            }
+        },
+        status=400,
+    )
+    async with ProviderServer() as server:
+        server.script(PATH, [rejection])
+        server.script("/v1/responses", [Reply.fixture(fixtures_dir / "responses_text_delta.sse")])
+        request = ChatRequest(REQUEST.messages, tools=(ToolSpec("t", "d"),))
+        sink = Sink()
+        with caplog.at_level("WARNING"):
+            result = await RoundRunner([entry(server, "a")], sleep=Sleeps()).run(request, sink)
+    assert result.response.text == "Hello world"
+    assert result.provider == "a" and result.attempts == 2
+    assert [r.path for r in server.requests] == [PATH, "/v1/responses"]
+    responses_body = server.requests[1].json
+    assert responses_body is not None and responses_body["tools"][0]["name"] == "t"
+    assert server.requests[1].headers["authorization"] == "Bearer sk-test"
+    assert any("Responses API" in r.getMessage() for r in caplog.records)

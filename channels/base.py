@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Self, final
 
-import anyio
-
 __all__ = [
     "Channel",
     "ChannelLimits",
@@ -140,6 +138,8 @@ class Channel(ABC):
         Network adapters receive from :meth:`start` on and never end by themselves: the default
         waits forever.
         """
+        import anyio  # local: the sans-I/O cores import this module for its data types
+
         await anyio.sleep_forever()
 
     async def reply_finished(self, chat_id: str) -> None:

@@ -18,7 +18,8 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from channels.base import Channel, ChannelLimits, InboundHandler, InboundMessage, MessageRef
+from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
+from channels.limits import CONSOLE_LIMITS
 from config.models import ConsoleChannelConfig
 
 __all__ = ["ConsoleChannel"]
@@ -27,7 +28,7 @@ CHAT_ID = "console"
 
 
 class ConsoleChannel(Channel):
-    limits = ChannelLimits(1_000_000, "chars")
+    limits = CONSOLE_LIMITS
 
     def __init__(
         self,

@@ -1,17 +1,20 @@
-"""Platform message limits (DESIGN §3 "Limits"): the one place they are written down.
-
-Each constant names its unit and its source. Adapters set ``Channel.limits`` from the
-``*_LIMITS`` values; the documentation's channel capability table (``config/schema.py``) reads
-:data:`LIMITS_BY_KIND`. This module holds plain data only, so anything may import it.
-"""
+"""The :class:`~channels.base.ChannelLimits` of each network, built from the platform constants
+in :mod:`config.limits` (where each number's unit and source are written down)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from channels.base import ChannelLimits
+from config.limits import (
+    DISCORD_MAX_CONTENT_LENGTH,
+    MATRIX_MAX_EVENT_BYTES,
+    MATRIX_MAX_TEXT_LENGTH,
+    TELEGRAM_MAX_TEXT_LENGTH,
+    UNLIMITED,
+)
+from config.limits import LIMITS_BY_KIND as _RAW_LIMITS
 
 __all__ = [
     "CONSOLE_LIMITS",
@@ -26,58 +29,16 @@ __all__ = [
     "UNLIMITED",
 ]
 
-UNLIMITED = sys.maxsize
-"""A ``max_length`` meaning "no limit" (the console)."""
-
-TELEGRAM_MAX_TEXT_LENGTH = 4096
-"""Maximum text of one Telegram message, in UTF-16 code units, counted after entity parsing.
-
-Source: Bot API ``sendMessage`` ("1-4096 characters after entities parsing"; Telegram counts
-UTF-16 code units, as for entity offsets); python-telegram-bot
-``telegram.constants.MessageLimit.MAX_TEXT_LENGTH``.
-"""
-
-DISCORD_MAX_CONTENT_LENGTH = 2000
-"""Maximum ``content`` of one Discord message sent by a bot, in characters.
-
-Source: Discord API, Create Message ("content: message contents (up to 2000 characters)").
-"""
-
-MATRIX_MAX_EVENT_BYTES = 65536
-"""Maximum size of one Matrix event, in bytes of canonical JSON in the federation format.
-
-Source: Matrix spec, Client-Server API, "Size limits"; Synapse rejects a larger event with
-``M_TOO_LARGE``.
-"""
-
-MATRIX_MAX_TEXT_LENGTH = 4000
-"""Our limit for the text of one Matrix message, in characters (code points). Matrix itself
-limits only the event size (:data:`MATRIX_MAX_EVENT_BYTES`).
-
-Derivation: an edit event carries the text four times (``body`` and ``formatted_body``, in the
-event and again in ``m.new_content``) and a code point takes up to 4 bytes of UTF-8, so
-65536 / 16 = 4096 code points fit; 4000 leaves 1536 bytes for the event envelope, and HTML
-markup fits in the slack of real text (most code points take 1–3 bytes).
-"""
-
-TELEGRAM_LIMITS = ChannelLimits(TELEGRAM_MAX_TEXT_LENGTH, "utf16")
-"""Telegram: 4096 UTF-16 code units (:data:`TELEGRAM_MAX_TEXT_LENGTH`)."""
-
-DISCORD_LIMITS = ChannelLimits(DISCORD_MAX_CONTENT_LENGTH, "chars")
-"""Discord: 2000 characters (:data:`DISCORD_MAX_CONTENT_LENGTH`)."""
-
-MATRIX_LIMITS = ChannelLimits(MATRIX_MAX_TEXT_LENGTH, "chars")
-"""Matrix: 4000 characters (:data:`MATRIX_MAX_TEXT_LENGTH`)."""
-
-CONSOLE_LIMITS = ChannelLimits(UNLIMITED, "chars")
-"""The console: a terminal has no message limit."""
-
 LIMITS_BY_KIND: Mapping[str, ChannelLimits] = MappingProxyType(
-    {
-        "telegram": TELEGRAM_LIMITS,
-        "discord": DISCORD_LIMITS,
-        "matrix": MATRIX_LIMITS,
-        "console": CONSOLE_LIMITS,
-    }
+    {kind: ChannelLimits(length, unit) for kind, (length, unit) in _RAW_LIMITS.items()}
 )
 """The limits of each channel ``kind`` of the config."""
+
+TELEGRAM_LIMITS = LIMITS_BY_KIND["telegram"]
+"""Telegram: 4096 UTF-16 code units."""
+DISCORD_LIMITS = LIMITS_BY_KIND["discord"]
+"""Discord: 2000 characters."""
+MATRIX_LIMITS = LIMITS_BY_KIND["matrix"]
+"""Matrix: 4000 characters."""
+CONSOLE_LIMITS = LIMITS_BY_KIND["console"]
+"""The console: a terminal has no message limit."""

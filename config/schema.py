@@ -61,9 +61,7 @@ def channel_capability_table() -> str:
     Returns:
         The table, lines joined by ``\\n``, with a trailing newline.
     """
-    # The only place ``config`` reads a channel module: platform limits are channel facts, and
-    # channels.limits is plain data (no import back into config).
-    from channels.limits import LIMITS_BY_KIND, UNLIMITED
+    from config.limits import LIMITS_BY_KIND, UNLIMITED
 
     rows = [
         "| Kind | Stream modes | Default | `draft_update_interval_ms` default | Message limit |",
@@ -80,13 +78,13 @@ def channel_capability_table() -> str:
             modes = "`stream_drafts`: `true` (as `partial`), `false` (as `off`)"
             default = f"`stream_drafts: {str(fields['stream_drafts'].default).lower()}`"
         interval = fields["draft_update_interval_ms"].default
-        limits = LIMITS_BY_KIND[kind]
-        if limits.max_length >= UNLIMITED:
+        max_length, unit = LIMITS_BY_KIND[kind]
+        if max_length >= UNLIMITED:
             limit = "unlimited"
-        elif limits.unit == "utf16":
-            limit = f"{limits.max_length} UTF-16 code units"
+        elif unit == "utf16":
+            limit = f"{max_length} UTF-16 code units"
         else:
-            limit = f"{limits.max_length} characters"
+            limit = f"{max_length} characters"
         rows.append(f"| `{kind}` | {modes} | {default} | {interval} | {limit} |")
     return "\n".join(rows) + "\n"
 

@@ -150,6 +150,23 @@ def test_a_rollback_forgets_the_failed_attempt() -> None:
     )
 
 
+def test_a_carried_key_start_is_not_shown_by_an_attempt_that_is_served_again() -> None:
+    """The key start carried over a tool round is shared by every attempt at the next round:
+    an attempt that makes it plain text must not show it (the next attempt may complete it)."""
+    window = RedactionWindow(REDACTOR)
+    window.feed("the key is AKIAABCDEFGH")
+    assert window.release() == "the key is "
+    state = window.begin_round()
+    failed = "".join(window.feed(" and some other words " * 3) for _ in range(10))
+    assert failed == ""  # held to the end of the round: it could still be a key
+    window.rollback(state)
+    masked = window.feed("IJKLMNOP and the rest of a long enough round. " * 4)
+    assert masked.startswith("[REDACTED:aws_access_key] and the rest")  # masked: shown at once
+    window.rollback(state)
+    window.feed(" after all. " * 20)
+    assert window.release() == "AKIAABCDEFGH" + " after all. " * 20  # committed: released
+
+
 def test_memory_stays_bounded_for_a_long_answer() -> None:
     window = RedactionWindow(REDACTOR)
     chunk = "A reply line with sk-ant-api03-" + "Q" * 40 + " and 日本語 text.\n"

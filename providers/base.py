@@ -17,6 +17,7 @@ from providers.events import (
     FinishReason,
     PreExecutedToolCall,
     PreExecutedToolResult,
+    StreamChunk,
     StreamEvent,
     TextDelta,
     ToolCall,
@@ -85,8 +86,6 @@ class CompletionResponse:
     def events(self) -> list[StreamEvent]:
         """The events that fold back to this response (used to replay a blocking answer)."""
         out: list[StreamEvent] = []
-        from providers.events import StreamChunk
-
         if self.reasoning or self.text:
             out.append(TextDelta(StreamChunk(delta=self.text, reasoning=self.reasoning)))
         out.extend(self.pre_executed)
@@ -162,14 +161,18 @@ class ModelProvider(ABC):
         return False
 
     def supports_streaming_tool_events(self) -> bool:
-        """True when tool calls arrive as stream events (so tools may be offered while streaming)."""
+        """True when tool calls arrive as stream events (tools may be offered while streaming)."""
         return False
 
     @abstractmethod
     def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one round. Ends with :class:`Final`, or raises a ``ProviderError``.
 
-        Cancelling the iteration closes the HTTP response.
+        The returned iterator may carry a ``provider_items`` attribute (a tuple of JSON objects),
+        set once the stream ended properly: output items the provider needs sent back verbatim
+        in the next request (Responses ``reasoning``/``function_call`` items, Anthropic thinking
+        blocks); the round runner copies them into the folded response. Cancelling the
+        iteration closes the HTTP response.
         """
 
     @abstractmethod
@@ -178,3 +181,4 @@ class ModelProvider(ABC):
 
     async def aclose(self) -> None:
         """Release connections."""
+        return None

@@ -5,12 +5,12 @@ Hierarchy::
     ProviderError
     ├── ProviderAuthError          401/403; never retried
     ├── ProviderRateLimited        429 or a rate-limit error event; carries retry_after (seconds)
-    ├── ProviderServerError        5xx, overloaded_error, server_error (an error the provider sent)
+    ├── ProviderServerError        5xx, overloaded_error, server_error (sent by the provider)
     ├── ProviderBadRequest         any other 4xx; never retried
-    ├── ProviderTimeout            connect, headers or byte-idle timeout; never re-sent to the same provider
+    ├── ProviderTimeout            connect, headers or byte-idle timeout; not re-sent there
     ├── ProviderConnectionError    could not connect, or the connection broke while reading
     ├── StreamTruncated            the body ended before the terminal signal ("they broke it")
-    └── StreamProtocolError        the body is not the wire format (e.g. an event whose data is not JSON)
+    └── StreamProtocolError        the body is not the wire format (e.g. event data not JSON)
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
-    "FinishReason",
     "Final",
+    "FinishReason",
     "PreExecutedToolCall",
     "PreExecutedToolResult",
     "StreamChunk",
@@ -27,7 +27,7 @@ FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "other"
 
 @dataclass(frozen=True, slots=True)
 class StreamChunk:
-    """One wire delta: visible text and/or reasoning. Either may be empty, never both in practice."""
+    """One wire delta: visible text and/or reasoning (either may be empty)."""
 
     delta: str = ""
     reasoning: str = ""

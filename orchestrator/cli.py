@@ -66,11 +66,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args)
 
 
-def _check_config(path: str) -> int:
+def _load(path: str) -> RelaybotConfig | None:
+    """Load and check ``path`` as ``run`` will use it; print the errors and return None if bad.
+
+    Beyond the file's own validation this imports the ``on_message_sending`` hook, compiles the
+    secret patterns and looks up the tools, so ``check-config`` catches what ``run`` would.
+    """
     try:
-        load_config(path)
+        config = load_config(path)
     except ConfigError as exc:
         print(format_errors(exc), file=sys.stderr)
+        return None
+    from orchestrator.policy import OutboundPolicy, PolicyError
+    from orchestrator.tools import ToolRegistry
+
+    problems: list[str] = []
+    try:
+        OutboundPolicy.from_config(config.policy)
+    except PolicyError as exc:
+        problems.append(f"{path}: {exc.key}: {exc.message}")
+    try:
+        ToolRegistry.from_names(config.agent.tools)
+    except KeyError as exc:
+        problems.append(f"{path}: agent.tools: {exc.args[0]}")
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return None
+    return config
+
+
+def _check_config(path: str) -> int:
+    if _load(path) is None:
         return 2
     print(f"{path}: ok")
     return 0
@@ -82,10 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     config: RelaybotConfig | None = None
     storage: Path
     if path:
-        try:
-            config = load_config(path)
-        except ConfigError as exc:
-            print(format_errors(exc), file=sys.stderr)
+        config = _load(path)
+        if config is None:
             return 2
         storage = Path(config.storage.path)
         if not storage.is_absolute():

@@ -117,3 +117,38 @@ def test_end_of_input_waits_for_the_running_answer(tmp_path: Path) -> None:
     assert process.returncode == 0, err
     assert out.count("You wrote:") == 2
     assert out.index('"first"') < out.index('"second"')
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [
+        ("policy:\n  on_message_sending: no_such_module:hook\n", ": policy.on_message_sending: "),
+        ("", ": agent.tools: "),
+    ],
+    ids=["hook-not-importable", "unknown-tool"],
+)
+@pytest.mark.parametrize("command", ["check-config", "run"])
+def test_what_run_would_reject_fails_check_config_too(
+    tmp_path: Path, section: str, expected: str, command: str
+) -> None:
+    text = CONSOLE_CONFIG + section
+    if not section:
+        text = text.replace("  providers: [main]\n", "  providers: [main]\n  tools: [shell]\n")
+    config = tmp_path / "bot.yaml"
+    config.write_text(text)
+    args = (
+        ["check-config", str(config)]
+        if command == "check-config"
+        else ["run", "--config", str(config)]
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"{config}{expected}")

@@ -17,7 +17,9 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -37,7 +39,7 @@ from orchestrator.tools import ToolRegistry
 from orchestrator.turn import TurnRunner
 from providers.registry import build_provider
 
-__all__ = ["SHUTDOWN_GRACE_SECS", "Daemon", "serve"]
+__all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +48,31 @@ SHUTDOWN_GRACE_SECS = 30.0
 DELIVERY_GRACE_SECS = 10.0
 """After cutting the model work, how long interrupted replies may take to reach the chat."""
 
+ChannelFactory = Callable[[str, Any, InboundHandler], Channel]
+"""Builds one channel from its name, config model and inbound handler (default:
+:func:`channels.registry.build_channel`)."""
+
 HELP_TEXT = "Hi! Send me a message and I will answer. Commands: /reset forgets this conversation."
 
 
 class Daemon:
-    """One run of relaybot over a validated config."""
+    """One run of relaybot over a validated config.
 
-    def __init__(self, config: RelaybotConfig, *, storage_path: str | Path) -> None:
+    Args:
+        config: the validated config.
+        storage_path: the SQLite store's file.
+        channel_factory: builds each channel (tests pass one that sets short network timeouts).
+    """
+
+    def __init__(
+        self,
+        config: RelaybotConfig,
+        *,
+        storage_path: str | Path,
+        channel_factory: ChannelFactory = build_channel,
+    ) -> None:
         self.config = config
+        self._channel_factory = channel_factory
         self.store = Store(storage_path)
         self.policy = OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
@@ -95,7 +114,9 @@ class Daemon:
                 name, channel_config.allowed_users, channel_config.respond_in_groups
             )
             try:
-                self.channels[name] = build_channel(name, channel_config, self._inbound_for(name))
+                self.channels[name] = self._channel_factory(
+                    name, channel_config, self._inbound_for(name)
+                )
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
         started: list[Channel] = []

@@ -17,7 +17,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   message but the plain text fits, it is written plain (one write, one message); a formatted
   send longer than a message either way goes out as several valid parts (the last one's ref is
   returned; later parts wait out a flood limit themselves, as the engine cannot resend half a
-  text). On "can't parse entities" that one message is written again plain.
+  text). "can't parse entities" fails the write (:class:`ChannelWriteFailed`): the delivery
+  engine writes that one message again plain, an interval later (DESIGN §3 "Spacing"); only a
+  later part of a split send, which the engine cannot resend alone, is written plain at once.
 * **Errors** match the description case-insensitively by prefix (PTB capitalises it, Telegram
   appends details): :func:`translate_error`.
 * **Inbound.** Text messages become :class:`InboundMessage` (``is_direct``: a private chat;
@@ -384,13 +386,19 @@ class TelegramChannel(Channel):
         self,
         write: Callable[[str, Sequence[MessageEntity] | None], Awaitable[_T]],
         part: FormattedText,
-        plain: str,
+        plain: str | None,
     ) -> _T:
-        """Write ``part`` with its entities; on "can't parse entities" write ``plain`` instead."""
+        """Write ``part`` with its entities; on "can't parse entities" write ``plain`` instead,
+        when given (a later part of a split send: see the module docstring).
+
+        Raises:
+            ChannelError: the write failed (translated); "can't parse entities" without
+                ``plain`` is a :class:`ChannelWriteFailed`.
+        """
         try:
             return await write(part.text, _entities(part))
         except TelegramError as exc:
-            if not _is_parse_error(exc):
+            if plain is None or not _is_parse_error(exc):
                 raise translate_error(exc, length=part.utf16_length) from exc
             _LOG.warning("%s: Telegram refused the formatting (%s); sending plain", self.name, exc)
         return await self._call(lambda: write(plain, None), length=_utf16_len(plain))
@@ -413,7 +421,6 @@ class TelegramChannel(Channel):
         if rendered.utf16_length > limit and _utf16_len(text) <= limit:
             rendered = FormattedText(text)  # rendering made it too long: one plain message
         parts = split_formatted(rendered, limit)
-        plain = text if len(parts) == 1 and _utf16_len(text) <= limit else None
         for index, part in enumerate(parts):
 
             def write(
@@ -425,7 +432,9 @@ class TelegramChannel(Channel):
 
             for attempt in range(3):
                 try:
-                    sent = await self._write_formatted(write, part, plain or part.text)
+                    # The first part: nothing landed yet, so a refusal is the engine's.
+                    plain = part.text if index > 0 else None
+                    sent = await self._write_formatted(write, part, plain)
                     break
                 except ChannelRateLimited as exc:
                     # Later parts: the engine cannot resend half a text, so wait here.
@@ -443,11 +452,10 @@ class TelegramChannel(Channel):
 
         if formatted:
             rendered = markdown_to_telegram(text)
-            plain_fits = _utf16_len(text) <= limit
             if rendered.utf16_length <= limit:
-                await self._write_formatted(write, rendered, text if plain_fits else rendered.text)
+                await self._write_formatted(write, rendered, None)
                 return
-            if not plain_fits:
+            if _utf16_len(text) > limit:
                 raise MessageTooLong(limit, rendered.utf16_length)
         await self._call(lambda: write(text, None), length=_utf16_len(text))
 

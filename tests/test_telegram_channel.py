@@ -199,22 +199,44 @@ async def test_timed_out_edit_landed(
         await channel.edit_message(ref, "draft grows")
 
 
-async def test_unparseable_entities_resend_that_message_plain(
+async def test_unparseable_entities_fail_the_write_for_the_engine_to_resend_plain(
     server: TelegramBotApiServer, channel: TelegramChannel
 ) -> None:
+    """The engine resends that message plain an interval later (DESIGN §3 "Spacing"): the
+    adapter writes nothing more itself."""
     other = await channel.send_message(str(CHAT), "**other**", formatted=True)
     ref = await channel.send_message(str(CHAT), "preview")
     server.fail("editMessageText", call=1, error=ApiError.cant_parse("Unsupported entity"))
-    await channel.edit_message(ref, "**final**", formatted=True)
-    calls = server.calls_to("editMessageText")
-    assert [c.status for c in calls] == [400, 200]
-    assert "entities" in calls[0].params and "entities" not in calls[1].params
+    with pytest.raises(ChannelWriteFailed, match=r"(?i)can't parse entities"):
+        await channel.edit_message(ref, "**final**", formatted=True)
+    [refused] = server.calls_to("editMessageText")
+    assert refused.status == 400 and "entities" in refused.params
+    assert server.texts(CHAT) == ["other", "preview"]
+    await channel.edit_message(ref, "**final**")  # the engine's plain retry
     assert server.texts(CHAT) == ["other", "**final**"]
     assert server.messages(CHAT)[0].entities  # the other message keeps its formatting
     server.fail("sendMessage", call=3, error=ApiError.cant_parse("Unsupported entity"))
-    await channel.send_message(str(CHAT), "_new_", formatted=True)
-    assert server.texts(CHAT)[-1] == "_new_"
+    with pytest.raises(ChannelWriteFailed):
+        await channel.send_message(str(CHAT), "_new_", formatted=True)
+    assert len(server.calls_to("sendMessage")) == 3
+    assert server.texts(CHAT) == ["other", "**final**"]
     assert other.message_id == "1"
+
+
+async def test_unparseable_later_part_of_a_split_send_goes_out_plain(
+    server: TelegramBotApiServer, channel: TelegramChannel
+) -> None:
+    """The first part landed, so the engine cannot resend the text: the refused later part
+    is written plain at once."""
+    markdown = "\n\n".join(f"**Part {i}.** " + "word " * 150 for i in range(8))[:6000]
+    server.fail("sendMessage", call=2, error=ApiError.cant_parse("Unsupported entity"))
+    await channel.send_message(str(CHAT), markdown, formatted=True)
+    calls = server.calls_to("sendMessage")
+    assert [c.status for c in calls] == [200, 400, 200]
+    assert "entities" not in calls[2].params
+    sent = server.messages(CHAT)
+    assert len(sent) == 2 and sent[0].entities and not sent[1].entities
+    assert "".join(m.text for m in sent) == markdown_to_telegram(markdown).text
 
 
 async def test_c14_every_preview_and_the_final_edit_are_accepted(

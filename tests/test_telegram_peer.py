@@ -184,6 +184,18 @@ async def test_scheduled_failure_and_delay(
     assert server.texts(111) == ["1", "3"]  # the 429 was not applied
 
 
+async def test_failure_of_the_first_matching_call(
+    server: TelegramBotApiServer, client: httpx.AsyncClient
+) -> None:
+    bold = [{"type": "bold", "offset": 0, "length": 1}]
+    server.fail_first("sendMessage", where=lambda p: "entities" in p, error=TOO_LONG)
+    assert (await _call(client, "sendMessage", chat_id=111, text="a"))[0] == 200
+    refused = await _call(client, "sendMessage", chat_id=111, text="b", entities=bold)
+    assert refused == (400, TOO_LONG.body())
+    assert (await _call(client, "sendMessage", chat_id=111, text="c", entities=bold))[0] == 200
+    assert server.texts(111) == ["a", "c"]
+
+
 async def test_callback_queries_are_answered_once(
     server: TelegramBotApiServer, client: httpx.AsyncClient
 ) -> None:

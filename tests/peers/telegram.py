@@ -43,7 +43,8 @@ Test hooks (all synchronous unless marked async):
   (1-based, counted over all chats) fail without being applied, e.g.
   ``server.fail("editMessageText", call=3, error=ApiError.flood(9))``; :meth:`delay` makes the
   N-th call be applied first and answered ``seconds`` later (a client with a shorter read
-  timeout times out while the write has landed).
+  timeout times out while the write has landed). :meth:`fail_first` fails the first later
+  call of a method whose decoded parameters match a predicate (e.g. the first formatted edit).
 * Observation: :attr:`calls` (every request as a :class:`Call`: method, decoded params,
   ``at``/``answered_at`` from ``time.monotonic()``, status, result or error),
   :meth:`calls_to`, :meth:`messages` (the bot messages a user now sees in a chat),
@@ -156,6 +157,7 @@ class TelegramBotApiServer:
         self._callback_ids = itertools.count(1)
         self._open_callbacks: set[str] = set()
         self._faults: dict[tuple[str, int], _Fault] = {}
+        self._matching_faults: list[tuple[str, Callable[[dict[str, Any]], bool], _Fault]] = []
         self._changed = asyncio.Event()
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -285,6 +287,13 @@ class TelegramBotApiServer:
         """The ``call``-th request (1-based) of ``method`` fails with ``error``, unapplied."""
         self._faults[(method.lower(), call)] = _Fault(error=error)
 
+    def fail_first(
+        self, method: str, *, where: Callable[[dict[str, Any]], bool], error: ApiError
+    ) -> None:
+        """The first later request of ``method`` whose decoded parameters satisfy ``where``
+        fails with ``error``, unapplied."""
+        self._matching_faults.append((method.lower(), where, _Fault(error=error)))
+
     def delay(self, method: str, *, call: int, seconds: float) -> None:
         """The ``call``-th request of ``method`` is applied, then answered after ``seconds``."""
         self._faults[(method.lower(), call)] = _Fault(delay_secs=seconds)
@@ -378,7 +387,7 @@ class TelegramBotApiServer:
         self.calls.append(call)
         self._notify()
         nth = len(self.calls_to(method))
-        fault = self._faults.pop((method.lower(), nth), _Fault())
+        fault = self._faults.pop((method.lower(), nth), None) or self._matching_fault(call)
         try:
             if token != self.token:
                 outcome: ApiError | Any = UNAUTHORIZED
@@ -404,6 +413,13 @@ class TelegramBotApiServer:
             body = {"ok": True, "result": outcome}
         self._notify()
         return web.json_response(body, status=call.status)
+
+    def _matching_fault(self, call: Call) -> _Fault:
+        for index, (method, where, fault) in enumerate(self._matching_faults):
+            if method == call.method.lower() and where(call.params):
+                del self._matching_faults[index]
+                return fault
+        return _Fault()
 
     async def _dispatch(self, method: str, params: dict[str, Any]) -> Any:
         handler = _METHODS.get(method)

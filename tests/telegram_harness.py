@@ -29,7 +29,7 @@ from typing import Any
 
 import anyio
 
-from channels.base import Channel, InboundHandler
+from channels.base import Channel, InboundHandler, utf16_len
 from channels.registry import build_channel
 from channels.telegram import TelegramChannel, TelegramTimeouts
 from config.loader import load_config_text
@@ -46,10 +46,13 @@ __all__ = [
     "Bot",
     "ObservedTelegramChannel",
     "assert_chat_invariants",
+    "assert_split_exactly",
     "content_chunk",
+    "pieces_of",
     "running_bot",
     "text_stream",
     "tool_call_stream",
+    "words",
 ]
 
 CHAT = 111
@@ -266,6 +269,39 @@ async def running_bot(
                 with anyio.fail_after(STOP_WITHIN_SECS):
                     await done.wait()
         assert codes == [0]
+
+
+# -- texts ----------------------------------------------------------------------------------
+
+
+def pieces_of(text: str, size: int) -> list[str]:
+    """``text`` in pieces of ``size`` characters (the last one shorter)."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def words(prefix: str, length: int) -> str:
+    """Words ``<prefix><n>`` separated by spaces, at least ``length`` characters."""
+    out, n = "", 0
+    while len(out) < length:
+        out += f"{prefix}{n} "
+        n += 1
+    return out.rstrip()
+
+
+def assert_split_exactly(texts: list[str], text: str) -> None:
+    """``texts`` are ``text`` cut into valid messages: each within 4096 UTF-16 units, and
+    together the text exactly, but for whitespace at the ends of a message (which Telegram
+    trims, and the formatted final text does not keep)."""
+    assert len(texts) >= 2
+    assert all(0 < utf16_len(t) <= 4096 for t in texts)
+    position = 0
+    for index, message in enumerate(texts):
+        body = message.strip()
+        skipped = len(text) - position - len(text[position:].lstrip())
+        position += skipped
+        assert text.startswith(body, position), f"message {index + 1} does not continue the text"
+        position += len(body)
+    assert not text[position:].strip()
 
 
 # -- invariants ---------------------------------------------------------------------------

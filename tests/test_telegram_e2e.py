@@ -8,14 +8,26 @@ Real sockets, real time: intervals are scaled down (150 ms instead of Telegram's
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from channels.base import utf16_len
 from channels.telegram_format import markdown_to_telegram
 from tests.peers.provider_server import Reply
-from tests.peers.telegram import ApiError
-from tests.telegram_harness import CHAT, reply, running_bot, text_stream, tool_call_stream
+from tests.peers.telegram import ApiError, Call, TelegramBotApiServer
+from tests.peers.telegram_wire import NOT_MODIFIED
+from tests.telegram_harness import (
+    CHAT,
+    assert_chat_invariants,
+    assert_split_exactly,
+    pieces_of,
+    reply,
+    running_bot,
+    text_stream,
+    tool_call_stream,
+    words,
+)
 
 NARRATION = "Let me check the time in UTC for you before I answer."
 ANSWER = "It is **morning** in UTC right now, read from the clock just this moment."
@@ -29,8 +41,57 @@ def _paragraphs(total: int) -> str:
     return "".join(paragraph.format(i=i) for i in range(total // 800 + 1))[:total]
 
 
-def _deltas(text: str, size: int) -> list[str]:
-    return [text[i : i + size] for i in range(0, len(text), size)]
+# -- the invariants helper itself ----------------------------------------------------------
+
+
+def _calls(*specs: tuple[str, float, str, dict[str, Any]]) -> TelegramBotApiServer:
+    """A peer (not started) whose record holds the given calls: (method, at, text, extra)."""
+    peer = TelegramBotApiServer()
+    for method, at, text, extra in specs:
+        params: dict[str, Any] = {"chat_id": CHAT, "text": text}
+        if method == "editMessageText":
+            params["message_id"] = 1
+        call = Call(method, params, at, **{"answered_at": at + 0.01, "status": 200, **extra})
+        if method == "sendMessage":
+            call.result = {"message_id": 1}
+        peer.calls.append(call)
+    return peer
+
+
+def test_invariants_catch_close_writes_identical_edits_and_unscheduled_refusals() -> None:
+    ok = _calls(("sendMessage", 0.0, "a", {}), ("editMessageText", 0.2, "ab", {}))
+    assert_chat_invariants(ok, CHAT, 150)
+    close = _calls(("sendMessage", 0.0, "a", {}), ("editMessageText", 0.1, "ab", {}))
+    with pytest.raises(AssertionError, match="started 100 ms after"):
+        assert_chat_invariants(close, CHAT, 150)
+    same = _calls(("sendMessage", 0.0, "a", {}), ("editMessageText", 0.2, "a", {}))
+    with pytest.raises(AssertionError, match="identical consecutive edit"):
+        assert_chat_invariants(same, CHAT, 150)
+    refused = {"status": 429, "error": ApiError.flood(1).description}
+    flood = _calls(("sendMessage", 0.0, "a", {}), ("editMessageText", 0.2, "ab", refused))
+    with pytest.raises(AssertionError, match="refused"):
+        assert_chat_invariants(flood, CHAT, 150)
+    assert_chat_invariants(flood, CHAT, 150, injected=[ApiError.flood(1)])
+
+
+def test_invariants_let_a_timed_out_edit_be_retried() -> None:
+    lost = {"status": None, "abandoned": True, "answered_at": None}
+    unchanged = {"status": 400, "error": NOT_MODIFIED.description}
+    retried = _calls(
+        ("sendMessage", 0.0, "a", {}),
+        ("editMessageText", 0.2, "ab", lost),
+        ("editMessageText", 1.5, "ab", unchanged),
+        ("editMessageText", 1.7, "abc", {}),
+    )
+    assert_chat_invariants(retried, CHAT, 150)
+    twice = _calls(
+        ("sendMessage", 0.0, "a", {}),
+        ("editMessageText", 0.2, "ab", lost),
+        ("editMessageText", 1.5, "ab", unchanged),
+        ("editMessageText", 1.7, "ab", unchanged),
+    )
+    with pytest.raises(AssertionError, match="identical consecutive edit"):
+        assert_chat_invariants(twice, CHAT, 150)
 
 
 # -- C12 ----------------------------------------------------------------------------------
@@ -52,7 +113,7 @@ async def test_c12_final_edit_equal_to_the_draft_is_not_sent(tmp_path: Path) -> 
     renders like the plain one, so the last edit completes it and nothing repeats it."""
     text = " ".join(f"plain{i}" for i in range(80))
     async with running_bot(
-        tmp_path, [reply(text_stream(_deltas(text, 60)), delay_secs=0.03)]
+        tmp_path, [reply(text_stream(pieces_of(text, 60)), delay_secs=0.03)]
     ) as bot:
         await bot.ask("hi")
     bot.check()
@@ -65,22 +126,6 @@ async def test_c12_final_edit_equal_to_the_draft_is_not_sent(tmp_path: Path) -> 
 # -- C13 and long answers -----------------------------------------------------------------
 
 
-def _assert_split_exactly(texts: list[str], text: str) -> None:
-    """``texts`` are ``text`` cut into valid messages: each within 4096 UTF-16 units, and
-    together the text exactly, but for whitespace at the ends of a message (which Telegram
-    trims, and the formatted final text does not keep)."""
-    assert len(texts) >= 2
-    assert all(0 < utf16_len(t) <= 4096 for t in texts)
-    position = 0
-    for index, message in enumerate(texts):
-        body = message.strip()
-        skipped = len(text) - position - len(text[position:].lstrip())
-        position += skipped
-        assert text.startswith(body, position), f"message {index + 1} does not continue the text"
-        position += len(body)
-    assert not text[position:].strip()
-
-
 C13_TEXT = _paragraphs(6000)
 
 
@@ -90,7 +135,7 @@ async def test_c13_six_thousand_characters_split_at_a_paragraph(tmp_path: Path, 
     frozen at a paragraph boundary within 4096, message 2 continues, together exactly the
     6000 characters; no write is ever refused as too long."""
     assert len(C13_TEXT) == 6000
-    deltas = _deltas(C13_TEXT, 200)
+    deltas = pieces_of(C13_TEXT, 200)
     assert len(deltas) == 30
     async with running_bot(
         tmp_path, [reply(text_stream(deltas), delay_secs=0.03)], mode=mode
@@ -98,7 +143,7 @@ async def test_c13_six_thousand_characters_split_at_a_paragraph(tmp_path: Path, 
         await bot.ask("write a lot")
     bot.check()
     texts = bot.peer.texts(CHAT)
-    _assert_split_exactly(texts, C13_TEXT)
+    assert_split_exactly(texts, C13_TEXT)
     assert texts[0] == C13_TEXT[:4000].rstrip()  # five whole paragraphs
     assert not any(c.error for c in bot.writes())
 
@@ -113,13 +158,13 @@ async def test_ten_thousand_utf16_units_of_emoji(tmp_path: Path, mode: str) -> N
     text = EMOJI_TEXT
     assert utf16_len(text) > 10_000 - 2
     async with running_bot(
-        tmp_path, [reply(text_stream(_deltas(text, 300)), delay_secs=0.02)], mode=mode
+        tmp_path, [reply(text_stream(pieces_of(text, 300)), delay_secs=0.02)], mode=mode
     ) as bot:
         await bot.ask("emoji please")
     bot.check()
     texts = bot.peer.texts(CHAT)
     assert len(texts) >= 3
-    _assert_split_exactly(texts, text)
+    assert_split_exactly(texts, text)
     assert not any(c.error for c in bot.writes())
 
 
@@ -135,7 +180,7 @@ async def test_c14_markup_mid_stream_previews_plain_final_formatted(tmp_path: Pa
     done (an unclosed ``*``, an open fence). Every preview is accepted (plain text); the final
     edit is formatted, as entities: italic UTC. (The ```` ```py ```` of the case is not at a
     line start, so by CommonMark the lone closing ```` ``` ```` opens a code block.)"""
-    deltas = [*_deltas(C14_LEAD, 40), *C14_DELTAS, *_deltas(C14_TAIL, 20)]
+    deltas = [*pieces_of(C14_LEAD, 40), *C14_DELTAS, *pieces_of(C14_TAIL, 20)]
     async with running_bot(
         tmp_path, [reply(text_stream(deltas), delay_secs=0.06)], interval_ms=100
     ) as bot:
@@ -156,24 +201,15 @@ async def test_c14_markup_mid_stream_previews_plain_final_formatted(tmp_path: Pa
     )
 
 
-def _words(prefix: str, length: int) -> str:
-    """Words ``<prefix><n>`` separated by spaces, at least ``length`` characters."""
-    out, n = "", 0
-    while len(out) < length:
-        out += f"{prefix}{n} "
-        n += 1
-    return out.rstrip()
-
-
 @pytest.mark.parametrize("mode", ["partial", "multi_message", "off"])
 async def test_c14_a_parse_error_sends_only_that_message_plain(tmp_path: Path, mode: str) -> None:
     """A real "can't parse entities" on the first formatted write (of the first of two
     messages): that message is written again plain, markers as typed, an interval later (the
     invariants check the spacing); the second message is formatted; nothing is lost."""
-    first = "**Part one** " + _words("one", 4060) + "\n\n"
-    second = "".join(C14_DELTAS) + "\n\n" + _words("two", 200)
+    first = "**Part one** " + words("one", 4060) + "\n\n"
+    second = "".join(C14_DELTAS) + "\n\n" + words("two", 200)
     async with running_bot(
-        tmp_path, [reply(text_stream(_deltas(first + second, 500)), delay_secs=0.02)], mode=mode
+        tmp_path, [reply(text_stream(pieces_of(first + second, 500)), delay_secs=0.02)], mode=mode
     ) as bot:
         error = ApiError.cant_parse("Unsupported start tag")
         bot.injected.append(error)
@@ -193,8 +229,8 @@ async def test_c14_a_parse_error_sends_only_that_message_plain(tmp_path: Path, m
 
 def _tool_then_answer() -> list[Reply]:
     return [
-        reply(tool_call_stream(_deltas(NARRATION, 12)), delay_secs=0.02),
-        reply(text_stream(_deltas(ANSWER, 10)), delay_secs=0.02),
+        reply(tool_call_stream(pieces_of(NARRATION, 12)), delay_secs=0.02),
+        reply(text_stream(pieces_of(ANSWER, 10)), delay_secs=0.02),
     ]
 
 

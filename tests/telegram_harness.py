@@ -20,6 +20,7 @@ Times are real (real sockets): tests keep the intervals short.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ __all__ = [
     "content_chunk",
     "pieces_of",
     "running_bot",
+    "slow_hook",
     "text_stream",
     "tool_call_stream",
     "words",
@@ -169,10 +171,11 @@ def _config_text(
     mode: str,
     interval_ms: int,
     multi_message_delay_ms: int,
-    token: str | None = None,
+    hook: str | None = None,
 ) -> str:
+    policy = f'policy:\n  on_message_sending: "{hook}"\n' if hook else ""
     return f"""\
-providers:
+{policy}providers:
   main:
     kind: openai_chat
     base_url: "{provider.url}/v1"
@@ -184,7 +187,7 @@ agent:
 channels:
   tg:
     kind: telegram
-    token: "{token or peer.token}"
+    token: "{peer.token}"
     base_url: "{peer.base_url}"
     stream_mode: {mode}
     draft_update_interval_ms: {interval_ms}
@@ -218,6 +221,16 @@ class ObservedTelegramChannel(TelegramChannel):
             await self._finished.wait()
 
 
+SLOW_HOOK_SECS = 0.4
+
+
+def slow_hook(channel: str, chat_id: str, text: str) -> str:
+    """An ``on_message_sending`` hook that takes :data:`SLOW_HOOK_SECS` (as one calling a
+    service synchronously would) and keeps the text."""
+    time.sleep(SLOW_HOOK_SECS)
+    return text
+
+
 def _fast_channels(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
     if config.kind == "telegram":
         return ObservedTelegramChannel(name, config, on_inbound)
@@ -232,8 +245,10 @@ async def running_bot(
     mode: str = "partial",
     interval_ms: int = 150,
     multi_message_delay_ms: int = 300,
+    hook: str | None = None,
 ) -> AsyncIterator[Bot]:
-    """The daemon serving the ``tg`` channel, its provider scripted with ``replies``."""
+    """The daemon serving the ``tg`` channel, its provider scripted with ``replies``;
+    ``hook`` is ``policy.on_message_sending`` (an import path)."""
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
         peer.open_chat(CHAT)
         provider.script(PATH, list(replies))
@@ -244,6 +259,7 @@ async def running_bot(
             mode=mode,
             interval_ms=interval_ms,
             multi_message_delay_ms=multi_message_delay_ms,
+            hook=hook,
         )
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         storage = tmp_path / "relaybot.db"

@@ -223,6 +223,30 @@ async def test_c18_key_split_across_a_tool_round_in_multi_message(tmp_path: Path
     ]
 
 
+# -- spacing when the hook is slow --------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="DeliveryDriver._step stamps a write with the clock read before applying the "
+    "queued events, so a slow hook makes the next write start too soon",
+)
+@pytest.mark.parametrize("mode", ["partial", "off"])
+async def test_a_slow_hook_does_not_squeeze_the_next_write(tmp_path: Path, mode: str) -> None:
+    """The hook runs on the final text when the answer ends, before the first final write;
+    it takes 0.4 s (longer than the interval). The final text fills two messages: the second
+    final write must still come an interval after the first one, as the chat sees them."""
+    text = "**Bold** " + words("one", 4060) + "\n\n" + words("two", 300)
+    body, cuts = text_stream(pieces_of(text, 500))
+    idle_then_end = Reply(body=body, cuts=cuts, delay_secs=0.02, pauses={len(cuts): 0.5})
+    async with running_bot(
+        tmp_path, [idle_then_end], mode=mode, hook="tests.telegram_harness:slow_hook"
+    ) as bot:
+        await bot.ask("hook")
+    assert len(bot.peer.messages(CHAT)) == 2
+    bot.check()
+
+
 # -- relaybot run with a refused token ------------------------------------------------------
 
 

@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers.error_events import error_from_code
 from providers.errors import StreamProtocolError
 from providers.events import (
     Final,
@@ -50,7 +51,7 @@ from providers.events import (
     Usage,
 )
 from providers.sse import SSEDecoder, parse_event_json
-from providers.stream_reducer import StreamReducer, arguments_json, error_from_code
+from providers.stream_reducer import StreamReducer, arguments_json
 
 __all__ = ["AnthropicStreamReducer", "map_stop_reason", "message_events"]
 

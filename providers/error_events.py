@@ -4,6 +4,11 @@ Streams report failures after HTTP 200 as error objects: OpenAI-compatible ``{"e
 chunks, Anthropic ``error`` events, Responses ``error``/``response.failed`` events, Ollama
 ``{"error": "..."}`` lines. DESIGN §2 types them like HTTP failures: rate limits are retryable
 (``ProviderRateLimited``), ``server_error``/``overloaded_error`` are ``ProviderServerError``.
+
+One table serves every wire format: :func:`error_from_code` types a code (and, from
+OpenAI-compatible servers, an HTTP status sent in the body); :func:`error_from_event` first reads
+the code out of a Chat Completions error object. The decoders that know where their code lives
+(Anthropic ``error.type``, Responses ``error.code``) call :func:`error_from_code` directly.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from providers.errors import (
     ProviderServerError,
 )
 
-__all__ = ["error_from_event"]
+__all__ = ["error_from_code", "error_from_event"]
 
+# Anthropic ``error.type`` (https://docs.anthropic.com/en/api/errors), OpenAI and Responses
+# ``error.code``/``error.type`` values, and the names OpenAI-compatible servers use.
 _RATE_LIMIT_CODES = frozenset(
     {"rate_limit_exceeded", "rate_limit_error", "too_many_requests", "insufficient_quota"}
 )
@@ -37,17 +44,47 @@ _BAD_REQUEST_CODES = frozenset(
 )
 
 
+def error_from_code(
+    code: str | None, message: str | None, *, what: str, status: int | None = None
+) -> ProviderError:
+    """Type an error the provider sent inside a 2xx body by its code (DESIGN §2 "Failures").
+
+    Rate limits (``code``, or ``status`` 429) → :class:`ProviderRateLimited` (``retry_after``
+    unknown); authentication/permission (or 401/403) → :class:`ProviderAuthError`; invalid
+    requests (a listed code, any other ``invalid_*`` code, or another 4xx) →
+    :class:`ProviderBadRequest`; anything else (``overloaded_error``, ``api_error``,
+    ``server_error``, unknown codes, no code at all) → :class:`ProviderServerError`, retryable:
+    the provider failed after accepting the request. ``status_code`` of the error stays ``None``:
+    the HTTP answer itself was 2xx.
+
+    Args:
+        code: the error's code or type, if it sent one.
+        message: its human-readable message, if any.
+        what: names the event in the error's message (``"error event"``, ``"response.failed"``).
+        status: an HTTP status the body carried as its code (OpenRouter sends the upstream's).
+    """
+    text = what + (f" {code}" if code else "") + (f": {message}" if message else "")
+    if code in _RATE_LIMIT_CODES or status == 429:
+        return ProviderRateLimited(text, retry_after=None, status_code=None, code=code)
+    if code in _AUTH_CODES or status in (401, 403):
+        return ProviderAuthError(text, code=code)
+    if (
+        code in _BAD_REQUEST_CODES
+        or (code or "").startswith("invalid_")
+        or (status is not None and 400 <= status < 500)
+    ):
+        return ProviderBadRequest(text, code=code)
+    return ProviderServerError(text, code=code)
+
+
 def error_from_event(error: Any) -> ProviderError:
-    """Map an error the provider sent *inside* a 2xx body to a typed error (DESIGN §2).
+    """Map an error object the provider sent *inside* a 2xx body to a typed error (DESIGN §2).
 
     ``error`` is the error object of the event: ``{"type"|"code": ..., "message": ...}``
     (OpenAI-compatible ``{"error": {...}}`` chunks, Anthropic ``error`` events, Responses
     ``error``/``response.failed``), a bare message string (Ollama), or ``None`` (a failure
-    without details). A numeric ``code`` (OpenRouter sends the upstream HTTP status) is read as
-    an HTTP status. Rate limits become :class:`ProviderRateLimited` (``retry_after`` unknown),
-    auth and request errors :class:`ProviderAuthError`/:class:`ProviderBadRequest`; anything
-    else, unknown codes included, is a :class:`ProviderServerError` (the provider failed after
-    accepting the request). ``status_code`` stays ``None``: the HTTP answer itself was 2xx.
+    without details). The first string of ``type``/``code`` is the code; a numeric one is read
+    as an HTTP status. Typed by :func:`error_from_code`.
     """
     code: str | None = None
     status: int | None = None
@@ -63,11 +100,4 @@ def error_from_event(error: Any) -> ProviderError:
                 status = value
             elif isinstance(value, str) and value and code is None:
                 code = value
-    text = "error event" + (f" {code}" if code else "") + (f": {message}" if message else "")
-    if code in _RATE_LIMIT_CODES or status == 429:
-        return ProviderRateLimited(text, retry_after=None, status_code=None, code=code)
-    if code in _AUTH_CODES or status in (401, 403):
-        return ProviderAuthError(text, code=code)
-    if code in _BAD_REQUEST_CODES or (status is not None and 400 <= status < 500):
-        return ProviderBadRequest(text, code=code)
-    return ProviderServerError(text, code=code)
+    return error_from_code(code, message, what="error event", status=status)

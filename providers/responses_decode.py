@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers.error_events import error_from_code
 from providers.errors import ProviderError, StreamProtocolError
 from providers.events import (
     Final,
@@ -46,7 +47,7 @@ from providers.events import (
     Usage,
 )
 from providers.sse import SSEDecoder, parse_event_json
-from providers.stream_reducer import StreamReducer, arguments_json, error_from_code
+from providers.stream_reducer import StreamReducer, arguments_json
 
 __all__ = ["ResponsesStreamReducer", "map_incomplete_reason", "output_items", "response_events"]
 

@@ -26,30 +26,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
-from providers.errors import (
-    ProviderAuthError,
-    ProviderBadRequest,
-    ProviderError,
-    ProviderRateLimited,
-    ProviderServerError,
-    StreamProtocolError,
-    StreamTruncated,
-)
+from providers.errors import ProviderError, StreamProtocolError, StreamTruncated
 from providers.events import StreamEvent
 
-__all__ = ["StreamReducer", "arguments_json", "error_from_code", "reduce_body"]
-
-_RATE_LIMIT_CODES = frozenset({"rate_limit_error", "rate_limit_exceeded", "insufficient_quota"})
-_AUTH_CODES = frozenset({"authentication_error", "permission_error", "invalid_api_key"})
-_BAD_REQUEST_CODES = frozenset(
-    {
-        "invalid_request_error",
-        "not_found_error",
-        "request_too_large",
-        "context_length_exceeded",
-        "invalid_prompt",
-    }
-)
+__all__ = ["StreamReducer", "arguments_json", "reduce_body"]
 
 
 class StreamReducer(ABC):
@@ -149,26 +129,6 @@ class StreamReducer(ABC):
         Raises:
             ProviderError: an error the provider sent, or a protocol violation.
         """
-
-
-def error_from_code(code: str | None, message: str | None, *, what: str) -> ProviderError:
-    """Type an error the provider sent inside a 2xx body by its code (DESIGN §2 "Failures").
-
-    Anthropic ``error.type`` values (https://docs.anthropic.com/en/api/errors) and Responses
-    ``error.code`` values map as: rate limits → :class:`ProviderRateLimited` (``retry_after``
-    unknown), authentication/permission → :class:`ProviderAuthError`, invalid requests →
-    :class:`ProviderBadRequest`; anything else (``overloaded_error``, ``api_error``,
-    ``server_error``, unknown codes, no code at all) → :class:`ProviderServerError`, retryable.
-    ``what`` names the event (``"error event"``, ``"response.failed"``) in the message.
-    """
-    text = what + (f" {code}" if code else "") + (f": {message}" if message else "")
-    if code in _RATE_LIMIT_CODES:
-        return ProviderRateLimited(text, retry_after=None, status_code=None, code=code)
-    if code in _AUTH_CODES:
-        return ProviderAuthError(text, code=code)
-    if code in _BAD_REQUEST_CODES or (code or "").startswith("invalid_"):
-        return ProviderBadRequest(text, code=code)
-    return ProviderServerError(text, code=code)
 
 
 def arguments_json(value: Any) -> str:

@@ -171,6 +171,7 @@ class FakeChat:
     messages: dict[str, Message] = field(default_factory=dict)
     writes: list[ChatWrite] = field(default_factory=list)
     states: list[tuple[float, tuple[str, ...]]] = field(default_factory=list)
+    snapshots: list[tuple[float, tuple[tuple[str, str], ...]]] = field(default_factory=list)
     typing: list[float] = field(default_factory=list)
     early_writes: list[ChatWrite] = field(default_factory=list)
     blocked_until: float = float("-inf")
@@ -217,8 +218,13 @@ class FakeChat:
     def _record(self, write: ChatWrite) -> None:
         self.writes.append(write)
 
+    def snapshot(self) -> tuple[tuple[str, str], ...]:
+        """``(message_id, text)`` of every visible message, oldest first."""
+        return tuple((m.id, m.text) for m in self.visible_messages())
+
     def _snapshot(self, t: float) -> None:
         self.states.append((t, tuple(self.visible())))
+        self.snapshots.append((t, self.snapshot()))
 
     def send(self, t: float, text: str, formatted: bool = False) -> str:
         try:
@@ -428,6 +434,8 @@ class ScriptedDelivery:
         self.now = 0.0
         self.wake: float | None = None
         self.actions: list[tuple[float, Action]] = []
+        self.fed: list[tuple[float, int, DeliveryEvent]] = []
+        """``(time, len(chat.writes) then, event)`` for each event fed."""
 
     def _execute(self, actions: list[Action]) -> None:
         queue = deque(actions)
@@ -476,6 +484,7 @@ class ScriptedDelivery:
         self.now = max(self.now, t)
 
     def feed(self, event: DeliveryEvent) -> None:
+        self.fed.append((self.now, len(self.chat.writes), event))
         self._execute(self.engine.handle(event, self.now))
 
     def play(

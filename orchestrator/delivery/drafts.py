@@ -24,8 +24,9 @@ cut (paragraph, line, word, hard) within the full limit and the rest continues i
 Edits per message (Matrix ``max_edits_per_message``): previews may use ``cap - 2`` edits of a
 message; the next change freezes it with one more edit (at the best cut of the text so far), and
 the last edit is kept for the final text (under a cap of 3 there is none to spare: the message
-keeps its first preview until the final edit). A message without edits left at the end is replaced:
-the final text is sent as a new message and the old one deleted.
+keeps its first preview until the final edit). When timeouts used up that last edit, the last
+message is deleted and its final text sent anew; an earlier one is left as it is (re-sending it
+would break the order), and the write counted as given up.
 
 The end: the final text is ``guard_piece(text)`` (once), formatted, laid out on the same cuts when
 the hook left it unchanged (else afresh), with the interrupted marker after a blank line when the
@@ -93,14 +94,12 @@ class _Slot:
     attempts: int = 0
     abandoned: str | None = None
     """A rendering given up on; tried again only when the desired text changes."""
-    deleted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class _SlotWrite:
     slot: _Slot
     rendered: str
-    replaces: str | None = None
 
 
 class DraftPlanner:
@@ -125,7 +124,6 @@ class DraftPlanner:
         self._final: list[_Target] | None = None
         self._final_text = ""
         self._final_suffix: str | None = None
-        self._doomed: list[str] = []
 
     # -- events ---------------------------------------------------------------------------
 
@@ -133,7 +131,8 @@ class DraftPlanner:
         self._status = None  # the next text replaces the status line
 
     def on_status(self, status: str) -> None:
-        self._status = status
+        # A status line takes at most half a message.
+        self._status = clip_line(self._limits, status, self._limits.max_length // 2)
 
     def on_round_ended(self) -> None:
         return None
@@ -171,7 +170,7 @@ class DraftPlanner:
             tail = render_chunk(text, start, len(text), fence, close=bool(suffix))[0]
         if not suffix:
             return tail
-        suffix = clip_line(self._limits, suffix, self._max // 2)
+        suffix = clip_line(self._limits, suffix, self._max)
         return tail + PARAGRAPH_BREAK + suffix if tail else suffix
 
     def _extend_cuts(self, text: str, suffix: str | None, live_room: int) -> None:
@@ -235,9 +234,11 @@ class DraftPlanner:
         cap = self._settings.max_edits_per_message
         if cap is None:
             return True
-        if final:
-            return slot.edits < cap
-        return slot.edits < (_preview_edits(cap) if live else cap - 1)
+        if live and not final:
+            return slot.edits < _preview_edits(cap)
+        # A frozen message normally needs one edit (its freezing edit) and keeps one for the
+        # final; should retries use that one too, right content beats formatting.
+        return slot.edits < cap
 
     def _next(self) -> PlannedWrite | None:
         targets, final = self._targets()
@@ -259,16 +260,23 @@ class DraftPlanner:
                 continue
             if self._edit_allowed(slot, index == len(self._cuts), final):
                 return PlannedWrite(EditMessage(slot.message_id, text, formatted), write, final)
-            if final:  # no edit left: replace it with a new message
-                replacing = _SlotWrite(slot, rendered, slot.message_id)
-                return PlannedWrite(SendMessage(text, formatted), replacing, final)
+            if not final and index == len(self._cuts):
+                continue  # the live draft keeps its preview until the final edit
+            # No edit left for a frozen message or the final text (timeouts used them up).
+            later = self._slots[index + 1 : len(targets)]
+            if final and all(other.message_id is None for other in later):
+                # The last message: delete it (surplus drafts first), then send the final
+                # text anew, so the chat keeps its order.
+                for spare in self._slots[len(targets) :]:
+                    if spare.message_id is not None:
+                        return PlannedWrite(DeleteMessage(spare.message_id), _SlotWrite(spare, ""))
+                return PlannedWrite(DeleteMessage(slot.message_id), write, final)
+            slot.abandoned = rendered  # re-sending it would put it out of order
+            self._counters.writes_given_up += 1
         if final:
             for slot in self._slots[len(targets) :]:
                 if slot.message_id is not None:
                     return PlannedWrite(DeleteMessage(slot.message_id), _SlotWrite(slot, ""))
-            if self._doomed:
-                stale = _Slot(message_id=self._doomed[0])
-                return PlannedWrite(DeleteMessage(self._doomed[0]), _SlotWrite(stale, ""))
         return None
 
     def next_kind(self) -> WriteKind | None:
@@ -293,8 +301,6 @@ class DraftPlanner:
             self._forget(slot)
             return
         if write.kind == "send":
-            if target.replaces is not None:
-                self._doomed.append(target.replaces)
             slot.message_id, slot.edits, slot.orphan = message_id, 0, False
             slot.unconfirmed = message_id is None
         else:
@@ -312,13 +318,13 @@ class DraftPlanner:
                 self._counters.writes_given_up += reason != "timeout"
                 self._forget(slot)
             return
-        if reason == "timeout" and kind == "send":
+        if reason == "not_modified" and kind == "edit":
+            slot.shown, slot.attempts = target.rendered, 0  # it shows that already: no edit made
+        elif reason == "timeout" and kind == "send":
             self._counters.unconfirmed_sends += 1
             slot.shown = target.rendered
             if write.final:
                 slot.unconfirmed = True
-                if target.replaces is not None:
-                    self._doomed.append(target.replaces)
             else:
                 slot.orphan = True
         elif reason == "timeout":
@@ -350,9 +356,7 @@ class DraftPlanner:
         return True
 
     def _forget(self, slot: _Slot) -> None:
-        if slot.message_id in self._doomed:
-            self._doomed.remove(slot.message_id)
-        slot.message_id, slot.shown, slot.deleted = None, None, True
+        slot.message_id, slot.shown = None, None
 
     def _shrink(self, target: _SlotWrite, write: PlannedWrite) -> None:
         """The platform counted more than we did: lay this message and the next out again with

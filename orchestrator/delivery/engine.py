@@ -215,9 +215,7 @@ class DeliveryEngine:
                     wait = self._settings.interval if retry_after is None else retry_after
                     self._blocked_until = max(self._blocked_until, now + wait)
                     self._planner.deferred(write)
-                elif reason == "not_modified" and write.kind == "edit":
-                    self._planner.succeeded(write, None)  # it already shows that text
-                else:
+                else:  # "not_modified" on an edit is success, without an edit made
                     self._planner.failed(write, reason)
                 return
             case _:

@@ -39,13 +39,13 @@ from dataclasses import dataclass
 
 from orchestrator.delivery.events import SendMessage, WriteFailure
 from orchestrator.delivery.planning import (
-    PARAGRAPH_BREAK,
     RESTARTED_NOTICE,
     Counters,
     Ending,
     PlannedWrite,
     Transcript,
     WriteKind,
+    append_line,
     clip_line,
 )
 from orchestrator.delivery.settings import DeliverySettings
@@ -201,6 +201,7 @@ class QueuePlanner:
     def on_round_ended(self) -> None:
         if self._streams:
             self._cut(flush=True)
+        self._attempt += 1  # the next round is a new attempt too
 
     def on_restarted(self) -> None:
         current = self._attempt
@@ -234,7 +235,7 @@ class QueuePlanner:
         text = self._transcript.text
         body = (self._guard.guard_piece(text) or "") if text.strip() else ""
         if ending.kind == "interrupted":
-            body = body + PARAGRAPH_BREAK + ending.line if body.strip() else ending.line
+            body = append_line(body, ending.line)
         for chunk in split_text(self._limits, body, self._max):
             self._queue_message(chunk, formatted=True, piece=True, raw=False)
 

@@ -14,7 +14,7 @@ from typing import Literal, Protocol
 
 from channels.base import ChannelLimits
 from orchestrator.delivery.events import DeleteMessage, EditMessage, SendMessage, WriteFailure
-from orchestrator.delivery.splitting import fit_end, measure
+from orchestrator.delivery.splitting import fit_end, measure, scan_fence
 
 __all__ = [
     "MAX_ATTEMPTS",
@@ -26,6 +26,7 @@ __all__ = [
     "Planner",
     "Transcript",
     "WriteKind",
+    "append_line",
     "clip_line",
     "interrupted_marker",
 ]
@@ -46,6 +47,17 @@ WriteKind = Literal["send", "edit", "delete"]
 def interrupted_marker(cause: str) -> str:
     """The line that follows an interrupted answer (DESIGN §3 "Interrupted answers")."""
     return f"⚠️ Answer interrupted: {cause}"
+
+
+def append_line(text: str, line: str) -> str:
+    """``text``, then ``line`` after a blank line (a code fence left open is closed first, so
+    the line does not render as code); ``line`` alone when ``text`` is blank."""
+    if not text.strip():
+        return line
+    fence = scan_fence(text, 0, len(text), None)
+    if fence is not None:
+        text += ("" if text.endswith("\n") else "\n") + fence.marker
+    return text + PARAGRAPH_BREAK + line
 
 
 def clip_line(limits: ChannelLimits, line: str, room: int) -> str:
@@ -132,7 +144,8 @@ class Planner(Protocol):
 
     The engine calls :meth:`plan` only when a write may start now, and starts what it returns;
     :meth:`next_kind` peeks without committing. Exactly one of :meth:`succeeded` /
-    :meth:`failed` / :meth:`deferred` follows each planned write.
+    :meth:`failed` (every outcome but a rate limit; ``not_modified`` on an edit means it shows
+    that text already) / :meth:`deferred` (rate limited) follows each planned write.
     """
 
     def on_text(self) -> None: ...

@@ -226,9 +226,6 @@ def find_cut(
         is guaranteed, the limit then is not).
     """
     prefix = measure(limits, fence_in.reopen) if fence_in else 0
-    if prefix * 2 >= max_length:
-        fence_in = None  # an absurdly long opening line: give up balancing for this message
-        prefix = 0
     e_max = fit_end(limits, text, start, end, max_length - prefix)
     if e_max <= start:
         return Chunk(start + 1, scan_fence(text, start, start + 1, fence_in))
@@ -241,9 +238,11 @@ def find_cut(
             if fence_out != fence_in and text[opener_at:cut].strip() == fence_out.opener:
                 if opener_at > start and scan_fence(text, start, opener_at, fence_in) is None:
                     return Chunk(opener_at, None)
-        if measure(limits, body) <= max_length:
-            return Chunk(cut, fence_out)
-        return None
+        if measure(limits, body) > max_length:
+            return None
+        if fence_out is not None and measure(limits, fence_out.reopen) * 2 >= max_length:
+            return Chunk(cut, None)  # an absurdly long opening line: the next does not reopen
+        return Chunk(cut, fence_out)
 
     room = e_max - start
     kinds = _boundaries(text, start, e_max)

@@ -1,0 +1,322 @@
+"""Streaming invariants of the delivery engine on random scripts, modes, limits and failures.
+
+What the chat must show, defined precisely (DESIGN §3):
+
+- *Additions*: the splitter closes a code fence at a cut (``"```"``, after a newline) and reopens
+  it at the top of the next message (its opening line); a draft's status line and the
+  interrupted marker follow the text after a blank line; ``multi_message`` sends the status
+  lines, the restart notice and the marker as messages of their own. These are removed before
+  comparing.
+- ``partial`` and ``off``: the messages, additions removed, concatenate to the full text (all
+  rounds, ``"\\n\\n"`` between rounds that showed text), except that trailing whitespace may be
+  dropped before the marker.
+- ``multi_message``: the messages, additions removed, are the full text's pieces in order with
+  only whitespace between them.
+- Every state a user could see, additions removed, is a prefix of that (no restart in the run).
+- A message whose send timed out has no id: the engine cannot edit it and never does. It may
+  show a stale preview; it is left out of the comparison.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from itertools import pairwise
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from channels.base import ChannelLimits
+from orchestrator.delivery.events import (
+    AnswerEnded,
+    AnswerInterrupted,
+    DeliveryEvent,
+    Restarted,
+    RoundEnded,
+    TextEmitted,
+    ToolFinished,
+    ToolStarted,
+)
+from orchestrator.delivery.planning import RESTARTED_NOTICE
+from orchestrator.delivery.settings import DeliverySettings
+from tests.fakes import (
+    Fail,
+    FakeChat,
+    ScriptedDelivery,
+    rate_limited,
+    timeout,
+    write_failed,
+)
+
+MARKER = "⚠️ Answer interrupted: x"
+_CLOSER = re.compile(r"(`{3,}|~{3,})$")
+
+
+def html(text: str) -> str:
+    return f"<p>{text}</p>"
+
+
+# -- matching messages against the text ---------------------------------------------------
+
+
+def matches(messages: list[str], text: str, *, gaps: bool, prefix: bool) -> bool:
+    """Whether ``messages`` are ``text`` cut in order (see the module docstring).
+
+    Args:
+        gaps: whitespace of ``text`` may lie between messages (``multi_message``).
+        prefix: the messages may cover only a prefix of ``text`` (a state mid-stream).
+    """
+
+    @functools.cache
+    def match(index: int, pos: int, reopened: bool) -> bool:
+        if index == len(messages):
+            return prefix or not text[pos:].strip()
+        starts = [pos]
+        if gaps:
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+                starts.append(pos)
+        message = messages[index]
+        heads = [message]
+        if reopened and "\n" in message:
+            heads.append(message.split("\n", 1)[1])
+        for head in heads:
+            bodies = [(head, False)]
+            closer = _CLOSER.search(head)
+            if closer:
+                bare = head[: closer.start(1)]
+                bodies.append((bare, True))
+                if bare.endswith("\n"):
+                    bodies.append((bare[:-1], True))
+            for body, closed in bodies:
+                for start in starts:
+                    if text.startswith(body, start) and match(index + 1, start + len(body), closed):
+                        return True
+        return False
+
+    return match(0, 0, False)
+
+
+def strip_additions(messages: list[str], statuses: set[str], *, own_messages: bool) -> list[str]:
+    """Remove status lines, the restart notice and the marker (module docstring)."""
+    out: list[str] = []
+    for message in messages:
+        if own_messages and (message in statuses or message in (RESTARTED_NOTICE, MARKER)):
+            continue
+        out.append(message)
+    if out and not own_messages:
+        last = out[-1]
+        for suffix in [*statuses, MARKER]:
+            if last == suffix:
+                last = ""
+            elif last.endswith("\n\n" + suffix):
+                last = last[: -len(suffix) - 2]
+        out[-1] = last
+        if not last:
+            out.pop()
+        if out and MARKER in messages[-1]:
+            out[-1] = out[-1].rstrip()  # the blank line before the marker is not text
+    return out
+
+
+# -- strategies ---------------------------------------------------------------------------
+
+_PARTS = ["a", "b", "cd ", " ", "\n", "\n\n", "```", "```py\n", "😀", "é", "word "]
+
+
+@st.composite
+def scenarios(
+    draw: st.DrawFn, modes: tuple[str, ...] = ("partial", "multi_message", "off")
+) -> dict:
+    mode = draw(st.sampled_from(modes))
+    unit = draw(st.sampled_from(["paragraph", "turn"]))
+    max_length = draw(st.integers(60, 300))
+    limits = ChannelLimits(max_length, draw(st.sampled_from(["utf16", "chars"])))
+    delivery = DeliverySettings(
+        mode=mode,
+        draft_update_interval_ms=draw(st.sampled_from([50, 300, 1000, 2000])),
+        multi_message_delay_ms=draw(st.sampled_from([0, 800, 1500])),
+        limits=limits,
+        multi_message_unit=unit,
+        max_edits_per_message=draw(st.one_of(st.none(), st.integers(1, 8))),
+        show_tool_status=draw(st.booleans()),
+        render_formatted=draw(st.sampled_from([html, str])),
+    )
+    restarts = draw(st.booleans())
+    t, tools = 0.0, 0
+    script: list[tuple[float, DeliveryEvent]] = []
+    for _ in range(draw(st.integers(0, 30))):
+        t = round(t + draw(st.floats(0, 2.5)), 2)
+        kind = draw(st.sampled_from(["text"] * 6 + ["tool"] + (["restart"] if restarts else [])))
+        if kind == "text":
+            script.append(
+                (
+                    t,
+                    TextEmitted(
+                        "".join(draw(st.lists(st.sampled_from(_PARTS), min_size=1, max_size=6)))
+                    ),
+                )
+            )
+        elif kind == "tool":
+            tools += 1
+            script += [
+                (t, RoundEnded()),
+                (t, ToolStarted(f"⏳ t{tools}…")),
+                (t + 0.5, ToolFinished()),
+            ]
+            t += 0.5
+        else:
+            script.append((t, Restarted()))
+    interrupted = draw(st.booleans())
+    script.append(
+        (
+            round(t + draw(st.floats(0, 3)), 2),
+            AnswerInterrupted("x") if interrupted else AnswerEnded(),
+        )
+    )
+    fails = []
+    for _ in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["send", "edit", "any"]))
+        nth = draw(st.integers(1, 12))
+        error = draw(st.sampled_from(["rate_limited", "timeout", "failed"]))
+        if error == "rate_limited":
+            fails.append(Fail(kind, nth, rate_limited(draw(st.sampled_from([0.2, 1.2, 9.0])))))
+        elif error == "timeout":
+            fails.append(Fail(kind, nth, timeout, lands=kind != "edit" or draw(st.booleans())))
+        else:  # only formatted writes fail, so the plain retry gets through
+            fails.append(Fail(kind, nth, write_failed, when=lambda k, m, text, fmt: fmt))
+    chat_limit = max_length - draw(st.sampled_from([0, 0, 0, 7]))
+    return {
+        "settings": delivery,
+        "script": script,
+        "restarts": restarts and any(isinstance(e, Restarted) for _, e in script),
+        "interrupted": interrupted,
+        "chat": FakeChat(ChannelLimits(chat_limit, limits.unit), fail=fails),
+        "latency": draw(st.sampled_from([0.0, 0.05, 0.4])),
+        "statuses": {f"⏳ t{i}…" for i in range(1, tools + 1)},
+    }
+
+
+def expected_text(script: list[tuple[float, DeliveryEvent]]) -> str:
+    """The reply's visible text: rounds joined by a blank line when the earlier ones showed
+    text; a restart drops the current round's text."""
+    done, current = "", ""
+    for _, item in script:
+        if isinstance(item, TextEmitted):
+            current += item.text
+        elif isinstance(item, RoundEnded):
+            done = done + "\n\n" + current if done and current else done + current
+            current = ""
+        elif isinstance(item, Restarted):
+            current = ""
+    return done + "\n\n" + current if done and current else done + current
+
+
+# -- the property -------------------------------------------------------------------------
+
+
+@settings(
+    max_examples=400,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(scenarios())
+def test_streaming_invariants(case: dict) -> None:
+    check_invariants(case)
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(scenarios(modes=("partial",)))
+def test_streaming_invariants_of_drafts(case: dict) -> None:
+    check_invariants(case)
+
+
+def check_invariants(case: dict) -> None:
+    delivery: DeliverySettings = case["settings"]
+    chat: FakeChat = case["chat"]
+    run = ScriptedDelivery(delivery, chat=chat, latency=case["latency"])
+    run.play(case["script"], limit=10_000)  # it always finishes
+    text = run.engine.text
+    assert text == expected_text(case["script"])
+    mode = delivery.mode
+    event(f"mode {mode}")
+    event(f"messages: {min(len(chat.messages), 3)}+")
+    event(f"rate limited: {run.engine.stats.rate_limited > 0}")
+    event(f"given up: {run.engine.stats.writes_given_up > 0}")
+    own_messages = mode == "multi_message"
+
+    # Spacing, start to start; sends in multi_message also by the delay; flood waits honoured.
+    writes = chat.chat_writes()
+    for a, b in pairwise(writes):
+        assert b.t - a.t >= delivery.interval - 1e-9
+    sends = chat.chat_writes("send")
+    for a, b in pairwise(sends):
+        assert b.t - a.t >= delivery.send_delay - 1e-9
+    assert chat.early_writes == []
+
+    # No identical edit, except the retry of an edit that timed out (rate-limited and refused
+    # attempts changed nothing in between).
+    last_outcome: dict[str, str] = {}
+    for write in writes:
+        if write.outcome == "MessageNotModified":
+            assert last_outcome.get(write.message_id or "") == "ChannelTimeout"
+        if write.message_id is not None and write.outcome in ("ok", "ChannelTimeout"):
+            last_outcome[write.message_id] = write.outcome
+
+    # Every message within the limit: the chat refuses anything longer, so nothing too long
+    # was ever shown; the engine only meets "too long" when the platform counts tighter.
+    if chat.limits.max_length == delivery.limits.max_length:
+        assert not [w for w in writes if w.outcome == "MessageTooLong"]
+
+    # Orphans: drafts whose send timed out before the answer ended (the engine has no id for
+    # them, so it stops previewing and sends the final text anew).
+    ended_at = run.fed[-1][1]
+    orphans = {
+        w.message_id
+        for w in chat.writes[:ended_at]
+        if w.kind == "send" and w.outcome == "ChannelTimeout"
+    }
+
+    def shown(snapshot: tuple[tuple[str, str], ...]) -> list[str]:
+        return [body for mid, body in snapshot if mid not in orphans or mode != "partial"]
+
+    final = shown(chat.snapshot())
+    statuses: set[str] = case["statuses"]
+
+    # The interrupted marker is present iff interrupted (once, last).
+    marked = [m for m in final if m == MARKER or m.endswith(MARKER)]
+    if case["interrupted"]:
+        assert len(marked) == 1 and final and final[-1] == marked[0]
+    else:
+        assert marked == []
+
+    if case["restarts"] and mode != "partial":
+        return  # pieces of a failed attempt stand in the chat: nothing more to compare
+    if run.engine.stats.writes_given_up:
+        return  # a write given up leaves what it could not change
+
+    # The final chat is the full text.
+    bodies = strip_additions(final, statuses, own_messages=own_messages)
+    if mode != "multi_message":
+        assert all(s not in m for m in bodies for s in statuses)
+    assert matches(bodies, text, gaps=own_messages, prefix=False), (bodies, text)
+    if delivery.render_formatted is html and not any(w.outcome != "ok" for w in writes):
+        assert all(
+            m.formatted
+            for m in chat.visible_messages()
+            if m.text in final and m.text not in (MARKER, RESTARTED_NOTICE, *statuses)
+        )
+
+    # Every state on the way showed a prefix of it: in partial, the text so far; elsewhere
+    # messages are never edited, so each state is the start of the final chat.
+    if not case["restarts"]:
+        for _, snapshot in chat.snapshots:
+            if mode != "partial":
+                assert list(shown(snapshot)) == final[: len(snapshot)]
+                continue
+            state = strip_additions(shown(snapshot), statuses, own_messages=False)
+            assert matches(state, text, gaps=False, prefix=True), (state, text)

@@ -108,7 +108,7 @@ async def test_c12_short_answer_is_one_message_without_any_edit(tmp_path: Path) 
     assert bot.peer.states(CHAT) == [("Hello world",)]
 
 
-async def test_c12_final_edit_equal_to_the_draft_is_not_sent(tmp_path: Path) -> None:
+async def test_c12_long_plain_answer_never_repeats_an_edit(tmp_path: Path) -> None:
     """A long plain answer: the draft shows all but the held tail; the final (formatted) text
     renders like the plain one, so the last edit completes it and nothing repeats it."""
     text = " ".join(f"plain{i}" for i in range(80))
@@ -148,22 +148,28 @@ async def test_c13_six_thousand_characters_split_at_a_paragraph(tmp_path: Path, 
     assert not any(c.error for c in bot.writes())
 
 
-EMOJI_TEXT = ("😀🎉🚀 " * 3333 + "✅")[:10_000]
+EMOJI_TEXTS = {
+    "spaced": "😀🎉🚀 " * 1428 + "✅🎉!",  # 7 units a group
+    "solid": "😀" * 5000,  # no boundary at all: hard cuts
+}
 
 
-@pytest.mark.parametrize("mode", ["partial", "multi_message", "off"])
-async def test_ten_thousand_utf16_units_of_emoji(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(
+    ("mode", "kind"),
+    [("partial", "spaced"), ("multi_message", "spaced"), ("off", "spaced"), ("partial", "solid")],
+)
+async def test_ten_thousand_utf16_units_of_emoji(tmp_path: Path, mode: str, kind: str) -> None:
     """Emoji are two UTF-16 units each: the limit is counted in UTF-16 units, a cut never
     splits a surrogate pair, every message is accepted and the concatenation is exact."""
-    text = EMOJI_TEXT
-    assert utf16_len(text) > 10_000 - 2
+    text = EMOJI_TEXTS[kind]
+    assert utf16_len(text) == 10_000
     async with running_bot(
         tmp_path, [reply(text_stream(pieces_of(text, 300)), delay_secs=0.02)], mode=mode
     ) as bot:
         await bot.ask("emoji please")
     bot.check()
     texts = bot.peer.texts(CHAT)
-    assert len(texts) >= 3
+    assert len(texts) == 3
     assert_split_exactly(texts, text)
     assert not any(c.error for c in bot.writes())
 

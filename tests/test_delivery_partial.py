@@ -163,8 +163,10 @@ def test_the_engine_asks_to_sleep_until_the_next_write_is_allowed() -> None:
     assert engine.poll(0.0) == [SendTyping(), SleepUntil(4.0)]
     assert engine.handle(TextEmitted("a"), 0.1) == [SendMessage("a")]
     assert engine.handle(TextEmitted("b"), 0.2) == []  # the send is in flight
-    assert engine.handle(WriteSucceeded("7"), 0.3) == [SleepUntil(1.1)]
-    assert engine.poll(1.1) == [EditMessage("7", "ab")]
+    # The interval counts from the send's completion (its outcome).
+    assert engine.handle(WriteSucceeded("7"), 0.3) == [SleepUntil(1.3)]
+    assert engine.poll(1.2) == [SleepUntil(1.3)]
+    assert engine.poll(1.3) == [EditMessage("7", "ab")]
 
 
 # -- rounds and tool status ---------------------------------------------------------------

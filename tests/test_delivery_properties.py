@@ -249,13 +249,15 @@ def check_invariants(case: dict) -> None:
     event(f"given up: {run.engine.stats.writes_given_up > 0}")
     own_messages = mode == "multi_message"
 
-    # Spacing, start to start; sends in multi_message also by the delay; flood waits honoured.
+    # Spacing: an interval from one write's completion to the next start (so start to start too);
+    # sends in multi_message also by the delay; flood waits honoured.
+    # (The chat records when a write started; it completed ``latency`` later.)
     writes = chat.chat_writes()
     for a, b in pairwise(writes):
-        assert b.t - a.t >= delivery.interval - 1e-9
+        assert b.t - a.t >= delivery.interval + case["latency"] - 1e-9
     sends = chat.chat_writes("send")
     for a, b in pairwise(sends):
-        assert b.t - a.t >= delivery.send_delay - 1e-9
+        assert b.t - a.t >= delivery.send_delay + case["latency"] - 1e-9
     assert chat.early_writes == []
 
     # No identical edit, except the retry of an edit that timed out (rate-limited and refused

@@ -20,14 +20,15 @@ intermediate states are never queued): :class:`~orchestrator.delivery.drafts.Dra
 ``multi_message``); their module docstrings describe the layouts. The engine owns time:
 
 - *Spacing*: a write starts no earlier than ``draft_update_interval_ms`` after the previous
-  write *started* (start-to-start; as the previous write has been answered before the next one
-  starts, writes never overlap either). In ``multi_message`` a send also waits
-  ``multi_message_delay_ms`` after the previous send started.
+  write *completed* (its outcome was fed back), so start-to-start is at least the interval too,
+  however long the caller took between our decision and its request (a slow
+  ``on_message_sending`` hook runs in between). In ``multi_message`` a send also waits
+  ``multi_message_delay_ms`` after the previous send completed.
 - *Flood control*: ``WriteFailed("rate_limited", retry_after)`` fed at ``now`` blocks every
   write and the typing indicator until ``now + retry_after``; then the planner's newest state is
   written (interim states were never queued; the final text is never dropped).
 - *Typing*: while the answer is not over, ``SendTyping`` at the first poll and then whenever
-  ``typing_interval_ms`` passed since both the last typing and the last write started.
+  ``typing_interval_ms`` passed since both the last typing and the last write.
 
 Event table (``handle(event, now)``)::
 
@@ -141,6 +142,7 @@ class DeliveryEngine:
         self._over = False
         self._in_flight: PlannedWrite | None = None
         self._last_write_at: float | None = None
+        """When the last write completed (its outcome was fed), monotonic seconds."""
         self._last_send_at: float | None = None
         self._blocked_until = float("-inf")
         self._last_typing_at: float | None = None
@@ -203,13 +205,13 @@ class DeliveryEngine:
         burst of text yields one write with the newest text)."""
         match event:
             case WriteSucceeded(message_id=message_id):
-                write = self._take_in_flight()
+                write = self._take_in_flight(now)
                 if write.kind == "send" and message_id is not None:
                     self._counters.messages_created += 1
                 self._planner.succeeded(write, message_id)
                 return
             case WriteFailed(reason=reason, retry_after=retry_after):
-                write = self._take_in_flight()
+                write = self._take_in_flight(now)
                 if reason == "rate_limited":
                     self._counters.rate_limited += 1
                     wait = self._settings.interval if retry_after is None else retry_after
@@ -248,11 +250,14 @@ class DeliveryEngine:
         self._over = True
         self._planner.on_end(ending)
 
-    def _take_in_flight(self) -> PlannedWrite:
+    def _take_in_flight(self, now: float) -> PlannedWrite:
         write = self._in_flight
         if write is None:
             raise DeliveryProtocolError("a write outcome arrived with no write in flight")
         self._in_flight = None
+        self._last_write_at = now
+        if write.kind == "send":
+            self._last_send_at = now
         return write
 
     # -- output ---------------------------------------------------------------------------
@@ -302,12 +307,11 @@ class DeliveryEngine:
 
     def _start(self, write: PlannedWrite, now: float) -> None:
         self._in_flight = write
-        self._last_write_at = now
         self._counters.writes_sent += 1
         match write.kind:
-            case "send":
-                self._last_send_at = now
             case "edit":
                 self._counters.edits_sent += 1
             case "delete":
                 self._counters.deletes_sent += 1
+            case _:
+                pass

@@ -22,10 +22,10 @@ class DeliverySettings:
     Attributes:
         mode: ``off`` (one message at the end), ``partial`` (an edited draft) or
             ``multi_message`` (each paragraph or turn its own message).
-        draft_update_interval_ms: least time between the starts of two consecutive writes (send,
-            edit, delete) to the chat, in milliseconds. Typing does not count.
-        multi_message_delay_ms: in ``multi_message``, least time between the starts of two
-            consecutive sends, in milliseconds.
+        draft_update_interval_ms: least time from the end of one write (send, edit, delete) to
+            the chat to the start of the next, in milliseconds (so also start to start). Typing
+            does not count.
+        multi_message_delay_ms: in ``multi_message``, the same between two sends.
         limits: the platform's message length limit and the unit it counts in.
         multi_message_unit: what one message holds in ``multi_message``: a ``paragraph``
             (Matrix, Discord) or a completed model ``turn`` (Telegram).

@@ -1,0 +1,243 @@
+"""Carries out a delivery engine's actions through a channel (DESIGN §3): the I/O half.
+
+Theory of operation
+-------------------
+The turn loop :meth:`~DeliveryDriver.feed`\\ s events (synchronous, never blocks) while
+:meth:`~DeliveryDriver.run` runs in the turn's task group. Each pass of the loop applies every
+queued event to the engine at once (so a burst of text costs one write with the newest text),
+polls it, and executes what it returns: writes through the channel's primitives, one at a time,
+each outcome fed straight back; typing; or a wait until the engine's ``SleepUntil`` deadline or
+the next :meth:`feed`, whichever comes first. ``run`` returns the delivery's
+:class:`~orchestrator.delivery.engine.DeliveryStats` once the engine is finished.
+
+Channel errors become write outcomes here, once (STYLE §5): ``ChannelRateLimited`` →
+``rate_limited`` (with its ``retry_after``), ``MessageNotModified`` → ``not_modified``,
+``MessageTooLong`` → ``too_long``, ``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``,
+any other ``ChannelError`` (or an unexpected exception from an adapter, logged with its
+traceback) → ``failed``. Typing failures are logged and ignored.
+
+Cancelling ``run`` abandons the reply: a write in progress may or may not land, and nothing
+more is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+
+import anyio
+
+from channels.base import Channel, MessageRef
+from channels.errors import (
+    ChannelError,
+    ChannelRateLimited,
+    ChannelTimeout,
+    MessageGone,
+    MessageNotModified,
+    MessageTooLong,
+)
+from orchestrator.delivery.engine import DeliveryEngine, DeliveryProtocolError, DeliveryStats
+from orchestrator.delivery.events import (
+    Action,
+    DeleteMessage,
+    DeliveryEvent,
+    EditMessage,
+    SendMessage,
+    SendTyping,
+    SleepUntil,
+    WriteFailed,
+    WriteSucceeded,
+)
+from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.policy.reply import PieceGuard
+
+__all__ = ["DeliveryDriver"]
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryDriver:
+    """Delivers one reply to one chat.
+
+    Args:
+        channel: executes the writes.
+        chat_id: the chat to write to.
+        guard: the reply's policy (see :class:`~orchestrator.delivery.engine.DeliveryEngine`).
+        reply_to: the inbound message id the reply's first message answers.
+        clock: monotonic time in seconds; default the event loop's clock
+            (``anyio.current_time``, which is ``time.monotonic`` on asyncio and virtual time
+            under ``looptime``).
+        settings: override ``DeliverySettings.from_channel(channel)``.
+    """
+
+    def __init__(
+        self,
+        channel: Channel,
+        chat_id: str,
+        guard: PieceGuard,
+        *,
+        reply_to: str | None = None,
+        clock: Callable[[], float] | None = None,
+        settings: DeliverySettings | None = None,
+    ) -> None:
+        self._channel = channel
+        self._chat_id = chat_id
+        self._reply_to = reply_to
+        self._clock = clock or anyio.current_time
+        self.engine = DeliveryEngine(settings or DeliverySettings.from_channel(channel), guard)
+        self._inbox: deque[DeliveryEvent] = deque()
+        self._refs: dict[str, MessageRef] = {}
+        self._wakeup: anyio.Event | None = None
+        self._changed: anyio.Event | None = None
+        self._closed = False
+
+    @property
+    def writes_sent(self) -> int:
+        """Sends, edits and deletes started so far."""
+        return self.engine.writes_sent
+
+    @property
+    def stats(self) -> DeliveryStats:
+        return self.engine.stats
+
+    def feed(self, event: DeliveryEvent) -> None:
+        """Queue an event for the engine and wake :meth:`run`. Never blocks."""
+        self._inbox.append(event)
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    async def drain(self) -> None:
+        """Wait until everything fed so far that can be written has been written (typing
+        aside): e.g. a turn's narration and tool status before an approval prompt. A rate limit
+        is waited out. Returns at once when :meth:`run` has ended."""
+        while not self._closed and (self._inbox or self.engine.pending):
+            if self._changed is None:
+                self._changed = anyio.Event()
+            await self._changed.wait()
+
+    async def run(self) -> DeliveryStats:
+        """Deliver until the engine is finished; returns its stats."""
+        self._wakeup = anyio.Event()
+        try:
+            while True:
+                wrote, deadline = await self._step()
+                if wrote:
+                    continue  # poll again at once, with anything fed meanwhile
+                if self.engine.finished and not self._inbox:
+                    break
+                self._notify()
+                if self._inbox:
+                    continue
+                self._wakeup = anyio.Event()
+                if deadline is None:
+                    await self._wakeup.wait()
+                else:
+                    with anyio.move_on_after(max(0.0, deadline - self._clock())):
+                        await self._wakeup.wait()
+        finally:
+            self._closed = True
+            self._notify()
+        stats = self.engine.stats
+        if stats.writes_given_up:
+            log.warning(
+                "delivery to %s:%s gave up %d write(s)",
+                self._channel.name,
+                self._chat_id,
+                stats.writes_given_up,
+            )
+        return stats
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, None
+        if changed is not None:
+            changed.set()
+
+    async def _step(self) -> tuple[bool, float | None]:
+        """Apply queued events, poll, execute. Returns whether a write was done and the
+        engine's wake-up deadline (``None``: none, wait for the next event)."""
+        now = self._clock()
+        while self._inbox:
+            event = self._inbox.popleft()
+            try:
+                self.engine.receive(event, now)
+            except DeliveryProtocolError as exc:
+                log.warning("delivery to %s:%s: %s", self._channel.name, self._chat_id, exc)
+        # Read the clock again: applying the events may have run the hook for a while.
+        actions: deque[Action] = deque(self.engine.poll(self._clock()))
+        deadline: float | None = None
+        wrote = False
+        while actions:
+            action = actions.popleft()
+            match action:
+                case SleepUntil(deadline=at):
+                    deadline = at
+                case SendTyping():
+                    await self._typing()
+                case SendMessage() | EditMessage() | DeleteMessage():
+                    outcome = await self._write(action)
+                    self.engine.receive(outcome, self._clock())
+                    wrote = True
+        return wrote, deadline
+
+    async def _typing(self) -> None:
+        try:
+            await self._channel.send_typing(self._chat_id)
+        except Exception as exc:  # typing is best effort
+            log.debug("typing in %s:%s failed: %s", self._channel.name, self._chat_id, exc)
+
+    async def _write(self, action: SendMessage | EditMessage | DeleteMessage) -> DeliveryEvent:
+        channel, kind = self._channel, type(action).__name__
+        try:
+            match action:
+                case SendMessage(text=text, formatted=formatted):
+                    ref = await channel.send_message(
+                        self._chat_id, text, formatted=formatted, reply_to=self._reply_to
+                    )
+                    self._reply_to = None  # only the first message answers the user's
+                    self._refs[ref.message_id] = ref
+                    return WriteSucceeded(ref.message_id)
+                case EditMessage(message_id=message_id, text=text, formatted=formatted):
+                    await channel.edit_message(self._ref(message_id), text, formatted=formatted)
+                case DeleteMessage(message_id=message_id):
+                    await channel.delete_message(self._ref(message_id))
+            return WriteSucceeded()
+        except ChannelRateLimited as exc:
+            log.info(
+                "%s in %s:%s rate limited for %g s",
+                kind,
+                channel.name,
+                self._chat_id,
+                exc.retry_after,
+            )
+            return WriteFailed("rate_limited", exc.retry_after)
+        except MessageNotModified:
+            return WriteFailed("not_modified")
+        except MessageTooLong as exc:
+            self._log_failure(kind, exc)
+            return WriteFailed("too_long")
+        except MessageGone as exc:
+            self._log_failure(kind, exc)
+            return WriteFailed("gone")
+        except ChannelTimeout as exc:
+            self._log_failure(kind, exc)
+            return WriteFailed("timeout")
+        except ChannelError as exc:
+            self._log_failure(kind, exc)
+            return WriteFailed("failed")
+        except Exception:
+            log.exception("%s in %s:%s raised", kind, channel.name, self._chat_id)
+            return WriteFailed("failed")
+
+    def _ref(self, message_id: str) -> MessageRef:
+        return self._refs.get(message_id) or MessageRef(self._chat_id, message_id)
+
+    def _log_failure(self, kind: str, exc: ChannelError) -> None:
+        log.warning(
+            "%s in %s:%s failed: %s: %s",
+            kind,
+            self._channel.name,
+            self._chat_id,
+            type(exc).__name__,
+            exc,
+        )

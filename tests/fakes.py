@@ -317,8 +317,10 @@ class RecordingChannel(Channel):
         approvals: answers :meth:`request_approval` returns in order (then ``None``).
 
     Attributes:
-        chat: the :class:`FakeChat` (writes, states, typing, messages).
+        chat: the :class:`FakeChat` (writes, states, typing, messages); write times are the
+            loop's clock when the write took effect (after ``latency_ms``).
         prompts: approval prompts asked, in order.
+        replies: the ``reply_to`` of each message sent, by message id.
     """
 
     def __init__(
@@ -336,6 +338,8 @@ class RecordingChannel(Channel):
         self.multi_message_unit = config.multi_message_unit
         self.chat = FakeChat(self.limits, fail=list(fail or []))
         self.prompts: list[str] = []
+        self.replies: dict[str, str | None] = {}
+        """``reply_to`` of each message sent, by message id."""
         self._approvals: deque[bool | None] = deque(approvals)
         self.started = False
 
@@ -360,7 +364,9 @@ class RecordingChannel(Channel):
         self, chat_id: str, text: str, *, formatted: bool, reply_to: str | None
     ) -> MessageRef:
         t = await self._latency()
-        return MessageRef(chat_id, self.chat.send(t, text, formatted))
+        message_id = self.chat.send(t, text, formatted)
+        self.replies[message_id] = reply_to
+        return MessageRef(chat_id, message_id)
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
         t = await self._latency()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -162,6 +162,15 @@ class FakeChat:
         enforce_flood_wait: after raising ``ChannelRateLimited(r)`` at ``t``, refuse every
             write before ``t + r`` (another ``ChannelRateLimited``) and record it in
             :attr:`early_writes`.
+
+    Attributes:
+        messages: every message sent, by id (deleted ones flagged), oldest first.
+        writes: every write attempt (:class:`ChatWrite`), failed ones included.
+        states: after each write that changed the chat, ``(t, visible texts)``.
+        snapshots: the same with ids: ``(t, ((message_id, text), ...))``.
+        typing: when the typing indicator was sent.
+        early_writes: writes attempted during a flood wait (should stay empty).
+        blocked_until: the end of the current flood wait.
     """
 
     limits: ChannelLimits = field(default_factory=lambda: ChannelLimits(4096, "utf16"))
@@ -175,7 +184,7 @@ class FakeChat:
     typing: list[float] = field(default_factory=list)
     early_writes: list[ChatWrite] = field(default_factory=list)
     blocked_until: float = float("-inf")
-    _ids: Iterable[int] = field(default_factory=lambda: itertools.count(1))
+    _ids: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _counts: dict[str, int] = field(default_factory=dict)
 
     # -- inspection -----------------------------------------------------------------------
@@ -232,7 +241,7 @@ class FakeChat:
         except ChannelError as exc:
             self._record(ChatWrite(t, "send", None, text, formatted, type(exc).__name__))
             raise
-        message_id = str(next(self._ids))  # type: ignore[call-overload]
+        message_id = str(next(self._ids))
         self.messages[message_id] = Message(message_id, text, formatted)
         outcome = "ChannelTimeout" if lands else "ok"
         self._record(ChatWrite(t, "send", message_id, text, formatted, outcome))

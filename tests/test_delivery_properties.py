@@ -216,7 +216,7 @@ def expected_text(script: list[tuple[float, DeliveryEvent]]) -> str:
 
 
 @settings(
-    max_examples=400,
+    max_examples=250,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
@@ -226,7 +226,7 @@ def test_streaming_invariants(case: dict) -> None:
 
 
 @settings(
-    max_examples=300,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

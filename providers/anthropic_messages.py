@@ -27,13 +27,17 @@ import json
 from dataclasses import replace
 from typing import Any
 
-import httpx
-
 from config.models import ProviderConfig
 from providers.anthropic_decode import AnthropicStreamReducer, message_events
-from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, fold
+from providers.base import (
+    ChatMessage,
+    ChatRequest,
+    CompletionResponse,
+    fold,
+    own_provider_items,
+)
+from providers.http_provider import HttpModelProvider
 from providers.http_stream import ReducedStream
-from providers.transport import make_client, post_json
 
 __all__ = [
     "ANTHROPIC_VERSION",
@@ -60,8 +64,7 @@ def _is_anthropic_block(item: dict[str, Any]) -> bool:
 
 
 def _assistant_blocks(message: ChatMessage) -> list[dict[str, Any]]:
-    if message.provider_items and all(_is_anthropic_block(i) for i in message.provider_items):
-        return [dict(item) for item in message.provider_items]
+    """An assistant message rebuilt from its text and tool calls."""
     blocks: list[dict[str, Any]] = []
     if message.content:
         blocks.append({"type": "text", "text": message.content})
@@ -91,7 +94,8 @@ def _to_turns(messages: tuple[ChatMessage, ...]) -> tuple[str, list[dict[str, An
                 system.append(message.content)
             continue
         if message.role == "assistant":
-            role, blocks = "assistant", _assistant_blocks(message)
+            role = "assistant"
+            blocks = own_provider_items(message, _is_anthropic_block) or _assistant_blocks(message)
         elif message.role == "tool":
             role = "user"
             result: dict[str, Any] = {
@@ -140,29 +144,15 @@ def build_messages_body(
     return body
 
 
-class AnthropicMessagesProvider(ModelProvider):
+class AnthropicMessagesProvider(HttpModelProvider):
     """``kind: anthropic``: the Messages API over SSE (streaming) or JSON (blocking)."""
 
-    def __init__(
-        self, name: str, config: ProviderConfig, *, client: httpx.AsyncClient | None = None
-    ) -> None:
-        self.name = name
-        self.config = config
-        self._client = client or make_client()
-        self._owns_client = client is None
-        self._url = f"{config.resolved_base_url}/messages"
+    endpoint = "/messages"
 
-    def supports_streaming(self) -> bool:
-        return True
-
-    def supports_streaming_tool_events(self) -> bool:
-        return True
-
-    def _headers(self, *, stream: bool) -> dict[str, str]:
+    def _auth_headers(self) -> dict[str, str]:
+        """``x-api-key`` (empty without a key) and the pinned ``anthropic-version``."""
         key = self.config.api_key.get_secret_value() if self.config.api_key else ""
-        headers = {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
-        headers["accept"] = "text/event-stream" if stream else "application/json"
-        return headers
+        return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
 
     def stream(self, request: ChatRequest) -> ReducedStream:
         """Stream one round; ends with ``Final`` at ``message_stop``.
@@ -170,28 +160,12 @@ class AnthropicMessagesProvider(ModelProvider):
         The returned iterator's ``provider_items`` holds the answer's content blocks when it
         contains thinking blocks (store them with the assistant message).
         """
-        return ReducedStream(
-            self._client,
-            self._url,
-            json_body=build_messages_body(self.config, request, stream=True),
-            headers=self._headers(stream=True),
-            timeout_secs=self.config.timeout_secs,
-            idle_timeout_secs=self.config.idle_timeout_secs,
-            reducer=AnthropicStreamReducer(),
+        return self._reduced_stream(
+            build_messages_body(self.config, request, stream=True), AnthropicStreamReducer()
         )
 
     async def complete(self, request: ChatRequest) -> CompletionResponse:
         """One blocking call (``stream: false``), bounded by ``timeout_secs``."""
-        message = await post_json(
-            self._client,
-            self._url,
-            json_body=build_messages_body(self.config, request, stream=False),
-            headers=self._headers(stream=False),
-            timeout_secs=self.config.timeout_secs,
-        )
+        message = await self._post(build_messages_body(self.config, request, stream=False))
         events, items = message_events(message)
         return replace(fold(events), provider_items=items)
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()

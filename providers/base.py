@@ -8,7 +8,7 @@ one provider fold to equal responses for the same answer: :func:`fold` is that f
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -32,6 +32,7 @@ __all__ = [
     "ResponseFolder",
     "ToolSpec",
     "fold",
+    "own_provider_items",
 ]
 
 
@@ -60,6 +61,22 @@ class ChatMessage:
     tool_call_id: str | None = None
     name: str | None = None
     provider_items: tuple[dict[str, Any], ...] = ()
+
+
+def own_provider_items(
+    message: ChatMessage, is_own: Callable[[dict[str, Any]], bool]
+) -> list[dict[str, Any]]:
+    """Copies of ``message.provider_items`` to send back verbatim, when every one ``is_own``.
+
+    DESIGN §2: a provider gets its own output items back unchanged (Responses ``reasoning`` and
+    ``function_call`` items, Anthropic thinking blocks). ``[]`` when there are none or some are
+    another provider's (a fallback answered that round): the caller rebuilds the message from
+    its text and tool calls instead.
+    """
+    items = message.provider_items
+    if items and all(is_own(item) for item in items):
+        return [dict(item) for item in items]
+    return []
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,10 +3,11 @@
 Theory of operation
 -------------------
 :class:`ReducedStream` is what ``ModelProvider.stream()`` returns for the Anthropic, Responses
-and Ollama providers: an async iterator of stream events that, on first use, opens the request
-with :func:`providers.transport.open_stream` (connect 10 s, headers bounded by ``timeout_secs``,
-every read bounded by the byte-idle timeout) and feeds each read to the reducer. It yields the
-events of a read, then raises the reducer's failure if that read ended the stream badly.
+and Ollama providers: an async iterator of stream events that, on first use, enters the request
+it was given, an unentered :func:`providers.transport.open_stream` (connect 10 s, headers
+bounded by ``timeout_secs``, every read bounded by the byte-idle timeout), and feeds each read to
+the reducer. It yields the events of a read, then raises the reducer's failure if that read ended
+the stream badly.
 
 When the reducer decodes the terminal signal, iteration ends at once and the response is closed:
 the socket is never awaited for an EOF that a server may not send (DESIGN §2, C08 B). Closing the
@@ -19,21 +20,23 @@ store them with the assistant message (``folder.provider_items = stream.provider
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, AsyncIterable
+from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, cast
-
-import httpx
 
 from providers.events import StreamEvent
 from providers.stream_reducer import StreamReducer
-from providers.transport import open_stream
 
 __all__ = ["ReducedStream"]
 
 
 class ReducedStream:
     """``AsyncIterator[StreamEvent]`` over one streaming POST, decoded by ``reducer``.
+
+    Args:
+        body: the request, not yet sent: :func:`providers.transport.open_stream`'s context
+            manager, entered on the first ``__anext__`` and exited when the stream ends.
+        reducer: a fresh reducer for this body.
 
     Raises (from ``__anext__``): the errors of :func:`providers.transport.open_stream`,
     :class:`providers.errors.ProviderTimeout` (phase ``"idle"``) when no byte arrived for
@@ -43,20 +46,10 @@ class ReducedStream:
     """
 
     def __init__(
-        self,
-        client: httpx.AsyncClient,
-        url: str,
-        *,
-        json_body: dict[str, Any],
-        headers: dict[str, str],
-        timeout_secs: float,
-        idle_timeout_secs: float,
-        reducer: StreamReducer,
+        self, body: AbstractAsyncContextManager[AsyncIterable[bytes]], reducer: StreamReducer
     ) -> None:
         self._reducer = reducer
-        self._events = self._run(
-            client, url, json_body, headers, timeout_secs, idle_timeout_secs, reducer
-        )
+        self._events = self._run(body, reducer)
 
     @property
     def provider_items(self) -> tuple[dict[str, Any], ...]:
@@ -75,22 +68,9 @@ class ReducedStream:
 
     @staticmethod
     async def _run(
-        client: httpx.AsyncClient,
-        url: str,
-        json_body: dict[str, Any],
-        headers: dict[str, str],
-        timeout_secs: float,
-        idle_timeout_secs: float,
-        reducer: StreamReducer,
+        opening: AbstractAsyncContextManager[AsyncIterable[bytes]], reducer: StreamReducer
     ) -> AsyncGenerator[StreamEvent, None]:
-        async with open_stream(
-            client,
-            url,
-            json_body=json_body,
-            headers=headers,
-            timeout_secs=timeout_secs,
-            idle_timeout_secs=idle_timeout_secs,
-        ) as body:
+        async with opening as body:
             reads = cast("AsyncGenerator[bytes, None]", aiter(body))
             async with aclosing(reads):
                 async for chunk in reads:

@@ -25,13 +25,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import httpx
-
 from config.models import ProviderConfig
-from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, fold
+from providers.base import ChatMessage, ChatRequest, CompletionResponse, fold
+from providers.http_provider import HttpModelProvider
 from providers.http_stream import ReducedStream
 from providers.ollama_decode import OllamaStreamReducer
-from providers.transport import make_client, post_json
+from providers.openai_chat import tool_to_wire
 
 __all__ = ["OllamaChatProvider", "build_chat_body"]
 
@@ -75,17 +74,7 @@ def build_chat_body(
         "stream": stream,
     }
     if request.tools:
-        body["tools"] = [
-            {
-                "type": "function",
-                "function": {
-                    "name": tool.name,
-                    "description": tool.description,
-                    "parameters": tool.parameters,
-                },
-            }
-            for tool in request.tools
-        ]
+        body["tools"] = [tool_to_wire(tool) for tool in request.tools]  # the OpenAI shape
     if config.max_tokens:
         body["options"] = {"num_predict": config.max_tokens}
     if config.reasoning_effort:
@@ -93,29 +82,11 @@ def build_chat_body(
     return body
 
 
-class OllamaChatProvider(ModelProvider):
+class OllamaChatProvider(HttpModelProvider):
     """``kind: ollama``: native ``/api/chat`` over NDJSON (streaming) or JSON (blocking)."""
 
-    def __init__(
-        self, name: str, config: ProviderConfig, *, client: httpx.AsyncClient | None = None
-    ) -> None:
-        self.name = name
-        self.config = config
-        self._client = client or make_client()
-        self._owns_client = client is None
-        self._url = f"{config.resolved_base_url}/api/chat"
-
-    def supports_streaming(self) -> bool:
-        return True
-
-    def supports_streaming_tool_events(self) -> bool:
-        return True
-
-    def _headers(self, *, stream: bool) -> dict[str, str]:
-        headers = {"accept": "application/x-ndjson" if stream else "application/json"}
-        if self.config.api_key is not None:
-            headers["authorization"] = f"Bearer {self.config.api_key.get_secret_value()}"
-        return headers
+    endpoint = "/api/chat"
+    stream_media_type = "application/x-ndjson"
 
     def stream(self, request: ChatRequest) -> ReducedStream:
         """Stream one round; ends with ``Final`` at the ``done: true`` record.
@@ -123,14 +94,9 @@ class OllamaChatProvider(ModelProvider):
         While tools are offered, content that may be a tool call written as JSON is held back
         (case C11; see :mod:`providers.ollama_decode`).
         """
-        return ReducedStream(
-            self._client,
-            self._url,
-            json_body=build_chat_body(self.config, request, stream=True),
-            headers=self._headers(stream=True),
-            timeout_secs=self.config.timeout_secs,
-            idle_timeout_secs=self.config.idle_timeout_secs,
-            reducer=OllamaStreamReducer(tool.name for tool in request.tools),
+        return self._reduced_stream(
+            build_chat_body(self.config, request, stream=True),
+            OllamaStreamReducer(tool.name for tool in request.tools),
         )
 
     async def complete(self, request: ChatRequest) -> CompletionResponse:
@@ -140,19 +106,9 @@ class OllamaChatProvider(ModelProvider):
             ProviderError: as the stream (an ``{"error": ...}`` body, or an answer without
             ``done: true``, which is :class:`providers.errors.StreamTruncated`).
         """
-        answer = await post_json(
-            self._client,
-            self._url,
-            json_body=build_chat_body(self.config, request, stream=False),
-            headers=self._headers(stream=False),
-            timeout_secs=self.config.timeout_secs,
-        )
+        answer = await self._post(build_chat_body(self.config, request, stream=False))
         reducer = OllamaStreamReducer(tool.name for tool in request.tools)
         events = reducer.feed_object(answer)
         events.extend(reducer.close())
         reducer.raise_failure()
         return fold(events)
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()

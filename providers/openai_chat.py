@@ -28,10 +28,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
-
 from config.models import ProviderConfig
-from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, ToolSpec
+from providers.base import ChatMessage, ChatRequest, CompletionResponse, ToolSpec
 from providers.error_events import error_from_event
 from providers.errors import (
     ProviderBadRequest,
@@ -41,6 +39,7 @@ from providers.errors import (
     StreamProtocolError,
 )
 from providers.events import StreamEvent, ToolCall
+from providers.http_provider import HttpModelProvider
 from providers.openai_chat_decode import (
     ChatCompletionsStreamDecoder,
     map_finish_reason,
@@ -48,7 +47,6 @@ from providers.openai_chat_decode import (
     parse_reasoning,
     parse_usage,
 )
-from providers.transport import make_client, open_stream, post_json
 
 __all__ = [
     "OpenAIChatProvider",
@@ -190,36 +188,10 @@ def rejects_reasoning_effort(error: ProviderError) -> bool:
     return isinstance(error, ProviderBadRequest) and "reasoning_effort" in error.message
 
 
-class OpenAIChatProvider(ModelProvider):
-    """Chat Completions over httpx (see the module docstring).
+class OpenAIChatProvider(HttpModelProvider):
+    """``kind: openai_chat``: Chat Completions over SSE (streaming) or JSON (blocking)."""
 
-    Args:
-        name: the provider's key in the config.
-        config: its :class:`ProviderConfig`.
-        client: an httpx client to use (not closed by :meth:`aclose`); by default one is made
-            with :func:`providers.transport.make_client` and owned.
-    """
-
-    def __init__(
-        self, name: str, config: ProviderConfig, *, client: httpx.AsyncClient | None = None
-    ) -> None:
-        self.name = name
-        self._config = config
-        self._owns_client = client is None
-        self._client = client if client is not None else make_client()
-        self._url = f"{config.resolved_base_url}/chat/completions"
-
-    def supports_streaming(self) -> bool:
-        return True
-
-    def supports_streaming_tool_events(self) -> bool:
-        return True
-
-    def _headers(self, *, stream: bool) -> dict[str, str]:
-        headers = {"Accept": "text/event-stream" if stream else "application/json"}
-        if self._config.api_key is not None:
-            headers["Authorization"] = f"Bearer {self._config.api_key.get_secret_value()}"
-        return headers
+    endpoint = "/chat/completions"
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
         """Stream one round (see :meth:`ModelProvider.stream`).
@@ -231,14 +203,7 @@ class OpenAIChatProvider(ModelProvider):
             ProviderError: non-2xx answers and error objects in the stream, typed.
         """
         decoder = ChatCompletionsStreamDecoder()
-        async with open_stream(
-            self._client,
-            self._url,
-            json_body=build_request_body(self._config, request, stream=True),
-            headers=self._headers(stream=True),
-            timeout_secs=self._config.timeout_secs,
-            idle_timeout_secs=self._config.idle_timeout_secs,
-        ) as body:
+        async with self._open_stream(build_request_body(self.config, request, stream=True)) as body:
             try:
                 async for data in body:
                     for event in decoder.feed(data):
@@ -256,15 +221,5 @@ class OpenAIChatProvider(ModelProvider):
 
     async def complete(self, request: ChatRequest) -> CompletionResponse:
         """One blocking call, bounded as a whole by ``timeout_secs``."""
-        payload = await post_json(
-            self._client,
-            self._url,
-            json_body=build_request_body(self._config, request, stream=False),
-            headers=self._headers(stream=False),
-            timeout_secs=self._config.timeout_secs,
-        )
+        payload = await self._post(build_request_body(self.config, request, stream=False))
         return parse_completion(payload)
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()

@@ -27,13 +27,17 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import httpx
-
 from config.models import ProviderConfig
-from providers.base import ChatMessage, ChatRequest, CompletionResponse, ModelProvider, fold
+from providers.base import (
+    ChatMessage,
+    ChatRequest,
+    CompletionResponse,
+    fold,
+    own_provider_items,
+)
+from providers.http_provider import HttpModelProvider
 from providers.http_stream import ReducedStream
 from providers.responses_decode import ResponsesStreamReducer, output_items, response_events
-from providers.transport import make_client, post_json
 
 __all__ = ["OpenAIResponsesProvider", "build_responses_body", "is_responses_item"]
 
@@ -49,8 +53,7 @@ def is_responses_item(item: dict[str, Any]) -> bool:
 
 
 def _assistant_items(message: ChatMessage) -> list[dict[str, Any]]:
-    if message.provider_items and all(is_responses_item(i) for i in message.provider_items):
-        return [dict(item) for item in message.provider_items]
+    """An assistant message rebuilt from its text and tool calls."""
     items: list[dict[str, Any]] = []
     if message.content:
         items.append({"role": "assistant", "content": message.content})
@@ -77,7 +80,9 @@ def build_responses_body(
             if message.content:
                 instructions.append(message.content)
         elif message.role == "assistant":
-            items.extend(_assistant_items(message))
+            items.extend(
+                own_provider_items(message, is_responses_item) or _assistant_items(message)
+            )
         elif message.role == "tool":
             items.append(
                 {
@@ -109,33 +114,14 @@ def build_responses_body(
     return body
 
 
-class OpenAIResponsesProvider(ModelProvider):
+class OpenAIResponsesProvider(HttpModelProvider):
     """``kind: openai_responses``: the Responses API over SSE (streaming) or JSON (blocking).
 
     Also built by the turn loop from an ``openai_chat`` config (same key and base URL) to retry a
     round that a model rejected for combining tools with a reasoning effort (DESIGN §2).
     """
 
-    def __init__(
-        self, name: str, config: ProviderConfig, *, client: httpx.AsyncClient | None = None
-    ) -> None:
-        self.name = name
-        self.config = config
-        self._client = client or make_client()
-        self._owns_client = client is None
-        self._url = f"{config.resolved_base_url}/responses"
-
-    def supports_streaming(self) -> bool:
-        return True
-
-    def supports_streaming_tool_events(self) -> bool:
-        return True
-
-    def _headers(self, *, stream: bool) -> dict[str, str]:
-        headers = {"accept": "text/event-stream" if stream else "application/json"}
-        if self.config.api_key is not None:
-            headers["authorization"] = f"Bearer {self.config.api_key.get_secret_value()}"
-        return headers
+    endpoint = "/responses"
 
     def stream(self, request: ChatRequest) -> ReducedStream:
         """Stream one round; ends with ``Final`` at ``response.completed``/``.incomplete``.
@@ -143,14 +129,8 @@ class OpenAIResponsesProvider(ModelProvider):
         The returned iterator's ``provider_items`` holds the response's ``output[]`` once done:
         store them with the assistant message so the next request sends them back.
         """
-        return ReducedStream(
-            self._client,
-            self._url,
-            json_body=build_responses_body(self.config, request, stream=True),
-            headers=self._headers(stream=True),
-            timeout_secs=self.config.timeout_secs,
-            idle_timeout_secs=self.config.idle_timeout_secs,
-            reducer=ResponsesStreamReducer(),
+        return self._reduced_stream(
+            build_responses_body(self.config, request, stream=True), ResponsesStreamReducer()
         )
 
     async def complete(self, request: ChatRequest) -> CompletionResponse:
@@ -159,16 +139,6 @@ class OpenAIResponsesProvider(ModelProvider):
         Raises:
             ProviderError: as the stream; a ``failed`` response raises its typed error.
         """
-        response = await post_json(
-            self._client,
-            self._url,
-            json_body=build_responses_body(self.config, request, stream=False),
-            headers=self._headers(stream=False),
-            timeout_secs=self.config.timeout_secs,
-        )
+        response = await self._post(build_responses_body(self.config, request, stream=False))
         events = response_events(response)
         return replace(fold(events), provider_items=output_items(response))
-
-    async def aclose(self) -> None:
-        if self._owns_client:
-            await self._client.aclose()

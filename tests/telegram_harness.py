@@ -50,6 +50,7 @@ __all__ = [
     "assert_split_exactly",
     "content_chunk",
     "pieces_of",
+    "reply",
     "running_bot",
     "slow_hook",
     "text_stream",

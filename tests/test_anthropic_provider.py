@@ -26,9 +26,10 @@ from tests.stream_helpers import (
     collect,
     collect_folded,
     config,
-    line_end_offsets,
-    multibyte_offsets,
+    replay_fixture,
+    served,
     text,
+    typed_refusal,
 )
 from tests.test_anthropic_decode import FIXTURES
 
@@ -44,22 +45,8 @@ def _provider(server: ProviderServer, **overrides: object) -> AnthropicMessagesP
 async def test_replayed_fixture_cut_at_line_ends_and_inside_characters(
     fixtures_dir: Path, name: str
 ) -> None:
-    path = fixtures_dir / name
-    body = path.read_bytes()
-    expected_events, error_type = FIXTURES[name]
-    offsets = sorted({*line_end_offsets(body), *multibyte_offsets(body)})
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply.fixture(path, cuts=[cut], delay_secs=0.002) for cut in offsets])
-        provider = _provider(server)
-        try:
-            for cut in offsets:
-                events, error = await collect(provider.stream(REQUEST))
-                assert events == expected_events, cut
-                assert type(error) is error_type if error_type else error is None
-        finally:
-            await provider.aclose()
-        assert server.requests[0].headers["content-type"] == "application/json"
-        assert len(server.requests_to(PATH)) == len(offsets)
+    server = await replay_fixture(_provider, PATH, fixtures_dir / name, REQUEST, FIXTURES[name])
+    assert server.requests[0].headers["content-type"] == "application/json"
 
 
 async def _split_delivery(
@@ -68,13 +55,9 @@ async def _split_delivery(
     one, two = (
         (fixtures_dir / f"anthropic_split_delivery_segment{n}.sse").read_bytes() for n in (1, 2)
     )
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=one + two, cuts=[len(one)], pauses={1: pause_secs}))
-        provider = _provider(server, **overrides)
-        try:
-            return await collect(provider.stream(REQUEST))
-        finally:
-            await provider.aclose()
+    reply = Reply(body=one + two, cuts=[len(one)], pauses={1: pause_secs})
+    async with served(_provider, PATH, reply, **overrides) as (provider, _):
+        return await collect(provider.stream(REQUEST))
 
 
 async def test_split_delivery_is_bounded_by_the_idle_timeout_not_timeout_secs(
@@ -103,16 +86,9 @@ async def test_a_pause_longer_than_the_idle_timeout_fails(fixtures_dir: Path) ->
 )
 async def test_http_errors_are_typed(status: int, error_type: type[ProviderError]) -> None:
     body = {"type": "error", "error": {"type": "some_error", "message": "nope"}}
-    async with ProviderServer() as server:
-        server.script(PATH, Reply.json(body, status=status, headers={"Retry-After": "3"}))
-        provider = _provider(server)
-        try:
-            events, error = await collect(provider.stream(REQUEST))
-            with pytest.raises(error_type):
-                await provider.complete(REQUEST)
-        finally:
-            await provider.aclose()
-    assert events == [] and type(error) is error_type and "nope" in error.message
+    reply = Reply.json(body, status=status, headers={"Retry-After": "3"})
+    error = await typed_refusal(_provider, PATH, reply, REQUEST)
+    assert type(error) is error_type and "nope" in error.message
     if isinstance(error, ProviderRateLimited):
         assert error.retry_after == 3.0
 
@@ -135,13 +111,9 @@ async def test_request_shape_headers_system_tools_and_tool_results() -> None:
         ),
         tools=(ToolSpec("current_time", "Tells the time."),),
     )
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=b'data: {"type":"message_stop"}\n\n'))
-        provider = _provider(server)
-        try:
-            events, error = await collect(provider.stream(request))
-        finally:
-            await provider.aclose()
+    stop = Reply(body=b'data: {"type":"message_stop"}\n\n')
+    async with served(_provider, PATH, stop) as (provider, server):
+        events, error = await collect(provider.stream(request))
     assert error is None and events == [Final("stop", None)]
     (recorded,) = server.requests
     assert recorded.headers["x-api-key"] == "test-key"
@@ -186,21 +158,17 @@ async def test_thinking_blocks_go_back_verbatim_and_effort_enables_thinking(
     fixtures_dir: Path,
 ) -> None:
     body = (fixtures_dir / "anthropic_thinking_then_text.sse").read_bytes()
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=body))
-        provider = _provider(server, reasoning_effort="low")
-        try:
-            first = await collect_folded(provider.stream(REQUEST))
-            follow_up = ChatRequest(
-                messages=(
-                    *REQUEST.messages,
-                    ChatMessage("assistant", first.text, provider_items=first.provider_items),
-                    ChatMessage("user", "and 28 * 453?"),
-                )
+    reply = Reply(body=body)
+    async with served(_provider, PATH, reply, reasoning_effort="low") as (provider, server):
+        first = await collect_folded(provider.stream(REQUEST))
+        follow_up = ChatRequest(
+            messages=(
+                *REQUEST.messages,
+                ChatMessage("assistant", first.text, provider_items=first.provider_items),
+                ChatMessage("user", "and 28 * 453?"),
             )
-            await collect(provider.stream(follow_up))
-        finally:
-            await provider.aclose()
+        )
+        await collect(provider.stream(follow_up))
     sent = server.requests[1].json
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 1024}
     assert sent["max_tokens"] > 1024
@@ -239,15 +207,11 @@ async def test_stream_and_blocking_call_fold_to_the_same_response(
         usage = {"input_tokens": 30, "output_tokens": 40}
         stop_reason = "end_turn"
     message = {"type": "message", "content": content, "stop_reason": stop_reason, "usage": usage}
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply(body=body, cuts=[100, 700]), Reply.json(message)])
-        provider = _provider(server)
-        try:
-            stream = provider.stream(REQUEST)
-            events, error = await collect(stream)
-            blocking = await provider.complete(REQUEST)
-        finally:
-            await provider.aclose()
+    replies = [Reply(body=body, cuts=[100, 700]), Reply.json(message)]
+    async with served(_provider, PATH, replies) as (provider, server):
+        stream = provider.stream(REQUEST)
+        events, error = await collect(stream)
+        blocking = await provider.complete(REQUEST)
     assert error is None
     streamed = replace(fold(events), provider_items=stream.provider_items)
     assert streamed == blocking
@@ -257,14 +221,9 @@ async def test_stream_and_blocking_call_fold_to_the_same_response(
 
 async def test_a_broken_connection_after_stop_reason_is_not_an_end(fixtures_dir: Path) -> None:
     path = fixtures_dir / "anthropic_truncated_before_message_stop.sse"
-    async with ProviderServer() as server:
-        server.script(PATH, Reply.fixture(path, abort=True))
-        provider = _provider(server)
-        try:
-            with anyio.fail_after(10):
-                events, error = await collect(provider.stream(REQUEST))
-        finally:
-            await provider.aclose()
+    async with served(_provider, PATH, Reply.fixture(path, abort=True)) as (provider, server):
+        with anyio.fail_after(10):
+            events, error = await collect(provider.stream(REQUEST))
     assert events == [text("partial")]
     assert isinstance(error, ProviderConnectionError)
     assert json.loads(server.requests[0].body)["stream"] is True

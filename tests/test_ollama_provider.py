@@ -18,7 +18,16 @@ from providers.errors import (
 from providers.events import Final, ToolCall
 from providers.ollama_chat import OllamaChatProvider
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.stream_helpers import collect, config, line_end_offsets, multibyte_offsets
+from tests.stream_helpers import (
+    collect,
+    config,
+    multibyte_offsets,
+    replay_fixture,
+    replay_offsets,
+    served,
+    stream_at_cuts,
+    typed_refusal,
+)
 from tests.test_ollama_decode import C11_LINES, FIXTURES
 
 PATH = "/api/chat"
@@ -32,20 +41,7 @@ def _provider(server: ProviderServer, **overrides: object) -> OllamaChatProvider
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 async def test_replayed_fixture_cut_at_line_ends(fixtures_dir: Path, name: str) -> None:
-    path = fixtures_dir / name
-    body = path.read_bytes()
-    expected_events, error_type = FIXTURES[name]
-    offsets = sorted({*line_end_offsets(body), *multibyte_offsets(body)})
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply.fixture(path, cuts=[cut], delay_secs=0.002) for cut in offsets])
-        provider = _provider(server)
-        try:
-            for cut in offsets:
-                events, error = await collect(provider.stream(REQUEST))
-                assert events == expected_events, cut
-                assert type(error) is error_type if error_type else error is None
-        finally:
-            await provider.aclose()
+    server = await replay_fixture(_provider, PATH, fixtures_dir / name, REQUEST, FIXTURES[name])
     assert server.requests[0].json["stream"] is True
 
 
@@ -53,46 +49,27 @@ async def test_c11_over_http_with_a_multibyte_character_cut_everywhere() -> None
     body = C11_LINES.replace(
         b'parameters\\":{}', 'parameters\\":{\\"city\\":\\"Zürich\\"}'.encode()
     )
-    offsets = sorted({*line_end_offsets(body), *multibyte_offsets(body)})
     assert multibyte_offsets(body)
-    async with ProviderServer() as server:
-        server.script(
-            PATH,
-            [
-                Reply(body=body, content_type="application/x-ndjson", cuts=[c], delay_secs=0.002)
-                for c in offsets
-            ],
-        )
-        provider = _provider(server)
-        try:
-            for cut in offsets:
-                events, error = await collect(provider.stream(REQUEST))
-                assert error is None, cut
-                assert events == [
-                    ToolCall("call_0", "get_weather", '{"city": "Zürich"}'),
-                    Final("tool_calls", "stop"),
-                ], cut
-        finally:
-            await provider.aclose()
+    reply = Reply(body=body, content_type="application/x-ndjson")
+    outcomes, _ = await stream_at_cuts(_provider, PATH, reply, replay_offsets(body), REQUEST)
+    for cut, (events, error) in outcomes.items():
+        assert error is None, cut
+        assert events == [
+            ToolCall("call_0", "get_weather", '{"city": "Zürich"}'),
+            Final("tool_calls", "stop"),
+        ], cut
 
 
 async def test_idle_stream_times_out_and_garbage_is_a_protocol_error() -> None:
-    async with ProviderServer() as server:
-        server.script(
-            PATH,
-            [
-                Reply.stall(content_type="application/x-ndjson"),
-                Reply(body=b"<html>oops</html>\n", content_type="application/x-ndjson"),
-            ],
-        )
-        provider = _provider(server, stream_idle_timeout_secs=0.3)
-        try:
-            events, error = await collect(provider.stream(REQUEST))
-            assert events == [] and isinstance(error, ProviderTimeout)
-            events, error = await collect(provider.stream(REQUEST))
-            assert events == [] and isinstance(error, StreamProtocolError)
-        finally:
-            await provider.aclose()
+    replies = [
+        Reply.stall(content_type="application/x-ndjson"),
+        Reply(body=b"<html>oops</html>\n", content_type="application/x-ndjson"),
+    ]
+    async with served(_provider, PATH, replies, stream_idle_timeout_secs=0.3) as (provider, _):
+        events, error = await collect(provider.stream(REQUEST))
+        assert events == [] and isinstance(error, ProviderTimeout)
+        events, error = await collect(provider.stream(REQUEST))
+        assert events == [] and isinstance(error, StreamProtocolError)
 
 
 @pytest.mark.parametrize(
@@ -100,16 +77,9 @@ async def test_idle_stream_times_out_and_garbage_is_a_protocol_error() -> None:
     [(404, ProviderBadRequest), (429, ProviderRateLimited), (500, ProviderServerError)],
 )
 async def test_http_errors_are_typed(status: int, error_type: type[ProviderError]) -> None:
-    async with ProviderServer() as server:
-        server.script(PATH, Reply.json({"error": "model 'x' not found"}, status=status))
-        provider = _provider(server)
-        try:
-            events, error = await collect(provider.stream(REQUEST))
-            with pytest.raises(error_type):
-                await provider.complete(REQUEST)
-        finally:
-            await provider.aclose()
-    assert events == [] and type(error) is error_type and "not found" in error.message
+    reply = Reply.json({"error": "model 'x' not found"}, status=status)
+    error = await typed_refusal(_provider, PATH, reply, REQUEST)
+    assert type(error) is error_type and "not found" in error.message
 
 
 async def test_request_shape_tool_calls_and_tool_messages() -> None:
@@ -123,13 +93,10 @@ async def test_request_shape_tool_calls_and_tool_messages() -> None:
         ),
         tools=(WEATHER_TOOL,),
     )
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=b'{"done": true}\n', content_type="application/x-ndjson"))
-        provider = _provider(server, max_tokens=64, reasoning_effort="high")
-        try:
-            events, error = await collect(provider.stream(request))
-        finally:
-            await provider.aclose()
+    reply = Reply(body=b'{"done": true}\n', content_type="application/x-ndjson")
+    overrides = {"max_tokens": 64, "reasoning_effort": "high"}
+    async with served(_provider, PATH, reply, **overrides) as (provider, server):
+        events, error = await collect(provider.stream(request))
     assert error is None and events == [Final("stop", None)]
     (recorded,) = server.requests
     assert "authorization" not in recorded.headers  # no api_key configured
@@ -174,14 +141,10 @@ async def test_stream_and_blocking_call_fold_to_the_same_response(
         message = {"role": "assistant", "content": "The sky is blue."}
         counts = {"prompt_eval_count": 26, "eval_count": 4}
     answer = {"model": "m", "message": message, "done": True, "done_reason": "stop", **counts}
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply.fixture(fixtures_dir / name), Reply.json(answer)])
-        provider = _provider(server, api_key="sk-local")
-        try:
-            events, error = await collect(provider.stream(REQUEST))
-            blocking = await provider.complete(REQUEST)
-        finally:
-            await provider.aclose()
+    replies = [Reply.fixture(fixtures_dir / name), Reply.json(answer)]
+    async with served(_provider, PATH, replies, api_key="sk-local") as (provider, server):
+        events, error = await collect(provider.stream(REQUEST))
+        blocking = await provider.complete(REQUEST)
     assert error is None
     assert fold(events) == blocking
     assert blocking.text or blocking.tool_calls
@@ -190,11 +153,7 @@ async def test_stream_and_blocking_call_fold_to_the_same_response(
 
 
 async def test_blocking_answer_with_an_error_body_is_typed() -> None:
-    async with ProviderServer() as server:
-        server.script(PATH, Reply.json({"error": "model crashed"}))
-        provider = _provider(server)
-        try:
-            with pytest.raises(ProviderServerError, match="model crashed"):
-                await provider.complete(REQUEST)
-        finally:
-            await provider.aclose()
+    reply = Reply.json({"error": "model crashed"})
+    async with served(_provider, PATH, reply) as (provider, _):
+        with pytest.raises(ProviderServerError, match="model crashed"):
+            await provider.complete(REQUEST)

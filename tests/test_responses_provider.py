@@ -20,7 +20,17 @@ from providers.errors import (
 from providers.events import Final, ToolCall
 from providers.openai_responses import OpenAIResponsesProvider
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.stream_helpers import collect, config, line_end_offsets, multibyte_offsets, sse, text
+from tests.stream_helpers import (
+    collect,
+    config,
+    multibyte_offsets,
+    replay_fixture,
+    served,
+    sse,
+    stream_at_cuts,
+    text,
+    typed_refusal,
+)
 from tests.test_responses_decode import FIXTURES, completed_response
 
 PATH = "/v1/responses"
@@ -35,21 +45,7 @@ def _provider(server: ProviderServer, **overrides: object) -> OpenAIResponsesPro
 
 @pytest.mark.parametrize("name", sorted(FIXTURES))
 async def test_replayed_fixture_cut_at_line_ends(fixtures_dir: Path, name: str) -> None:
-    path = fixtures_dir / name
-    body = path.read_bytes()
-    expected_events, error_type = FIXTURES[name]
-    offsets = sorted({*line_end_offsets(body), *multibyte_offsets(body)})
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply.fixture(path, cuts=[cut], delay_secs=0.002) for cut in offsets])
-        provider = _provider(server)
-        try:
-            for cut in offsets:
-                events, error = await collect(provider.stream(REQUEST))
-                assert events == expected_events, cut
-                assert type(error) is error_type if error_type else error is None
-        finally:
-            await provider.aclose()
-    assert len(server.requests_to(PATH)) == len(offsets)
+    await replay_fixture(_provider, PATH, fixtures_dir / name, REQUEST, FIXTURES[name])
 
 
 async def test_multibyte_text_cut_inside_every_character() -> None:
@@ -59,39 +55,25 @@ async def test_multibyte_text_cut_inside_every_character() -> None:
     )
     offsets = multibyte_offsets(body)
     assert len(offsets) == 2 + 2 + 3  # 你, 好 (3 bytes each), 🌍 (4 bytes)
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply(body=body, cuts=[c], delay_secs=0.002) for c in offsets])
-        provider = _provider(server)
-        try:
-            for cut in offsets:
-                events, error = await collect(provider.stream(REQUEST))
-                assert error is None, cut
-                assert events == [text("你好 🌍"), Final("stop", "completed")], cut
-        finally:
-            await provider.aclose()
+    outcomes, _ = await stream_at_cuts(_provider, PATH, Reply(body=body), offsets, REQUEST)
+    for cut, (events, error) in outcomes.items():
+        assert error is None, cut
+        assert events == [text("你好 🌍"), Final("stop", "completed")], cut
 
 
 async def test_completed_ends_the_stream_without_waiting_for_eof(fixtures_dir: Path) -> None:
     path = fixtures_dir / "responses_completed_then_trailing.sse"
-    async with ProviderServer() as server:
-        server.script(PATH, Reply.fixture(path, hold_open=True))
-        provider = _provider(server, stream_idle_timeout_secs=30)
-        try:
-            with anyio.fail_after(10):  # a hang guard only: waiting would end in the idle timeout
-                events, error = await collect(provider.stream(REQUEST))
-        finally:
-            await provider.aclose()
+    reply = Reply.fixture(path, hold_open=True)
+    async with served(_provider, PATH, reply, stream_idle_timeout_secs=30) as (provider, _):
+        with anyio.fail_after(10):  # a hang guard only: waiting would end in the idle timeout
+            events, error = await collect(provider.stream(REQUEST))
     assert error is None and events == [text("fallback"), Final("stop", "completed")]
 
 
 async def test_idle_stream_times_out() -> None:
-    async with ProviderServer() as server:
-        server.script(PATH, Reply.stall())
-        provider = _provider(server, stream_idle_timeout_secs=0.3)
-        try:
-            events, error = await collect(provider.stream(REQUEST))
-        finally:
-            await provider.aclose()
+    reply = Reply.stall()
+    async with served(_provider, PATH, reply, stream_idle_timeout_secs=0.3) as (provider, _):
+        events, error = await collect(provider.stream(REQUEST))
     assert events == [] and isinstance(error, ProviderTimeout) and error.phase == "idle"
 
 
@@ -106,16 +88,9 @@ async def test_idle_stream_times_out() -> None:
 )
 async def test_http_errors_are_typed(status: int, error_type: type[ProviderError]) -> None:
     body = {"error": {"type": "x", "code": "y", "message": "nope"}}
-    async with ProviderServer() as server:
-        server.script(PATH, Reply.json(body, status=status, headers={"Retry-After": "2"}))
-        provider = _provider(server)
-        try:
-            events, error = await collect(provider.stream(REQUEST))
-            with pytest.raises(error_type):
-                await provider.complete(REQUEST)
-        finally:
-            await provider.aclose()
-    assert events == [] and type(error) is error_type and "nope" in error.message
+    reply = Reply.json(body, status=status, headers={"Retry-After": "2"})
+    error = await typed_refusal(_provider, PATH, reply, REQUEST)
+    assert type(error) is error_type and "nope" in error.message
     if isinstance(error, ProviderRateLimited):
         assert error.retry_after == 2.0
 
@@ -141,30 +116,27 @@ async def test_tool_round_sends_every_output_item_back_with_the_call_output() ->
         },
     )
     tools = (ToolSpec("shell", "Runs a command."),)
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply(body=first), Reply(body=first)])
-        provider = _provider(server, reasoning_effort="low", max_tokens=500)
-        try:
-            request = ChatRequest(
-                messages=(ChatMessage("system", "Be brief."), ChatMessage("user", "where?")),
-                tools=tools,
-            )
-            stream = provider.stream(request)
-            events, error = await collect(stream)
-            assert error is None
-            (call,) = [e for e in events if isinstance(e, ToolCall)]
-            assert call == ToolCall("call_1", "shell", '{"command": "pwd"}')
-            follow_up = ChatRequest(
-                messages=(
-                    *request.messages,
-                    ChatMessage("assistant", "", (call,), provider_items=stream.provider_items),
-                    ChatMessage("tool", "/home", tool_call_id=call.id, name="shell"),
-                ),
-                tools=tools,
-            )
-            await collect(provider.stream(follow_up))
-        finally:
-            await provider.aclose()
+    replies = [Reply(body=first), Reply(body=first)]
+    overrides = {"reasoning_effort": "low", "max_tokens": 500}
+    async with served(_provider, PATH, replies, **overrides) as (provider, server):
+        request = ChatRequest(
+            messages=(ChatMessage("system", "Be brief."), ChatMessage("user", "where?")),
+            tools=tools,
+        )
+        stream = provider.stream(request)
+        events, error = await collect(stream)
+        assert error is None
+        (call,) = [e for e in events if isinstance(e, ToolCall)]
+        assert call == ToolCall("call_1", "shell", '{"command": "pwd"}')
+        follow_up = ChatRequest(
+            messages=(
+                *request.messages,
+                ChatMessage("assistant", "", (call,), provider_items=stream.provider_items),
+                ChatMessage("tool", "/home", tool_call_id=call.id, name="shell"),
+            ),
+            tools=tools,
+        )
+        await collect(provider.stream(follow_up))
     one, two = server.requests
     assert one.headers["authorization"] == "Bearer test-key"
     assert one.json["instructions"] == "Be brief."
@@ -202,13 +174,8 @@ async def test_without_provider_items_the_call_is_rebuilt_from_the_message() -> 
             ChatMessage("tool", "a.py", tool_call_id="call_7", name="shell"),
         )
     )
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=sse(COMPLETED)))
-        provider = _provider(server)
-        try:
-            events, error = await collect(provider.stream(request))
-        finally:
-            await provider.aclose()
+    async with served(_provider, PATH, Reply(body=sse(COMPLETED))) as (provider, server):
+        events, error = await collect(provider.stream(request))
     assert error is None and events == [Final("stop", "completed")]
     assert server.requests[0].json["input"] == [
         {"role": "user", "content": "list"},
@@ -228,15 +195,11 @@ async def test_stream_and_blocking_call_fold_to_the_same_response(
     fixtures_dir: Path, name: str
 ) -> None:
     path = fixtures_dir / name
-    async with ProviderServer() as server:
-        server.script(PATH, [Reply.fixture(path), Reply.json(completed_response(path))])
-        provider = _provider(server)
-        try:
-            stream = provider.stream(REQUEST)
-            events, error = await collect(stream)
-            blocking = await provider.complete(REQUEST)
-        finally:
-            await provider.aclose()
+    replies = [Reply.fixture(path), Reply.json(completed_response(path))]
+    async with served(_provider, PATH, replies) as (provider, server):
+        stream = provider.stream(REQUEST)
+        events, error = await collect(stream)
+        blocking = await provider.complete(REQUEST)
     assert error is None and stream.provider_items
     assert replace(fold(events), provider_items=stream.provider_items) == blocking
     assert server.requests[1].json["stream"] is False

@@ -1,0 +1,15 @@
+"""The shipped example hook, loaded as the example config names it."""
+
+from __future__ import annotations
+
+from config.models import PolicyConfig
+from orchestrator.policy import OutboundPolicy
+
+
+def test_example_hook_masks_email_addresses_once_per_piece() -> None:
+    policy = OutboundPolicy.from_config(
+        PolicyConfig(on_message_sending="orchestrator.policy.example_hooks:mask_email_addresses")
+    )
+    reply = policy.new_reply("tg", "1")
+    assert reply.guard_piece("Write to ada@example.org today.") == "Write to [email] today."
+    assert reply.guard_piece("No address here.") == "No address here."

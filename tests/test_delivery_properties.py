@@ -106,16 +106,18 @@ def strip_additions(messages: list[str], statuses: set[str], *, own_messages: bo
         out.append(message)
     if out and not own_messages:
         last = out[-1]
-        for suffix in [*statuses, MARKER]:
+        for suffix in statuses:
             if last == suffix:
                 last = ""
             elif last.endswith("\n\n" + suffix):
                 last = last[: -len(suffix) - 2]
+        if last.endswith(MARKER):  # the marker, and the blank line before it
+            last = last[: -len(MARKER)].rstrip()
+            if not last and len(out) > 1:
+                out[-2] = out[-2].rstrip()
         out[-1] = last
         if not last:
             out.pop()
-        if out and MARKER in messages[-1]:
-            out[-1] = out[-1].rstrip()  # the blank line before the marker is not text
     return out
 
 

@@ -24,8 +24,9 @@ plain messages.
 ``Restart``: queued pieces of the failed attempt are dropped; pieces already sent stand; when one
 was sent (or in flight), ``(answer restarted)`` is queued before the next message.
 
-``off`` queues nothing until the end; then the whole text goes through ``guard_piece`` once,
-the interrupted marker follows after a blank line, and the result is split at the limit.
+``off`` queues nothing until the end; then the whole text goes through ``guard_piece`` once and
+is split at the limit; the interrupted marker follows the last part after a blank line, or comes
+as a message of its own when it does not fit there (it is never split).
 
 Failures: a send that timed out is assumed to have landed (re-sending could duplicate it);
 ``too_long`` splits that message again with a quarter less room; ``failed`` retries a formatted
@@ -66,7 +67,8 @@ _MIN_ROOM = 16
 
 @dataclass(eq=False, slots=True)
 class _Item:
-    """One message to send. ``raw`` pieces have not been through ``guard_piece`` yet."""
+    """One message to send. ``raw`` pieces have not been through ``guard_piece`` yet; ``line``
+    (the interrupted marker in ``off``) follows ``text`` after a blank line and is never split."""
 
     text: str
     formatted: bool
@@ -74,6 +76,11 @@ class _Item:
     piece: bool
     raw: bool = False
     plain: bool = False
+    line: str = ""
+
+    @property
+    def message(self) -> str:
+        return append_line(self.text, self.line) if self.line else self.text
 
 
 def paragraph_end(text: str, start: int, fence: Fence | None) -> tuple[int, int] | None:
@@ -234,10 +241,29 @@ class QueuePlanner:
             return
         text = self._transcript.text
         body = (self._guard.guard_piece(text) or "") if text.strip() else ""
-        if ending.kind == "interrupted":
-            body = append_line(body, ending.line)
-        for chunk in split_text(self._limits, body, self._max):
-            self._queue_message(chunk, formatted=True, piece=True, raw=False)
+        line = clip_line(self._limits, ending.line, self._max) if ending.line else ""
+        self._queue_split(body, line, formatted=True, attempt=self._attempt, at=len(self._queue))
+
+    def _queue_split(
+        self, body: str, line: str, *, formatted: bool, attempt: int, at: int, piece: bool = True
+    ) -> None:
+        """Queue ``body`` split at the limit, at position ``at``; ``line`` goes after the last
+        part when it fits there, else in a message of its own."""
+        items = [
+            _Item(chunk, formatted, attempt, piece=piece)
+            for chunk in split_text(self._limits, body, self._max)
+        ]
+        if line:
+            last = items[-1] if items else None
+            if (
+                last is not None
+                and measure(self._limits, append_line(last.text, line)) <= self._max
+            ):
+                last.line = line
+            else:
+                items.append(_Item(line, formatted, attempt, piece=piece))
+        for item in reversed(items):
+            self._queue.insert(at, item)
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -251,12 +277,11 @@ class QueuePlanner:
                 self._queue.popleft()
                 guarded = self._guard.guard_piece(item.text)
                 if guarded is not None and guarded.strip():
-                    for chunk in reversed(split_text(self._limits, guarded, self._max)):
-                        self._queue.appendleft(_Item(chunk, True, item.attempt, item.piece))
+                    self._queue_split(guarded, "", formatted=True, attempt=item.attempt, at=0)
                 continue
             if item.piece:
                 self._sent_attempts.add(item.attempt)
-            action = SendMessage(item.text, item.formatted and not item.plain)
+            action = SendMessage(item.message, item.formatted and not item.plain)
             return PlannedWrite(action, item, final=True)
         return None
 
@@ -270,7 +295,7 @@ class QueuePlanner:
             self._counters.unconfirmed_sends += 1
             self._discard(write)  # it may have landed: never send a second copy
         elif reason == "too_long":
-            room = min(self._max, measure(self._limits, item.text)) * 3 // 4
+            room = min(self._max, measure(self._limits, item.message)) * 3 // 4
             if room < _MIN_ROOM:
                 self._give_up(write)
                 return
@@ -278,9 +303,14 @@ class QueuePlanner:
             if item in self._queue:
                 index = self._queue.index(item)
                 del self._queue[index]
-                for chunk in reversed(split_text(self._limits, item.text, room)):
-                    again = _Item(chunk, item.formatted, item.attempt, item.piece)
-                    self._queue.insert(index, again)
+                self._queue_split(
+                    item.text,
+                    item.line,
+                    formatted=item.formatted,
+                    attempt=item.attempt,
+                    at=index,
+                    piece=item.piece,
+                )
         elif write.action.formatted and not item.plain:  # type: ignore[union-attr]
             item.plain = True
             self._counters.plain_fallbacks += 1

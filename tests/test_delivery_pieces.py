@@ -334,3 +334,13 @@ def test_too_long_splits_the_message_again() -> None:
     run.play([(0.0, TextEmitted(text)), (0.1, AnswerEnded())])
     assert "".join(chat.visible()) == text
     assert all(len(m) <= 600 for m in chat.visible())
+
+
+def test_off_sends_the_marker_on_its_own_when_it_does_not_fit_and_never_splits_it() -> None:
+    settings = DeliverySettings(mode="off", limits=ChannelLimits(80, "chars"))
+    text = words(70)
+    run = ScriptedDelivery(settings)
+    run.play(
+        [(0.0, TextEmitted(text)), (1.0, AnswerInterrupted("the model stopped before finishing"))]
+    )
+    assert run.chat.visible() == [text, MARKER]

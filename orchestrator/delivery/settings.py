@@ -35,6 +35,9 @@ class DeliverySettings:
         render_formatted: the platform's final form of a text (``Channel.render_formatted``):
             an edit whose rendered form equals what is shown is not sent (DESIGN §3). The
             default (identity) means formatting renders like the plain text.
+
+    Raises:
+        ValueError: a limit under 16 units (too small to split into), or a cap under 1.
     """
 
     mode: StreamMode = "partial"

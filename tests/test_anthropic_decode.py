@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -263,15 +261,3 @@ def test_blocking_message_events() -> None:
     assert items == ()
     with pytest.raises(StreamProtocolError):
         message_events(["not", "a", "message"])
-
-
-def test_the_reducer_is_sans_io() -> None:
-    code = (
-        "import sys, providers.anthropic_decode; "
-        "print(sorted({'asyncio', 'anyio', 'httpx', 'socket', 'ssl'} & set(sys.modules)))"
-    )
-    root = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
-    )
-    assert done.stdout.strip() == "[]"

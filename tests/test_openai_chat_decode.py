@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -406,26 +403,3 @@ def test_property_any_split_of_the_tool_call_stream(fixtures_dir: Path, cuts: li
 
 
 # -- purity ------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "module",
-    ["providers.sse", "providers.ndjson", "providers.openai_chat_decode", "providers.error_events"],
-)
-def test_decoders_are_sans_io(module: str) -> None:
-    """The decoding cores import neither asyncio nor a network library (STYLE §1)."""
-    code = (
-        "import sys, importlib; importlib.import_module(sys.argv[1]); "
-        "bad = {'asyncio', 'anyio', 'httpx', 'httpcore', 'socket', 'ssl'} & set(sys.modules); "
-        "print(','.join(sorted(bad)))"
-    )
-    root = Path(__file__).resolve().parents[1]
-    result = subprocess.run(
-        [sys.executable, "-c", code, module],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=root,
-        env={"PYTHONPATH": str(root), "PATH": os.environ.get("PATH", "")},
-    )
-    assert result.stdout.strip() == ""

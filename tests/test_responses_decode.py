@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -207,15 +205,3 @@ def test_blocking_response_object(fixtures_dir: Path) -> None:
         response_events({**response, "status": "failed", "error": None})
     with pytest.raises(StreamProtocolError):
         response_events("nope")
-
-
-def test_the_reducer_is_sans_io() -> None:
-    code = (
-        "import sys, providers.responses_decode; "
-        "print(sorted({'asyncio', 'anyio', 'httpx', 'socket', 'ssl'} & set(sys.modules)))"
-    )
-    root = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root
-    )
-    assert done.stdout.strip() == "[]"

@@ -6,10 +6,6 @@ that every part and every HTML rendering is what Telegram would accept.
 
 from __future__ import annotations
 
-import ast
-import sys
-from pathlib import Path
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -195,16 +191,3 @@ def test_html_round_trip_property(ft: FormattedText) -> None:
     # Crossing entities are closed and reopened around the crossing: same coverage.
     back = [TextEntity(e["type"], e["offset"], e["length"]) for e in parsed.entities]
     assert _coverage([FormattedText(parsed.text, tuple(back))]) == _coverage([ft])
-
-
-def test_formatting_module_is_sans_io() -> None:
-    source = Path(sys.modules[split_formatted.__module__].__file__ or "").read_text()
-    imported = {
-        alias.name.split(".")[0]
-        for node in ast.walk(ast.parse(source))
-        if isinstance(node, ast.Import | ast.ImportFrom)
-        for alias in (
-            node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")]
-        )
-    }
-    assert not imported & {"asyncio", "anyio", "telegram", "httpx", "aiohttp", "socket"}

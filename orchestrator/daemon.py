@@ -130,7 +130,16 @@ class Daemon:
         if self.config.server.listen:
             host, _, port = self.config.server.listen.rpartition(":")
             server = HttpServer(self.metrics.handle, host=host or "127.0.0.1", port=int(port))
-            await server.start(tg)
+            try:
+                await server.start(tg)
+            except OSError as exc:
+                await self._stop_channels(started)
+                print(
+                    f"relaybot: server.listen {self.config.server.listen}: cannot listen: "
+                    f"{exc.strerror or exc}",
+                    file=sys.stderr,
+                )
+                return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
             tg.start_soon(self._watch_signals)

@@ -152,3 +152,38 @@ def test_what_run_would_reject_fails_check_config_too(
     assert result.returncode == 2
     [line] = result.stderr.strip().splitlines()
     assert line.startswith(f"{config}{expected}")
+
+
+def test_metrics_endpoint_and_a_busy_port(tmp_path: Path) -> None:
+    import socket
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "bot.yaml"
+    config.write_text(CONSOLE_CONFIG.replace("  listen: null", f"  listen: 127.0.0.1:{port}"))
+    process = _start(tmp_path, "--config", str(config))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+                    assert r.status == 200
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            assert b"relaybot_rounds" in r.read()
+        # A second bot on the same port cannot listen: one line, exit 1.
+        second = _start(tmp_path, "--config", str(config))
+        _, err = second.communicate(timeout=30)
+        assert second.returncode == 1
+        assert [line for line in err.splitlines() if line.startswith("relaybot:")] == [
+            f"relaybot: server.listen 127.0.0.1:{port}: cannot listen: Address already in use"
+        ]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
+    assert process.returncode == 0

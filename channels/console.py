@@ -9,6 +9,7 @@ answer is delivered.
 from __future__ import annotations
 
 import getpass
+import io
 import sys
 from typing import IO
 
@@ -113,6 +114,12 @@ class ConsoleChannel(Channel):
         return bool(answer) and answer.strip().lower() in ("y", "yes")
 
     # -- rendering ------------------------------------------------------------------------
+
+    def render_formatted(self, text: str) -> str:
+        """The final form of ``text``: its Markdown as rich renders it (without colours)."""
+        out = io.StringIO()
+        Console(file=out, width=self._console.width, color_system=None).print(Markdown(text))
+        return out.getvalue().rstrip()
 
     def _read_line(self) -> str | None:
         if self._interactive:

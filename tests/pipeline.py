@@ -17,7 +17,14 @@ from orchestrator.turn import TurnRunner
 from providers.registry import build_provider
 from tests.peers.provider_server import ProviderServer
 
-__all__ = ["RecordingTools", "make_turns", "provider_config", "sse", "text_answer"]
+__all__ = [
+    "RecordingTools",
+    "make_turns",
+    "provider_config",
+    "sse",
+    "text_answer",
+    "tool_call_stream",
+]
 
 
 def sse(*payloads: Any) -> bytes:
@@ -39,6 +46,17 @@ def text_answer(text: str, *, words: bool = True) -> bytes:
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     chunks.append({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5}})
     return sse(*chunks, "[DONE]")
+
+
+def tool_call_stream(name: str, arguments: str, call_id: str = "c") -> bytes:
+    """A Chat Completions stream with one tool call, finish ``tool_calls``, ``[DONE]``."""
+    call = {"index": 0, "id": call_id, "type": "function"}
+    call["function"] = {"name": name, "arguments": arguments}  # type: ignore[assignment]
+    return sse(
+        {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+        "[DONE]",
+    )
 
 
 class RecordingTools:

@@ -17,7 +17,14 @@ import pytest
 from channels.base import InboundMessage
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.pipeline import RecordingTools, make_turns, provider_config, sse, text_answer
+from tests.pipeline import (
+    RecordingTools,
+    make_turns,
+    provider_config,
+    sse,
+    text_answer,
+    tool_call_stream,
+)
 
 PATH = "/v1/chat/completions"
 INTERVAL_MS = 150
@@ -112,27 +119,7 @@ async def test_history_continues_after_a_restart(tmp_path: Path) -> None:
 
 
 async def test_max_tool_rounds_then_one_call_without_tools(tmp_path: Path) -> None:
-    call = sse(
-        {
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": "c",
-                                "type": "function",
-                                "function": {"name": "current_time", "arguments": "{}"},
-                            }
-                        ]
-                    },
-                }
-            ]
-        },
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-        "[DONE]",
-    )
+    call = tool_call_stream("current_time", "{}")
     async with ProviderServer() as server:
         server.script(
             PATH, [Reply(body=call), Reply(body=call), Reply(body=text_answer("Summary."))]
@@ -148,27 +135,7 @@ async def test_max_tool_rounds_then_one_call_without_tools(tmp_path: Path) -> No
 
 
 async def test_unparseable_tool_arguments_get_a_tool_error(tmp_path: Path) -> None:
-    bad = sse(
-        {
-            "choices": [
-                {
-                    "index": 0,
-                    "delta": {
-                        "tool_calls": [
-                            {
-                                "index": 0,
-                                "id": "c",
-                                "type": "function",
-                                "function": {"name": "current_time", "arguments": '{"timezone": '},
-                            }
-                        ]
-                    },
-                }
-            ]
-        },
-        {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
-        "[DONE]",
-    )
+    bad = tool_call_stream("current_time", '{"timezone": ')
     async with ProviderServer() as server:
         server.script(PATH, [Reply(body=bad), Reply(body=text_answer("Sorry."))])
         turns, _ = make_turns(tmp_path, [provider_config(server)])

@@ -111,7 +111,7 @@ class ConsoleChannel(Channel):
         self._stop_live()
         self._console.print(f"[yellow]{prompt}[/] [dim](y/N)[/]")
         answer = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
-        return bool(answer) and answer.strip().lower() in ("y", "yes")
+        return answer is not None and answer.strip().lower() in ("y", "yes")
 
     # -- rendering ------------------------------------------------------------------------
 

@@ -108,7 +108,7 @@ class TelegramTimeouts:
     read_secs: float = 5.0
     write_secs: float = 5.0
     pool_secs: float = 1.0
-    long_poll_secs: float = 10.0
+    long_poll_secs: int = 10
 
 
 def _description(exc: TelegramError) -> str:
@@ -268,7 +268,7 @@ class TelegramChannel(Channel):
         hook = self.config.webhook
         if hook is None:
             await app.updater.start_polling(
-                timeout=self.timeouts.long_poll_secs,
+                timeout=int(self.timeouts.long_poll_secs),
                 allowed_updates=_UPDATES,
                 error_callback=self._on_polling_error,
             )
@@ -426,9 +426,10 @@ class TelegramChannel(Channel):
             def write(
                 t: str, e: Sequence[MessageEntity] | None, first: bool = index == 0
             ) -> Awaitable[Message]:
-                return bot.send_message(
+                sent: Awaitable[Message] = bot.send_message(
                     chat_id, t, entities=e, reply_parameters=reply if first else None
                 )
+                return sent
 
             for attempt in range(3):
                 try:
@@ -448,7 +449,10 @@ class TelegramChannel(Channel):
         limit = self.limits.max_length
 
         def write(t: str, e: Sequence[MessageEntity] | None) -> Awaitable[Any]:
-            return bot.edit_message_text(t, ref.chat_id, int(ref.message_id), entities=e)
+            edit: Awaitable[Any] = bot.edit_message_text(
+                t, ref.chat_id, int(ref.message_id), entities=e
+            )
+            return edit
 
         if formatted:
             rendered = markdown_to_telegram(text)

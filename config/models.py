@@ -298,7 +298,8 @@ class ConsoleChannelConfig(_ChannelBase):
         default=100, ge=50, description="milliseconds between redraws"
     )
     allowed_users: list[str | int] = Field(
-        default_factory=lambda: ["*"], description="the local user is always allowed by default"
+        default_factory=lambda: list[str | int](["*"]),
+        description="the local user is always allowed by default",
     )
 
 

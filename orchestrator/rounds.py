@@ -222,9 +222,9 @@ class RoundRunner:
     @staticmethod
     def _backoff(retry: int, error: ProviderError | None) -> float:
         """Seconds before retry number ``retry`` (0-based): 0.5, 1, 2…, or the ``Retry-After``."""
-        delay = BACKOFF_START_SECS * (2**retry)
+        delay: float = BACKOFF_START_SECS * 2.0**retry
         if isinstance(error, ProviderRateLimited) and error.retry_after is not None:
-            return max(error.retry_after, 0.0)
+            delay = max(error.retry_after, 0.0)
         return delay
 
     @staticmethod

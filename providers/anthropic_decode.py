@@ -189,11 +189,11 @@ class AnthropicStreamReducer(StreamReducer):
         elif kind == "content_block_delta":
             return self._on_delta(_index(obj), obj.get("delta"))
         elif kind == "content_block_stop":
-            block = self._blocks.pop(_index(obj), None)
-            if block is not None:
-                finished = block.finished()
+            stopped = self._blocks.pop(_index(obj), None)
+            if stopped is not None:
+                finished = stopped.finished()
                 self._finished.append(finished)
-                if block.type not in ("text", "thinking"):
+                if stopped.type not in ("text", "thinking"):
                     return _block_events(finished, self._server_tools)
         elif kind == "message_delta":
             delta = obj.get("delta")

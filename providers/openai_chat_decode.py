@@ -265,7 +265,8 @@ class ChatCompletionsAccumulator:
 
     def _on_call_fragment(self, fragment: dict[str, Any]) -> None:
         index = _int_or_none(fragment.get("index"))
-        call_id = fragment.get("id") if isinstance(fragment.get("id"), str) else ""
+        raw_id = fragment.get("id")
+        call_id = raw_id if isinstance(raw_id, str) else ""
         if index is not None:
             call = self._by_index.get(index)
             if call is None or (call_id and call.id and call_id != call.id):

@@ -236,11 +236,11 @@ class ResponsesStreamReducer(StreamReducer):
                 call.arguments.append(str(item.get("arguments") or ""))
                 self._calls[str(item.get("id"))] = call
         elif kind == "response.function_call_arguments.delta":
-            if (call := self._calls.get(str(obj.get("item_id")))) is not None:
-                call.arguments.append(str(obj.get("delta") or ""))
+            if (delta_call := self._calls.get(str(obj.get("item_id")))) is not None:
+                delta_call.arguments.append(str(obj.get("delta") or ""))
         elif kind == "response.function_call_arguments.done":
-            if (call := self._calls.get(str(obj.get("item_id")))) is not None:
-                call.arguments = [str(obj.get("arguments") or "")]  # replaces the deltas
+            if (done_call := self._calls.get(str(obj.get("item_id")))) is not None:
+                done_call.arguments = [str(obj.get("arguments") or "")]  # replaces the deltas
         elif kind == "response.failed":
             raise _failure(obj.get("response"), what="response.failed")
         elif kind in ("response.completed", "response.incomplete"):
@@ -250,7 +250,7 @@ class ResponsesStreamReducer(StreamReducer):
                 response, self._seen, pending=self._calls.values(), status=status
             )
             self.done = True
-            self.provider_items = output_items(response)
+            self.provider_items = output_items(response if isinstance(response, dict) else {})
             return events
         elif kind == "error":
             error = obj.get("error")

@@ -307,7 +307,7 @@ class Redactor:
         while True:
             best = -1
             for index, match in enumerate(heads):
-                if match is not None and (best < 0 or match.start() < heads[best].start()):  # type: ignore[union-attr]
+                if match is not None and (best < 0 or match.start() < heads[best].start()):
                     best = index
             if best < 0:
                 return

@@ -22,10 +22,10 @@ so far could be the start of such JSON (its first non-space character is ``[`` o
 next ones fit ``[{"<key>`` or ``{"<key>`` with a tool-call key), the content is *held*:
 
 * held → text: as soon as it is clearly not a tool call (another first character, a prefix that
-  cannot be a call, or a complete JSON value that is not a call naming an offered tool);
+  cannot be a call, or a complete JSON value that is not a call);
 * held → tool calls: a complete JSON value that is a call (an object, or a non-empty array of
-  objects, with ``name`` an offered tool and ``parameters``/``arguments`` an object, or the
-  ``{"function": {...}}`` shape); text after it streams normally;
+  objects, with ``name`` an offered tool, or any name with ``parameters``/``arguments`` an
+  object, or the ``{"function": {...}}`` shape); text after it streams normally;
 * at ``done``: whatever is still held is parsed once more, then emitted as calls or as text.
 
 So no raw tool JSON reaches the chat, and an ordinary answer is delayed only while it could
@@ -191,7 +191,9 @@ class OllamaStreamReducer(StreamReducer):
 
     def _as_calls(self, value: Any) -> list[tuple[str, str]] | None:
         """``(name, arguments)`` of the calls ``value`` writes as JSON, or ``None`` when it is
-        not a call of an offered tool."""
+        not a call. A call of a tool that was not offered still counts when it carries
+        ``parameters``/``arguments``: the tool registry answers it with a tool error, which beats
+        showing raw tool JSON in the chat."""
         entries = value if isinstance(value, list) else [value]
         found: list[tuple[str, str]] = []
         for entry in entries:
@@ -200,8 +202,10 @@ class OllamaStreamReducer(StreamReducer):
             function = entry.get("function")
             spec = function if isinstance(function, dict) else entry
             name = spec.get("name")
-            if name not in self._tools:
+            if not isinstance(name, str) or not name:
                 return None
+            if name not in self._tools and not ({"parameters", "arguments"} & spec.keys()):
+                return None  # a name alone is too weak a sign for a tool nobody offered
             arguments = spec.get("parameters", spec.get("arguments"))
             try:
                 found.append((str(name), arguments_json(arguments)))

@@ -87,6 +87,21 @@ def test_c11_tool_json_in_content_becomes_a_call_and_never_text() -> None:
     _check(C11_LINES, [ToolCall("call_0", "get_weather", "{}"), Final("tool_calls", "stop")], None)
 
 
+def test_c11_tool_json_naming_a_tool_not_offered_is_still_a_call() -> None:
+    body = ndjson(
+        _record('[{"name":"get_time","parameters":{"zone":"UTC"}}]'), _record("", done=True)
+    )
+    _check(
+        body, [ToolCall("call_0", "get_time", '{"zone": "UTC"}'), Final("tool_calls", "stop")], None
+    )
+
+
+def test_c11_json_with_a_name_alone_is_text_when_that_tool_was_not_offered() -> None:
+    body = ndjson(_record('{"name": "Ada"}'), _record("", done=True))
+    events, failure = decode(WEATHER, [body])
+    assert failure is None and fold(events).text == '{"name": "Ada"}'
+
+
 def test_c11_a_single_final_record_carrying_tool_calls() -> None:
     call = {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
     body = ndjson({**_record("", done=True, tool_calls=[call]), "eval_count": 9})

@@ -171,7 +171,7 @@ def parse_completion(payload: Any) -> CompletionResponse:
     raw_finish = choice.get("finish_reason")
     raw_finish = raw_finish if isinstance(raw_finish, str) and raw_finish else None
     return CompletionResponse(
-        text=_content_text(message.get("content")),
+        text=_content_text(message.get("content")) + _content_text(message.get("refusal")),
         reasoning=parse_reasoning(message),
         tool_calls=tuple(calls),
         usage=parse_usage(payload.get("usage")),

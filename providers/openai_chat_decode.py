@@ -61,6 +61,7 @@ __all__ = [
     "parse_reasoning",
     "parse_usage",
     "proxy_tool_event",
+    "visible_content",
 ]
 
 DONE_SENTINEL = "[DONE]"
@@ -108,6 +109,17 @@ def parse_usage(usage: Any) -> Usage | None:
         output_tokens=_int_or_none(usage.get("completion_tokens")),
         cached_input_tokens=cached,
     )
+
+
+def visible_content(message: dict[str, Any]) -> str:
+    """The visible text of a delta or message: ``content``, or the ``refusal`` text OpenAI
+    sends instead when the model declines (API reference, "refusal": shown to the user)."""
+    text = ""
+    for key in ("content", "refusal"):
+        value = message.get(key)
+        if isinstance(value, str):
+            text += value
+    return text
 
 
 def parse_reasoning(message: dict[str, Any]) -> str:
@@ -249,8 +261,7 @@ class ChatCompletionsAccumulator:
 
     def _on_delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
         events: list[StreamEvent] = []
-        content = delta.get("content")
-        text = content if isinstance(content, str) else ""
+        text = visible_content(delta)
         reasoning = parse_reasoning(delta)
         if text or reasoning:
             events.append(TextDelta(StreamChunk(delta=text, reasoning=reasoning)))

@@ -403,3 +403,13 @@ def test_property_any_split_of_the_tool_call_stream(fixtures_dir: Path, cuts: li
 
 
 # -- purity ------------------------------------------------------------------------------------
+
+
+def test_a_refusal_is_visible_text() -> None:
+    body = (
+        b'data: {"choices":[{"index":0,"delta":{"refusal":"I can\'t help with that."}}]}\n\n'
+        b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
+    )
+    decoder = ChatCompletionsStreamDecoder()
+    events = [*decoder.feed(body), *decoder.close()]
+    assert fold(events).text == "I can't help with that."

@@ -58,6 +58,7 @@ SUMMARY_REQUEST = (
     "and say briefly what is still open.)"
 )
 SHUTDOWN_CAUSE = "the bot is shutting down"
+NO_ANSWER_CAUSE = "the model sent no answer"
 FINISH_CAUSES = {
     "length": "the model stopped before finishing",
     "content_filter": "the model's content filter stopped it",
@@ -222,6 +223,7 @@ class TurnRunner:
     ) -> None:
         system = ChatMessage("system", self._agent.system_prompt)
         max_rounds = self._agent.max_tool_rounds
+        said = False  # some visible text in any round of this reply
         for index in range(max_rounds + 1):
             offer_tools = index < max_rounds and bool(self._tools.specs)
             extra = (
@@ -252,6 +254,7 @@ class TurnRunner:
                 self._record(channel, inbound, None, failed.attempts, driver, writes_before)
                 return
             text = sink.end()
+            said = said or bool(text.strip())
             response = result.response
             calls = response.tool_calls if offer_tools else ()
             self._record(channel, inbound, result, result.attempts, driver, writes_before)
@@ -287,8 +290,10 @@ class TurnRunner:
             if policy.refusal:
                 driver.feed(AnswerRefused(policy.refusal))
                 outcome.outcome = "refused"
-            elif response.finish_reason in FINISH_CAUSES:
-                cause = FINISH_CAUSES[response.finish_reason]
+            elif response.finish_reason in FINISH_CAUSES or not said:
+                # A cut answer, or none at all (empty, whitespace, reasoning only, or tool calls
+                # where no tools were offered), is never presented as a complete reply.
+                cause = FINISH_CAUSES.get(response.finish_reason, NO_ANSWER_CAUSE)
                 driver.feed(AnswerInterrupted(cause))
                 outcome.outcome, outcome.cause = "interrupted", cause
             else:

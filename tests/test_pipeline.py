@@ -251,3 +251,38 @@ async def test_length_finish_is_not_presented_as_complete(tmp_path: Path) -> Non
     assert ch.chat.visible() == [
         "A long story that\n\n⚠️ Answer interrupted: the model stopped before finishing"
     ]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}, "[DONE]"),
+        text_answer("   \n  "),
+        sse(
+            {"choices": [{"index": 0, "delta": {"content": "<think>only thoughts"}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+            "[DONE]",
+        ),
+    ],
+    ids=["empty", "whitespace", "reasoning-only"],
+)
+@pytest.mark.parametrize("mode", ["partial", "off", "multi_message"])
+async def test_no_answer_at_all_is_said_in_the_chat(tmp_path: Path, body: bytes, mode: str) -> None:
+    async with ProviderServer() as server:
+        server.script(PATH, [Reply(body=body)])
+        turns, _ = make_turns(tmp_path, [provider_config(server)])
+        ch = channel(mode)
+        outcome = await turns.run(ch, inbound("hi"))
+    assert outcome.outcome == "interrupted"
+    assert ch.chat.visible()[-1].endswith("⚠️ Answer interrupted: the model sent no answer")
+
+
+async def test_tool_calls_in_the_summary_round_are_no_answer(tmp_path: Path) -> None:
+    call = tool_call_stream("current_time", "{}")
+    async with ProviderServer() as server:
+        server.script(PATH, [Reply(body=call)])  # the model never stops calling tools
+        turns, _ = make_turns(tmp_path, [provider_config(server)], max_tool_rounds=1)
+        ch = channel()
+        outcome = await turns.run(ch, inbound("loop"))
+    assert outcome.rounds == 2 and outcome.outcome == "interrupted"
+    assert ch.chat.visible() == ["⚠️ Answer interrupted: the model sent no answer"]

@@ -93,6 +93,7 @@ class Daemon:
         self._access: dict[str, AccessControl] = {}
         self._dispatcher: Dispatcher | None = None
         self.stopping = anyio.Event()
+        self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
 
     async def run(self, *, handle_signals: bool = True) -> int:
         """Serve until stopped; returns the process exit code (0, or 1 when a channel fails)."""
@@ -108,6 +109,7 @@ class Daemon:
             self.store.close()
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
+        self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
         self._dispatcher = Dispatcher(tg, self._run_turn)
         for name, channel_config in self.config.channels.items():
             self._access[name] = AccessControl(
@@ -162,17 +164,27 @@ class Daemon:
             self.stopping.set()
 
     async def _watch_signals(self) -> None:
+        """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short
+        (running answers end at once with the interrupted marker) instead of killing the
+        process, so no cut answer is ever left looking complete."""
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
-                log.info("received %s; shutting down", signal.Signals(signum).name)
-                self.stopping.set()
-                return
+                name = signal.Signals(signum).name
+                if not self.stopping.is_set():
+                    log.info("received %s; finishing running answers, then stopping", name)
+                    self.stopping.set()
+                else:
+                    log.warning("received %s again; interrupting running answers now", name)
+                    if self._grace is not None:
+                        self._grace.cancel()
 
     async def _shutdown(self, started: list[Channel]) -> None:
         assert self._dispatcher is not None
         with anyio.CancelScope(shield=True):
             self._dispatcher.close()
-            with anyio.move_on_after(SHUTDOWN_GRACE_SECS):
+            grace = self._grace or anyio.CancelScope()
+            grace.deadline = anyio.current_time() + SHUTDOWN_GRACE_SECS
+            with grace:
                 await self._dispatcher.wait_idle()
             self.turns.cancel_all()
             with anyio.move_on_after(DELIVERY_GRACE_SECS):

@@ -187,3 +187,49 @@ def test_metrics_endpoint_and_a_busy_port(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
     assert process.returncode == 0
+
+
+async def test_a_second_signal_interrupts_running_answers_visibly(tmp_path: Path) -> None:
+    import asyncio
+
+    from tests.peers.provider_server import ProviderServer, Reply
+    from tests.pipeline import sse
+
+    words = [{"choices": [{"index": 0, "delta": {"content": f"word{i} "}}]} for i in range(400)]
+    async with ProviderServer() as server:
+        # An answer that goes on for a long time: 400 words, 0.1 s apart.
+        server.script(
+            "/v1/chat/completions",
+            [Reply(body=sse(*words), delay_secs=0.1, cuts=range(0, 40000, 60))],
+        )
+        config = tmp_path / "bot.yaml"
+        config.write_text(CONSOLE_CONFIG.replace("http://127.0.0.1:9/v1", server.url + "/v1"))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "orchestrator.cli",
+            "run",
+            "--config",
+            str(config),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=_env(tmp_path),
+            cwd=tmp_path,
+        )
+        assert process.stdin is not None
+        process.stdin.write(b"tell me a long story\n")
+        await process.stdin.drain()
+        while not server.requests:  # noqa: ASYNC110 - the server records, it does not signal
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+        out, err = await asyncio.wait_for(process.communicate(), timeout=30)
+    assert process.returncode == 0, err
+    assert time.monotonic() - started < 15  # not the 30 s grace, not the whole answer
+    text = out.decode()
+    assert text.startswith("word0 ")
+    assert text.rstrip().endswith("⚠️ Answer interrupted: the bot is shutting down")

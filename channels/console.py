@@ -56,6 +56,8 @@ class ConsoleChannel(Channel):
 
     async def start(self) -> None:
         if self._interactive:
+            import readline  # noqa: F401 - line editing and history for input()
+
             self._console.print(
                 f"[bold]relaybot[/] — console channel [dim]{self.name}[/]. "
                 "Type a message; Ctrl-D to quit.",
@@ -141,20 +143,35 @@ class ConsoleChannel(Channel):
             return Markdown(text)
         return Text(text)
 
+    def _live_view(self) -> Text | Markdown:
+        """What the live region shows: the draft's last screenful. A live region taller than
+        the terminal cannot be redrawn, so the newest text would stop showing."""
+        view = self._renderable()
+        if isinstance(view, Markdown):
+            return view
+        rows = max(3, self._console.height - 3)
+        lines = view.wrap(self._console, self._console.width)
+        if len(lines) <= rows:
+            return view
+        return Text("…\n").append(Text("\n").join(lines[-(rows - 1) :]))
+
     def _refresh(self) -> None:
         if not self._interactive:
             return
         if self._live is None:
+            # transient: the live region is cleared at the end and the whole answer printed.
             self._live = Live(
-                self._renderable(), console=self._console, auto_refresh=False, transient=False
+                self._live_view(), console=self._console, auto_refresh=False, transient=True
             )
             self._live.start()
-        self._live.update(self._renderable(), refresh=True)
+        self._live.update(self._live_view(), refresh=True)
 
     def _stop_live(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
+            if self._order:
+                self._console.print(self._renderable())
 
     def _end_reply(self) -> None:
         if self._interactive:

@@ -39,13 +39,26 @@ class RedactingFormatter(logging.Formatter):
         return self._redact(json.dumps(payload, ensure_ascii=False))
 
 
+class _CurrentStderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever ``sys.stderr`` is at the time of the record, so a live terminal view
+    that redirects stderr (rich's ``Live``) prints log lines above its region, not into it."""
+
+    @property
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
 def setup_logging(
     redact: Redact, *, fmt: Literal["text", "json"] = "text", level: int = logging.INFO
 ) -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _CurrentStderrHandler()
     handler.setFormatter(RedactingFormatter(redact, fmt))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "telegram", "apscheduler", "nio", "discord"):
+    for noisy in ("httpx", "httpcore", "telegram", "apscheduler", "markdown_it"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))

@@ -105,6 +105,13 @@ class ProviderConfig(_Strict):
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
 
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("expected an http:// or https:// URL")
+        return value
+
     @property
     def resolved_base_url(self) -> str:
         return (self.base_url or _DEFAULT_BASE_URLS[self.kind]).rstrip("/")
@@ -143,6 +150,14 @@ class AgentConfig(_Strict):
     require_approval: list[str] = Field(
         default_factory=list, description="tools the user is asked to approve before each run"
     )
+
+    @model_validator(mode="after")
+    def _approval_names_offered_tools(self) -> AgentConfig:
+        # A misspelt name here would silently turn the safety setting off.
+        for index, name in enumerate(self.require_approval):
+            if name not in self.tools:
+                raise LocatedValueError((("require_approval", index), "not one of agent.tools"))
+        return self
 
 
 class SecretPatternConfig(_Strict):

@@ -47,7 +47,12 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="serve the configured channels")
     run.add_argument("--config", help="YAML config file (default: $RELAYBOT_CONFIG, else built in)")
     run.add_argument("--log-format", choices=("text", "json"), default="text")
-    run.add_argument("--log-level", default=None, help="debug, info, warning (default: info)")
+    run.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=None,
+        help="default: info (warning for an interactive console)",
+    )
     check = sub.add_parser("check-config", help="validate a config file")
     check.add_argument("file")
     sub.add_parser("schema", help="print the JSON Schema of the config file")

@@ -349,3 +349,19 @@ def test_a_value_from_the_environment_quoted_by_a_validator_is_masked(tmp_path: 
         "FILE:15: policy.extra_secret_patterns[0].regex: pattern '***' does not compile: "
         "missing ), unterminated subpattern at position 0"
     ]
+
+
+def test_require_approval_names_an_offered_tool(tmp_path: Path) -> None:
+    text = VALID.replace(
+        "  providers: [main]", "  providers: [main]\n  require_approval: [curent_time]"
+    )
+    assert _errors(tmp_path, text) == ["FILE:8: agent.require_approval[0]: not one of agent.tools"]
+
+
+def test_provider_base_url_is_an_http_url(tmp_path: Path) -> None:
+    text = VALID.replace(
+        "    model: gpt-4.1-mini", "    model: gpt-4.1-mini\n    base_url: ${OPENAI_API_KEY}"
+    )
+    errors = _errors(tmp_path, text)
+    assert errors == ["FILE:6: providers.main.base_url: expected an http:// or https:// URL"]
+    assert "sk-test-key" not in "\n".join(errors)

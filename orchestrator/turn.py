@@ -92,14 +92,15 @@ class TurnOutcome:
 
 
 class _RoundSink:
-    """Routes one round's events: reasoning apart, visible text through the window to delivery."""
+    """Routes one round's events: visible text through the window to delivery. Reasoning
+    (``StreamChunk.reasoning`` and ``<think>`` content) never reaches a chat: no channel shows
+    it yet (``show_reasoning`` is accepted by the config and has no effect)."""
 
     def __init__(self, policy: ReplyPolicyLike, driver: DeliveryDriver) -> None:
         self._policy = policy
         self._driver = driver
         self._think = ThinkFilter()
         self.visible: list[str] = []
-        self.reasoning: list[str] = []
 
     def _forward(self, visible: str) -> None:
         if not visible:
@@ -112,9 +113,8 @@ class _RoundSink:
     def event(self, event: StreamEvent) -> None:
         match event:
             case TextDelta(chunk):
-                visible, reasoning = self._think.feed(chunk.delta) if chunk.delta else ("", "")
-                self.reasoning.append(chunk.reasoning + reasoning)
-                self._forward(visible)
+                if chunk.delta:
+                    self._forward(self._think.feed(chunk.delta)[0])
             case PreExecutedToolCall(name=name):
                 self._driver.feed(ToolStarted(self._policy.redact_line(f"⏳ {name}…")))
             case PreExecutedToolResult():
@@ -123,15 +123,12 @@ class _RoundSink:
                 pass
 
     def end(self) -> str:
-        visible, reasoning = self._think.flush()
-        self.reasoning.append(reasoning)
-        self._forward(visible)
+        self._forward(self._think.flush()[0])
         return "".join(self.visible)
 
     def restart(self) -> None:
         self._think = ThinkFilter()
         self.visible.clear()
-        self.reasoning.clear()
         self._policy.restart()
         self._driver.feed(Restarted())
 

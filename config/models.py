@@ -231,7 +231,9 @@ class _ChannelBase(_Strict):
     respond_in_groups: Literal["mention", "all"] = Field(
         default="mention", description="in group chats, answer only when mentioned or replied to"
     )
-    show_reasoning: bool = Field(default=False, description="also show the model's reasoning")
+    show_reasoning: bool = Field(
+        default=False, description="reserved: show the model's reasoning (no channel shows it yet)"
+    )
     show_tool_status: bool = Field(
         default=False, description="multi_message: also send each tool status as a message"
     )

@@ -48,11 +48,16 @@ def text_answer(text: str, *, words: bool = True) -> bytes:
     return sse(*chunks, "[DONE]")
 
 
-def tool_call_stream(name: str, arguments: str, call_id: str = "c") -> bytes:
-    """A Chat Completions stream with one tool call, finish ``tool_calls``, ``[DONE]``."""
+def tool_call_stream(
+    name: str, arguments: str, call_id: str = "c", *, narration: str = ""
+) -> bytes:
+    """A Chat Completions stream: optional narration, one tool call, finish ``tool_calls``,
+    ``[DONE]``."""
     call = {"index": 0, "id": call_id, "type": "function"}
     call["function"] = {"name": name, "arguments": arguments}  # type: ignore[assignment]
+    text = [{"choices": [{"index": 0, "delta": {"content": narration}}]}] if narration else []
     return sse(
+        *text,
         {"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
         "[DONE]",

@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -95,9 +96,22 @@ def _load(path: str) -> RelaybotConfig | None:
     except KeyError as exc:
         problems.append(f"{path}: agent.tools: {exc.args[0]}")
     if problems:
-        print("\n".join(problems), file=sys.stderr)
+        print(_mask_referenced_env("\n".join(problems), path), file=sys.stderr)
         return None
     return config
+
+
+def _mask_referenced_env(text: str, path: str) -> str:
+    """Mask the values of the environment variables the file references (``${VAR}``): these
+    messages quote a tool name or hook path, which may have come from the environment."""
+    try:
+        names = set(re.findall(r"\$\{(\w+)", Path(path).read_text(encoding="utf-8")))
+    except OSError:
+        return text
+    for value in sorted((os.environ.get(n, "") for n in names), key=len, reverse=True):
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+    return text
 
 
 def _check_config(path: str) -> int:

@@ -233,3 +233,22 @@ async def test_a_second_signal_interrupts_running_answers_visibly(tmp_path: Path
     text = out.decode()
     assert text.startswith("word0 ")
     assert text.rstrip().endswith("⚠️ Answer interrupted: the bot is shutting down")
+
+
+def test_rejections_found_after_validation_never_echo_an_environment_value(tmp_path: Path) -> None:
+    config = tmp_path / "bot.yaml"
+    config.write_text(
+        CONSOLE_CONFIG.replace(
+            "  providers: [main]\n", '  providers: [main]\n  tools: ["${RB_SECRET}"]\n'
+        )
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "check-config", str(config)],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, RB_SECRET="hunter2TopSecretValue"),
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"{config}: agent.tools: unknown tool(s): ***"

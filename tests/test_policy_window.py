@@ -8,6 +8,7 @@ attempts, (a) the pieces join to ``redact(full)`` and every emitted prefix is a 
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -266,3 +267,27 @@ def test_property_no_visible_state_holds_any_part_of_a_secret(
         fresh = state[max(0, common - 4) :]
         assert not [w for w in forbidden if w in fresh], state
         previous = state
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    ["👨\u200d👩\u200d👧\u200d👦", "👍🏽", "🇯🇵", "e\u0301", "❤\ufe0f"],
+    ids=["zwj-family", "skin-tone", "flag", "combining", "variation"],
+)
+def test_a_draft_never_shows_part_of_a_user_perceived_character(cluster: str) -> None:
+    from orchestrator.policy.catalogue import Redactor
+    from orchestrator.policy.window import RedactionWindow
+
+    text = (cluster * 300) + " end"
+    for step in (1, 3, 7):
+        window = RedactionWindow(Redactor())
+        emitted = ""
+        for i in range(0, len(text), step):
+            emitted += window.feed(text[i : i + step])
+            # what has been emitted so far ends on a whole cluster
+            assert len(emitted) % len(cluster) == 0 or emitted.endswith(" end"), (
+                step,
+                len(emitted),
+            )
+        emitted += window.flush()
+        assert emitted == text

@@ -17,6 +17,9 @@ on, with a few characters before it kept as look-behind context.
 - what the catalogue scan settles (:meth:`Redactor.scan` with ``open_end``): it stops before a
   possible secret that reaches the end and before any match crossing the ceiling.
 
+The first two are moved back further so they never cut a user-perceived character apart (an
+emoji ZWJ sequence, a skin tone, a flag, a combining mark): a draft never shows half an emoji.
+
 ``release`` (end of a round) emits everything except a trailing possible secret start;
 ``flush`` (end of the reply) emits everything. Invariant: the concatenation of everything
 emitted equals ``Redactor.redact(everything fed)``.
@@ -40,6 +43,7 @@ otherwise waits for the round to end (``carried``: the round is then held, as by
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -97,6 +101,40 @@ class WindowState:
     run_from: int = 0
     run_bytes: int = 0
     carried: Literal["open", "held"] | None = None
+
+
+def _extends_previous(char: str) -> bool:
+    """True for a code point that belongs to the character before it on screen: a combining
+    mark, a variation selector, an emoji skin-tone modifier or tag, or a zero-width joiner."""
+    code = ord(char)
+    return (
+        unicodedata.combining(char) != 0
+        or char == "\u200d"
+        or 0xFE00 <= code <= 0xFE0F
+        or 0x1F3FB <= code <= 0x1F3FF
+        or 0xE0020 <= code <= 0xE007F
+    )
+
+
+def _grapheme_start(text: str, pos: int, floor: int) -> int:
+    """``pos``, moved back (not below ``floor``) so that it does not cut a user-perceived
+    character apart (``👨‍👩‍👧`` shown as ``👨‍👩``, a flag as one letter). An approximation of
+    Unicode UAX #29 extended grapheme clusters, enough for what a chat shows."""
+    while (
+        pos > floor
+        and pos < len(text)
+        and (
+            _extends_previous(text[pos])
+            or text[pos - 1] == "\u200d"
+            or (_is_regional_indicator(text[pos]) and _is_regional_indicator(text[pos - 1]))
+        )
+    ):
+        pos -= 1
+    return pos
+
+
+def _is_regional_indicator(char: str) -> bool:
+    return 0x1F1E6 <= ord(char) <= 0x1F1FF
 
 
 class RedactionWindow:
@@ -199,6 +237,7 @@ class RedactionWindow:
         ceiling = self._holdback_start(s)
         if run_held:
             ceiling = min(ceiling, s.run_from)
+        ceiling = _grapheme_start(s.text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
         scan = self._redactor.scan(s.text, s.settled, ceiling, open_end=True)

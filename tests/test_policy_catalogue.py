@@ -205,3 +205,12 @@ def test_an_invalid_regex_fails_check_config_with_its_name(
     err = capsys.readouterr().err
     assert "policy.extra_secret_patterns[0].regex" in err
     assert "'acme'" in err
+
+
+def test_telegram_bot_token_inside_a_bot_api_url() -> None:
+    from orchestrator.policy import Redactor
+
+    url = "https://api.telegram.org/bot1234567890:AAHfhd83kd8dk3kd93kdkd93kdk39dk3kdk/getMe"
+    assert Redactor().redact(url) == (
+        "https://api.telegram.org/bot[REDACTED:telegram_bot_token]/getMe"
+    )

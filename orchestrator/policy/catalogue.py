@@ -115,7 +115,8 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     SecretShape("sendgrid_key", _B + r"SG\.[A-Za-z0-9_-]{16,255}\.[A-Za-z0-9_-]{16,255}", ("SG.",)),
     SecretShape(
         "telegram_bot_token",
-        _B + r"[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
+        # Also right after "bot", as in Bot API URLs: https://api.telegram.org/bot<token>/getMe
+        r"(?:(?<=[Bb]ot)|(?<![A-Za-z0-9_]))[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
         tuple(f"{digit}:" for digit in "0123456789"),
     ),
     SecretShape(

@@ -42,7 +42,11 @@ class MessageRef:
 
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
-    """A message a user sent to the bot."""
+    """A message a user sent to the bot.
+
+    ``sender_name`` is ``"@handle"`` when the network verifies it (``allowed_users`` may name
+    it), otherwise a display name the user chose (shown, never used for access).
+    """
 
     channel: str
     chat_id: str

@@ -338,7 +338,9 @@ class TelegramChannel(Channel):
             channel=self.name,
             chat_id=str(message.chat.id),
             sender_id=str(user.id),
-            sender_name=user.username or user.full_name,
+            # "@handle" is verified by Telegram and may be matched by allowed_users; a display
+            # name is chosen freely by the user and never is.
+            sender_name=f"@{user.username}" if user.username else user.full_name,
             text=text,
             message_id=str(message.message_id),
             is_direct=message.chat.type == ChatType.PRIVATE,

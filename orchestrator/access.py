@@ -47,5 +47,9 @@ class AccessControl:
     def _is_allowed_sender(self, message: InboundMessage) -> bool:
         if self._everyone:
             return True
-        names = {message.sender_id.lower(), message.sender_name.lstrip("@").lower()}
+        # Only the id and a verified "@handle" count: a display name is chosen freely by the
+        # user (a first name "alice" or "999" must not pass for the user alice or the id 999).
+        names = {message.sender_id.lower()}
+        if message.sender_name.startswith("@"):
+            names.add(message.sender_name[1:].lower())
         return bool(names & self._allowed)

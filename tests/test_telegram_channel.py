@@ -299,7 +299,7 @@ async def test_inbound_messages(
 ) -> None:
     server.inject_message(CHAT, "hello", user_id=7, username="alice")
     direct = await _next_inbound(server, inbox)
-    assert direct == InboundMessage("tg", "111", "7", "alice", "hello", "1", True, False)
+    assert direct == InboundMessage("tg", "111", "7", "@alice", "hello", "1", True, False)
 
     server.inject_message(-5, "just chatting", username=None, first_name="Bob")
     group = await _next_inbound(server, inbox)

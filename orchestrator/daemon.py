@@ -213,23 +213,30 @@ class Daemon:
         if self._dispatcher.closed or not self._access[name].allows(message):
             await channel.reply_finished(message.chat_id)
             return
-        command = _command(message.text)
-        if command in ("/start", "/help", "/reset"):
-            if command == "/reset":
-                self.store.reset(name, message.chat_id)
-                text = "Conversation cleared."
-            else:
-                text = HELP_TEXT
-            try:
-                await channel.send_message(message.chat_id, self.policy.redact(text))
-            except ChannelError as exc:
-                log.warning("channel %s: could not answer %s: %s", name, command, exc)
-            await channel.reply_finished(message.chat_id)
-            return
+        # Commands queue like any message, so "/reset" acts after the answer that is running.
         if not self._dispatcher.submit(channel, message):
             await channel.reply_finished(message.chat_id)
 
+    async def _run_command(self, channel: Channel, message: InboundMessage, command: str) -> None:
+        if command == "/reset":
+            self.store.reset(channel.name, message.chat_id)
+            text = "Conversation cleared."
+        else:
+            text = HELP_TEXT
+        try:
+            await channel.send_message(message.chat_id, self.policy.redact(text))
+        except ChannelError as exc:
+            log.warning("channel %s: could not answer %s: %s", channel.name, command, exc)
+
     async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
+        command = _command(message.text)
+        if command in ("/start", "/help", "/reset"):
+            try:
+                await self._run_command(channel, message, command)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await channel.reply_finished(message.chat_id)
+            return
         try:
             outcome = await self.turns.run(channel, message)
             log.info(

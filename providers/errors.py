@@ -25,6 +25,7 @@ __all__ = [
     "ProviderTimeout",
     "StreamProtocolError",
     "StreamTruncated",
+    "snippet",
 ]
 
 
@@ -93,3 +94,13 @@ class StreamTruncated(ProviderError):
 
 class StreamProtocolError(ProviderError):
     """The body does not follow the wire format."""
+
+
+def snippet(text: str, limit: int = 80) -> str:
+    """The start of ``text`` for an error message, cut at whitespace so that no token is cut
+    in two: the log redactor recognises a whole secret, not an arbitrary piece of one.
+    Text without whitespace in its first ``limit`` characters is described by its length."""
+    if len(text) <= limit:
+        return text
+    cut = max(text.rfind(" ", 0, limit), text.rfind("\n", 0, limit))
+    return text[:cut] + " …" if cut > 0 else f"<{len(text)} characters>"

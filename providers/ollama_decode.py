@@ -38,7 +38,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from providers.errors import ProviderServerError, StreamProtocolError, StreamTruncated
+from providers.errors import ProviderServerError, StreamProtocolError, StreamTruncated, snippet
 from providers.events import (
     Final,
     FinishReason,
@@ -119,8 +119,8 @@ class OllamaStreamReducer(StreamReducer):
                 yield json.loads(line)
             except ValueError as exc:
                 if final:  # the last line was cut before its newline
-                    raise StreamTruncated(f"the stream ended mid-line: {line[:80]!r}") from exc
-                raise StreamProtocolError(f"line is not JSON: {line[:80]!r}") from exc
+                    raise StreamTruncated(f"the stream ended mid-line: {snippet(line)!r}") from exc
+                raise StreamProtocolError(f"line is not JSON: {snippet(line)!r}") from exc
 
     def _on_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
         if "error" in obj:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from providers.error_events import error_from_event
-from providers.errors import StreamProtocolError, StreamTruncated
+from providers.errors import StreamProtocolError, StreamTruncated, snippet
 from providers.events import (
     Final,
     FinishReason,
@@ -212,7 +212,7 @@ class ChatCompletionsAccumulator:
             return self._finish()
         chunk = parse_event_json(data)
         if not isinstance(chunk, dict):
-            raise StreamProtocolError(f"chunk is not a JSON object: {data[:80]!r}")
+            raise StreamProtocolError(f"chunk is not a JSON object: {snippet(data)!r}")
         return self.on_chunk(chunk)
 
     def on_chunk(self, chunk: dict[str, Any]) -> list[StreamEvent]:

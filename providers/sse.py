@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from providers.errors import StreamProtocolError
+from providers.errors import StreamProtocolError, snippet
 
 __all__ = ["SSEDecoder", "ServerSentEvent", "parse_event_json"]
 
@@ -168,5 +168,4 @@ def parse_event_json(data: str) -> Any:
     try:
         return json.loads(data)
     except ValueError as exc:
-        snippet = data[:80]
-        raise StreamProtocolError(f"event data is not JSON: {snippet!r}") from exc
+        raise StreamProtocolError(f"event data is not JSON: {snippet(data)!r}") from exc

@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
-from providers.errors import ProviderError, StreamProtocolError, StreamTruncated
+from providers.errors import ProviderError, StreamProtocolError, StreamTruncated, snippet
 from providers.events import StreamEvent
 
 __all__ = ["StreamReducer", "arguments_json", "reduce_body"]
@@ -148,7 +148,7 @@ def arguments_json(value: Any) -> str:
         try:
             value = json.loads(value)
         except ValueError as exc:
-            raise StreamProtocolError(f"tool arguments are not JSON: {value[:80]!r}") from exc
+            raise StreamProtocolError(f"tool arguments are not JSON: {snippet(value)!r}") from exc
     if not isinstance(value, dict):
         raise StreamProtocolError(f"tool arguments are not a JSON object: {value!r:.80}")
     return json.dumps(value, ensure_ascii=False)

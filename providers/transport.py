@@ -31,6 +31,8 @@ from providers.errors import (
     ProviderRateLimited,
     ProviderServerError,
     ProviderTimeout,
+    StreamProtocolError,
+    snippet,
 )
 
 __all__ = [
@@ -75,7 +77,7 @@ def _error_fields(body: bytes) -> tuple[str | None, str | None, Any]:
         parsed = json.loads(body)
     except ValueError:
         text = body.decode("utf-8", "replace").strip()
-        return None, text[:300] or None, None
+        return None, snippet(text, 300) or None, None
     err: Any = parsed.get("error") if isinstance(parsed, dict) else None
     if isinstance(err, dict):
         code = err.get("type") or err.get("code")
@@ -125,6 +127,8 @@ class BodyStream:
                 ) from exc
             except httpx.TransportError as exc:
                 raise ProviderConnectionError(f"connection broke while reading: {exc!r}") from exc
+            except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
+                raise StreamProtocolError(f"the body could not be decoded: {exc}") from exc
             if chunk:
                 yield chunk
 
@@ -163,7 +167,7 @@ async def open_stream(
             try:
                 with anyio.fail_after(timeout_secs):
                     body = await response.aread()
-            except (TimeoutError, httpx.TransportError):
+            except (TimeoutError, httpx.TransportError, httpx.DecodingError):
                 body = b""
             raise error_from_status(response.status_code, body, response.headers)
         yield BodyStream(response, idle_timeout_secs)
@@ -194,9 +198,11 @@ async def post_json(
         raise ProviderTimeout(f"connect timed out: {exc!r}", phase="connect") from exc
     except httpx.TransportError as exc:
         raise ProviderConnectionError(f"could not connect to {url}: {exc!r}") from exc
+    except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
+        raise StreamProtocolError(f"the answer could not be decoded: {exc}") from exc
     if response.status_code >= 300:
         raise error_from_status(response.status_code, response.content, response.headers)
     try:
         return response.json()
     except ValueError as exc:
-        raise ProviderServerError(f"answer is not JSON: {response.text[:80]!r}") from exc
+        raise ProviderServerError(f"answer is not JSON: {snippet(response.text)!r}") from exc

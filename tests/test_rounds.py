@@ -274,3 +274,25 @@ async def test_reasoning_effort_rejection_is_retried_once_through_the_responses_
     assert responses_body is not None and responses_body["tools"][0]["name"] == "t"
     assert server.requests[1].headers["authorization"] == "Bearer sk-test"
     assert any("Responses API" in r.getMessage() for r in caplog.records)
+
+
+async def test_a_corrupt_gzip_body_is_a_protocol_error_and_goes_blocking() -> None:
+    async with ProviderServer() as server:
+        server.script(
+            PATH,
+            [
+                Reply(body=b"this is not gzip", headers={"Content-Encoding": "gzip"}),
+                completion("ok"),
+            ],
+        )
+        result = await RoundRunner([entry(server, "a")], sleep=Sleeps()).run(REQUEST, Sink())
+    assert result.response.text == "ok" and result.attempts == 2
+
+
+def test_error_snippets_never_cut_a_token_in_two() -> None:
+    from providers.errors import snippet
+
+    key = "sk-ant-api03-" + "A" * 60
+    assert snippet("bad data " + key + " tail", 40) == "bad data …"
+    assert snippet(key * 2, 40) == f"<{len(key) * 2} characters>"
+    assert snippet("short", 40) == "short"

@@ -12,7 +12,8 @@ provider:
 
    * failure *before* it (connect failure, non-2xx, an error event after HTTP 200, a protocol
      error): the round is sent again as a blocking call to the same provider, up to
-     ``max_retries`` times, with exponential backoff from 0.5 s, honouring ``Retry-After``.
+     ``max_retries`` times, with exponential backoff from 0.5 s, honouring ``Retry-After``
+     (one longer than the provider's ``timeout_secs`` is not waited: the next provider serves).
      Auth and bad-request errors are not retried;
    * a timeout (connect, headers or idle) is never sent again to the same provider;
    * failure *after* it, or nothing left to try: the next provider serves the round.
@@ -183,7 +184,13 @@ class RoundRunner:
             for index in range(blocking_tries):
                 retry = index if streamable else index - 1  # 0 = the first retry
                 if retry >= 0:
-                    await self._sleep(self._backoff(retry, last_error))
+                    delay = self._backoff(retry, last_error)
+                    if delay > entry.config.timeout_secs:
+                        # A Retry-After longer than the provider's own time bound: the next
+                        # provider serves the round rather than the chat waiting that long.
+                        log.warning("provider %s: asked to wait %g s; trying the next", name, delay)
+                        break
+                    await self._sleep(delay)
                 begin()
                 try:
                     response = await provider.complete(request)

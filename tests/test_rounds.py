@@ -296,3 +296,22 @@ def test_error_snippets_never_cut_a_token_in_two() -> None:
     assert snippet("bad data " + key + " tail", 40) == "bad data …"
     assert snippet(key * 2, 40) == f"<{len(key) * 2} characters>"
     assert snippet("short", 40) == "short"
+
+
+async def test_a_retry_after_longer_than_timeout_secs_goes_to_the_next_provider() -> None:
+    async with ProviderServer() as server:
+        server.script(
+            "/a/chat/completions",
+            [
+                Reply.json(
+                    {"error": {"message": "later"}}, status=429, headers={"Retry-After": "3600"}
+                )
+            ],
+        )
+        server.script("/b/chat/completions", [Reply(body=answer_stream("from b"))])
+        sleeps = Sleeps()
+        chain = [entry(server, "a", prefix="/a"), entry(server, "b", prefix="/b")]
+        result = await RoundRunner(chain, sleep=sleeps).run(REQUEST, Sink())
+    assert result.provider == "b" and result.response.text == "from b"
+    assert sleeps.calls == []  # never waited the hour
+    assert len(server.requests_to("/a/chat/completions")) == 1

@@ -83,7 +83,14 @@ class Dispatcher:
     def close(self) -> None:
         """Stop taking messages; queued ones that have not started are dropped."""
         self._closed = True
-        for queue in self._queues.values():
+        for (channel, chat_id), queue in self._queues.items():
+            if queue:
+                log.warning(
+                    "conversation %s:%s: %d queued message(s) not answered (shutting down)",
+                    channel,
+                    chat_id,
+                    len(queue),
+                )
             queue.clear()
 
     async def wait_idle(self) -> None:

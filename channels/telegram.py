@@ -34,10 +34,8 @@ The adapter executes primitive writes; the delivery engine decides what to write
 from __future__ import annotations
 
 import contextlib
-import datetime as dtm
 import logging
 import secrets
-import warnings
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -57,10 +55,8 @@ from telegram import (
 )
 from telegram.constants import ChatAction, ChatType
 from telegram.error import (
-    BadRequest,
     InvalidToken,
     NetworkError,
-    RetryAfter,
     TelegramError,
     TimedOut,
 )
@@ -69,20 +65,17 @@ from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, Contex
 from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
 from channels.base import utf16_len as _utf16_len
 from channels.errors import (
-    ChannelError,
     ChannelRateLimited,
     ChannelStartError,
-    ChannelTimeout,
     ChannelWriteFailed,
-    MessageGone,
-    MessageNotModified,
     MessageTooLong,
 )
-from channels.limits import TELEGRAM_LIMITS, TELEGRAM_MAX_TEXT_LENGTH
+from channels.limits import TELEGRAM_LIMITS
+from channels.telegram_errors import is_parse_error, quiet_rate_limiter_log, translate_error
 from channels.telegram_format import FormattedText, markdown_to_telegram, split_formatted, to_html
 from config.models import TelegramChannelConfig
 
-__all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts", "translate_error"]
+__all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts"]
 
 _LOG = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -93,8 +86,6 @@ COMMANDS = (
 )
 _APPROVAL_PREFIX = "approve:"
 _UPDATES = ["message", "callback_query"]
-
-_GONE = ("message to edit not found", "message to delete not found", "message can't be edited")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,60 +102,10 @@ class TelegramTimeouts:
     long_poll_secs: int = 10
 
 
-def _description(exc: TelegramError) -> str:
-    text = str(exc).strip().lower()
-    return text.removeprefix("bad request: ")
-
-
-def translate_error(exc: TelegramError, *, length: int = 0) -> ChannelError:
-    """Map a python-telegram-bot error to ours (DESIGN §3), once, at the seam.
-
-    Args:
-        exc: what PTB raised.
-        length: the visible length of the rejected text, in UTF-16 code units (for
-            :class:`MessageTooLong`).
-    """
-    if isinstance(exc, RetryAfter):
-        with warnings.catch_warnings():  # int vs timedelta: PTB warns on the int form
-            warnings.simplefilter("ignore")
-            value: int | float | dtm.timedelta = exc.retry_after
-        seconds = value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
-        return ChannelRateLimited(seconds)
-    if isinstance(exc, TimedOut):
-        return ChannelTimeout(f"no answer from the Bot API in time: {exc}")
-    text = _description(exc)
-    if isinstance(exc, BadRequest):
-        if text.startswith("message is not modified"):
-            return MessageNotModified(str(exc))
-        if text.startswith(_GONE):
-            return MessageGone(str(exc))
-        if text.startswith("message is too long"):
-            return MessageTooLong(TELEGRAM_MAX_TEXT_LENGTH, length)
-    return ChannelWriteFailed(f"{type(exc).__name__}: {exc}")
-
-
-def _is_parse_error(exc: TelegramError) -> bool:
-    return isinstance(exc, BadRequest) and _description(exc).startswith("can't parse entities")
-
-
 def _entities(part: FormattedText) -> list[MessageEntity] | None:
     if not part.entities:
         return None
     return [MessageEntity(**e.to_dict()) for e in part.entities]  # type: ignore[arg-type]
-
-
-class _PassedOnRetryAfter(logging.Filter):
-    """With ``max_retries=0`` AIORateLimiter logs every ``RetryAfter`` it passes on as an error
-    with a traceback; each one is handled (the engine waits it out), so that record is noise."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Rate limit hit after maximum of 0 retries")
-
-
-def _quiet_rate_limiter_log() -> None:
-    logger = logging.getLogger("telegram.ext.AIORateLimiter")
-    if not any(isinstance(f, _PassedOnRetryAfter) for f in logger.filters):
-        logger.addFilter(_PassedOnRetryAfter())
 
 
 @dataclass
@@ -207,7 +148,7 @@ class TelegramChannel(Channel):
     # -- lifecycle ------------------------------------------------------------------------
 
     def _build(self) -> Application[Any, Any, Any, Any, Any, Any]:
-        _quiet_rate_limiter_log()
+        quiet_rate_limiter_log()
         builder = ApplicationBuilder().token(self.config.token.get_secret_value())
         builder.base_url(self.config.base_url).rate_limiter(AIORateLimiter(max_retries=0))
         for kind in ("connect", "read", "write", "pool"):  # the same bounds for getUpdates
@@ -400,7 +341,7 @@ class TelegramChannel(Channel):
         try:
             return await write(part.text, _entities(part))
         except TelegramError as exc:
-            if plain is None or not _is_parse_error(exc):
+            if plain is None or not is_parse_error(exc):
                 raise translate_error(exc, length=part.utf16_length) from exc
             _LOG.warning("%s: Telegram refused the formatting (%s); sending plain", self.name, exc)
         return await self._call(lambda: write(plain, None), length=_utf16_len(plain))

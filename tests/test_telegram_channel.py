@@ -22,7 +22,8 @@ from channels.errors import (
     MessageNotModified,
     MessageTooLong,
 )
-from channels.telegram import TelegramChannel, TelegramTimeouts, translate_error
+from channels.telegram import TelegramChannel, TelegramTimeouts
+from channels.telegram_errors import translate_error
 from channels.telegram_format import markdown_to_telegram
 from config.models import TelegramChannelConfig
 from tests.peers.telegram import ApiError, TelegramBotApiServer

@@ -1,4 +1,4 @@
-"""Shared test fixtures: a clean environment and the shared recorded fixtures (DESIGN §8)."""
+"""Shared test fixtures: a clean environment and the recorded provider streams (DESIGN §8)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,8 @@ _ENV_VARS = (
     "all_proxy",
 )
 
-_REPO = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = _REPO.parent / "shared" / "fixtures"
-"""Recorded provider streams; the checkout sits beside ``shared/`` (locally and in CI)."""
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+"""Recorded provider streams, inside the checkout: tests read nothing outside it."""
 
 
 @pytest.fixture(autouse=True)
@@ -40,11 +39,5 @@ def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="session")
 def fixtures_dir() -> Path:
-    """``<repo>/../shared/fixtures``; fails with a clear message when it is missing."""
-    if not SHARED_FIXTURES.is_dir():
-        pytest.fail(
-            f"shared fixtures not found at {SHARED_FIXTURES}: check out the shared/ directory "
-            "beside the repository",
-            pytrace=False,
-        )
-    return SHARED_FIXTURES
+    """``tests/fixtures``: the recorded streams and their README."""
+    return FIXTURES

@@ -36,6 +36,7 @@ from orchestrator.delivery.events import (
     ToolFinished,
     ToolStarted,
 )
+from orchestrator.delivery.hooks import PiecePolicy
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
 from orchestrator.store import RoundRecord, Store
 from orchestrator.think import ThinkFilter
@@ -65,7 +66,7 @@ FINISH_CAUSES = {
 }
 
 
-class ReplyPolicyLike(Protocol):
+class ReplyPolicyLike(PiecePolicy, Protocol):
     refusal: str | None
 
     def begin_round(self) -> None: ...
@@ -73,8 +74,6 @@ class ReplyPolicyLike(Protocol):
     def feed(self, text: str) -> str: ...
     def end_round(self) -> str: ...
     def finish(self) -> str: ...
-    def guard_piece(self, text: str) -> str | None: ...
-    def redact_line(self, text: str) -> str: ...
 
 
 class ReplyPolicyFactory(Protocol):

@@ -147,6 +147,12 @@ def _as_is(text: str) -> str:
     return text
 
 
+_MAX_PLANS = 8
+"""Plans one poll tries: a planner's ``next_kind`` may name a write that ``plan`` then finds
+needless (a draft changed back to what it shows); each such ``plan`` records it, so the next
+look is exact."""
+
+
 class DeliveryEngine:
     """Decides every write of one reply to one chat (see the module docstring).
 
@@ -328,7 +334,9 @@ class DeliveryEngine:
             return actions
         wake: list[float] = []
         kind = self._planner.next_kind()
-        while kind is not None:
+        for _ in range(_MAX_PLANS):
+            if kind is None:
+                break
             start_at = self._write_at(kind)
             if now < start_at:
                 wake.append(start_at)
@@ -338,7 +346,8 @@ class DeliveryEngine:
                 self._start(write)
                 actions.append(write.action)
                 return actions
-            kind = self._planner.next_kind()  # the planner found nothing to change after all
+            # The planner found nothing to change after all (it recorded that): look again.
+            kind = self._planner.next_kind()
         if not self._over:
             typing_at = self._typing_at(now)
             if now >= typing_at:

@@ -144,9 +144,7 @@ def test_no_adapter_splits_text(adapter: str) -> None:
     path = REPO / adapter
     assert path.exists(), adapter
     names = _names(path)
-    cutting = sorted(
-        n for n in names - NOT_TEXT if any(word in n.lower() for word in SPLITTING)
-    )
+    cutting = sorted(n for n in names - NOT_TEXT if any(word in n.lower() for word in SPLITTING))
     assert cutting == []
     assert "sleep" not in names
 

@@ -18,8 +18,8 @@ from channels.telegram_format import markdown_to_telegram
 from tests.peers.telegram import ApiError
 from tests.telegram_harness import (
     CHAT,
-    Bot,
     SPACING_TOLERANCE_SECS,
+    Bot,
     pieces_of,
     reply,
     running_bot,

@@ -29,6 +29,7 @@ import bisect
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 
 import telegramify_markdown
 from telegramify_markdown.config import RenderConfig
@@ -269,7 +270,9 @@ def to_html(formatted: FormattedText) -> str:
     Entities that cross each other are closed and reopened around the crossing so the HTML is
     always balanced. Types without an HTML form (``mention``, ``url``, …) render as text.
     """
-    text, offsets = formatted.text, _utf16_offsets(formatted.text)
+    text = formatted.text
+    narrow = not text or max(text) <= "\uffff"  # no code point takes two UTF-16 units
+    offsets = list(range(len(text) + 1)) if narrow else _utf16_offsets(text)
     starts: dict[int, list[TextEntity]] = {}
     for e in formatted.entities:
         starts.setdefault(e.offset, []).append(e)
@@ -294,8 +297,18 @@ def to_html(formatted: FormattedText) -> str:
             out.append(_open_tag(e)[0])
             stack.append(e)
 
-    for i, ch in enumerate(text):
-        boundary(offsets[i])
-        out.append(html.escape(ch, quote=False))
-    boundary(offsets[-1])
+    # Only entity edges matter: the text between two of them is escaped in one piece.
+    total = offsets[-1]
+    edges = {0, total}
+    for e in formatted.entities:
+        edges.update(u for u in (e.offset, e.offset + e.length) if u <= total)
+    for lo, hi in pairwise(sorted(edges)):
+        boundary(lo)
+        start, end = (
+            (lo, hi)
+            if narrow
+            else (bisect.bisect_left(offsets, lo), bisect.bisect_left(offsets, hi))
+        )
+        out.append(html.escape(text[start:end], quote=False))
+    boundary(total)
     return "".join(out)

@@ -124,11 +124,11 @@ class _InFlight:
 def compose(limits_max: int, tail: str, fence: Fence | None, suffix: str | None) -> str:
     """The live draft: ``tail`` (fence reopened; closed when ``suffix`` follows), then
     ``suffix`` after a blank line."""
+    if not suffix:  # nothing to close: no need to scan for fences
+        return (fence.reopen if fence else "") + tail if tail.strip() else ""
     body = ""
     if tail.strip():
-        body = render_chunk(tail, 0, len(tail), fence, close=bool(suffix))[0]
-    if not suffix:
-        return body
+        body = render_chunk(tail, 0, len(tail), fence, close=True)[0]
     return body + PARAGRAPH_BREAK + suffix if body else suffix
 
 
@@ -164,6 +164,8 @@ class DraftPlanner:
         self._awaited: int | None = None
         self._piece_ids = itertools.count(1)
         self._in_flight: _InFlight | None = None
+        self._clean = 0
+        """Leading frozen messages known to show their text: the scan starts after them."""
 
     # -- geometry ---------------------------------------------------------------------------
 
@@ -205,8 +207,7 @@ class DraftPlanner:
                 return
             start = self._start()
             tail = self._transcript.tail(start)
-            body = render_chunk(tail, 0, len(tail), fence, close=False)[0]
-            fits = measure(self._limits, body) <= self._live_room
+            fits = reopen + self._live_units <= self._live_room
             if fits and self._status is not None:
                 status = clip_line(self._limits, self._status, self._max)
                 fits = measure(self._limits, compose(self._max, tail, fence, status)) <= self._max
@@ -261,6 +262,7 @@ class DraftPlanner:
     def on_restarted(self) -> None:
         start = self._transcript.round_start
         self._cuts = [frozen for frozen in self._cuts if frozen.cut <= start]
+        self._clean = 0
         self._status = None
         self._reset_live()
         self._extend()
@@ -368,7 +370,7 @@ class DraftPlanner:
         if self._ended and not final:
             return None  # the hook's verdict on the final text is awaited
         count = self._count()
-        for index in range(count):
+        for index in range(0 if final else self._clean, count):
             slot = self._slots[index] if index < len(self._slots) else None
             state = slot.state if slot is not None else SlotState.EMPTY
             live = not final and index == len(self._cuts)
@@ -379,6 +381,10 @@ class DraftPlanner:
             if live and slot is not None and state is SlotState.SHOWN:
                 if slot.version == self._version:
                     continue  # the live draft has not changed since it was written
+                if not commit:  # changed: an edit, unless its text turns out the same
+                    if self._edit_allowed(slot, live, final):
+                        return "edit"
+                    continue
             target = self._target(index)
             formatted = target.formatted and not (slot is not None and slot.plain)
             form = target.form if formatted else target.text
@@ -396,6 +402,8 @@ class DraftPlanner:
             if form == slot.shown:
                 if commit and live:
                     slot.version = self._version
+                elif commit and not final and index == self._clean:
+                    self._clean += 1  # a frozen message showing its text stays so
                 continue
             if self._edit_allowed(slot, live, final):
                 if not commit:
@@ -425,6 +433,7 @@ class DraftPlanner:
         """Slot ``index`` can no longer be edited: the old messages from it on are deleted, then
         their texts go out as new messages."""
         self._counters.resent_as_new += 1
+        self._clean = min(self._clean, index)
         self._stale.extend(slot for slot in self._slots[index:] if slot.writable)
         del self._slots[index:]
 
@@ -567,6 +576,7 @@ class DraftPlanner:
             self._lay_out_final(self._final_body, formatted=self._final_formatted, keep=keep)
             return
         self._cuts = self._cuts[:index]
+        self._clean = min(self._clean, index)
         self._reset_live()
         self._extend()
 

@@ -172,6 +172,8 @@ class QueuePlanner:
         self._notice_due = False
         self._piece_ids = itertools.count(1)
         self._in_flight: _Item | None = None
+        self._live_units = 0
+        """``measure`` of the text after the cursor, kept as it grows."""
 
     # -- cutting pieces -------------------------------------------------------------------
 
@@ -187,9 +189,11 @@ class QueuePlanner:
             _Item(text, formatted, self._attempt, piece=piece, raw=raw, piece_id=piece_id)
         )
 
-    def _advance(self, count: int, fence: Fence | None) -> None:
+    def _advance(self, live: str, count: int, fence: Fence | None) -> None:
+        """Move the cursor ``count`` code points on; ``live`` is the text from the cursor."""
         self._cursor += count
         self._fence = fence
+        self._live_units -= measure(self._limits, live[:count])
         self._transcript.settle(self._cursor)
 
     def _queue_piece(self, live: str, end: int) -> None:
@@ -198,35 +202,37 @@ class QueuePlanner:
         if stop > 0:
             body, _ = render_chunk(live, 0, stop, self._fence)
             self._queue_message(body, formatted=True, piece=True, raw=True)
-        self._advance(end, None)
+        self._advance(live, end, None)
 
-    def _fits(self, live: str) -> bool:
-        prefix = len(self._fence.reopen) if self._fence else 0
-        width = 2 if self._limits.unit == "utf16" else 1
-        if (len(live) + prefix) * width <= self._max:
-            return True  # cheap bound: no need to measure
-        tail = render_chunk(live, 0, len(live), self._fence, close=False)[0]
-        return measure(self._limits, tail) <= self._max
+    def _fits(self) -> bool:
+        """The unsent text, its fence reopened, fits in one message (no text is read)."""
+        prefix = measure(self._limits, self._fence.reopen) if self._fence else 0
+        return prefix + self._live_units <= self._max
 
-    def _cut(self, *, flush: bool) -> None:
+    def _cut(self, *, flush: bool, appended: str = "\n") -> None:
+        """Cut what is complete. ``appended``: the text just added; a paragraph can only have
+        completed when it holds a newline, so without one nothing is read unless it overflows."""
         while True:
+            if not flush and self._fits() and not (self._by_paragraph and "\n" in appended):
+                return
             live = self._transcript.tail(self._cursor)
             if self._fence is None:
                 skip = _skip_blank_lines(live, 0)
                 if skip:
-                    self._advance(skip, None)
+                    self._advance(live, skip, None)
                     live = live[skip:]
             if self._by_paragraph:
                 found = paragraph_end(live, 0, self._fence)
                 if found is not None:
                     self._queue_piece(live, found[0])
-                    self._advance(found[1] - found[0], None)
+                    live = live[found[0] :]
+                    self._advance(live, found[1] - found[0], None)
                     continue
-            if not self._fits(live):
+            if not self._fits():
                 chunk = find_cut(self._limits, live, 0, len(live), self._fence, self._max)
                 body, fence = render_chunk(live, 0, chunk.cut, self._fence)
                 self._queue_message(body.rstrip(), formatted=True, piece=True, raw=True)
-                self._advance(chunk.cut, fence)
+                self._advance(live, chunk.cut, fence)
                 continue
             if flush:
                 self._queue_piece(live, len(live))
@@ -235,8 +241,9 @@ class QueuePlanner:
     # -- events ---------------------------------------------------------------------------
 
     def on_text(self, appended: str) -> None:
+        self._live_units += measure(self._limits, appended)
         if self._streams:
-            self._cut(flush=False)
+            self._cut(flush=False, appended=appended)
 
     def on_status(self, status: str) -> None:
         if self._streams and self._settings.show_tool_status:
@@ -258,6 +265,7 @@ class QueuePlanner:
         self._attempt += 1
         if self._cursor > self._transcript.length:
             self._cursor, self._fence = self._transcript.length, None
+        self._live_units = measure(self._limits, self._transcript.tail(self._cursor))
         self._transcript.settle(self._cursor)
 
     def on_end(self, ending: Ending) -> None:

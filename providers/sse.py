@@ -57,8 +57,8 @@ class SSEDecoder:
             for event in decoder.feed(chunk): ...
         for event in decoder.close(): ...
 
-    Bounds: a line, or the data of one event, longer than :data:`MAX_FRAME_BYTES` (8 MiB of
-    UTF-8) is a :class:`StreamProtocolError`. The events a read completed before the limit was
+    Bounds: a line, or the ``data`` lines of one event together, longer than
+    :data:`MAX_FRAME_BYTES` (8 MiB of UTF-8) is a :class:`StreamProtocolError`. The events a read completed before the limit was
     crossed are returned first; the error is raised by that same call when there are none, else
     by the next :meth:`feed` or :meth:`close`. An unterminated line is kept as a list of reads
     (joined once, when it ends), so a long line costs time linear in its length and at most
@@ -71,7 +71,7 @@ class SSEDecoder:
         self._skip_lf = False  # the previous read ended with CR
         self._bom_checked = False
         self._data: list[str] = []
-        self._data_size = 0  # UTF-8 bytes of the data lines since the last dispatch
+        self._data_size = 0  # UTF-8 bytes of the data lines since the last dispatch (≥ data)
         self._line_size = 0  # UTF-8 bytes of the line being processed
         self._event = ""
         self._last_id: str | None = None
@@ -177,7 +177,7 @@ class SSEDecoder:
             value = value[1:]
         self._has_lines = True
         if name == "data":
-            self._data_size += self._line_size + 1
+            self._data_size += self._line_size  # "data:" is longer than the LF joining values
             if self._data_size > MAX_FRAME_BYTES:
                 self._fail("an event's data")
                 return None

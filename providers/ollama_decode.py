@@ -170,6 +170,8 @@ class OllamaStreamReducer(StreamReducer):
         start = self._held.lstrip()
         try:
             value, end = parse_json_prefix(start, what="content held as possible tool JSON")
+        except StreamProtocolError:
+            return self._release()  # beyond the JSON bounds: no tool call, so it is text
         except ValueError:
             return self._release() if final else []  # incomplete JSON
         calls = self._as_calls(value)

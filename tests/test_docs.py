@@ -333,7 +333,7 @@ def numbers_table(text: str) -> dict[str, str]:
     part = text.split("\n## Numbers\n", 1)[1]
     rows = {}
     for line in part.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        cells = [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         if len(cells) >= 2 and line.startswith("|"):
             rows[cells[0].strip("`")] = cells[1]
     return rows

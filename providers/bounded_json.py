@@ -69,6 +69,15 @@ def _check(text: str, what: str) -> None:
         raise StreamProtocolError(f"{what} is nested deeper than {MAX_JSON_DEPTH} levels")
 
 
+def _text(data: bytes, what: str) -> str:
+    if len(data) > MAX_FRAME_BYTES:
+        raise StreamProtocolError(f"{what} is larger than {MAX_FRAME_BYTES} bytes")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise StreamProtocolError(f"{what} is not UTF-8 JSON") from exc
+
+
 def parse_json(text: str | bytes, *, what: str = "event data") -> Any:
     """Parse one JSON text within the bounds (see the module docstring).
 
@@ -80,15 +89,11 @@ def parse_json(text: str | bytes, *, what: str = "event data") -> Any:
         StreamProtocolError: too large, nested too deep, or not JSON.
     """
     if isinstance(text, bytes):
-        if len(text) > MAX_FRAME_BYTES:
-            raise StreamProtocolError(f"{what} is larger than {MAX_FRAME_BYTES} bytes")
-        try:
-            text = text.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise StreamProtocolError(f"{what} is not UTF-8 JSON") from exc
-    _check(text, what)
+        text = _text(text, what)
+    if len(text) > MAX_FRAME_BYTES or text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        _check(text, what)  # the rare case: measure it
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise StreamProtocolError(f"{what} is not JSON: {snippet(text)!r}") from exc
 

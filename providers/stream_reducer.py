@@ -101,10 +101,9 @@ class StreamReducer(ABC):
             raise self.failure
 
     def feed_object(self, obj: Any) -> list[StreamEvent]:
-        """Decode one already-parsed JSON value as if it had been framed in the body.
-
-        Blocking answers use this: the same reducer folds them, so a blocking and a streamed
-        answer give the same response. Call :meth:`close` afterwards.
+        """Decode one already-parsed JSON value as if it had been framed in the body (one wire
+        object, e.g. one Ollama record). Call :meth:`close` afterwards. A whole blocking answer
+        goes through :meth:`answer` instead.
         """
         if self.done or self.failure is not None or self._closed:
             return []

@@ -359,3 +359,32 @@ def test_an_event_whose_data_lines_add_up_to_more_than_8_mib_is_rejected() -> No
         decode(line * 5 + b"\n")
     assert len(decode(line * 3 + b"\n")) == 1  # the count restarts after each event
     assert len(decode((line * 3 + b"\n") * 2)) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab é🌍", min_size=1, max_size=12), max_size=6),
+    st.integers(min_value=65, max_value=200),
+    st.lists(st.integers(min_value=0, max_value=600), max_size=10),
+)
+def test_property_events_before_an_overlong_line_do_not_depend_on_the_split(
+    values: list[str], overlong: int, cuts: list[int]
+) -> None:
+    """With the bound lowered to 64 bytes: the events before a line past it are the same at
+    every split of the body, and the line always ends the stream as a protocol error."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("providers.sse.MAX_FRAME_BYTES", 64)
+        _events_before_overlong(values, overlong, cuts)
+
+
+def _events_before_overlong(values: list[str], overlong: int, cuts: list[int]) -> None:
+    body = "".join(f"data: {v}\n\n" for v in values).encode() + b"data: " + b"L" * overlong
+    bounds = sorted({min(c, len(body)) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
+    decoder = SSEDecoder()
+    events: list[ServerSentEvent] = []
+    with pytest.raises(StreamProtocolError):
+        for piece in pieces:
+            events.extend(decoder.feed(piece))
+        events.extend(decoder.close())
+    assert [e.data for e in events] == values

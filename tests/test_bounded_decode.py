@@ -26,6 +26,7 @@ from providers.openai_responses import OpenAIResponsesProvider
 from providers.responses_decode import ResponsesStreamReducer
 from providers.stream_reducer import StreamReducer, reduce_body
 from tests.peers.provider_server import Reply
+from tests.test_architecture import IO_MODULES, REPO, imported_modules
 from tests.stream_helpers import collect, config, every_split, served, text
 
 REDUCERS: dict[str, Callable[[], StreamReducer]] = {
@@ -322,3 +323,9 @@ async def test_over_the_wire_the_stream_and_the_blocking_call_raise_protocol_err
             await provider.complete(REQUEST)
     assert events == [text("Hi")]
     assert isinstance(error, StreamProtocolError), error
+
+
+def test_the_bounded_parse_is_sans_io() -> None:
+    """It sits beside the decoders, so it obeys their rule (DESIGN §1: pure cores)."""
+    module = REPO / "providers" / "bounded_json.py"
+    assert not {name.split(".")[0] for name in imported_modules(module)} & IO_MODULES

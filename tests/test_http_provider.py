@@ -180,3 +180,15 @@ async def test_without_ssl_cert_file_an_unknown_ca_is_refused(
     async with _tls_server(ca) as server:
         with pytest.raises(ProviderConnectionError, match="CERTIFICATE_VERIFY_FAILED"):
             await _ask_through(server)
+
+
+async def test_https_proxy_tunnels_an_https_provider_with_connect(
+    monkeypatch: pytest.MonkeyPatch, certificate_authority: tuple[trustme.CA, Path]
+) -> None:
+    ca, pem = certificate_authority
+    monkeypatch.setenv("SSL_CERT_FILE", str(pem))
+    async with _tls_server(ca) as server, HttpProxy() as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        assert await _ask_through(server) == ("via", "via")
+    assert proxy.targets and set(proxy.targets) == {server.url.removeprefix("https://")}
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 2

@@ -1,17 +1,18 @@
-"""A tiny forwarding HTTP proxy on 127.0.0.1 for ``http://`` URLs (RFC 9112 §3.2.2 absolute-form).
+"""A tiny forwarding HTTP proxy on 127.0.0.1: absolute-form requests and ``CONNECT`` tunnels.
 
 Theory of operation
 -------------------
 A client configured with ``HTTP_PROXY=http://127.0.0.1:<port>`` sends ``POST http://host:port/path
 HTTP/1.1`` to the proxy. The proxy records that request target in :attr:`HttpProxy.targets`,
 connects to ``host:port``, sends the request line in origin-form (``POST /path HTTP/1.1``) and then
-copies bytes both ways until either side closes. So an answer that reaches the client through it
-proves the client used the proxy.
+copies bytes both ways until either side closes (RFC 9112 §3.2.2). For an ``https://`` URL
+(``HTTPS_PROXY``) the client sends ``CONNECT host:port`` (RFC 9110 §9.3.6); the proxy records
+``host:port``, answers 200 and then copies the TLS bytes both ways. So an answer that reaches
+the client proves the client used the proxy.
 
-Limits (enough for the tests): no ``CONNECT`` (so no ``https://``), and one upstream per client
-connection: later requests on a kept-alive connection are copied to the same upstream as they
-are (absolute-form, which :class:`tests.peers.provider_server.ProviderServer` accepts) and are
-not recorded.
+Limit (enough for the tests): one upstream per client connection; later requests on a
+kept-alive connection are copied to the same upstream as they are (absolute-form, which
+:class:`tests.peers.provider_server.ProviderServer` accepts) and are not recorded.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ class HttpProxy:
 
     Attributes:
         url: ``http://127.0.0.1:<port>``, set on entry: the value for ``HTTP_PROXY``.
-        targets: the absolute request targets received, one per client connection.
+        targets: the request targets received, one per client connection: an absolute URL, or
+            ``host:port`` for a ``CONNECT``.
     """
 
     def __init__(self) -> None:
@@ -74,6 +76,9 @@ class HttpProxy:
         request_line = await reader.readuntil(b"\r\n")
         method, target, version = request_line.decode("latin-1").rstrip("\r\n").split(" ", 2)
         self.targets.append(target)
+        if method == "CONNECT":
+            await self._tunnel(target, reader, writer)
+            return
         parts = urlsplit(target)
         if parts.scheme != "http" or parts.hostname is None:
             writer.write(b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\n\r\n")
@@ -82,6 +87,21 @@ class HttpProxy:
         up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         up_writer.write(f"{method} {path or '/'} {version}\r\n".encode("latin-1"))
+        try:
+            await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
+        finally:
+            up_writer.close()
+
+    @staticmethod
+    async def _tunnel(
+        target: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        while (await reader.readuntil(b"\r\n")) != b"\r\n":
+            pass  # the CONNECT request's headers
+        host, _, port = target.rpartition(":")
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        await writer.drain()
         try:
             await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
         finally:

@@ -26,8 +26,8 @@ from providers.openai_responses import OpenAIResponsesProvider
 from providers.responses_decode import ResponsesStreamReducer
 from providers.stream_reducer import StreamReducer, reduce_body
 from tests.peers.provider_server import Reply
-from tests.test_architecture import IO_MODULES, REPO, imported_modules
 from tests.stream_helpers import collect, config, every_split, served, text
+from tests.test_architecture import IO_MODULES, REPO, imported_modules
 
 REDUCERS: dict[str, Callable[[], StreamReducer]] = {
     "openai_chat": ChatCompletionsStreamReducer,

@@ -9,6 +9,12 @@ end of its input. Shutdown stops taking messages, lets running turns finish for 
 ``SHUTDOWN_GRACE_SECS``, then cuts the model work of any turn still running (its reply ends with
 the interrupted marker), stops the channels and returns 0.
 
+Every message is kept in the store's waiting messages until its turn starts (DESIGN §5): the
+messages queued behind a running answer at shutdown are answered after the next start, once;
+those older than ``agent.stale_after_secs`` get a short notice instead. ``/stop`` is not queued:
+it cuts the running answer of its conversation short (DESIGN §3 "Stop"), and the next waiting
+message runs.
+
 Every task has an owner: the root task group spans the whole run.
 """
 
@@ -17,6 +23,7 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,9 +41,9 @@ from orchestrator.http_server import HttpServer
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.rounds import ChainEntry, RoundRunner
-from orchestrator.store import Store
+from orchestrator.store import AsyncStore, Store, WaitingMessage
 from orchestrator.tools import ToolRegistry
-from orchestrator.turn import TurnRunner
+from orchestrator.turn import TurnRunner, conversation_key
 from providers.registry import build_provider
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
@@ -52,7 +59,14 @@ ChannelFactory = Callable[[str, Any, InboundHandler], Channel]
 """Builds one channel from its name, config model and inbound handler (default:
 :func:`channels.registry.build_channel`)."""
 
-HELP_TEXT = "Hi! Send me a message and I will answer. Commands: /reset forgets this conversation."
+HELP_TEXT = (
+    "Hi! Send me a message and I will answer. Commands: /stop ends the answer being written, "
+    "/reset forgets this conversation."
+)
+NOTHING_TO_STOP = "Nothing to stop."
+STALE_NOTICE = (
+    "Your message from {when} was not answered before the bot restarted; please send it again."
+)
 
 
 class Daemon:
@@ -73,7 +87,8 @@ class Daemon:
     ) -> None:
         self.config = config
         self._channel_factory = channel_factory
-        self.store = Store(storage_path)
+        self.store = Store(storage_path)  # blocking: start-up, shutdown and tests
+        self._store = AsyncStore(self.store)  # everything on the event loop
         self.policy = OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         chain = [
@@ -84,7 +99,7 @@ class Daemon:
             agent=config.agent,
             rounds=RoundRunner(chain),
             tools=ToolRegistry.from_names(config.agent.tools),
-            store=self.store,
+            store=self._store,
             policies=self.policy,
             on_round=self.metrics.observe_round,
         )
@@ -110,7 +125,7 @@ class Daemon:
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
-        self._dispatcher = Dispatcher(tg, self._run_turn)
+        self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting)
         for name, channel_config in self.config.channels.items():
             self._access[name] = AccessControl(
                 name, channel_config.allowed_users, channel_config.respond_in_groups
@@ -143,6 +158,7 @@ class Daemon:
                 )
                 return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
+        await self._resume_waiting()
         if handle_signals:
             tg.start_soon(self._watch_signals)
         console_only = all(c.config.kind == "console" for c in self.channels.values())
@@ -209,24 +225,70 @@ class Daemon:
 
     async def _on_inbound(self, name: str, message: InboundMessage) -> None:
         channel = self.channels[name]
-        assert self._dispatcher is not None
-        if self._dispatcher.closed or not self._access[name].allows(message):
+        dispatcher = self._dispatcher
+        assert dispatcher is not None
+        if dispatcher.closed or not self._access[name].allows(message):
             await channel.reply_finished(message.chat_id)
             return
+        if _command(message.text) == "/stop":
+            await self._stop_answer(channel, message)
+            return
         # Commands queue like any message, so "/reset" acts after the answer that is running.
-        if not self._dispatcher.submit(channel, message):
+        # The message is kept in the store until its turn starts (answered after a restart).
+        ticket = await self._store.add_waiting(message)
+        if not dispatcher.submit(channel, message, ticket):
+            if not dispatcher.closed:  # the queue is full: not kept either
+                await self._store.remove_waiting(ticket)
             await channel.reply_finished(message.chat_id)
+
+    async def _stop_answer(self, channel: Channel, message: InboundMessage) -> None:
+        """``/stop``: cut the conversation's running answer short; say so when none runs."""
+        try:
+            if not self.turns.stop(conversation_key(channel.name, message)):
+                await self._say(channel, message, NOTHING_TO_STOP)
+        finally:
+            await channel.reply_finished(message.chat_id)
+
+    async def _say(
+        self, channel: Channel, message: InboundMessage, text: str, *, reply: bool = False
+    ) -> None:
+        """A short notice in the message's chat and thread (redacted; failures logged), with
+        ``reply`` as an answer to it."""
+        try:
+            await channel.send_message(
+                message.chat_id,
+                self.policy.redact(text),
+                reply_to=message.message_id if reply else None,
+                thread_id=message.thread_id,
+            )
+        except ChannelError as exc:
+            log.warning("channel %s: could not send a notice: %s", channel.name, exc)
+
+    async def _resume_waiting(self) -> None:
+        """Submit the messages a previous run left waiting, oldest first; a stale one gets a
+        notice instead of an answer (DESIGN §5)."""
+        assert self._dispatcher is not None
+        stale_after = self.config.agent.stale_after_secs
+        for waiting in await self._store.waiting():
+            channel = self.channels.get(waiting.message.channel)
+            if channel is None:
+                log.warning(
+                    "dropping a waiting message of the unknown channel %s", waiting.message.channel
+                )
+                await self._store.remove_waiting(waiting.id)
+            elif time.time() - waiting.received_at > stale_after:
+                await self._store.remove_waiting(waiting.id)
+                await self._say(channel, waiting.message, _stale_notice(waiting), reply=True)
+            elif not self._dispatcher.submit(channel, waiting.message, waiting.id):
+                await self._store.remove_waiting(waiting.id)
 
     async def _run_command(self, channel: Channel, message: InboundMessage, command: str) -> None:
         if command == "/reset":
-            self.store.reset(channel.name, message.chat_id)
+            await self._store.reset(channel.name, message.chat_id, message.thread_id)
             text = "Conversation cleared."
         else:
             text = HELP_TEXT
-        try:
-            await channel.send_message(message.chat_id, self.policy.redact(text))
-        except ChannelError as exc:
-            log.warning("channel %s: could not answer %s: %s", channel.name, command, exc)
+        await self._say(channel, message, text)
 
     async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
         command = _command(message.text)
@@ -249,6 +311,11 @@ class Daemon:
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
+
+
+def _stale_notice(waiting: WaitingMessage) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(waiting.received_at))
+    return STALE_NOTICE.format(when=when)
 
 
 def _command(text: str) -> str | None:

@@ -486,7 +486,8 @@ class TelegramBotApiServer:
         if reply_to is not None:
             msg.raw["reply_to_message"] = chat.messages[reply_to].raw
         if params.get("message_thread_id") is not None:
-            msg.raw.update(message_thread_id=params["message_thread_id"], is_topic_message=True)
+            topic = int(params["message_thread_id"])
+            msg.raw.update(message_thread_id=topic, is_topic_message=True)
         self._record_state(chat.obj["id"])
         return msg.raw
 

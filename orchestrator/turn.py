@@ -333,7 +333,8 @@ class TurnRunner:
         self, turn: _Turn, response: CompletionResponse, calls: tuple[ToolCall, ...]
     ) -> None:
         """Run ``calls`` in order; the history gets the calls and their results together, so a
-        turn cut short while a tool runs never leaves a call without its result."""
+        turn cut short while a tool runs never leaves a call without its result (it keeps the
+        narration alone)."""
         messages = [
             ChatMessage(
                 "assistant",
@@ -342,9 +343,13 @@ class TurnRunner:
                 provider_items=response.provider_items,
             )
         ]
-        for call in calls:
-            messages.append(await self._run_tool(turn, call))
-            turn.outcome.tool_calls.append((call.name, call.arguments))
+        try:
+            for call in calls:
+                messages.append(await self._run_tool(turn, call))
+                turn.outcome.tool_calls.append((call.name, call.arguments))
+        except anyio.get_cancelled_exc_class():
+            self._keep_text(turn, turn.pending_text)
+            raise
         turn.new_messages.extend(messages)
 
     async def _run_tool(self, turn: _Turn, call: ToolCall) -> ChatMessage:

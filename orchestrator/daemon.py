@@ -227,19 +227,23 @@ class Daemon:
         channel = self.channels[name]
         dispatcher = self._dispatcher
         assert dispatcher is not None
-        if dispatcher.closed or not self._access[name].allows(message):
+        if not self._access[name].allows(message):
             await channel.reply_finished(message.chat_id)
             return
-        if _command(message.text) == "/stop":
+        if _command(message.text) == "/stop":  # also while stopping: it ends a running answer
             await self._stop_answer(channel, message)
             return
         # Commands queue like any message, so "/reset" acts after the answer that is running.
-        # The message is kept in the store until its turn starts (answered after a restart).
+        # The message is kept in the store until its turn starts: one that arrives or still
+        # waits when the daemon stops is answered after the next start.
         ticket = await self._store.add_waiting(message)
-        if not dispatcher.submit(channel, message, ticket):
-            if not dispatcher.closed:  # the queue is full: not kept either
-                await self._store.remove_waiting(ticket)
-            await channel.reply_finished(message.chat_id)
+        if dispatcher.closed:
+            log.info("%s:%s: message kept for after the restart", name, message.chat_id)
+        elif not dispatcher.submit(channel, message, ticket):  # the queue is full
+            await self._store.remove_waiting(ticket)
+        else:
+            return
+        await channel.reply_finished(message.chat_id)
 
     async def _stop_answer(self, channel: Channel, message: InboundMessage) -> None:
         """``/stop``: cut the conversation's running answer short; say so when none runs."""

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import anyio
 
@@ -36,16 +35,21 @@ from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import (
     AnswerEnded,
     AnswerInterrupted,
-    AnswerRefused,
     RoundEnded,
-    TextEmitted,
     ToolFinished,
     ToolStarted,
 )
-from orchestrator.round_sink import ReplyPolicyFactory, ReplyPolicyLike, RoundSink
+from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
 from orchestrator.store import AsyncStore, RoundRecord, Store
 from orchestrator.tools import ToolRegistry, tool_error
+from orchestrator.turn_state import (
+    ConversationKey,
+    OpenRound,
+    TurnOutcome,
+    TurnState,
+    conversation_key,
+)
 from providers.base import ChatMessage, ChatRequest, CompletionResponse
 from providers.events import ToolCall
 
@@ -72,71 +76,6 @@ FINISH_CAUSES = {
     "length": "the model stopped before finishing",
     "content_filter": "the model's content filter stopped it",
 }
-
-ConversationKey = tuple[str, str, str | None]
-"""(channel name, chat id, thread id): one conversation (DESIGN §3)."""
-
-
-def conversation_key(channel: str, message: InboundMessage) -> ConversationKey:
-    return (channel, message.chat_id, message.thread_id)
-
-
-@dataclass
-class TurnOutcome:
-    """How a turn ended: ``ok``, ``interrupted``, ``refused`` or ``stopped``; its rounds."""
-
-    outcome: str = "ok"
-    cause: str | None = None
-    rounds: int = 0
-    tool_calls: list[tuple[str, str]] = field(default_factory=list)
-
-
-@dataclass
-class _OpenRound:
-    """The round being served: what is needed to record it when it is cut short."""
-
-    sink: RoundSink
-    writes_before: int
-
-
-@dataclass
-class _Turn:
-    """One reply's state while its turn runs."""
-
-    channel: Channel
-    inbound: InboundMessage
-    policy: ReplyPolicyLike
-    driver: DeliveryDriver
-    history: list[ChatMessage]
-    new_messages: list[ChatMessage]
-    outcome: TurnOutcome = field(default_factory=TurnOutcome)
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    stop_cause: str | None = None  # why the scope was cancelled
-    said: bool = False  # some visible text in any round of this reply
-    pending_text: str = ""  # the visible text of the last round served
-    open_round: _OpenRound | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{self.channel.name}:{self.inbound.chat_id}"
-
-    def emit(self, text: str) -> None:
-        """Feed what the policy released, if anything."""
-        if text:
-            self.driver.feed(TextEmitted(text))
-
-    def interrupt(
-        self, cause: str, *, marker: str | None = None, kind: str = "interrupted"
-    ) -> None:
-        """End the reply after its visible text with the interrupted (or given) marker."""
-        self.emit(self.policy.finish())
-        self.driver.feed(AnswerInterrupted(cause, marker))
-        self.outcome.outcome, self.outcome.cause = kind, cause
-
-    def refuse(self) -> None:
-        assert self.policy.refusal is not None
-        self.driver.feed(AnswerRefused(self.policy.refusal))
-        self.outcome.outcome = "refused"
 
 
 class TurnRunner:
@@ -168,7 +107,7 @@ class TurnRunner:
         self._store = store if isinstance(store, AsyncStore) else AsyncStore(store)
         self._policies = policies
         self._on_round = on_round
-        self._running: dict[ConversationKey, _Turn] = {}
+        self._running: dict[ConversationKey, TurnState] = {}
 
     def cancel_all(self) -> None:
         """Stop every running turn's model work; each still delivers its interrupted marker."""
@@ -185,7 +124,7 @@ class TurnRunner:
         return True
 
     @staticmethod
-    def _cancel(turn: _Turn, cause: str) -> None:
+    def _cancel(turn: TurnState, cause: str) -> None:
         if turn.stop_cause is None:
             turn.stop_cause = cause
         turn.scope.cancel()
@@ -217,7 +156,7 @@ class TurnRunner:
                     )
         return turn.outcome
 
-    def _begin(self, channel: Channel, inbound: InboundMessage) -> _Turn:
+    def _begin(self, channel: Channel, inbound: InboundMessage) -> TurnState:
         policy = self._policies.new_reply(channel.name, inbound.chat_id)
         driver = DeliveryDriver(
             channel,
@@ -227,9 +166,9 @@ class TurnRunner:
             thread_id=inbound.thread_id,
         )
         user = ChatMessage("user", inbound.text)
-        return _Turn(channel, inbound, policy, driver, [], [user])
+        return TurnState(channel, inbound, policy, driver, [], [user])
 
-    async def _cut_short(self, turn: _Turn) -> None:
+    async def _cut_short(self, turn: TurnState) -> None:
         """After :meth:`stop` or :meth:`cancel_all`: record the round that was running, keep
         what it said, end the reply with the marker."""
         stopped = turn.stop_cause == STOPPED_CAUSE
@@ -244,7 +183,7 @@ class TurnRunner:
 
     # -- the rounds -----------------------------------------------------------------------
 
-    async def _answer(self, turn: _Turn) -> None:
+    async def _answer(self, turn: TurnState) -> None:
         inbound = turn.inbound
         turn.history = await self._store.history(
             turn.channel.name, inbound.chat_id, inbound.thread_id
@@ -264,7 +203,7 @@ class TurnRunner:
                 return  # refused
             await self._run_tools(turn, response, calls)
 
-    def _request(self, turn: _Turn, index: int, offer_tools: bool) -> ChatRequest:
+    def _request(self, turn: TurnState, index: int, offer_tools: bool) -> ChatRequest:
         """The request of round ``index``; the last one (after ``max_tool_rounds`` rounds with
         tools) asks for a summary."""
         max_rounds = self._agent.max_tool_rounds
@@ -276,11 +215,11 @@ class TurnRunner:
             tools=self._tools.specs if offer_tools else (),
         )
 
-    async def _round(self, turn: _Turn, request: ChatRequest) -> RoundResult | None:
+    async def _round(self, turn: TurnState, request: ChatRequest) -> RoundResult | None:
         """Serve one round; ``None`` when it failed (the reply is then interrupted)."""
         turn.policy.begin_round()
         sink = RoundSink(turn.policy, turn.driver)
-        turn.open_round = _OpenRound(sink, turn.driver.writes_sent)
+        turn.open_round = OpenRound(sink, turn.driver.writes_sent)
         turn.outcome.rounds += 1
         try:
             result = await self._rounds.run(request, sink)
@@ -298,11 +237,11 @@ class TurnRunner:
         return result
 
     @staticmethod
-    def _keep_text(turn: _Turn, text: str) -> None:
+    def _keep_text(turn: TurnState, text: str) -> None:
         if text:
             turn.new_messages.append(ChatMessage("assistant", text))
 
-    def _finish(self, turn: _Turn, response: CompletionResponse) -> None:
+    def _finish(self, turn: TurnState, response: CompletionResponse) -> None:
         """The last round ended: complete, cut by the model, empty or refused."""
         turn.emit(turn.policy.finish())
         turn.new_messages.append(
@@ -320,7 +259,7 @@ class TurnRunner:
             turn.driver.feed(AnswerEnded())
 
     @staticmethod
-    def _end_narration(turn: _Turn) -> bool:
+    def _end_narration(turn: TurnState) -> bool:
         """Flush the narration before the tools run; False when the policy refused it."""
         turn.emit(turn.policy.end_round())
         if turn.policy.refusal:
@@ -330,7 +269,7 @@ class TurnRunner:
         return True
 
     async def _run_tools(
-        self, turn: _Turn, response: CompletionResponse, calls: tuple[ToolCall, ...]
+        self, turn: TurnState, response: CompletionResponse, calls: tuple[ToolCall, ...]
     ) -> None:
         """Run ``calls`` in order; the history gets the calls and their results together, so a
         turn cut short while a tool runs never leaves a call without its result (it keeps the
@@ -352,7 +291,7 @@ class TurnRunner:
             raise
         turn.new_messages.extend(messages)
 
-    async def _run_tool(self, turn: _Turn, call: ToolCall) -> ChatMessage:
+    async def _run_tool(self, turn: TurnState, call: ToolCall) -> ChatMessage:
         policy, driver = turn.policy, turn.driver
         driver.feed(ToolStarted(policy.redact_line(f"⏳ {call.name}…")))
         if call.name in self._agent.require_approval:
@@ -376,7 +315,7 @@ class TurnRunner:
 
     async def _record(
         self,
-        turn: _Turn,
+        turn: TurnState,
         result: RoundResult | None,
         outcome: str,
         *,

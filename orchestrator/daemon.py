@@ -158,9 +158,9 @@ class Daemon:
                 )
                 return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
-        await self._resume_waiting()
         if handle_signals:
             tg.start_soon(self._watch_signals)
+        await self._resume_waiting()
         console_only = all(c.config.kind == "console" for c in self.channels.values())
         for channel in self.channels.values():
             tg.start_soon(self._serve_channel, channel, console_only)

@@ -53,6 +53,8 @@ __all__ = ["ChainEntry", "RoundFailed", "RoundResult", "RoundRunner", "RoundSink
 log = logging.getLogger(__name__)
 
 BACKOFF_START_SECS = 0.5
+CLOSE_BOUND_SECS = 5.0
+"""How long closing a provider stream may take, in seconds."""
 
 
 class RoundSink(Protocol):
@@ -282,10 +284,11 @@ class RoundRunner:
 
 async def _close(stream: AsyncIterator[StreamEvent]) -> None:
     """Close a provider stream early or late (an async generator or a stream object with
-    ``aclose``), shielded so that a cancelled turn still releases the connection."""
+    ``aclose``), shielded so that a cancelled turn still releases the connection (for at most
+    ``CLOSE_BOUND_SECS``)."""
     aclose = getattr(stream, "aclose", None)
     if aclose is not None:
-        with anyio.CancelScope(shield=True):
+        with anyio.move_on_after(CLOSE_BOUND_SECS, shield=True):
             await aclose()
 
 

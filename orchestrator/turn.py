@@ -142,19 +142,23 @@ class TurnRunner:
             try:
                 with turn.scope:
                     await self._answer(turn)
+                self._release(key, turn)  # the model work is over: nothing left to stop
                 if turn.scope.cancelled_caught:
                     await self._cut_short(turn)
             except Exception:
                 log.exception("turn failed in %s", turn.where)
                 turn.interrupt("the bot failed")
             finally:
-                if self._running.get(key) is turn:
-                    del self._running[key]
+                self._release(key, turn)
                 with anyio.CancelScope(shield=True):
                     await self._store.append(
                         channel.name, inbound.chat_id, turn.new_messages, inbound.thread_id
                     )
         return turn.outcome
+
+    def _release(self, key: ConversationKey, turn: TurnState) -> None:
+        if self._running.get(key) is turn:
+            del self._running[key]
 
     def _begin(self, channel: Channel, inbound: InboundMessage) -> TurnState:
         policy = self._policies.new_reply(channel.name, inbound.chat_id)
@@ -172,14 +176,16 @@ class TurnRunner:
         """After :meth:`stop` or :meth:`cancel_all`: record the round that was running, keep
         what it said, end the reply with the marker."""
         stopped = turn.stop_cause == STOPPED_CAUSE
-        if turn.open_round is not None:
-            self._keep_text(turn, turn.open_round.sink.end())
-            await self._record(turn, None, "stopped" if stopped else "interrupted")
+        cut = turn.open_round
+        text = cut.sink.end() if cut is not None else ""  # what the think filter held, too
         if stopped:
             log.info("answer stopped in %s", turn.where)
             turn.interrupt(STOPPED_CAUSE, marker=STOPPED_MARKER, kind="stopped")
         else:
             turn.interrupt(turn.stop_cause or SHUTDOWN_CAUSE)
+        self._keep_text(turn, text)
+        if cut is not None:
+            await self._record(turn, None, "stopped" if stopped else "interrupted")
 
     # -- the rounds -----------------------------------------------------------------------
 

@@ -76,11 +76,12 @@ def test_sigterm_exits_0(tmp_path: Path) -> None:
     config.write_text(CONSOLE_CONFIG)
     process = _start(tmp_path, "--config", str(config))
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "state" / "bot.db").exists():  # the store is opened at start
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.05)
-        time.sleep(0.3)
+        assert process.stderr is not None
+        started = ""
+        while "relaybot running" not in started:  # serving: the signals are handled now
+            started = process.stderr.readline()
+            assert started, "the process ended before serving"
+        assert (tmp_path / "state" / "bot.db").exists()  # the store is opened at start
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     finally:

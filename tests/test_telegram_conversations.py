@@ -118,6 +118,8 @@ async def test_a_forum_topic_is_its_own_conversation_and_gets_every_write(tmp_pa
         (None, "Outside any topic."),
     ]
     assert [m.raw.get("message_thread_id") for m in bot.peer.messages(CHAT)] == [7, 8, None]
+    typing = [_topic(c.params) for c in bot.peer.calls_to("sendChatAction", CHAT)]
+    assert 7 in typing and 8 in typing and set(typing) <= {7, 8, None}
     # Each request holds only its own conversation's history.
     assert [_user_texts(r.json) for r in bot.provider.requests] == [
         ["first in 7"],

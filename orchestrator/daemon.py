@@ -125,7 +125,7 @@ class Daemon:
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
-        self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting)
+        self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting, held=True)
         for name, channel_config in self.config.channels.items():
             self._access[name] = AccessControl(
                 name, channel_config.allowed_users, channel_config.respond_in_groups
@@ -136,6 +136,7 @@ class Daemon:
                 )
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
+        stale = await self._queue_waiting()
         started: list[Channel] = []
         for name, channel in self.channels.items():
             try:
@@ -160,7 +161,8 @@ class Daemon:
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
             tg.start_soon(self._watch_signals)
-        await self._resume_waiting()
+        self._dispatcher.release()
+        await self._send_stale_notices(stale)
         console_only = all(c.config.kind == "console" for c in self.channels.values())
         for channel in self.channels.values():
             tg.start_soon(self._serve_channel, channel, console_only)
@@ -268,23 +270,28 @@ class Daemon:
         except ChannelError as exc:
             log.warning("channel %s: could not send a notice: %s", channel.name, exc)
 
-    async def _resume_waiting(self) -> None:
-        """Submit the messages a previous run left waiting, oldest first; a stale one gets a
-        notice instead of an answer (DESIGN §5)."""
+    async def _queue_waiting(self) -> list[WaitingMessage]:
+        """Queue the messages a previous run left waiting, oldest first, ahead of any new one
+        (DESIGN §5); returns the stale ones, which get a notice instead once the channels run."""
         assert self._dispatcher is not None
         stale_after = self.config.agent.stale_after_secs
+        stale: list[WaitingMessage] = []
         for waiting in await self._store.waiting():
             channel = self.channels.get(waiting.message.channel)
             if channel is None:
-                log.warning(
-                    "dropping a waiting message of the unknown channel %s", waiting.message.channel
-                )
+                log.warning("dropping a message kept for the channel %s", waiting.message.channel)
                 await self._store.remove_waiting(waiting.id)
             elif time.time() - waiting.received_at > stale_after:
-                await self._store.remove_waiting(waiting.id)
-                await self._say(channel, waiting.message, _stale_notice(waiting), reply=True)
+                stale.append(waiting)
             elif not self._dispatcher.submit(channel, waiting.message, waiting.id):
                 await self._store.remove_waiting(waiting.id)
+        return stale
+
+    async def _send_stale_notices(self, stale: list[WaitingMessage]) -> None:
+        for waiting in stale:
+            await self._store.remove_waiting(waiting.id)
+            channel = self.channels[waiting.message.channel]
+            await self._say(channel, waiting.message, _stale_notice(waiting), reply=True)
 
     async def _run_command(self, channel: Channel, message: InboundMessage, command: str) -> None:
         if command == "/reset":

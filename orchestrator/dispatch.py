@@ -5,7 +5,9 @@ Theory of operation
 Each conversation, keyed by (channel, chat, thread), has a FIFO of waiting messages and at most
 one worker task, owned by the daemon's task group. ``submit`` appends and starts the worker when
 none runs; the worker drains the FIFO one turn at a time and exits when it is empty. ``close``
-stops taking messages; :meth:`wait_idle` returns when no turn runs.
+stops taking messages; :meth:`wait_idle` returns when no turn runs. A dispatcher made ``held``
+queues but starts no turn until :meth:`release` (the daemon queues the messages a previous run
+left waiting before its channels start, so they stay ahead of new ones).
 
 A message may carry a ``ticket``: the id of its row in the store's waiting messages. The row is
 forgotten (``forget``) when the message's turn starts, so a shutdown leaves exactly the messages
@@ -51,14 +53,23 @@ class Dispatcher:
     task_group: owns the workers.
     run_turn: answers one message.
     forget: awaited with a message's ticket when its turn starts (default: nothing).
+    held: start no turn until :meth:`release`.
     """
 
     def __init__(
-        self, task_group: TaskGroup, run_turn: TurnFunction, forget: ForgetFunction = _keep
+        self,
+        task_group: TaskGroup,
+        run_turn: TurnFunction,
+        forget: ForgetFunction = _keep,
+        *,
+        held: bool = False,
     ) -> None:
         self._tg = task_group
         self._run_turn = run_turn
         self._forget = forget
+        self._released = anyio.Event()
+        if not held:
+            self._released.set()
         self._queues: dict[_Key, deque[_Queued]] = {}
         self._closed = False
         self._running = 0
@@ -68,6 +79,10 @@ class Dispatcher:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def release(self) -> None:
+        """Start the turns queued while held."""
+        self._released.set()
 
     def submit(self, channel: Channel, message: InboundMessage, ticket: int | None = None) -> bool:
         """Queue ``message``; False when closed or when the conversation's queue is full."""
@@ -92,6 +107,7 @@ class Dispatcher:
     async def _worker(self, key: _Key, queue: deque[_Queued]) -> None:
         try:
             await anyio.lowlevel.checkpoint()
+            await self._released.wait()
             while queue:
                 item = queue.popleft()
                 try:
@@ -125,6 +141,7 @@ class Dispatcher:
                     len(queue) - kept,
                 )
             queue.clear()
+        self._released.set()  # held workers find their queues empty and end
 
     async def wait_idle(self) -> None:
         await self._idle.wait()

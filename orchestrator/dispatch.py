@@ -49,11 +49,13 @@ async def _keep(ticket: int) -> None:
 
 
 class Dispatcher:
-    """Args:
-    task_group: owns the workers.
-    run_turn: answers one message.
-    forget: awaited with a message's ticket when its turn starts (default: nothing).
-    held: start no turn until :meth:`release`.
+    """Queues and runs turns, one at a time per conversation.
+
+    Args:
+        task_group: owns the workers.
+        run_turn: answers one message.
+        forget: awaited with a message's ticket when its turn starts (default: nothing).
+        held: start no turn until :meth:`release`.
     """
 
     def __init__(

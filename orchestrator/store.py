@@ -276,7 +276,9 @@ class Store:
     # -- waiting messages (DESIGN §5) -----------------------------------------------------
 
     def add_waiting(self, message: InboundMessage, received_at: float | None = None) -> int:
-        """Keep ``message`` until its turn starts; returns its row id."""
+        """Keep ``message`` until its turn starts; returns its row id. ``received_at``: Unix
+        seconds (default now). The message is stored as JSON of its fields, so every field of
+        :class:`InboundMessage` must be JSON-serialisable (raises ``TypeError`` otherwise)."""
         with self._lock:
             cursor = self._db.execute(
                 "INSERT INTO waiting (channel, chat_id, thread_id, message, received_at)"

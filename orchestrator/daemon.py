@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskGroup, TaskStatus
 
 from channels.base import Channel, InboundHandler, InboundMessage
 from channels.errors import ChannelError
@@ -160,7 +161,7 @@ class Daemon:
                 return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
-            tg.start_soon(self._watch_signals)
+            await tg.start(self._watch_signals)  # handled from here on
         self._dispatcher.release()
         await self._send_stale_notices(stale)
         console_only = all(c.config.kind == "console" for c in self.channels.values())
@@ -181,11 +182,13 @@ class Daemon:
         if console_only:  # end of input ends a console-only run (DESIGN §7)
             self.stopping.set()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
         """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short
         (running answers end at once with the interrupted marker) instead of killing the
-        process, so no cut answer is ever left looking complete."""
+        process, so no cut answer is ever left looking complete. Reports started once the
+        handlers are installed."""
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name
                 if not self.stopping.is_set():

@@ -8,10 +8,10 @@ library's own behaviour over the real wire.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import discord
 import pytest
 import yarl
@@ -229,18 +229,29 @@ async def test_application_commands_sync_and_invoke(peer: DiscordServer, bot: Bo
     assert peer.texts(peer.channel_id) == ["Stopped."]
 
 
-def test_rest_answers_are_exactly_application_json() -> None:
-    async def scenario() -> None:
-        async with DiscordServer() as server:
-            import aiohttp
+async def test_rest_answers_are_exactly_application_json(peer: DiscordServer) -> None:
+    async with aiohttp.ClientSession() as http:
+        headers = {"Authorization": f"Bot {peer.token}"}
+        async with http.get(f"{peer.api_base}/users/@me", headers=headers) as ok:
+            assert ok.status == 200 and ok.headers["Content-Type"] == "application/json"
+        async with http.get(f"{peer.api_base}/users/@me") as denied:
+            assert denied.status == 401 and (await denied.json())["code"] == 0
+        async with http.get(f"{peer.api_base}/nowhere", headers=headers) as missing:
+            assert missing.status == 404 and missing.headers["Content-Type"] == "application/json"
+    assert [r.status for r in peer.requests] == [200, 401]  # unknown paths are not routes
 
-            async with aiohttp.ClientSession() as http:
-                headers = {"Authorization": f"Bot {server.token}"}
-                async with http.get(f"{server.api_base}/users/@me", headers=headers) as ok:
-                    assert ok.headers["Content-Type"] == "application/json"
-                async with http.get(f"{server.api_base}/users/@me") as denied:
-                    assert denied.status == 401 and (await denied.json())["code"] == 0
-                started = time.monotonic()
-                assert started > 0
 
-    asyncio.run(scenario())
+async def test_who_a_reply_pings_follows_allowed_mentions(peer: DiscordServer, bot: Bot) -> None:
+    peer.inject_message(peer.channel_id, f"<@{BOT_ID}> ping me")
+    incoming = await bot.next_message()
+    plain = await incoming.reply("@everyone plain reply")
+    assert peer.message(plain.id).pinged_users == {peer.user_id}
+    assert peer.message(plain.id).pinged_everyone
+    quiet = await incoming.reply("@everyone quiet", allowed_mentions=discord.AllowedMentions.none())
+    assert peer.message(quiet.id).pinged_users == frozenset()
+    assert not peer.message(quiet.id).pinged_everyone
+    final = await incoming.reply(
+        "done", allowed_mentions=discord.AllowedMentions.none(), mention_author=True
+    )
+    assert peer.requests_to(SEND)[-1].allowed_mentions == {"parse": [], "replied_user": True}
+    assert peer.message(final.id).pinged_users == {peer.user_id}

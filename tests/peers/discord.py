@@ -69,11 +69,7 @@ Test hooks:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -87,19 +83,17 @@ from tests.peers.discord_gateway import (
     Gateway,
     Session,
 )
+from tests.peers.discord_http import Fault, RestFront
+from tests.peers.discord_interactions import Interactions
 from tests.peers.discord_rest import RestRoutes
 from tests.peers.discord_wire import (
     APPLICATION_ID,
     BOT_ID,
     DEFAULT_TOKEN,
-    NOT_FOUND,
-    UNAUTHORIZED,
     ApiError,
     RateLimit,
-    Refused,
     Request,
     StoredMessage,
-    json_response,
 )
 from tests.peers.discord_world import World
 
@@ -113,22 +107,6 @@ __all__ = [
     "Request",
     "StoredMessage",
 ]
-
-
-@dataclass(frozen=True)
-class _Fault:
-    error: ApiError | None = None
-    rate_limit: RateLimit | None = None
-    delay_secs: float = 0.0
-
-
-@dataclass
-class _Counters:
-    calls: dict[str, int] = field(default_factory=dict)
-
-    def next(self, route: str) -> int:
-        self.calls[route] = self.calls.get(route, 0) + 1
-        return self.calls[route]
 
 
 class DiscordServer:
@@ -153,7 +131,6 @@ class DiscordServer:
         interaction_timeout: float = 3.0,
     ) -> None:
         self.token = token
-        self.requests: list[Request] = []
         self._changed = asyncio.Event()
         self.gateway = Gateway(
             token=token,
@@ -164,14 +141,11 @@ class DiscordServer:
             changed=self._notify,
         )
         self.world = World(
-            max_content=max_content,
-            interaction_timeout=interaction_timeout,
-            dispatch=self.gateway.dispatch,
-            changed=self._notify,
+            max_content=max_content, dispatch=self.gateway.dispatch, changed=self._notify
         )
-        self._rest = RestRoutes(self.world, token=token)
-        self._faults: dict[tuple[str, int], _Fault] = {}
-        self._counters = _Counters()
+        self.interactions = Interactions(self.world, timeout=interaction_timeout)
+        self._rest = RestRoutes(self.world, self.interactions)
+        self._front = RestFront(self._rest, token=token, changed=self._notify)
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -180,10 +154,7 @@ class DiscordServer:
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/ws/", self.gateway.handle)
-        for method, template, handler in self._rest.routes():
-            wrapped = self._wrap(method, template, handler)
-            app.router.add_route(method, "/api/v10" + template, wrapped)
-        app.router.add_route("*", "/{tail:.*}", self._not_found)
+        self._front.install(app)
         self._runner = web.AppRunner(
             app, shutdown_timeout=1.0, handler_cancellation=True, access_log=None
         )
@@ -251,12 +222,12 @@ class DiscordServer:
     @property
     def commands(self) -> dict[int | None, list[dict[str, Any]]]:
         """Registered application commands by guild id (None: global)."""
-        return self.world.commands
+        return self.interactions.commands
 
     @property
     def interaction_responses(self) -> list[dict[str, Any]]:
         """Every accepted interaction callback: ``{"interaction_id", "type", "data", "at"}``."""
-        return self.world.interaction_responses
+        return self.interactions.responses
 
     def add_user(self, name: str, *, guild_id: int | None = None) -> int:
         """A new user (a member of ``guild_id``, default the default guild); returns its id."""
@@ -293,7 +264,7 @@ class DiscordServer:
     ) -> int:
         """A user presses the button ``custom_id`` of bot message ``message_id``; returns the
         interaction id."""
-        return self.world.component_interaction(message_id, custom_id, user_id=user_id)
+        return self.interactions.click(message_id, custom_id, user_id=user_id)
 
     def inject_command(
         self,
@@ -304,7 +275,7 @@ class DiscordServer:
         user_id: int | None = None,
     ) -> int:
         """A user invokes the registered slash command ``name``; returns the interaction id."""
-        return self.world.command_interaction(channel_id, name, options=options, user_id=user_id)
+        return self.interactions.command(channel_id, name, options=options, user_id=user_id)
 
     def messages(self, channel_id: int, *, bot_only: bool = True) -> list[StoredMessage]:
         """The messages now visible in ``channel_id``, oldest first (the bot's by default)."""
@@ -336,21 +307,20 @@ class DiscordServer:
     ) -> None:
         """The ``call``-th request of ``route`` (default: the next) is answered 429 with
         ``retry_after`` seconds, unapplied; ``via=False`` drops the ``Via`` header."""
-        self._script(route, call, _Fault(rate_limit=RateLimit(retry_after, global_, via=via)))
+        self._front.script(route, call, Fault(rate_limit=RateLimit(retry_after, global_, via=via)))
 
     def fail(self, route: str, *, error: ApiError, call: int | None = None) -> None:
         """The ``call``-th request of ``route`` (default: the next) fails with ``error``."""
-        self._script(route, call, _Fault(error=error))
+        self._front.script(route, call, Fault(error=error))
 
     def delay(self, route: str, *, seconds: float, call: int | None = None) -> None:
         """The ``call``-th request of ``route`` is applied, then answered ``seconds`` later."""
-        self._script(route, call, _Fault(delay_secs=seconds))
+        self._front.script(route, call, Fault(delay_secs=seconds))
 
-    def _script(self, route: str, call: int | None, fault: _Fault) -> None:
-        if route not in self._rest.route_keys():
-            raise ValueError(f"unknown route {route!r}; known: {sorted(self._rest.route_keys())}")
-        number = call if call is not None else self._counters.calls.get(route, 0) + 1
-        self._faults[(route, number)] = fault
+    @property
+    def requests(self) -> list[Request]:
+        """Every REST request, in arrival order."""
+        return self._front.requests
 
     def requests_to(self, route: str, channel_id: int | None = None) -> list[Request]:
         """Recorded requests of ``route`` (``"POST /channels/{channel_id}/messages"``),
@@ -426,79 +396,3 @@ class DiscordServer:
         }
         wants_guilds = session.intents & GUILDS
         return ready, guilds if wants_guilds else []
-
-    # -- REST plumbing -------------------------------------------------------------------------
-
-    def _wrap(
-        self,
-        method: str,
-        template: str,
-        handler: Callable[[web.Request, Any], Awaitable[tuple[int, Any]]],
-    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-        route = f"{method} {template}"
-        needs_auth = not template.startswith(("/interactions/", "/webhooks/"))
-
-        async def handle(request: web.Request) -> web.StreamResponse:
-            body = await _read_body(request)
-            record = Request(
-                method=method,
-                path=request.path.removeprefix("/api/v10"),
-                route=route,
-                call=self._counters.next(route),
-                query=dict(request.query),
-                json=body,
-                at=time.monotonic(),
-                headers={k: v for k, v in request.headers.items() if k != "Authorization"},
-            )
-            self.requests.append(record)
-            self._notify()
-            fault = self._faults.pop((route, record.call), _Fault())
-            if needs_auth and request.headers.get("Authorization") != f"Bot {self.token}":
-                response = _error(UNAUTHORIZED)
-            elif fault.rate_limit is not None:
-                response = fault.rate_limit.response()
-            elif fault.error is not None:
-                response = _error(fault.error)
-            else:
-                try:
-                    status, result = await handler(request, body)
-                except Refused as exc:
-                    response = _error(exc.error)
-                else:
-                    record.response = result
-                    response = (
-                        web.Response(status=204)
-                        if result is None
-                        else json_response(status, result)
-                    )
-            if fault.delay_secs:
-                await asyncio.sleep(fault.delay_secs)
-            record.status = response.status
-            record.answered_at = time.monotonic()
-            self._notify()
-            return response
-
-        return handle
-
-    async def _not_found(self, request: web.Request) -> web.Response:
-        return _error(NOT_FOUND)
-
-
-def _error(error: ApiError) -> web.Response:
-    return json_response(error.status, error.body())
-
-
-async def _read_body(request: web.Request) -> Any:
-    """The JSON body, or a multipart request's ``payload_json`` decoded; None without a body."""
-    if not request.can_read_body:
-        return None
-    if request.content_type == "application/json":
-        with contextlib.suppress(ValueError):
-            return await request.json()
-        return None
-    if request.content_type.startswith("multipart/"):
-        form = await request.post()
-        raw = form.get("payload_json")
-        if isinstance(raw, str):
-            return json.loads(raw)
-    return None

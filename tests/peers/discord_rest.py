@@ -12,6 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.peers.discord_interactions import Interactions
 from tests.peers.discord_wire import APPLICATION_ID, BOT_ID, ApiError, Refused
 from tests.peers.discord_world import World
 
@@ -37,11 +38,12 @@ def _body(body: Any) -> dict[str, Any]:
 
 
 class RestRoutes:
-    """The route table over one :class:`World`; ``gateway_url`` is set once the server runs."""
+    """The route table over one :class:`World` and its :class:`Interactions`;
+    ``gateway_url`` is set once the server runs."""
 
-    def __init__(self, world: World, *, token: str) -> None:
+    def __init__(self, world: World, interactions: Interactions) -> None:
         self.world = world
-        self.token = token
+        self.interactions = interactions
         self.gateway_url = ""
 
     def routes(self) -> Iterator[tuple[str, str, Handler]]:
@@ -152,22 +154,22 @@ class RestRoutes:
         return _int(request, "guild_id") if "guild_id" in request.match_info else None
 
     async def get_commands(self, request: web.Request, body: Any) -> tuple[int, Any]:
-        return 200, self.world.commands.get(self._command_scope(request), [])
+        return 200, self.interactions.commands.get(self._command_scope(request), [])
 
     async def put_commands(self, request: web.Request, body: Any) -> tuple[int, Any]:
         scope = self._command_scope(request)
-        return 200, self.world.put_commands(scope, body if isinstance(body, list) else [])
+        return 200, self.interactions.put_commands(scope, body if isinstance(body, list) else [])
 
     async def interaction_callback(self, request: web.Request, body: Any) -> tuple[int, Any]:
-        result = self.world.interaction_callback(
+        result = self.interactions.callback(
             _int(request, "interaction_id"), request.match_info["interaction_token"], _body(body)
         )
         with_response = request.query.get("with_response", "").lower() in ("1", "true")
         return (200, result) if with_response else (204, None)
 
     async def followup(self, request: web.Request, body: Any) -> tuple[int, Any]:
-        return 200, self.world.followup(request.match_info["interaction_token"], _body(body))
+        return 200, self.interactions.followup(request.match_info["interaction_token"], _body(body))
 
     async def edit_original(self, request: web.Request, body: Any) -> tuple[int, Any]:
         token = request.match_info["interaction_token"]
-        return 200, self.world.edit_original(token, _body(body))
+        return 200, self.interactions.edit_original(token, _body(body))

@@ -1,31 +1,33 @@
-"""The local Discord peer's world: users, guilds, channels, threads, messages, interactions.
+"""The local Discord peer's world: users, guilds, channels, threads and messages.
 
-Every change that Discord announces goes out through ``dispatch`` (the gateway's): CHANNEL_CREATE,
-THREAD_CREATE, MESSAGE_CREATE / UPDATE / DELETE (for the bot's own writes too) and
-INTERACTION_CREATE. Validation raises :class:`~tests.peers.discord_wire.Refused` with
-Discord's codes; who a message pings follows ``allowed_mentions``
+Every change that Discord announces goes out through ``dispatch`` (the gateway's):
+CHANNEL_CREATE, THREAD_CREATE, MESSAGE_CREATE / UPDATE / DELETE (for the bot's own writes too).
+Validation raises :class:`~tests.peers.discord_wire.Refused` with Discord's codes; who a
+message pings follows ``allowed_mentions``
 (https://discord.com/developers/docs/resources/message#allowed-mentions-object).
 """
 
 from __future__ import annotations
 
-import itertools
 import re
-import secrets
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.peers.discord_gateway import DIRECT_MESSAGES, GUILD_MESSAGES, GUILDS
+from tests.peers.discord_objects import (
+    DM,
+    EPHEMERAL,
+    dm_channel_object,
+    guild_object,
+    text_channel_object,
+    thread_object,
+)
 from tests.peers.discord_wire import (
-    ALREADY_ACKNOWLEDGED,
-    APPLICATION_ID,
     BOT_ID,
     EMPTY_MESSAGE,
     NOT_AUTHOR,
     UNKNOWN_CHANNEL,
-    UNKNOWN_INTERACTION,
     UNKNOWN_MESSAGE,
     UNKNOWN_REFERENCE,
     ApiError,
@@ -40,9 +42,6 @@ __all__ = ["World"]
 
 _MENTION_RE = re.compile(r"<@!?(\d+)>")
 _EVERYONE_RE = re.compile(r"@(everyone|here)\b")
-_PERMISSIONS = str((1 << 51) - 1 & ~(1 << 3))  # everything but ADMINISTRATOR
-_EPHEMERAL = 1 << 6
-_TEXT, _DM, _PUBLIC_THREAD = 0, 1, 11
 
 Dispatch = Callable[..., None]
 
@@ -56,29 +55,20 @@ class _Guild:
     joined_at: str = field(default_factory=now_iso)
 
 
-@dataclass
-class _Interaction:
-    payload: dict[str, Any]
-    created: float
-    message_id: int | None
-    answered: bool = False
-
-
 class World:
-    """See the module docstring. ``max_content`` in characters; ``interaction_timeout`` in s."""
+    """See the module docstring. ``max_content`` is the ``content`` limit in characters;
+    ``dispatch`` is :meth:`Gateway.dispatch`; ``changed`` is called after every change."""
 
     def __init__(
         self,
         *,
         max_content: int,
-        interaction_timeout: float,
         dispatch: Dispatch,
         changed: Callable[[], None],
     ) -> None:
         self.max_content = max_content
-        self.interaction_timeout = interaction_timeout
-        self._dispatch = dispatch
-        self._changed = changed
+        self.dispatch = dispatch
+        self.changed = changed
         self.bot_user = user_object(BOT_ID, "Relay", bot=True)
         self.users: dict[int, dict[str, Any]] = {BOT_ID: self.bot_user}
         self.guilds: dict[int, _Guild] = {}
@@ -86,11 +76,6 @@ class World:
         self.messages_by_id: dict[int, StoredMessage] = {}
         self.channel_messages: dict[int, list[int]] = {}
         self.states: dict[int, list[tuple[str, ...]]] = {}
-        self.commands: dict[int | None, list[dict[str, Any]]] = {}
-        self.interactions: dict[int, _Interaction] = {}
-        self.interaction_responses: list[dict[str, Any]] = []
-        self._tokens: dict[str, int] = {}
-        self._versions = itertools.count(1)
         self.guild_id = self.add_guild("Test Guild")
         self.user_id = self.add_user("Alice")
         self.channel_id = self.add_channel("general")
@@ -100,40 +85,7 @@ class World:
 
     def add_guild(self, name: str) -> int:
         guild_id = snowflakes()
-        everyone = {
-            "id": str(guild_id),
-            "name": "@everyone",
-            "permissions": _PERMISSIONS,
-            "position": 0,
-            "color": 0,
-            "hoist": False,
-            "managed": False,
-            "mentionable": False,
-            "flags": 0,
-        }
-        obj = {
-            "id": str(guild_id),
-            "name": name,
-            "icon": None,
-            "owner_id": str(BOT_ID),
-            "roles": [everyone],
-            "emojis": [],
-            "stickers": [],
-            "features": [],
-            "verification_level": 0,
-            "default_message_notifications": 0,
-            "explicit_content_filter": 0,
-            "mfa_level": 0,
-            "nsfw_level": 0,
-            "premium_tier": 0,
-            "preferred_locale": "en-US",
-            "system_channel_id": None,
-            "afk_channel_id": None,
-            "afk_timeout": 300,
-            "application_id": None,
-            "large": False,
-            "unavailable": False,
-        }
+        obj = guild_object(guild_id, name)
         self.guilds[guild_id] = _Guild(obj, member_ids=[BOT_ID])
         return guild_id
 
@@ -146,66 +98,28 @@ class World:
     def add_channel(self, name: str, *, guild_id: int | None = None) -> int:
         guild = self.guilds[guild_id or self.guild_id]
         channel_id = snowflakes()
-        obj = {
-            "id": str(channel_id),
-            "type": _TEXT,
-            "guild_id": guild.obj["id"],
-            "name": name,
-            "position": len(guild.channel_ids),
-            "permission_overwrites": [],
-            "nsfw": False,
-            "parent_id": None,
-            "topic": None,
-            "last_message_id": None,
-            "rate_limit_per_user": 0,
-        }
+        obj = text_channel_object(channel_id, int(guild.obj["id"]), name, len(guild.channel_ids))
         self.channels[channel_id] = obj
         guild.channel_ids.append(channel_id)
-        self._dispatch("CHANNEL_CREATE", obj, intent=GUILDS)
+        self.dispatch("CHANNEL_CREATE", obj, intent=GUILDS)
         return channel_id
 
     def add_thread(self, parent_id: int, name: str) -> int:
         parent = self.channel(parent_id)
         guild = self.guilds[int(parent["guild_id"])]
         thread_id = snowflakes()
-        obj = {
-            "id": str(thread_id),
-            "type": _PUBLIC_THREAD,
-            "guild_id": parent["guild_id"],
-            "parent_id": str(parent_id),
-            "owner_id": str(self.user_id),
-            "name": name,
-            "message_count": 0,
-            "member_count": 1,
-            "total_message_sent": 0,
-            "rate_limit_per_user": 0,
-            "flags": 0,
-            "last_message_id": None,
-            "thread_metadata": {
-                "archived": False,
-                "auto_archive_duration": 1440,
-                "archive_timestamp": now_iso(),
-                "locked": False,
-                "create_timestamp": now_iso(),
-            },
-        }
+        obj = thread_object(thread_id, parent, name, owner_id=self.user_id)
         self.channels[thread_id] = obj
         guild.thread_ids.append(thread_id)
-        self._dispatch("THREAD_CREATE", {**obj, "newly_created": True}, intent=GUILDS)
+        self.dispatch("THREAD_CREATE", {**obj, "newly_created": True}, intent=GUILDS)
         return thread_id
 
     def open_dm(self, user_id: int) -> int:
         for channel_id, obj in self.channels.items():
-            if obj["type"] == _DM and obj["recipients"][0]["id"] == str(user_id):
+            if obj["type"] == DM and obj["recipients"][0]["id"] == str(user_id):
                 return channel_id
         channel_id = snowflakes()
-        self.channels[channel_id] = {
-            "id": str(channel_id),
-            "type": _DM,
-            "flags": 0,
-            "recipients": [self.users[user_id]],
-            "last_message_id": None,
-        }
+        self.channels[channel_id] = dm_channel_object(channel_id, self.users[user_id])
         return channel_id
 
     def channel(self, channel_id: int) -> dict[str, Any]:
@@ -214,11 +128,11 @@ class World:
         except KeyError:
             raise Refused(UNKNOWN_CHANNEL) from None
 
-    def _guild_of(self, channel_id: int) -> int | None:
+    def guild_of(self, channel_id: int) -> int | None:
         guild_id = self.channel(channel_id).get("guild_id")
         return int(guild_id) if guild_id else None
 
-    def _member(self, guild_id: int, user_id: int, *, with_user: bool) -> dict[str, Any]:
+    def member(self, guild_id: int, user_id: int, *, with_user: bool) -> dict[str, Any]:
         member: dict[str, Any] = {
             "roles": [],
             "joined_at": self.guilds[guild_id].joined_at,
@@ -233,7 +147,7 @@ class World:
 
     def members(self, guild_id: int) -> list[dict[str, Any]]:
         guild = self.guilds[guild_id]
-        return [self._member(guild_id, uid, with_user=True) for uid in guild.member_ids]
+        return [self.member(guild_id, uid, with_user=True) for uid in guild.member_ids]
 
     def guild_objects(self) -> list[dict[str, Any]]:
         """GUILD_CREATE ``d`` for every guild (``member_count`` equals the members sent, so
@@ -279,17 +193,17 @@ class World:
         self, channel_id: int, content: str, *, author_id: int | None, reply_to: int | None
     ) -> dict[str, Any]:
         author = author_id or self.user_id
-        msg = self._store(
+        msg = self.store(
             channel_id, {"content": content}, author=author, reply_to=reply_to, allowed=None
         )
         mentions_bot = BOT_ID in msg.pinged_users
-        self._announce("MESSAGE_CREATE", msg, gated=not mentions_bot)
+        self.announce("MESSAGE_CREATE", msg, gated=not mentions_bot)
         return msg.payload
 
     def bot_send(self, channel_id: int, body: dict[str, Any]) -> dict[str, Any]:
         """POST /channels/{id}/messages. Raises ApiError (10003, 50035, 50006)."""
         self.channel(channel_id)
-        self._validate(body, creating=True)
+        self.validate(body, creating=True)
         reply_to = None
         ref = body.get("message_reference")
         if ref and ref.get("message_id"):
@@ -299,10 +213,10 @@ class World:
                 if ref.get("fail_if_not_exists", True):
                     raise Refused(UNKNOWN_REFERENCE)
                 reply_to = None
-        msg = self._store(
+        msg = self.store(
             channel_id, body, author=BOT_ID, reply_to=reply_to, allowed=body.get("allowed_mentions")
         )
-        self._announce("MESSAGE_CREATE", msg, gated=False)
+        self.announce("MESSAGE_CREATE", msg, gated=False)
         return msg.payload
 
     def bot_edit(self, channel_id: int, message_id: int, body: dict[str, Any]) -> dict[str, Any]:
@@ -310,19 +224,19 @@ class World:
         msg = self.get_message(channel_id, message_id)
         if not msg.from_bot:
             raise Refused(NOT_AUTHOR)
-        self._validate(body, creating=False)
-        return self._apply_edit(msg, body)
+        self.validate(body, creating=False)
+        return self.apply_edit(msg, body)
 
     def bot_delete(self, channel_id: int, message_id: int) -> None:
         msg = self.get_message(channel_id, message_id)
         msg.deleted = True
         self._record_state(channel_id)
         d: dict[str, Any] = {"id": str(message_id), "channel_id": str(channel_id)}
-        if (guild_id := self._guild_of(channel_id)) is not None:
+        if (guild_id := self.guild_of(channel_id)) is not None:
             d["guild_id"] = str(guild_id)
-        self._dispatch("MESSAGE_DELETE", d, intent=self._intent(channel_id))
+        self.dispatch("MESSAGE_DELETE", d, intent=self._intent(channel_id))
 
-    def _validate(self, body: dict[str, Any], *, creating: bool) -> None:
+    def validate(self, body: dict[str, Any], *, creating: bool) -> None:
         content = body.get("content")
         if content is not None and len(str(content)) > self.max_content:
             raise Refused(ApiError.too_long(self.max_content))
@@ -335,7 +249,7 @@ class World:
         ):
             raise Refused(EMPTY_MESSAGE)
 
-    def _apply_edit(self, msg: StoredMessage, body: dict[str, Any]) -> dict[str, Any]:
+    def apply_edit(self, msg: StoredMessage, body: dict[str, Any]) -> dict[str, Any]:
         for key in ("content", "embeds", "components", "flags"):
             if key in body and body[key] is not None:
                 msg.payload[key] = body[key]
@@ -348,14 +262,14 @@ class World:
             msg.payload["mentions"] = [self.users[u] for u in users if u in self.users]
             msg.payload["mention_everyone"] = everyone
         self._record_state(msg.channel_id)
-        self._announce("MESSAGE_UPDATE", msg, gated=False)
+        self.announce("MESSAGE_UPDATE", msg, gated=False)
         return msg.payload
 
     def _reply_author(self, reply_to: int | None) -> int | None:
         target = self.messages_by_id.get(reply_to) if reply_to is not None else None
         return int(target.payload["author"]["id"]) if target is not None else None
 
-    def _store(
+    def store(
         self,
         channel_id: int,
         body: dict[str, Any],
@@ -404,28 +318,28 @@ class World:
             from_bot=author == BOT_ID,
             pinged_users=frozenset(users),
             pinged_everyone=everyone,
-            ephemeral=bool(payload["flags"] & _EPHEMERAL),
+            ephemeral=bool(payload["flags"] & EPHEMERAL),
         )
         self.messages_by_id[message_id] = msg
         self.channel_messages.setdefault(channel_id, []).append(message_id)
         channel["last_message_id"] = str(message_id)
         if msg.from_bot:
             self._record_state(channel_id)
-        self._changed()
+        self.changed()
         return msg
 
     def _intent(self, channel_id: int) -> int:
-        return GUILD_MESSAGES if self._guild_of(channel_id) is not None else DIRECT_MESSAGES
+        return GUILD_MESSAGES if self.guild_of(channel_id) is not None else DIRECT_MESSAGES
 
-    def _announce(self, event: str, msg: StoredMessage, *, gated: bool) -> None:
+    def announce(self, event: str, msg: StoredMessage, *, gated: bool) -> None:
         if msg.ephemeral:
             return
         d = dict(msg.payload)
-        guild_id = self._guild_of(msg.channel_id)
+        guild_id = self.guild_of(msg.channel_id)
         if guild_id is not None:
             d["guild_id"] = str(guild_id)
-            d["member"] = self._member(guild_id, int(d["author"]["id"]), with_user=False)
-        self._dispatch(
+            d["member"] = self.member(guild_id, int(d["author"]["id"]), with_user=False)
+        self.dispatch(
             event,
             d,
             intent=self._intent(msg.channel_id),
@@ -435,191 +349,7 @@ class World:
     def _record_state(self, channel_id: int) -> None:
         texts = tuple(m.content for m in self.visible(channel_id, bot_only=True))
         self.states.setdefault(channel_id, []).append(texts)
-        self._changed()
-
-    # -- interactions --------------------------------------------------------------------------
-
-    def component_interaction(self, message_id: int, custom_id: str, *, user_id: int | None) -> int:
-        msg = self.messages_by_id[message_id]
-        if not msg.from_bot:
-            raise ValueError("components belong to the bot's messages")
-        data = {"custom_id": custom_id, "component_type": 2}
-        return self._interaction(3, msg.channel_id, data, user_id, message=msg)
-
-    def command_interaction(
-        self,
-        channel_id: int,
-        name: str,
-        *,
-        options: list[dict[str, Any]] | None,
-        user_id: int | None,
-    ) -> int:
-        guild_id = self._guild_of(channel_id)
-        registered = self.commands.get(guild_id, []) + self.commands.get(None, [])
-        command = next((c for c in registered if c["name"] == name), None)
-        if command is None:
-            raise ValueError(f"command {name!r} is not registered")
-        data: dict[str, Any] = {
-            "id": command["id"],
-            "name": name,
-            "type": 1,
-            "options": options or [],
-        }
-        if guild_id is not None:
-            data["guild_id"] = str(guild_id)
-        return self._interaction(2, channel_id, data, user_id, message=None)
-
-    def _interaction(
-        self,
-        kind: int,
-        channel_id: int,
-        data: dict[str, Any],
-        user_id: int | None,
-        *,
-        message: StoredMessage | None,
-    ) -> int:
-        user = user_id or self.user_id
-        interaction_id = snowflakes()
-        token = secrets.token_urlsafe(24)
-        guild_id = self._guild_of(channel_id)
-        payload: dict[str, Any] = {
-            "id": str(interaction_id),
-            "application_id": str(APPLICATION_ID),
-            "type": kind,
-            "token": token,
-            "version": 1,
-            "data": data,
-            "channel_id": str(channel_id),
-            "channel": self.channel(channel_id),
-            "app_permissions": _PERMISSIONS,
-            "locale": "en-US",
-            "entitlements": [],
-            "attachment_size_limit": 10_485_760,
-            "context": 0 if guild_id is not None else 1,
-            "authorizing_integration_owners": {"0": str(guild_id or 0)},
-        }
-        if message is not None:
-            payload["message"] = message.payload
-        if guild_id is not None:
-            payload.update(
-                guild_id=str(guild_id),
-                guild_locale="en-US",
-                guild={"id": str(guild_id), "locale": "en-US", "features": []},
-                member={
-                    **self._member(guild_id, user, with_user=True),
-                    "permissions": _PERMISSIONS,
-                },
-            )
-        else:
-            payload["user"] = self.users[user]
-        self.interactions[interaction_id] = _Interaction(
-            payload, time.monotonic(), message.id if message is not None else None
-        )
-        self._tokens[token] = interaction_id
-        self._dispatch("INTERACTION_CREATE", payload)
-        return interaction_id
-
-    def interaction_callback(
-        self, interaction_id: int, token: str, body: dict[str, Any]
-    ) -> dict[str, Any]:
-        """POST /interactions/{id}/{token}/callback; returns the ``with_response`` body.
-        Raises ApiError (10062 unknown or late, 40060 answered twice, 50035)."""
-        inter = self.interactions.get(interaction_id)
-        if inter is None or inter.payload["token"] != token:
-            raise Refused(UNKNOWN_INTERACTION)
-        if inter.answered:
-            raise Refused(ALREADY_ACKNOWLEDGED)
-        if time.monotonic() - inter.created > self.interaction_timeout:
-            raise Refused(UNKNOWN_INTERACTION)
-        kind = int(body["type"])
-        data = body.get("data") or {}
-        self._validate(data, creating=False)
-        inter.answered = True
-        self.interaction_responses.append(
-            {"interaction_id": interaction_id, "type": kind, "data": data, "at": time.monotonic()}
-        )
-        channel_id = int(inter.payload["channel_id"])
-        resource: dict[str, Any] | None = None
-        response_id: int | None = None
-        if kind == 4:
-            msg = self._store(
-                channel_id,
-                data,
-                author=BOT_ID,
-                reply_to=None,
-                allowed=data.get("allowed_mentions"),
-                flags=data.get("flags", 0),
-            )
-            self._announce("MESSAGE_CREATE", msg, gated=False)
-            resource, response_id = msg.payload, msg.id
-        elif kind == 7 and inter.message_id is not None:
-            msg = self.messages_by_id[inter.message_id]
-            resource, response_id = self._apply_edit(msg, data), msg.id
-        self._changed()
-        out: dict[str, Any] = {
-            "interaction": {
-                "id": str(interaction_id),
-                "type": inter.payload["type"],
-                "response_message_loading": kind == 5,
-                "response_message_ephemeral": bool(int(data.get("flags", 0)) & _EPHEMERAL),
-            }
-        }
-        if response_id is not None:
-            out["interaction"]["response_message_id"] = str(response_id)
-        out["resource"] = {"type": kind, **({"message": resource} if resource else {})}
-        return out
-
-    def interaction_for_token(self, token: str) -> _Interaction:
-        try:
-            return self.interactions[self._tokens[token]]
-        except KeyError:
-            raise Refused(UNKNOWN_INTERACTION) from None
-
-    def put_commands(
-        self, guild_id: int | None, commands: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
-        """Bulk overwrite (PUT): the registered list, each with ``id``/``application_id``."""
-        out = []
-        for command in commands:
-            out.append(
-                {
-                    "type": 1,
-                    "description": "",
-                    "options": [],
-                    "nsfw": False,
-                    "default_member_permissions": None,
-                    "dm_permission": True,
-                    **command,
-                    "id": str(snowflakes()),
-                    "application_id": str(APPLICATION_ID),
-                    "version": str(next(self._versions)),
-                    **({"guild_id": str(guild_id)} if guild_id else {}),
-                }
-            )
-        self.commands[guild_id] = out
-        self._changed()
-        return out
-
-    def followup(self, token: str, body: dict[str, Any]) -> dict[str, Any]:
-        inter = self.interaction_for_token(token)
-        self._validate(body, creating=True)
-        msg = self._store(
-            int(inter.payload["channel_id"]),
-            body,
-            author=BOT_ID,
-            reply_to=None,
-            allowed=body.get("allowed_mentions"),
-            flags=body.get("flags", 0),
-        )
-        self._announce("MESSAGE_CREATE", msg, gated=False)
-        return msg.payload
-
-    def edit_original(self, token: str, body: dict[str, Any]) -> dict[str, Any]:
-        inter = self.interaction_for_token(token)
-        self._validate(body, creating=False)
-        if inter.message_id is None:
-            raise Refused(UNKNOWN_MESSAGE)
-        return self._apply_edit(self.messages_by_id[inter.message_id], body)
+        self.changed()
 
 
 def _pings(

@@ -36,6 +36,10 @@ class Bot(discord.Client):
         self.is_up = asyncio.Event()
         self.resumed = asyncio.Event()
 
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        """No pause: discord.py's own hook sleeps 5 s before every IDENTIFY but the first
+        (Discord's identify rate limit), which only slows the re-IDENTIFY test down."""
+
     async def on_ready(self) -> None:
         self.is_up.set()
 
@@ -167,6 +171,23 @@ async def test_a_dropped_gateway_resumes_and_replays(peer: DiscordServer, bot: B
     assert [f.op for f in peer.frames].count(2) == 1  # no second IDENTIFY
     peer.inject_message(peer.dm_channel_id, "after the resume")
     assert (await bot.next_message()).content == "after the resume"
+
+
+async def test_op_7_reconnect_resumes(peer: DiscordServer, bot: Bot) -> None:
+    peer.request_reconnect()
+    await asyncio.wait_for(bot.resumed.wait(), 5)
+    assert [f.op for f in peer.frames].count(6) == 1 and len(peer.connections) == 2
+
+
+async def test_an_ended_session_is_identified_anew(peer: DiscordServer, bot: Bot) -> None:
+    bot.is_up.clear()
+    peer.invalidate_sessions()
+    await peer.disconnect()
+    await asyncio.wait_for(bot.is_up.wait(), 5)  # op 9, then IDENTIFY and a second READY
+    assert [f.op for f in peer.frames if f.op in (2, 6)] == [2, 6, 2]
+    assert len(peer.sessions) == 2
+    peer.inject_message(peer.dm_channel_id, "in the new session")
+    assert (await bot.next_message()).content == "in the new session"
 
 
 async def test_a_button_click_reaches_the_view_callback(peer: DiscordServer, bot: Bot) -> None:

@@ -13,7 +13,14 @@ through two class attributes, process-wide::
 ``AutoShardedClient`` asks ``GET /gateway/bot``; RESUME goes to READY's
 ``resume_gateway_url``, which is this server.) ``ws://`` works: discord.py hands the URL to
 aiohttp as it is. It connects with ``?v=10&encoding=json&compress=zlib-stream``, and the
-gateway answers with a zlib stream.
+gateway answers with a zlib stream. After an INVALID_SESSION discord.py's default
+``before_identify_hook`` sleeps 5 s before it IDENTIFYs again.
+
+Modules: :mod:`~tests.peers.discord_gateway` (the WebSocket, sessions, RESUME),
+:mod:`~tests.peers.discord_http` (recording, auth, scripted faults),
+:mod:`~tests.peers.discord_rest` (the routes), :mod:`~tests.peers.discord_world` (users,
+channels, messages), :mod:`~tests.peers.discord_interactions` (buttons, slash commands),
+:mod:`~tests.peers.discord_objects` and :mod:`~tests.peers.discord_wire` (payloads, errors).
 
 The world: a bot user (:data:`BOT_ID`), a user Alice (:attr:`user_id`), a guild
 (:attr:`guild_id`) with a text channel (:attr:`channel_id`), and a DM channel with Alice
@@ -44,11 +51,12 @@ Semantics kept from Discord (:mod:`tests.peers.discord_wire` holds the error bod
 * Mentions: who a message pings follows ``allowed_mentions`` (absent: everything in the
   content, and the replied-to author); :attr:`StoredMessage.pinged_users` and
   ``pinged_everyone`` hold the outcome, the request its ``allowed_mentions`` as sent.
-* An interaction must be answered within ``interaction_timeout`` seconds (Discord: 3) and only
-  once (40060 "already acknowledged"); callback type 4 posts a message, 7 edits the
-  component's message, 5 and 6 defer.
-* Not emulated: bucket headers (``X-RateLimit-*``) on successful answers, permissions, attachments
-  upload, guild member chunking beyond one chunk, sharding.
+* An interaction must be answered within ``interaction_timeout`` seconds (Discord: 3, else
+  10062) and only once (40060 "already acknowledged"); callback type 4 posts a message, 5 a
+  "thinking" one, 6 acknowledges, 7 edits the component's message.
+* Not emulated: bucket headers (``X-RateLimit-*``) on successful answers, permissions, file
+  uploads (a multipart body's ``payload_json`` is read, its files dropped), member chunking
+  beyond one chunk, sharding, ETF encoding, zstd-stream (plain text frames instead).
 
 Test hooks:
 

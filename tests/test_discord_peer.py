@@ -54,13 +54,18 @@ class Bot(discord.Client):
         return await asyncio.wait_for(self.inbox.get(), 5)
 
 
+def _point(monkeypatch: pytest.MonkeyPatch, server: DiscordServer) -> None:
+    """What the adapter's ``api_base_url`` / ``gateway_url`` options will do, process-wide."""
+    monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url)
+    )
+
+
 @pytest.fixture
 async def peer(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DiscordServer]:
     async with DiscordServer() as server:
-        monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
-        monkeypatch.setattr(
-            discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url)
-        )
+        _point(monkeypatch, server)
         yield server
 
 
@@ -148,6 +153,37 @@ async def test_a_429_without_via_is_raised_at_once(peer: DiscordServer, bot: Bot
     assert raised.value.status == 429 and len(peer.requests_to(SEND)) == 1
 
 
+async def test_buckets_make_discord_py_wait_instead_of_429(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with DiscordServer(bucket_limit=2, bucket_window=0.5) as server:
+        _point(monkeypatch, server)
+        async for bot in _run(Bot()):
+            channel = bot.get_channel(server.channel_id)
+            assert isinstance(channel, discord.TextChannel)
+            for n in range(3):
+                await channel.send(f"part {n}")
+    sends = server.requests_to(SEND)
+    assert [r.status for r in sends] == [200, 200, 200]  # it read Remaining: 0 and waited
+    assert sends[2].at >= sends[0].at + 0.5  # the peer would have refused it earlier
+    assert server.texts(server.channel_id) == ["part 0", "part 1", "part 2"]
+
+
+async def test_the_peer_refuses_past_the_bucket_itself() -> None:
+    async with DiscordServer(bucket_limit=1, bucket_window=2.0) as server:
+        url = f"{server.api_base}/channels/{server.channel_id}/messages"
+        headers = {"Authorization": f"Bot {server.token}"}
+        async with aiohttp.ClientSession(headers=headers) as http:
+            async with http.post(url, json={"content": "one"}) as first:
+                assert first.headers["X-RateLimit-Remaining"] == "0"
+                assert 0 < float(first.headers["X-RateLimit-Reset-After"]) <= 2.0
+            async with http.post(url, json={"content": "two"}) as second:
+                body = await second.json()
+                assert second.status == 429 and second.headers["Via"]
+                assert 0 < body["retry_after"] <= 2.0 and body["global"] is False
+        assert server.texts(server.channel_id) == ["one"]
+
+
 async def test_content_over_2000_characters_is_50035(peer: DiscordServer, bot: Bot) -> None:
     channel = bot.get_channel(peer.channel_id)
     assert isinstance(channel, discord.TextChannel)
@@ -222,10 +258,7 @@ async def test_guild_messages_lose_content_without_the_intent(peer: DiscordServe
 
 async def test_an_ungranted_intent_closes_with_4014(monkeypatch: pytest.MonkeyPatch) -> None:
     async with DiscordServer(granted_intents=0) as server:
-        monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
-        monkeypatch.setattr(
-            discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url)
-        )
+        _point(monkeypatch, server)
         client = Bot()
         with pytest.raises(discord.PrivilegedIntentsRequired):
             await asyncio.wait_for(client.start(DEFAULT_TOKEN), 5)

@@ -54,7 +54,9 @@ Semantics kept from Discord (:mod:`tests.peers.discord_wire` holds the error bod
 * An interaction must be answered within ``interaction_timeout`` seconds (Discord: 3, else
   10062) and only once (40060 "already acknowledged"); callback type 4 posts a message, 5 a
   "thinking" one, 6 acknowledges, 7 edits the component's message.
-* Not emulated: bucket headers (``X-RateLimit-*``) on successful answers, permissions, file
+* Rate-limit buckets (``bucket_limit``, :mod:`~tests.peers.discord_http`): off by default;
+  when on, ``X-RateLimit-*`` headers on every answer and Discord's own 429 past the limit.
+* Not emulated: permissions, file
   uploads (a multipart body's ``payload_json`` is read, its files dropped), member chunking
   beyond one chunk, sharding, ETF encoding, zstd-stream (plain text frames instead).
 
@@ -127,6 +129,9 @@ class DiscordServer:
         heartbeat_interval_ms: sent in HELLO (Discord: 41250).
         max_content: the ``content`` limit in characters.
         interaction_timeout: seconds an interaction may wait for its callback.
+        bucket_limit: per-route bucket size (requests per ``bucket_window`` seconds, per
+            route and channel/guild/interaction), with ``X-RateLimit-*`` headers and 429s as
+            Discord's (e.g. 5 per 5 s for sending to a channel); None: no buckets, no headers.
     """
 
     def __init__(
@@ -137,6 +142,8 @@ class DiscordServer:
         heartbeat_interval_ms: int = 41_250,
         max_content: int = 2000,
         interaction_timeout: float = 3.0,
+        bucket_limit: int | None = None,
+        bucket_window: float = 5.0,
     ) -> None:
         self.token = token
         self._changed = asyncio.Event()
@@ -153,7 +160,13 @@ class DiscordServer:
         )
         self.interactions = Interactions(self.world, timeout=interaction_timeout)
         self._rest = RestRoutes(self.world, self.interactions)
-        self._front = RestFront(self._rest, token=token, changed=self._notify)
+        self._front = RestFront(
+            self._rest,
+            token=token,
+            changed=self._notify,
+            bucket_limit=bucket_limit,
+            bucket_window=bucket_window,
+        )
         self._runner: web.AppRunner | None = None
         self.url = ""
 

@@ -193,6 +193,9 @@ async def test_content_over_2000_characters_is_50035(peer: DiscordServer, bot: B
     assert "Must be 2000 or fewer in length" in raised.value.text
     await channel.send("x" * 2000)
     assert peer.texts(peer.channel_id) == ["x" * 2000]
+    with pytest.raises(discord.NotFound) as gone:
+        await channel.get_partial_message(12345).edit(content="nothing there")
+    assert gone.value.code == 10008
 
 
 async def test_a_dropped_gateway_resumes_and_replays(peer: DiscordServer, bot: Bot) -> None:
@@ -254,6 +257,15 @@ async def test_guild_messages_lose_content_without_the_intent(peer: DiscordServe
         assert (await bot.next_message()).content == ""
         peer.inject_message(peer.channel_id, f"<@{BOT_ID}> for the bot")
         assert (await bot.next_message()).content == f"<@{BOT_ID}> for the bot"
+
+
+async def test_heartbeats_are_acknowledged(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with DiscordServer(heartbeat_interval_ms=50) as server:
+        _point(monkeypatch, server)
+        async for bot in _run(Bot()):
+            await server.wait_for(lambda: [f.op for f in server.frames].count(1) >= 3)
+            assert bot.latency < 1.0  # float("inf") until an ACK arrives
+        assert server.connections[0].closed_by == "client"
 
 
 async def test_an_ungranted_intent_closes_with_4014(monkeypatch: pytest.MonkeyPatch) -> None:

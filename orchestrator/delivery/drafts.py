@@ -181,6 +181,7 @@ class DraftPlanner:
 
     def _reset_live(self) -> None:
         """Measure the live text again (after its start moved back)."""
+        self._transcript.rebase(self._start())
         tail = self._transcript.tail(self._start())
         self._live_units = measure(self._limits, tail)
         self._live_has_text = bool(tail.strip())

@@ -156,6 +156,16 @@ class Transcript:
         self._settled.append(live[:cut])
         self._set_live(live[cut:], offset)
 
+    def rebase(self, offset: int) -> None:
+        """Read per delta from ``offset`` on again (a planner's start moved back: a restart, a
+        message laid out again); costs the length of the text once."""
+        if offset >= self._base:
+            self.settle(offset)
+            return
+        whole = self.text
+        self._settled = [whole[:offset]]
+        self._set_live(whole[offset:], offset)
+
     def _set_live(self, live: str, base: int) -> None:
         self._base = base
         self._live = [live] if live else []

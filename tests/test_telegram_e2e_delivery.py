@@ -164,7 +164,7 @@ async def test_a_hook_sleeping_3_s_in_one_chat_leaves_the_other_chat_its_spacing
     assert len(during) >= 5, "chat B streamed while chat A's hook slept"
     interval = bot.interval_ms / 1000
     gaps = [b.at - a.at for a, b in pairwise(writes_b) if b.at <= hook_end + interval]
-    assert max(gaps) < interval + 0.5
+    assert max(gaps) < HOOK_SLEEP_SECS / 2  # a stalled loop would leave a gap of about 3 s
     assert min(gaps) >= interval - SPACING_TOLERANCE_SECS
     assert bot.peer.texts(SLOW_CHAT) == [short]
     assert bot.peer.texts(OTHER_CHAT) == [words("bee", 3000)]
@@ -184,6 +184,6 @@ async def test_a_hook_that_times_out_withholds_its_piece(tmp_path: Path, mode: s
     ) as bot:
         started = time.monotonic()
         await bot.ask("withheld?", within=20)
-        assert time.monotonic() - started < HOOK_SLEEP_SECS + 1.5
+        assert time.monotonic() - started < HOOK_SLEEP_SECS  # the sleeping hook is not awaited
     bot.check()
     assert bot.peer.texts(CHAT) == ["⚠️ Part of this answer was withheld."]

@@ -34,6 +34,7 @@ CORES = [
     "orchestrator/think.py",
     "orchestrator/delivery/engine.py",
     "orchestrator/delivery/drafts.py",
+    "orchestrator/delivery/draft_layout.py",
     "orchestrator/delivery/pieces.py",
     "orchestrator/delivery/planning.py",
     "orchestrator/delivery/slots.py",

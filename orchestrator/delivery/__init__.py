@@ -4,7 +4,9 @@
 - :mod:`~orchestrator.delivery.engine`: :class:`DeliveryEngine`, the sans-I/O state machine
   (time, the write in flight, the event table) and :class:`DeliveryStats`.
 - :mod:`~orchestrator.delivery.drafts` (``partial``) and :mod:`~orchestrator.delivery.pieces`
-  (``off``, ``multi_message``): the planners that decide what each message shows;
+  (``off``, ``multi_message``): the planners that decide what each message shows, the first
+  over :mod:`~orchestrator.delivery.draft_layout` (where a draft's messages are cut, kept
+  incrementally);
   :mod:`~orchestrator.delivery.slots`: the state of each message of a draft (one enum, one
   transition table); :mod:`~orchestrator.delivery.planning`: what both share (the incremental
   transcript, the table of failure effects, the notices).

@@ -139,22 +139,30 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
-    parser = _parser()
-    args = parser.parse_args(argv)
     try:
-        if args.command is None:
-            parser.print_help()
-            return _flush()
-        if args.command == "check-config":
-            return _check_config(args.file)
-        if args.command == "schema":
-            from config.schema import json_schema
-
-            sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
-            return _flush()
-        return _run(args)
+        return _main(argv)
     except BrokenPipeError:
         return _reader_gone()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, a usage error: argparse printed it
+        sys.stdout.flush()
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.command is None:
+        parser.print_help()
+        return _flush()
+    if args.command == "check-config":
+        return _check_config(args.file)
+    if args.command == "schema":
+        from config.schema import json_schema
+
+        sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+        return _flush()
+    return _run(args)
 
 
 def _flush() -> int:

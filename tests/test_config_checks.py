@@ -267,3 +267,13 @@ def test_a_bad_secret_pattern_is_reported_at_its_entry() -> None:
         load_config_text(text, source_name="F", environ={}, checks=RUN_CHECKS)
     [issue] = caught.value.errors
     assert (issue.line, issue.path) == (10, "policy.extra_secret_patterns[1].regex")
+
+
+def test_a_check_waits_for_its_section_to_be_valid() -> None:
+    # agent.tools is not a list: the schema says so, once; the tool check does not run on it.
+    text = BASE.replace("  providers: [main]\n", "  providers: [main]\n  tools: current_time\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config_text(
+            text + "  t: {kind: console}\n", source_name="F", environ={}, checks=RUN_CHECKS
+        )
+    assert [str(e) for e in caught.value.errors] == ["F:5: agent.tools: expected a list"]

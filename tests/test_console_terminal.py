@@ -36,23 +36,23 @@ def test_line_editing_keys_keep_the_prompt_in_place(tmp_path: Path) -> None:
         t.wait(_at_prompt)
         assert any("/help lists commands" in line for line in t.lines())  # the banner
         t.type("abc")
-        t.settle()
-        assert t.cursor_line() == "you> abc"
+        t.wait(lambda t: t.cursor_line() == "you> abc")
         t.type("ctrl-u")  # kill the line
-        t.settle()
+        t.wait(lambda t: "abc" not in t.cursor_line())
+        t.settle(0.5)
         assert t.cursor_line() == "you>"
         assert t.screen.cursor.x == len("you> ")
         t.type("backspace", "backspace")  # Backspace at the start of the line
-        t.settle()
+        t.settle(0.5)
         assert t.cursor_line() == "you>"
         assert t.screen.cursor.x == len("you> ")
         t.type("hello", "enter")
         t.wait(lambda t: "second model round" in " ".join(t.lines()) and _at_prompt(t))
         t.type("up")  # history recall
-        t.settle()
-        assert t.cursor_line() == "you> hello"
+        t.wait(lambda t: t.cursor_line() == "you> hello")
         t.type("ctrl-u", "ctrl-l")  # clear the screen
-        t.settle()
+        t.wait(lambda t: "second model round" not in " ".join(t.lines()))
+        t.settle(0.5)
         assert t.lines()[0] == "you>"
         assert not any(t.lines()[1:])
         t.type("ctrl-d")

@@ -166,9 +166,8 @@ class ConsoleChannel(Channel):
     def _read_line(self) -> str | None:
         """One line of input, or None at its end (Ctrl-D at an empty prompt)."""
         if self._prompting:
-            prompt = _PLAIN_PROMPT if self._console.no_color else _COLOUR_PROMPT
-            if self._console.color_system is None:
-                prompt = _PLAIN_PROMPT
+            coloured = self._console.color_system is not None and not self._console.no_color
+            prompt = _COLOUR_PROMPT if coloured else _PLAIN_PROMPT
             try:
                 return input(prompt)  # readline draws the prompt: editing keeps it in place
             except EOFError:

@@ -98,7 +98,8 @@ class Daemon:
         self._unanswered: str | None = None  # cause of the first answer not produced
 
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code (0, or 1 when a channel fails)."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when a channel fails, or
+        when a console-only run ended with its piped input and an answer was not produced."""
         try:
             async with anyio.create_task_group() as tg:
                 code = await self._run(tg, handle_signals)

@@ -184,7 +184,6 @@ async def test_anthropic_api_key_alone_talks_to_anthropic(tmp_path: Path) -> Non
         fixture = Reply.fixture(FIXTURES / "anthropic_text_with_usage.sse")
         # The SDK's convention: ANTHROPIC_BASE_URL is the root, requests go to /v1/messages.
         server.script("/v1/messages", [fixture])
-        server.script("/messages", [fixture])
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -203,5 +202,6 @@ async def test_anthropic_api_key_alone_talks_to_anthropic(tmp_path: Path) -> Non
     assert out.decode() == "hi\n"
     assert "DEMO" not in err.decode()
     [request] = server.requests
+    assert request.path == "/v1/messages"
     assert request.headers.get("x-api-key") == "sk-ant-local"
     assert request.json["model"] == "claude-haiku-4-5"  # type: ignore[index]

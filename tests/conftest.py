@@ -8,7 +8,7 @@ import pytest
 
 __all__: list[str] = []
 
-pytest_plugins = ["tests.peers.synapse"]
+pytest_plugins = ["tests.peers.synapse_fixtures"]
 """The Synapse homeserver fixtures (``synapse``, ``synapse_default_limits``), DESIGN §8."""
 
 _ENV_VARS = (

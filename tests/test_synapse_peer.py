@@ -18,15 +18,14 @@ import httpx
 import nio
 import pytest
 
-from tests.peers.synapse import (
+from tests.peers.matrix_client import (
     SYNC_FILTER,
-    MatrixUser,
-    SynapseHomeserver,
     nio_client,
     resolve_edits,
     sync_timeline,
     thread_root,
 )
+from tests.peers.synapse import MatrixUser, SynapseHomeserver
 
 
 @dataclass

@@ -11,7 +11,7 @@ admin API (``/_synapse/admin/v1/register``: a nonce, then an HMAC-SHA1 over
 ``nonce NUL username NUL password NUL admin|notadmin``,
 https://element-hq.github.io/synapse/latest/admin_api/register_api.html). :meth:`stop` sends
 SIGTERM, then SIGKILL after ``stop_timeout`` seconds. Everything the server writes (database,
-signing key, pid file, ``homeserver.log`` with its stdout and stderr) stays in the directory.
+signing key, ``homeserver.log`` with its stdout and stderr) stays in the directory.
 
 The configuration (:func:`homeserver_config`) keeps the server off the network:
 
@@ -29,31 +29,20 @@ set, which leaves ``rc_message`` at Synapse's default (:data:`SYNAPSE_DEFAULT_RC
 0.2 messages per second, bursts of 10) so sends get real ``429 M_LIMIT_EXCEEDED`` answers with
 ``retry_after_ms``.
 
-Session fixtures (load this module from ``tests/conftest.py``):
-
-* ``synapse``: one relaxed homeserver for the whole session;
-* ``synapse_default_limits``: a second homeserver with the default ``rc_message``, started only
-  when a test asks for it.
-
-Both skip, with the reason, only when the ``synapse`` package cannot be imported. A test that
-uses either and fails gets the server's log tail as a report section ("synapse log").
-
-Client-side helpers for the human's view: :func:`nio_client` (a matrix-nio ``AsyncClient``
-with ``max_limit_exceeded=0``), :func:`sync_timeline` (one ``/sync`` with
-:data:`SYNC_FILTER`: a plain sync returns only 10 timeline events), :func:`resolve_edits` (the
-content a client shows once ``m.replace`` edits are applied) and :func:`thread_root`.
+The session fixtures are in :mod:`tests.peers.synapse_fixtures`; the human's side (a
+matrix-nio client, a filtered sync, edits resolved) in :mod:`tests.peers.matrix_client`.
 
 Example::
 
-    user = synapse.register("bot")
-    client = nio_client(synapse, user)
+    with SynapseHomeserver(tmp_path) as server:
+        bot = server.register("bot")  # MatrixUser(user_id, access_token, device_id, password)
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import hmac
-import importlib.util
 import itertools
 import os
 import signal
@@ -61,15 +50,12 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import httpx
-import nio
-import pytest
 import yaml
 
 __all__ = [
@@ -77,18 +63,11 @@ __all__ = [
     "SERVER_NAME",
     "SHARED_SECRET",
     "SYNAPSE_DEFAULT_RC_MESSAGE",
-    "SYNC_FILTER",
     "MatrixUser",
     "SynapseError",
     "SynapseHomeserver",
     "free_port",
     "homeserver_config",
-    "nio_client",
-    "resolve_edits",
-    "synapse",
-    "synapse_default_limits",
-    "sync_timeline",
-    "thread_root",
 ]
 
 SERVER_NAME = "relaybot.test"
@@ -102,13 +81,6 @@ RELAXED = {"per_second": 10_000, "burst_count": 100_000}
 
 SYNAPSE_DEFAULT_RC_MESSAGE = {"per_second": 0.2, "burst_count": 10}
 """Synapse's own ``rc_message`` default (``synapse/config/ratelimiting.py``), for reference."""
-
-SYNC_FILTER: dict[str, Any] = {
-    "room": {"timeline": {"limit": 200}, "state": {"lazy_load_members": True}},
-    "presence": {"types": []},
-    "account_data": {"types": []},
-}
-"""A ``/sync`` filter whose timeline limit (200 events) exceeds the default of 10."""
 
 _RELAXED_LIMITS: dict[str, Any] = {
     "rc_message": RELAXED,
@@ -130,6 +102,12 @@ _RELAXED_LIMITS: dict[str, Any] = {
     "rc_profile": RELAXED,
     "rc_media_create": RELAXED,
 }
+
+_PORT_ATTEMPTS = 3
+"""Ports tried when the one picked was taken before Synapse bound it."""
+
+_PR_SET_PDEATHSIG = 1
+"""``prctl`` option, from ``<linux/prctl.h>``."""
 
 _PROXY_VARIABLES = {
     "http_proxy",
@@ -273,7 +251,50 @@ class SynapseHomeserver:
         self.stop()
 
     def start(self) -> None:
-        """Write the config, generate keys, spawn the server and wait until it answers."""
+        """Write the config, generate keys, spawn the server and wait until it answers.
+
+        A port another process took between :func:`free_port` and Synapse's bind is replaced
+        by a new one (up to :data:`_PORT_ATTEMPTS` tries).
+        """
+        self._log_file = self.log_path.open("ab")
+        try:
+            self._write_config()
+            generated = subprocess.run(
+                [*self._command(), "--generate-keys"],
+                cwd=self.directory,
+                env=_server_environment(),
+                stdout=self._log_file,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+            if generated.returncode != 0:
+                raise SynapseError(
+                    f"--generate-keys exited {generated.returncode}\n{self.log_tail()}"
+                )
+            for attempt in range(1, _PORT_ATTEMPTS + 1):
+                started = time.monotonic()
+                log_offset = self.log_size()
+                self._process = subprocess.Popen(
+                    self._command(),
+                    cwd=self.directory,
+                    env=_server_environment(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=self._log_file,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=_die_with_parent,
+                )
+                if self._wait_ready(started, retry_port=attempt < _PORT_ATTEMPTS, since=log_offset):
+                    self.startup_seconds = time.monotonic() - started
+                    return
+                self._write_config()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _command(self) -> list[str]:
+        return [sys.executable, "-m", "synapse.app.homeserver", "-c", str(self.config_path)]
+
+    def _write_config(self) -> None:
         self.port = free_port()
         config = homeserver_config(
             self.directory,
@@ -281,36 +302,11 @@ class SynapseHomeserver:
             server_name=self.server_name,
             default_rc_message=self.default_rc_message,
         )
-        self.config_path.write_text(yaml.safe_dump(config, sort_keys=False))
-        self._log_file = self.log_path.open("ab")
-        command = [sys.executable, "-m", "synapse.app.homeserver", "-c", str(self.config_path)]
-        generated = subprocess.run(
-            [*command, "--generate-keys"],
-            cwd=self.directory,
-            env=_server_environment(),
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            check=False,
-        )
-        if generated.returncode != 0:
-            raise SynapseError(f"--generate-keys exited {generated.returncode}\n{self.log_tail()}")
-        started = time.monotonic()
-        self._process = subprocess.Popen(
-            command,
-            cwd=self.directory,
-            env=_server_environment(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            self._wait_ready(started)
-        except BaseException:
-            self.stop()
-            raise
-        self.startup_seconds = time.monotonic() - started
+        self.config_path.write_text(yaml.dump(config, Dumper=_PlainDumper, sort_keys=False))
 
-    def _wait_ready(self, started: float) -> None:
+    def _wait_ready(self, started: float, *, retry_port: bool, since: int) -> bool:
+        """True once ``/versions`` answers 200; False when the port was taken and
+        ``retry_port``; else raises :class:`SynapseError`."""
         deadline = started + self.startup_timeout
         url = f"{self.base_url}/_matrix/client/versions"
         with httpx.Client(trust_env=False, timeout=2.0) as http:
@@ -318,10 +314,13 @@ class SynapseHomeserver:
                 assert self._process is not None
                 code = self._process.poll()
                 if code is not None:
+                    self._process = None
+                    if retry_port and b"Address already in use" in self._log_since(since):
+                        return False
                     raise SynapseError(f"synapse exited {code} while starting\n{self.log_tail()}")
                 try:
                     if http.get(url).status_code == 200:
-                        return
+                        return True
                 except httpx.TransportError:
                     pass
                 if time.monotonic() > deadline:
@@ -329,6 +328,13 @@ class SynapseHomeserver:
                         f"synapse not ready after {self.startup_timeout:.0f} s\n{self.log_tail()}"
                     )
                 time.sleep(0.1)
+
+    def _log_since(self, offset: int) -> bytes:
+        assert self._log_file is not None
+        self._log_file.flush()
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            return log.read()
 
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after ``stop_timeout`` s; the log file stays. Idempotent."""
@@ -398,133 +404,21 @@ class SynapseHomeserver:
         )
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Writes a shared value (``RELAXED``) out in full each time, not as a YAML alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: on Linux, SIGTERM the server when the test process dies, so a
+    killed test run leaves no homeserver behind (``prctl(PR_SET_PDEATHSIG)``)."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def _server_environment() -> dict[str, str]:
     """The caller's environment without proxy variables (Synapse honours them outbound)."""
     return {key: value for key, value in os.environ.items() if key not in _PROXY_VARIABLES}
-
-
-def nio_client(homeserver: SynapseHomeserver, user: MatrixUser) -> nio.AsyncClient:
-    """A matrix-nio client logged in as ``user``: no end-to-end encryption, no store, and
-    ``max_limit_exceeded=0`` / ``max_timeouts=0`` so a 429 or a timeout comes back as an error
-    response instead of being retried. The caller closes it (``await client.close()``)."""
-    config = nio.AsyncClientConfig(
-        max_limit_exceeded=0,
-        max_timeouts=0,
-        encryption_enabled=False,
-        store_sync_tokens=False,
-    )
-    client = nio.AsyncClient(homeserver.base_url, user.user_id, config=config)
-    client.restore_login(user.user_id, user.device_id, user.access_token)
-    return client
-
-
-async def sync_timeline(
-    client: nio.AsyncClient, room_id: str, *, timeout_ms: int = 0
-) -> list[dict[str, Any]]:
-    """One ``/sync`` with :data:`SYNC_FILTER` from the client's last batch: the raw events
-    (``event.source`` dicts, oldest first) the room's timeline gained; ``timeout_ms`` is the
-    long-poll wait. Raises ``AssertionError`` carrying the error response when the sync fails,
-    or when its timeline is ``limited`` (events were skipped)."""
-    response = await client.sync(timeout=timeout_ms, sync_filter=SYNC_FILTER)
-    assert isinstance(response, nio.SyncResponse), response
-    room = response.rooms.join.get(room_id)
-    if room is None:
-        return []
-    assert not room.timeline.limited, f"the sync skipped events of {room_id}"
-    return [event.source for event in room.timeline.events]
-
-
-def resolve_edits(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The content a client shows for each original event of ``events`` (raw dicts, any order),
-    keyed by event id, after applying ``m.replace`` edits.
-
-    Per the Client-Server API, "Event replacements" (spec v1.11 §11.37): a replacement counts
-    only when it has the original's sender and is not itself replacing a replacement; the one
-    with the greatest ``origin_server_ts`` (then the greatest event id) wins, and its
-    ``m.new_content`` replaces the content, the original's ``m.relates_to`` kept (e.g. a thread).
-    """
-    originals: dict[str, dict[str, Any]] = {}
-    edits: list[dict[str, Any]] = []
-    for event in events:
-        relation = event.get("content", {}).get("m.relates_to", {})
-        if relation.get("rel_type") == "m.replace":
-            edits.append(event)
-        else:
-            originals[event["event_id"]] = event
-    shown = {event_id: dict(event["content"]) for event_id, event in originals.items()}
-    winners: dict[str, dict[str, Any]] = {}
-    for edit in edits:
-        target = edit["content"]["m.relates_to"].get("event_id")
-        original = originals.get(target)
-        if original is None or original["sender"] != edit["sender"]:
-            continue
-        if "m.new_content" not in edit["content"]:
-            continue
-        best = winners.get(target)
-        if best is None or (edit["origin_server_ts"], edit["event_id"]) > (
-            best["origin_server_ts"],
-            best["event_id"],
-        ):
-            winners[target] = edit
-    for target, edit in winners.items():
-        content = dict(edit["content"]["m.new_content"])
-        relation = originals[target]["content"].get("m.relates_to")
-        if relation is not None:
-            content["m.relates_to"] = relation
-        shown[target] = content
-    return shown
-
-
-def thread_root(event: dict[str, Any]) -> str | None:
-    """The thread root event id of a raw event in a thread (``rel_type: m.thread``), else None."""
-    relation = event.get("content", {}).get("m.relates_to", {})
-    if relation.get("rel_type") == "m.thread":
-        root: str = relation["event_id"]
-        return root
-    return None
-
-
-def _require_synapse() -> None:
-    if importlib.util.find_spec("synapse") is None:
-        pytest.skip("matrix-synapse is not installed (pip install -e '.[test]' installs it)")
-
-
-def _run_homeserver(
-    factory: pytest.TempPathFactory, name: str, *, default_rc_message: bool
-) -> Generator[SynapseHomeserver, None, None]:
-    _require_synapse()
-    server = SynapseHomeserver(factory.mktemp(name), default_rc_message=default_rc_message)
-    with server:
-        yield server
-
-
-@pytest.fixture(scope="session")
-def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SynapseHomeserver]:
-    """The session's homeserver, every ``rc_*`` limit relaxed."""
-    yield from _run_homeserver(tmp_path_factory, "synapse", default_rc_message=False)
-
-
-@pytest.fixture(scope="session")
-def synapse_default_limits(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[SynapseHomeserver]:
-    """A second homeserver keeping Synapse's default ``rc_message`` (0.2/s, bursts of 10)."""
-    yield from _run_homeserver(tmp_path_factory, "synapse-default-limits", default_rc_message=True)
-
-
-_SERVER_FIXTURES = ("synapse", "synapse_default_limits")
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A failed test that used a homeserver gets its log tail as a report section."""
-    report = yield
-    if report.failed:
-        funcargs = getattr(item, "funcargs", {})
-        for name in _SERVER_FIXTURES:
-            server = funcargs.get(name)
-            if isinstance(server, SynapseHomeserver):
-                report.sections.append((f"{name} log ({server.log_path})", server.log_tail(200)))
-    return report

@@ -101,7 +101,7 @@ class _Client(discord.Client):
         self._adapter._gateway_ready()
 
     async def on_message(self, message: discord.Message) -> None:
-        self._adapter._received(message)
+        self._adapter._received(self, message)
 
 
 class DiscordChannel(Channel):
@@ -145,6 +145,11 @@ class DiscordChannel(Channel):
         self._allowed_users = {str(u) for u in config.allowed_users}
         self._allowed_guilds = {int(g) for g in config.allowed_guilds}
         self._allowed_channels = {int(c) for c in config.allowed_channels}
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped."""
+        return self._client is not None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -273,10 +278,9 @@ class DiscordChannel(Channel):
             except Exception:
                 _LOG.exception("%s: handling a message failed", self.name)
 
-    def _received(self, message: discord.Message) -> None:
+    def _received(self, client: discord.Client, message: discord.Message) -> None:
         """MESSAGE_CREATE (synchronous: order of arrival is kept by the queue)."""
-        client = self._client
-        me = client.user if client is not None else None
+        me = client.user
         if me is None or message.author.id == me.id or message.author.bot:
             return
         if message.webhook_id is not None or message.type not in _TEXT_TYPES:

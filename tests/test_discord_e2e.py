@@ -1,0 +1,106 @@
+"""Discord end to end through ``Daemon.run``: the real adapter on unmodified discord.py against the
+local REST + Gateway peer, a local provider server behind it (DESIGN §3 "Discord specifics").
+
+A streamed reply is one message edited in place; a thread message is answered in its thread;
+guild messages are answered only when they mention or reply to the bot; ``@everyone`` in a
+preview pings nobody (``allowed_mentions`` on the wire); only the final message that answers
+the user may mention that user.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.discord_harness import EDIT, SEND, assert_spacing, running_bot
+from tests.peers.discord import BOT_ID
+from tests.telegram_harness import pieces_of, reply, text_stream, words
+
+NONE = {"parse": []}
+"""``AllowedMentions.none()`` as discord.py sends it (``replied_user`` false is left out)."""
+
+
+async def test_a_streamed_reply_is_one_message_edited_in_place(tmp_path: Path) -> None:
+    answer = "Here is " + words("thought", 600) + "."
+    async with running_bot(
+        tmp_path, [reply(text_stream(pieces_of(answer, 12)), delay_secs=0.03)]
+    ) as bot:
+        asked = await bot.ask("tell me")
+    peer = bot.peer
+    dm = peer.dm_channel_id
+    assert peer.texts(dm) == [answer]
+    [send] = peer.requests_to(SEND, dm)
+    edits = peer.requests_to(EDIT, dm)
+    assert len(edits) >= 2, "the draft was edited as the text grew"
+    assert send.json["message_reference"]["message_id"] == int(asked["id"])
+    assert all(r.allowed_mentions == NONE for r in [send, *edits])
+    states = [s for s in peer.states(dm) if s]
+    assert all(len(s) == 1 and answer.startswith(s[0]) for s in states)
+    assert len({s[0] for s in states}) == len(states), "no identical consecutive edit"
+    assert_spacing(bot.writes(dm), bot.interval_ms)
+
+
+async def test_everyone_in_a_preview_pings_nobody(tmp_path: Path) -> None:
+    answer = "Hello @everyone and <@{user}>, " + words("word", 300)
+    async with running_bot(tmp_path, []) as bot:
+        text = answer.format(user=bot.peer.user_id)
+        bot.provider.script(
+            "/v1/chat/completions", [reply(text_stream(pieces_of(text, 20)), delay_secs=0.03)]
+        )
+        await bot.ask(f"<@{BOT_ID}> greet", channel_id=bot.peer.channel_id)
+    peer = bot.peer
+    general = peer.channel_id
+    writes = bot.writes(general)
+    assert len(writes) >= 3 and all(w.allowed_mentions == NONE for w in writes)
+    [message] = peer.messages(general)
+    assert message.content == text
+    assert message.pinged_users == frozenset() and not message.pinged_everyone
+
+
+async def test_the_final_message_of_off_mode_mentions_only_the_user_it_answers(
+    tmp_path: Path,
+) -> None:
+    async with running_bot(tmp_path, [], mode="off") as bot:
+        peer = bot.peer
+        bob = peer.add_user("Bob")
+        text = f"@everyone, <@{bob}>: done."
+        bot.provider.script("/v1/chat/completions", [reply(text_stream([text]))])
+        asked = await bot.ask(f"<@{BOT_ID}> finish", channel_id=peer.channel_id)
+    [send] = peer.requests_to(SEND, peer.channel_id)
+    assert send.allowed_mentions == {
+        "parse": [],
+        "users": [peer.user_id],
+        "replied_user": True,
+    }
+    [message] = peer.messages(peer.channel_id)
+    assert message.reference_id == int(asked["id"])
+    assert message.pinged_users == {peer.user_id} and not message.pinged_everyone
+
+
+async def test_a_thread_message_is_answered_in_its_thread(tmp_path: Path) -> None:
+    replies = [reply(text_stream(["In the ", "thread."])), reply(text_stream(["Again."]))]
+    async with running_bot(tmp_path, replies, extra="    respond_in_groups: all\n") as bot:
+        peer = bot.peer
+        thread = peer.add_thread(peer.channel_id, "topic")
+        asked = await bot.ask("hello thread", channel_id=thread)
+        await bot.ask("and again", channel_id=thread)
+        history = bot.daemon.store.history("dc", str(peer.channel_id), str(thread))
+    assert peer.texts(thread) == ["In the thread.", "Again."]
+    assert peer.texts(peer.channel_id) == []
+    first = peer.messages(thread)[0]
+    assert first.reference_id == int(asked["id"])
+    assert [m.content for m in history] == ["hello thread", "In the thread.", "and again", "Again."]
+
+
+async def test_guild_messages_are_answered_only_when_mentioned_or_replied_to(
+    tmp_path: Path,
+) -> None:
+    replies = [reply(text_stream(["First."])), reply(text_stream(["Second."]))]
+    async with running_bot(tmp_path, replies) as bot:
+        peer = bot.peer
+        general = peer.channel_id
+        await bot.ask("nobody asked me", channel_id=general)
+        assert peer.texts(general) == []
+        await bot.ask(f"<@{BOT_ID}> now you", channel_id=general)
+        [answer] = peer.messages(general)
+        await bot.ask("and a reply", channel_id=general, reply_to=answer.id)
+    assert peer.texts(general) == ["First.", "Second."]

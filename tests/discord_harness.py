@@ -121,6 +121,7 @@ def _config_text(
     interval_ms: int,
     multi_message_delay_ms: int,
     extra: str,
+    agent_extra: str,
 ) -> str:
     return f"""\
 providers:
@@ -132,7 +133,7 @@ providers:
 agent:
   providers: [main]
   tools: [current_time]
-channels:
+{agent_extra}channels:
   dc:
     kind: discord
     token: "{peer.token}"
@@ -164,10 +165,12 @@ async def running_bot(
     interval_ms: int = 150,
     multi_message_delay_ms: int = 300,
     extra: str = "",
+    agent_extra: str = "",
     peer: DiscordServer | None = None,
 ) -> AsyncIterator[DiscordBot]:
     """The daemon serving the ``dc`` channel, its provider scripted with ``replies``; ``extra``
-    is more YAML under the channel (indented four spaces)."""
+    is more YAML under the channel (indented four spaces), ``agent_extra`` under ``agent``
+    (two spaces)."""
     async with peer or DiscordServer() as server, ProviderServer() as provider:
         provider.script(PATH, list(replies))
         text = _config_text(
@@ -178,6 +181,7 @@ async def running_bot(
             interval_ms=interval_ms,
             multi_message_delay_ms=multi_message_delay_ms,
             extra=extra,
+            agent_extra=agent_extra,
         )
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_observed)

@@ -9,11 +9,14 @@ the user may mention that user.
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
+
+import anyio
 
 from tests.discord_harness import EDIT, SEND, assert_spacing, running_bot
 from tests.peers.discord import BOT_ID
-from tests.telegram_harness import pieces_of, reply, text_stream, words
+from tests.telegram_harness import pieces_of, reply, text_stream, tool_call_stream, words
 
 NONE = {"parse": []}
 """``AllowedMentions.none()`` as discord.py sends it (``replied_user`` false is left out)."""
@@ -104,3 +107,68 @@ async def test_guild_messages_are_answered_only_when_mentioned_or_replied_to(
         [answer] = peer.messages(general)
         await bot.ask("and a reply", channel_id=general, reply_to=answer.id)
     assert peer.texts(general) == ["First.", "Second."]
+
+
+async def test_multi_message_sends_each_paragraph_paced_and_pinging_nobody(
+    tmp_path: Path,
+) -> None:
+    paragraphs = ["First @everyone part.", "Second part.", "Third and last part."]
+    answer = "\n\n".join(paragraphs)
+    async with running_bot(
+        tmp_path,
+        [reply(text_stream(pieces_of(answer, 5)), delay_secs=0.05)],
+        mode="multi_message",
+        multi_message_delay_ms=300,
+    ) as bot:
+        await bot.ask("three parts")
+    peer, dm = bot.peer, bot.peer.dm_channel_id
+    assert peer.texts(dm) == paragraphs
+    sends = peer.requests_to(SEND, dm)
+    assert len(sends) == 3 and not peer.requests_to(EDIT, dm)
+    assert all(s.allowed_mentions == NONE for s in sends)
+    assert all(b.at - a.at >= 0.3 - 0.03 for a, b in pairwise(sends))
+    assert not any(m.pinged_everyone or m.pinged_users for m in peer.messages(dm))
+
+
+async def test_stop_as_a_text_command_ends_the_running_answer(tmp_path: Path) -> None:
+    answer = words("slow", 2000)
+    async with running_bot(
+        tmp_path, [reply(text_stream(pieces_of(answer, 10)), delay_secs=0.05)]
+    ) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel_id
+        before = bot.channel.replies_finished
+        peer.inject_message(dm, "go on and on")
+        await peer.wait_for(lambda: bool(peer.requests_to(SEND, dm)), 10)
+        await bot.ask("/stop")  # finished at once; the answer ends with the marker
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(before + 2)
+    [message] = peer.messages(dm)
+    assert message.content.endswith("\n\n⏹ Stopped.")
+    assert answer.startswith(message.content.removesuffix("\n\n⏹ Stopped."))
+    assert len(message.content) < len(answer)
+
+
+async def test_an_approval_is_asked_with_buttons_and_the_click_runs_the_tool(
+    tmp_path: Path,
+) -> None:
+    replies = [reply(tool_call_stream(["Checking."])), reply(text_stream(["It is noon."]))]
+    async with running_bot(
+        tmp_path, replies, agent_extra="  require_approval: [current_time]\n"
+    ) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel_id
+        before = bot.channel.replies_finished
+        peer.inject_message(dm, "what time is it?")
+
+        def prompt() -> bool:
+            return any(m.payload.get("components") for m in peer.messages(dm))
+
+        await peer.wait_for(prompt, 10)
+        [asking] = [m for m in peer.messages(dm) if m.payload.get("components")]
+        approve = asking.payload["components"][0]["components"][0]["custom_id"]
+        peer.inject_button_click(asking.id, approve)
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(before + 1)
+    assert peer.message(asking.id).content.endswith("✅ Approved")
+    assert peer.texts(dm)[0] == "Checking.\n\nIt is noon."  # the draft, above the prompt
+    second = bot.provider.requests[1].json["messages"]
+    assert [m["role"] for m in second][-2:] == ["assistant", "tool"]

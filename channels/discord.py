@@ -60,6 +60,7 @@ import yarl
 
 from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
 from channels.discord_approval import OUTCOME, ApprovalView
+from channels.discord_commands import command_tree
 from channels.discord_errors import translate_error
 from channels.errors import ChannelError, ChannelStartError, ChannelWriteFailed, MessageTooLong
 from channels.limits import DISCORD_LIMITS
@@ -135,6 +136,7 @@ class DiscordChannel(Channel):
         self.approval_timeout_secs: float = 300.0
         """How long :meth:`request_approval` waits for a press, in seconds."""
         self._client: _Client | None = None
+        self._tree: discord.app_commands.CommandTree[Any] | None = None
         self._connect: asyncio.Task[None] | None = None
         self._pump: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -197,6 +199,7 @@ class DiscordChannel(Channel):
             max_ratelimit_timeout=30.0,
             guild_ready_timeout=self.guild_ready_timeout,
         )
+        self._tree = command_tree(client, self._on_command)
         token = self.config.token.get_secret_value()
         try:
             await self._connect_until_ready(client, token)
@@ -205,6 +208,7 @@ class DiscordChannel(Channel):
             self._restore_urls()
             raise
         self._client = client
+        await self._register_commands()
         self._pump = asyncio.create_task(self._hand_on(), name=f"{self.name}: inbound")
 
     async def _connect_until_ready(self, client: _Client, token: str) -> None:
@@ -237,6 +241,18 @@ class DiscordChannel(Channel):
             raise ChannelStartError(f"the Discord gateway at {gateway} did not answer in time")
         connect.add_done_callback(self._gateway_ended)
         self._connect = connect
+
+    async def _register_commands(self) -> None:
+        if self._tree is None:
+            return
+        try:
+            await self._tree.sync()
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            _LOG.warning(
+                "%s: could not register the application commands (text commands work): %s",
+                self.name,
+                exc,
+            )
 
     def _gateway_ended(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or self._client is None or self._client.is_closed():
@@ -303,9 +319,7 @@ class DiscordChannel(Channel):
         if message.guild is not None:
             if not (message.content or message.attachments or message.embeds):
                 self._warn_empty()
-            if self._allowed_guilds and message.guild.id not in self._allowed_guilds:
-                return None
-            if self._allowed_channels and not ({chat_id, channel.id} & self._allowed_channels):
+            if not self._allowed_place(message.guild.id, chat_id, channel.id):
                 return None
         resolved = message.reference.resolved if message.reference is not None else None
         mentions = any(user.id == me for user in message.mentions) or (
@@ -326,6 +340,44 @@ class DiscordChannel(Channel):
             is_direct=message.guild is None,
             mentions_bot=mentions,
             thread_id=thread_id,
+        )
+
+    def _allowed_place(self, guild_id: int, chat_id: int, channel_id: int) -> bool:
+        """``allowed_guilds`` and ``allowed_channels`` (a thread counts as its parent)."""
+        if self._allowed_guilds and guild_id not in self._allowed_guilds:
+            return False
+        return not self._allowed_channels or bool({chat_id, channel_id} & self._allowed_channels)
+
+    async def _on_command(self, interaction: discord.Interaction[Any], name: str) -> None:
+        """An application command: acknowledged at once (ephemeral), then handed on as the text
+        command (:mod:`channels.discord_commands`)."""
+        channel = interaction.channel
+        channel_id = interaction.channel_id or 0
+        chat_id, thread_id = channel_id, None
+        if isinstance(channel, discord.Thread) and channel.parent_id is not None:
+            chat_id, thread_id = channel.parent_id, str(channel.id)
+        guild_id = interaction.guild_id
+        allowed = guild_id is None or self._allowed_place(guild_id, chat_id, channel_id)
+        try:
+            await interaction.response.send_message(
+                f"/{name}" if allowed else "Not available here.", ephemeral=True
+            )
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            _LOG.warning("%s: could not acknowledge /%s: %s", self.name, name, exc)
+        if not allowed:
+            return
+        user = interaction.user
+        self._inbox.put_nowait(
+            InboundMessage(
+                channel=self.name,
+                chat_id=str(chat_id),
+                sender_id=str(user.id),
+                sender_name=user.display_name.lstrip("@") or str(user.id),
+                text=f"/{name}",
+                is_direct=guild_id is None,
+                mentions_bot=True,
+                thread_id=thread_id,
+            )
         )
 
     def _warn_empty(self) -> None:

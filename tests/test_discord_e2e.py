@@ -36,6 +36,8 @@ async def test_a_streamed_reply_is_one_message_edited_in_place(tmp_path: Path) -
     assert len(edits) >= 2, "the draft was edited as the text grew"
     assert send.json["message_reference"]["message_id"] == int(asked["id"])
     assert all(r.allowed_mentions == NONE for r in [send, *edits])
+    typing = peer.requests_to("POST /channels/{channel_id}/typing", dm)
+    assert typing and typing[0].at <= send.at, "typing while the model works"
     states = [s for s in peer.states(dm) if s]
     assert all(len(s) == 1 and answer.startswith(s[0]) for s in states)
     assert len({s[0] for s in states}) == len(states), "no identical consecutive edit"
@@ -172,3 +174,24 @@ async def test_an_approval_is_asked_with_buttons_and_the_click_runs_the_tool(
     assert peer.texts(dm)[0] == "Checking.\n\nIt is noon."  # the draft, above the prompt
     second = bot.provider.requests[1].json["messages"]
     assert [m["role"] for m in second][-2:] == ["assistant", "tool"]
+
+
+async def test_stop_as_an_application_command_ends_the_running_answer(tmp_path: Path) -> None:
+    answer = words("slow", 2000)
+    async with running_bot(
+        tmp_path, [reply(text_stream(pieces_of(answer, 10)), delay_secs=0.05)]
+    ) as bot:
+        peer, general = bot.peer, bot.peer.channel_id
+        await peer.wait_for(lambda: None in peer.commands)  # registered once connected
+        assert {c["name"] for c in peer.commands[None]} == {"stop", "reset", "help"}
+        before = bot.channel.replies_finished
+        peer.inject_message(general, f"<@{BOT_ID}> go on and on")
+        await peer.wait_for(lambda: bool(peer.requests_to(SEND, general)), 10)
+        peer.inject_command(general, "stop")
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(before + 2)
+    [ack] = peer.interaction_responses
+    assert ack["type"] == 4 and ack["data"]["flags"] & 64  # ephemeral, answered at once
+    [message] = peer.messages(general)
+    assert message.content.endswith("\n\n⏹ Stopped.")
+    assert len(message.content) < len(answer)

@@ -15,6 +15,7 @@ import pytest
 from channels.base import InboundMessage, MessageRef
 from channels.discord import EMPTY_CONTENT_HELP, INTENT_HELP, DiscordChannel
 from channels.errors import (
+    ChannelRateLimited,
     ChannelStartError,
     ChannelUnavailable,
     MessageGone,
@@ -252,3 +253,19 @@ async def test_an_unanswered_approval_times_out_as_none(
     assert await channel.request_approval(str(peer.channel_id), "Run it?") is None
     assert peer.texts(peer.channel_id) == ["Run it?\n\n⌛ No answer: not approved"]
     assert peer.messages(peer.channel_id)[0].payload["components"] == []
+
+
+async def test_a_429_discord_py_will_not_wait_out_reaches_the_engine(
+    peer: DiscordServer, channel: DiscordChannel
+) -> None:
+    """Over 30 s (``max_ratelimit_timeout``), or without ``Via`` (a ban to discord.py): raised
+    at once as ``ChannelRateLimited`` with the platform's wait, for the engine to honour."""
+    peer.rate_limit(SEND, retry_after=45.0)
+    with pytest.raises(ChannelRateLimited) as long_wait:
+        await channel.send_message(str(peer.channel_id), "later")
+    assert long_wait.value.retry_after == 45.0
+    peer.rate_limit(SEND, retry_after=3.0, via=False)
+    with pytest.raises(ChannelRateLimited) as banned:
+        await channel.send_message(str(peer.channel_id), "later")
+    assert banned.value.retry_after == 3.0
+    assert [r.status for r in peer.requests_to(SEND)] == [429, 429]

@@ -105,6 +105,11 @@ class ProviderConfig(_Strict):
         default=None, description="where the model supports it"
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
+    vision: bool = Field(
+        default=True,
+        description="the model reads images; false: images are left out of requests and the "
+        "user is told in one line that images are not supported",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -156,6 +161,11 @@ class AgentConfig(_Strict):
         gt=0,
         description="a message kept waiting over a restart for longer than this gets a short "
         "notice instead of an answer",
+    )
+    max_image_bytes: int = Field(
+        default=10485760,
+        gt=0,
+        description="bytes; an image above this is refused with a one-line message, not sent",
     )
 
     @model_validator(mode="after")
@@ -279,6 +289,17 @@ class TelegramChannelConfig(_StreamModeChannel):
         description="python-telegram-bot meaning: the token is appended",
     )
     webhook: WebhookConfig | None = Field(default=None, description="null = long polling")
+    base_file_url: str | None = Field(
+        default=None,
+        description='file downloads; default: base_url with "/bot" at its end replaced by '
+        '"/file/bot" (the token is appended)',
+    )
+    media_group_wait_ms: int = Field(
+        default=1000,
+        ge=0,
+        description="milliseconds: an album's photos arriving within this of each other form "
+        "one message",
+    )
 
 
 class MatrixChannelConfig(_StreamModeChannel):

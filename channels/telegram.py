@@ -166,6 +166,7 @@ class TelegramChannel(Channel):
             on_inbound,
             media_group_wait_ms=config.media_group_wait_ms,
             spawn=self._spawn,
+            respond_in_groups=config.respond_in_groups,
         )
 
     def _spawn(self, work: Awaitable[None]) -> object:

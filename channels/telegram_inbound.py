@@ -11,12 +11,13 @@ Theory of operation
 * ``mentions_bot``: an ``@username`` or text mention of the bot, ``/cmd@bot``, or a reply to the
   bot — in the text or the caption (``/reset@this_bot x`` reaches the orchestrator as
   ``/reset x``).
-* **Downloads** go through getFile (https://core.telegram.org/bots/api#getfile) and
-  ``{base_file_url}{token}/{file_path}``; ``base_file_url`` defaults to the channel's
-  ``base_url`` with its final ``/bot`` replaced by ``/file/bot`` (:func:`file_base_url`), so a
-  self-hosted Bot API server serves files too. An image announced larger than
-  ``max_image_bytes``, or of a type no provider takes, is not fetched: it reaches the
-  orchestrator without bytes, which refuses the message with one line.
+* **Downloads** (only of messages the orchestrator may answer: private, mentioning the bot,
+  or any group message with ``respond_in_groups: all``) go through getFile
+  (https://core.telegram.org/bots/api#getfile) and ``{base_file_url}{token}/{file_path}``.
+  ``base_file_url`` defaults to the channel's ``base_url`` with its final ``/bot`` replaced by
+  ``/file/bot`` (:func:`file_base_url`), so a self-hosted Bot API server serves files too. An
+  image announced larger than ``max_image_bytes``, or of a type no provider takes, is not
+  fetched: it reaches the orchestrator without bytes, which refuses the message with one line.
 * **Albums** (``media_group_id``): Telegram sends each photo as its own update. They are
   collected per (chat, group) until ``media_group_wait_ms`` pass without another one, then
   form one message (all images, the caption that came with one of them, the first photo's
@@ -138,6 +139,7 @@ class InboundReader:
         *,
         media_group_wait_ms: int,
         spawn: Callable[[Awaitable[None]], object],
+        respond_in_groups: str = "mention",
     ) -> None:
         self.channel = channel
         self.me: User | None = None
@@ -146,6 +148,7 @@ class InboundReader:
         self._deliver = deliver
         self._wait_secs = media_group_wait_ms / 1000
         self._spawn = spawn
+        self._all_groups = respond_in_groups == "all"
         self._albums: dict[tuple[int, str], _Album] = {}
 
     # -- addressing ---------------------------------------------------------------------
@@ -221,9 +224,16 @@ class InboundReader:
             self._collect(message, update_id)
             return
         else:
-            inbound = self._inbound(message, (update_id,), (await self._fetch(message),))
+            addressed = self._addressed(message, self._text_and_mention(message)[1])
+            image = await (self._fetch if addressed else self._unfetched)(message)
+            inbound = self._inbound(message, (update_id,), (image,))
         if inbound is not None:
             await self._deliver(inbound)
+
+    def _addressed(self, message: Message, mentions: bool) -> bool:
+        """Whether the orchestrator may answer it: images of group messages it will ignore
+        (``respond_in_groups: mention`` without a mention) are never downloaded."""
+        return message.chat.type == ChatType.PRIVATE or mentions or self._all_groups
 
     def _collect(self, message: Message, update_id: int) -> None:
         key = (message.chat.id, str(message.media_group_id))
@@ -247,7 +257,8 @@ class InboundReader:
             part_text, part_mentions = self._text_and_mention(part)
             text = text or part_text  # Telegram carries an album's caption on one photo
             mentions = mentions or part_mentions
-        attachments = tuple([await self._fetch(part) for _, part in parts])
+        fetch = self._fetch if self._addressed(first, mentions) else self._unfetched
+        attachments = tuple([await fetch(part) for _, part in parts])
         inbound = self._inbound(
             first,
             tuple(update_id for update_id, _ in parts),
@@ -257,6 +268,12 @@ class InboundReader:
         )
         if inbound is not None:
             await self._deliver(inbound)
+
+    @staticmethod
+    async def _unfetched(message: Message) -> Attachment:
+        image = _image_of(message)
+        assert image is not None
+        return Attachment(image[1], b"", image[2])
 
     async def _fetch(self, message: Message) -> Attachment:
         """The message's image, downloaded unless too large or of a type no provider takes

@@ -506,7 +506,7 @@ class TelegramBotApiServer:
                 await self._closing.wait()
 
     async def _handle(self, request: web.Request) -> web.Response:
-        download = re.fullmatch(r"/file/bot([^/]+)/(.+)", request.path)
+        download = re.fullmatch(r"(.*)/file/bot([^/]+)/(.+)", request.path)
         if download is not None:
             return self._download(*download.groups())
         match = re.fullmatch(r"/bot([^/]+)/([A-Za-z]+)", request.path)
@@ -544,9 +544,9 @@ class TelegramBotApiServer:
         self._notify()
         return web.json_response(body, status=call.status)
 
-    def _download(self, token: str, path: str) -> web.Response:
-        """``/file/bot<token>/<file_path>``: the bytes, or 404 as Telegram answers."""
-        data = self.files.download(path) if token == self.token else None
+    def _download(self, prefix: str, token: str, path: str) -> web.Response:
+        """``[prefix]/file/bot<token>/<file_path>``: the bytes, or 404 as Telegram answers."""
+        data = self.files.download(path, prefix) if token == self.token else None
         self._notify()
         if data is None:
             return web.json_response(NOT_FOUND.body(), status=404)

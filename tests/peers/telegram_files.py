@@ -42,10 +42,12 @@ class StoredFile:
 
 @dataclass
 class FileStore:
-    """The peer's files by ``file_id``; :attr:`downloads` lists every ``file_path`` fetched."""
+    """The peer's files by ``file_id``; :attr:`downloads` lists every ``file_path`` fetched,
+    :attr:`download_prefixes` the path before ``/file/bot`` of each download."""
 
     files: dict[str, StoredFile] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
+    download_prefixes: list[str] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def add(self, data: bytes, *, folder: str, suffix: str, size: int | None = None) -> StoredFile:
@@ -72,11 +74,12 @@ class FileStore:
             "file_path": stored.path,
         }
 
-    def download(self, path: str) -> bytes | None:
+    def download(self, path: str, prefix: str = "") -> bytes | None:
         """The bytes at ``path`` (recorded), or None when no file has it."""
         for stored in self.files.values():
             if stored.path == path:
                 self.downloads.append(path)
+                self.download_prefixes.append(prefix)
                 return stored.data
         return None
 

@@ -145,6 +145,39 @@ async def test_a_20_mb_image_is_refused_with_a_message_and_never_sent(tmp_path: 
         assert peer.files.downloads == [] and peer.calls_to("getFile") == []
 
 
+async def test_an_unannounced_file_that_getfile_calls_too_big_is_refused(tmp_path: Path) -> None:
+    async with TelegramBotApiServer() as peer, ProviderServer() as provider:
+        provider.script(PATH, [_answer()])
+        async with daemon_running(config_text(peer, provider, tmp_path), tmp_path) as daemon:
+            peer.inject_document(
+                CHAT,
+                PNG,
+                mime_type="image/png",
+                file_name="big.png",
+                size=25 * 1024 * 1024,
+                announce=False,
+            )
+            await _replies(daemon, 1)
+        assert [c.error for c in peer.calls_to("getFile")] == ["Bad Request: file is too big"]
+        assert peer.texts(CHAT) == ["This image is too large (20.0 MB; the limit is 10.0 MB)."]
+        assert provider.requests == [] and peer.files.downloads == []
+
+
+async def test_a_group_album_with_a_mention_is_answered_once(tmp_path: Path) -> None:
+    async with TelegramBotApiServer() as peer, ProviderServer() as provider:
+        provider.script(PATH, [_answer("Two birds.")])
+        text = config_text(peer, provider, tmp_path, channel="media_group_wait_ms: 200")
+        async with daemon_running(text, tmp_path) as daemon:
+            peer.inject_album(GROUP, [b"x", b"y"], caption="look")  # not for the bot
+            await _replies(daemon, 1)
+            peer.inject_album(GROUP, [b"a", b"b"], caption="@relay_test_bot which birds?")
+            await _replies(daemon, 2)
+        assert peer.texts(GROUP) == ["Two birds."]
+        (request,) = provider.requests
+        assert len(_user_content(request.json)) == 3  # the caption and both images
+        assert len(peer.files.downloads) == 2  # the first album was never downloaded
+
+
 async def test_max_image_bytes_bounds_what_is_fetched(tmp_path: Path) -> None:
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
         provider.script(PATH, [_answer()])

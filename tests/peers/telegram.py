@@ -334,10 +334,14 @@ class TelegramBotApiServer:
         mime_type: str,
         file_name: str,
         size: int | None = None,
+        announce: bool = True,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        """A user sends a file as a document (``size`` overrides the announced size)."""
-        document = self.files.document(data, mime_type=mime_type, file_name=file_name, size=size)
+        """A user sends a file as a document (``size`` overrides its size; ``announce=False``
+        leaves ``file_size`` out of the Document)."""
+        document = self.files.document(
+            data, mime_type=mime_type, file_name=file_name, size=size, announce=announce
+        )
         return self.inject_media(chat_id, {"document": document}, **kwargs)
 
     def inject_album(

@@ -98,18 +98,27 @@ class FileStore:
         ]
 
     def document(
-        self, data: bytes, *, mime_type: str, file_name: str, size: int | None = None
+        self,
+        data: bytes,
+        *,
+        mime_type: str,
+        file_name: str,
+        size: int | None = None,
+        announce: bool = True,
     ) -> dict[str, Any]:
-        """A ``Document`` object for ``data`` (``size`` overrides the announced size)."""
+        """A ``Document`` object for ``data``: ``size`` overrides its size (for getFile too),
+        and without ``announce`` the object carries no ``file_size`` (it is optional)."""
         suffix = file_name.rpartition(".")[2] or "bin"
         stored = self.add(data, folder="documents", suffix=suffix, size=size)
-        return {
+        document = {
             "file_id": stored.file_id,
             "file_unique_id": stored.unique_id,
             "file_name": file_name,
             "mime_type": mime_type,
-            "file_size": stored.announced_size,
         }
+        if announce:
+            document["file_size"] = stored.announced_size
+        return document
 
 
 def photo_sizes(

@@ -190,7 +190,12 @@ class TelegramChannel(Channel):
         for kind in ("connect", "read", "write", "pool"):  # the same bounds for getUpdates
             seconds = bounds[f"{kind}_timeout"] = getattr(self.timeouts, f"{kind}_secs")
             getattr(builder, f"{kind}_timeout")(seconds)
-        builder.get_updates_request(self._polling.request(**bounds))  # watched for /healthz
+        if self.config.proxy:  # every Bot API call, long polling included
+            builder.proxy(self.config.proxy)
+        # getUpdates goes through a request object of its own, watched for /healthz; it gets
+        # the same bounds and proxy (PTB refuses get_updates_* settings beside it).
+        polling = self._polling.request(**bounds, proxy=self.config.proxy or None)
+        builder.get_updates_request(polling)
         return builder.build()
 
     def _start_failure(self, exc: BaseException) -> str:

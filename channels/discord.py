@@ -24,7 +24,8 @@ The adapter executes primitive writes; the delivery engine decides what to write
   are applied here (a thread counts as its parent channel). A message in a thread has
   ``chat_id`` = the parent channel and ``thread_id`` = the thread, so the conversation is keyed
   by the thread and every write goes to it. A leading mention of the bot is removed from the
-  text (``@bot /stop`` is ``/stop``). A message id seen before (a replay) is dropped. Guild
+  text (``@bot /stop`` is ``/stop``). A message id seen before (a replay) is dropped, and the
+  id travels as ``update_ids`` so the store answers it once across restarts too. Guild
   messages that arrive without their text log one line saying which intent to enable.
 * **Writes.** One REST call per primitive, no splitting: the engine decides every boundary with
   :meth:`render` (Discord shows Markdown as sent) and the limit of 2000 characters; a longer
@@ -340,6 +341,7 @@ class DiscordChannel(Channel):
             is_direct=message.guild is None,
             mentions_bot=mentions,
             thread_id=thread_id,
+            update_ids=(message.id,),  # the store answers each message once, across restarts
         )
 
     def _allowed_place(self, guild_id: int, chat_id: int, channel_id: int) -> bool:
@@ -377,6 +379,7 @@ class DiscordChannel(Channel):
                 is_direct=guild_id is None,
                 mentions_bot=True,
                 thread_id=thread_id,
+                update_ids=(interaction.id,),
             )
         )
 

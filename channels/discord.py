@@ -41,7 +41,7 @@ The adapter executes primitive writes; the delivery engine decides what to write
   user and the reply ping. An edit never notifies on Discord, so a ``partial`` reply does not
   ping.
 * **Approvals.** A prompt with ✅/❌ buttons (:mod:`channels.discord_approval`); after
-  :attr:`DiscordChannel.approval_timeout_secs` the answer is ``None``.
+  ``approval_timeout_secs`` (``agent.approval_timeout_secs``) the answer is ``None``.
 """
 
 from __future__ import annotations
@@ -134,8 +134,6 @@ class DiscordChannel(Channel):
         self.config: DiscordChannelConfig = config
         self.start_timeout_secs = start_timeout_secs
         self.guild_ready_timeout = guild_ready_timeout
-        self.approval_timeout_secs: float = 300.0
-        """How long :meth:`request_approval` waits for a press, in seconds."""
         self._client: _Client | None = None
         self._tree: discord.app_commands.CommandTree[Any] | None = None
         self._connect: asyncio.Task[None] | None = None

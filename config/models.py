@@ -199,6 +199,11 @@ class AgentConfig(_Strict):
         description="a message kept waiting over a restart for longer than this gets a short "
         "notice instead of an answer",
     )
+    approval_timeout_secs: float = Field(
+        default=300,
+        gt=0,
+        description="seconds an approval prompt waits for the user's answer; then not approved",
+    )
     max_image_bytes: int = Field(
         default=10485760,
         gt=0,

@@ -195,3 +195,19 @@ async def test_stop_as_an_application_command_ends_the_running_answer(tmp_path: 
     [message] = peer.messages(general)
     assert message.content.endswith("\n\n⏹ Stopped.")
     assert len(message.content) < len(answer)
+
+
+async def test_an_unanswered_approval_times_out_after_agent_approval_timeout_secs(
+    tmp_path: Path,
+) -> None:
+    replies = [reply(tool_call_stream(["Checking."])), reply(text_stream(["I could not."]))]
+    agent = "  require_approval: [current_time]\n  approval_timeout_secs: 0.5\n"
+    async with running_bot(tmp_path, replies, agent_extra=agent) as bot:
+        assert bot.channel.approval_timeout_secs == 0.5
+        await bot.ask("what time is it?")
+    peer, dm = bot.peer, bot.peer.dm_channel_id
+    [prompt] = [m for m in peer.messages(dm) if "Run current_time" in m.content]
+    assert prompt.content.endswith("⌛ No answer: not approved")
+    assert prompt.payload["components"] == []
+    tool = bot.provider.requests[1].json["messages"][-1]
+    assert tool["role"] == "tool" and "did not approve" in tool["content"]

@@ -59,7 +59,7 @@ import aiohttp
 import discord
 import yarl
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
+from channels.base import Channel, ChannelHealth, InboundHandler, InboundMessage, MessageRef
 from channels.discord_approval import OUTCOME, ApprovalView
 from channels.discord_commands import command_tree
 from channels.discord_errors import translate_error
@@ -102,6 +102,12 @@ class _Client(discord.Client):
     async def on_ready(self) -> None:
         self._adapter._gateway_ready()
 
+    async def on_resumed(self) -> None:
+        self._adapter._gateway_ready()
+
+    async def on_disconnect(self) -> None:
+        self._adapter._gateway_lost()
+
     async def on_message(self, message: discord.Message) -> None:
         self._adapter._received(self, message)
 
@@ -142,10 +148,18 @@ class DiscordChannel(Channel):
         self._inbox: asyncio.Queue[InboundMessage] = asyncio.Queue()
         self._seen: OrderedDict[int, int] = OrderedDict()  # message id -> author id
         self._warned_empty = False
+        self._gateway_problem: str | None = None
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._allowed_users = {str(u) for u in config.allowed_users}
         self._allowed_guilds = {int(g) for g in config.allowed_guilds}
         self._allowed_channels = {int(c) for c in config.allowed_channels}
+
+    def health(self) -> ChannelHealth:
+        """``degraded`` while the Gateway is disconnected (discord.py reconnects by itself) or
+        after it ended for good (e.g. the intent was refused); REST writes still work."""
+        if self._gateway_problem is None:
+            return ChannelHealth()
+        return ChannelHealth("degraded", self._gateway_problem)
 
     @property
     def running(self) -> bool:
@@ -258,9 +272,10 @@ class DiscordChannel(Channel):
             return
         exc = task.exception()
         if isinstance(exc, discord.PrivilegedIntentsRequired):
-            _LOG.error("%s: %s", self.name, INTENT_HELP)
-        elif exc is not None:
-            _LOG.error("%s: the Discord gateway connection ended: %s", self.name, exc)
+            self._gateway_problem = INTENT_HELP
+        else:
+            self._gateway_problem = f"the Discord gateway connection ended: {exc}"
+        _LOG.error("%s: %s", self.name, self._gateway_problem)
 
     async def stop(self) -> None:
         """Close the Gateway and the HTTP session; idempotent."""
@@ -284,6 +299,11 @@ class DiscordChannel(Channel):
 
     def _gateway_ready(self) -> None:
         self._ready.set()
+        self._gateway_problem = None
+
+    def _gateway_lost(self) -> None:
+        if self._gateway_problem is None:
+            self._gateway_problem = "the Discord gateway is disconnected (reconnecting)"
 
     async def _hand_on(self) -> None:
         while True:

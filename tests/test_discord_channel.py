@@ -269,3 +269,20 @@ async def test_a_429_discord_py_will_not_wait_out_reaches_the_engine(
         await channel.send_message(str(peer.channel_id), "later")
     assert banned.value.retry_after == 3.0
     assert [r.status for r in peer.requests_to(SEND)] == [429, 429]
+
+
+async def test_health_follows_the_gateway_and_a_later_4014_logs_the_intent_line(
+    inbox: Inbox, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Heartbeats every 50 ms: the peer changes often, so wait_for re-checks the adapter's state.
+    async with DiscordServer(heartbeat_interval_ms=50) as peer, _channel(peer, inbox) as channel:
+        assert channel.health().state == "ok"
+        await peer.disconnect()  # 4000: discord.py RESUMEs
+        await peer.wait_for(lambda: any(f.op == 6 for f in peer.frames))
+        await peer.wait_for(lambda: channel.health().state == "ok")
+        caplog.set_level(logging.ERROR, "channels.discord")
+        await peer.disconnect(4014)  # the intent was turned off in the portal meanwhile
+        await peer.wait_for(lambda: channel.health().state == "degraded")
+        assert channel.health().reason == INTENT_HELP
+    ours = [r.getMessage() for r in caplog.records if r.name == "channels.discord"]
+    assert ours == [f"dc: {INTENT_HELP}"]

@@ -17,16 +17,11 @@ The adapter executes primitive writes; the delivery engine decides what to write
   do (for 4014: which switch to turn on in the developer portal). discord.py keeps the Gateway
   up by itself afterwards (heartbeats, RESUME after a drop, a new IDENTIFY when the session
   ended); REST writes do not depend on it.
-* **Inbound.** Messages from other users (never our own, nor other bots') become
-  :class:`InboundMessage`\\ s, handed on one at a time in order of arrival. A DM is direct; a
-  guild message ``mentions_bot`` when it @mentions the bot or replies to one of its messages
-  (the orchestrator applies ``respond_in_groups``); ``allowed_guilds`` and ``allowed_channels``
-  are applied here (a thread counts as its parent channel). A message in a thread has
-  ``chat_id`` = the parent channel and ``thread_id`` = the thread, so the conversation is keyed
-  by the thread and every write goes to it. A leading mention of the bot is removed from the
-  text (``@bot /stop`` is ``/stop``). A message id seen before (a replay) is dropped, and the
-  id travels as ``update_ids`` so the store answers it once across restarts too. Guild
-  messages that arrive without their text log one line saying which intent to enable.
+* **Inbound.** Messages and application commands become :class:`InboundMessage`\\ s
+  (:mod:`channels.discord_inbound`: own and bot messages, replays and places outside
+  ``allowed_guilds`` / ``allowed_channels`` dropped; a thread is the conversation), handed on
+  one at a time in order of arrival. Guild messages that arrive without their text log one line
+  saying which intent to enable.
 * **Writes.** One REST call per primitive, no splitting: the engine decides every boundary with
   :meth:`render` (Discord shows Markdown as sent) and the limit of 2000 characters; a longer
   text is refused before any request (:class:`MessageTooLong`). discord.py waits out a 429
@@ -49,8 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -63,6 +56,7 @@ from channels.base import Channel, ChannelHealth, InboundHandler, InboundMessage
 from channels.discord_approval import OUTCOME, ApprovalView
 from channels.discord_commands import command_tree
 from channels.discord_errors import translate_error
+from channels.discord_inbound import InboundReader
 from channels.errors import ChannelError, ChannelStartError, ChannelWriteFailed, MessageTooLong
 from channels.limits import DISCORD_LIMITS
 from config.models import DiscordChannelConfig
@@ -86,9 +80,6 @@ EMPTY_CONTENT_HELP = (
 )
 """The one line logged when guild messages arrive without content."""
 
-_SEEN_IDS = 1024
-"""Inbound message ids remembered, to drop a replayed MESSAGE_CREATE."""
-_TEXT_TYPES = (discord.MessageType.default, discord.MessageType.reply)
 _NO_MENTIONS = discord.AllowedMentions.none()
 
 
@@ -146,13 +137,13 @@ class DiscordChannel(Channel):
         self._pump: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
         self._inbox: asyncio.Queue[InboundMessage] = asyncio.Queue()
-        self._seen: OrderedDict[int, int] = OrderedDict()  # message id -> author id
+        self._reader = InboundReader(
+            name, [int(g) for g in config.allowed_guilds], [int(c) for c in config.allowed_channels]
+        )
         self._warned_empty = False
         self._gateway_problem: str | None = None
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._allowed_users = {str(u) for u in config.allowed_users}
-        self._allowed_guilds = {int(g) for g in config.allowed_guilds}
-        self._allowed_channels = {int(c) for c in config.allowed_channels}
 
     def health(self) -> ChannelHealth:
         """``degraded`` while the Gateway is disconnected (discord.py reconnects by itself) or
@@ -315,96 +306,27 @@ class DiscordChannel(Channel):
 
     def _received(self, client: discord.Client, message: discord.Message) -> None:
         """MESSAGE_CREATE (synchronous: order of arrival is kept by the queue)."""
-        me = client.user
-        if me is None or message.author.id == me.id or message.author.bot:
+        if client.user is None:
             return
-        if message.webhook_id is not None or message.type not in _TEXT_TYPES:
-            return
-        if message.id in self._seen:
-            return
-        self._seen[message.id] = message.author.id
-        while len(self._seen) > _SEEN_IDS:
-            self._seen.popitem(last=False)
-        inbound = self._inbound(message, me.id)
+        inbound = self._reader.message(message, client.user.id)
+        if self._reader.content_missing and not self._warned_empty:
+            self._warned_empty = True
+            _LOG.warning("%s: %s", self.name, EMPTY_CONTENT_HELP)
         if inbound is not None:
             self._inbox.put_nowait(inbound)
-
-    def _inbound(self, message: discord.Message, me: int) -> InboundMessage | None:
-        channel = message.channel
-        thread_id: str | None = None
-        chat_id = channel.id
-        if isinstance(channel, discord.Thread):
-            chat_id, thread_id = channel.parent_id, str(channel.id)
-        if message.guild is not None:
-            if not (message.content or message.attachments or message.embeds):
-                self._warn_empty()
-            if not self._allowed_place(message.guild.id, chat_id, channel.id):
-                return None
-        resolved = message.reference.resolved if message.reference is not None else None
-        mentions = any(user.id == me for user in message.mentions) or (
-            isinstance(resolved, discord.Message) and resolved.author.id == me
-        )
-        text = re.sub(rf"^\s*<@!?{me}>\s*", "", message.content).strip()
-        if not text:
-            return None
-        return InboundMessage(
-            channel=self.name,
-            chat_id=str(chat_id),
-            sender_id=str(message.author.id),
-            # A display name is chosen freely (it may look like "@123"): never matched as a
-            # verified handle by allowed_users, which takes snowflakes only.
-            sender_name=message.author.display_name.lstrip("@") or str(message.author.id),
-            text=text,
-            message_id=str(message.id),
-            is_direct=message.guild is None,
-            mentions_bot=mentions,
-            thread_id=thread_id,
-            update_ids=(message.id,),  # the store answers each message once, across restarts
-        )
-
-    def _allowed_place(self, guild_id: int, chat_id: int, channel_id: int) -> bool:
-        """``allowed_guilds`` and ``allowed_channels`` (a thread counts as its parent)."""
-        if self._allowed_guilds and guild_id not in self._allowed_guilds:
-            return False
-        return not self._allowed_channels or bool({chat_id, channel_id} & self._allowed_channels)
 
     async def _on_command(self, interaction: discord.Interaction[Any], name: str) -> None:
         """An application command: acknowledged at once (ephemeral), then handed on as the text
         command (:mod:`channels.discord_commands`)."""
-        channel = interaction.channel
-        channel_id = interaction.channel_id or 0
-        chat_id, thread_id = channel_id, None
-        if isinstance(channel, discord.Thread) and channel.parent_id is not None:
-            chat_id, thread_id = channel.parent_id, str(channel.id)
-        guild_id = interaction.guild_id
-        allowed = guild_id is None or self._allowed_place(guild_id, chat_id, channel_id)
+        inbound = self._reader.command(interaction, name)
         try:
             await interaction.response.send_message(
-                f"/{name}" if allowed else "Not available here.", ephemeral=True
+                f"/{name}" if inbound is not None else "Not available here.", ephemeral=True
             )
         except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
             _LOG.warning("%s: could not acknowledge /%s: %s", self.name, name, exc)
-        if not allowed:
-            return
-        user = interaction.user
-        self._inbox.put_nowait(
-            InboundMessage(
-                channel=self.name,
-                chat_id=str(chat_id),
-                sender_id=str(user.id),
-                sender_name=user.display_name.lstrip("@") or str(user.id),
-                text=f"/{name}",
-                is_direct=guild_id is None,
-                mentions_bot=True,
-                thread_id=thread_id,
-                update_ids=(interaction.id,),
-            )
-        )
-
-    def _warn_empty(self) -> None:
-        if not self._warned_empty:
-            self._warned_empty = True
-            _LOG.warning("%s: %s", self.name, EMPTY_CONTENT_HELP)
+        if inbound is not None:
+            self._inbox.put_nowait(inbound)
 
     def _may_answer(self, user_id: int) -> bool:
         """``allowed_users`` for button presses (the orchestrator never sees them)."""
@@ -432,7 +354,7 @@ class DiscordChannel(Channel):
 
     def _reply_mentions(self, reply_to: str, formatted: bool) -> discord.AllowedMentions:
         """Only a final message answering the user may mention that user (module docstring)."""
-        author = self._seen.get(int(reply_to))
+        author = self._reader.author_of(reply_to)
         if not formatted or author is None or self.stream_mode == "multi_message":
             return _NO_MENTIONS
         return discord.AllowedMentions(

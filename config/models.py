@@ -104,6 +104,9 @@ class ProviderConfig(_Strict):
         default=None, description="where the model supports it"
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
+    max_connections: int = Field(
+        default=1000, ge=1, description="connection pool size: replies streamed at once"
+    )
 
     @field_validator("base_url")
     @classmethod

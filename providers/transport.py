@@ -30,12 +30,14 @@ import asyncio
 import email.utils
 import json
 import math
+import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpcore
 import httpx
 
 from providers.errors import (
@@ -49,6 +51,7 @@ from providers.errors import (
     StreamProtocolError,
     snippet,
 )
+from providers.net_backend import AsyncioBackend
 
 __all__ = [
     "CONNECT_TIMEOUT_SECS",
@@ -71,19 +74,39 @@ DEFAULT_MAX_CONNECTIONS = 1000
 
 
 def make_client(
-    base_url: str | None = None, *, max_connections: int = DEFAULT_MAX_CONNECTIONS
+    base_url: str | None = None,
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    network_backend: httpcore.AsyncNetworkBackend | None = None,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> httpx.AsyncClient:
     """An httpx client with the connect bound only; reads are bounded by our watchdog and scopes.
 
     The pool holds up to ``max_connections`` connections, all of which may be kept alive
-    between replies (idle ones close after httpx's 5 s); waiting for one is unbounded.
+    between replies (idle ones close after httpx's 5 s); waiting for one is unbounded. Its
+    sockets are :class:`providers.net_backend.AsyncioBackend`'s unless ``network_backend``
+    says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice). TLS verifies with
+    ``ssl_context``, by default httpx's (the certifi roots).
     """
     timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=None)
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
+    transport = httpx.AsyncHTTPTransport(limits=limits)
+    # httpx takes no network backend, so its pool is rebuilt with the same settings and ours.
+    transport._pool = httpcore.AsyncConnectionPool(
+        ssl_context=ssl_context or httpx.create_ssl_context(),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        network_backend=network_backend or AsyncioBackend(),
+    )
     return httpx.AsyncClient(
-        timeout=timeout, limits=limits, base_url=base_url or "", trust_env=False
+        timeout=timeout,
+        limits=limits,
+        transport=transport,
+        base_url=base_url or "",
+        trust_env=False,
     )
 
 

@@ -68,8 +68,9 @@ def _parse(smoke: bool) -> list[Row]:
          _met(s["anthropic_ratio"] >= 1.5)),
         ("parse ours responses µs/event", _fmt(s["ours_openai_responses"]), "", "-"),
         ("parse ours ollama µs/event", _fmt(s["ours_ollama"]), "", "-"),
-        ("parse ours openai_chat on uvloop", _fmt(s["ours_openai_chat_uvloop"]), "", "-"),
         ("trickled ours openai_chat µs/event", _fmt(s["trickle_ours_openai_chat"]), "", "-"),
+        ("trickled ours openai_chat on uvloop",
+         _fmt(s["trickle_ours_openai_chat_uvloop"]), "", "-"),
         ("trickled openai_ratio", _fmt(s["trickle_openai_ratio"]), "", "-"),
         ("trickled ours anthropic µs/event", _fmt(s["trickle_ours_anthropic"]), "", "-"),
         ("trickled anthropic_ratio", _fmt(s["trickle_anthropic_ratio"]), "", "-"),
@@ -77,8 +78,9 @@ def _parse(smoke: bool) -> list[Row]:
     for key in ("openai_chat", "anthropic"):
         if f"decode_orjson_{key}" in s:
             rows.append(
-                (f"JSON parse {key} json/orjson µs", f"{s[f'decode_json_{key}']:.2f} / "
-                 f"{s[f'decode_orjson_{key}']:.2f}", "", "-")
+                (f"JSON parse {key} json/orjson/json_fast µs",
+                 f"{s[f'decode_json_{key}']:.2f} / {s[f'decode_orjson_{key}']:.2f} / "
+                 f"{s[f'decode_json_fast_{key}']:.2f}", "", "-")
             )  # fmt: skip
     return rows
 
@@ -100,7 +102,7 @@ def _pipeline(smoke: bool) -> list[Row]:
 
 def _scale(smoke: bool) -> list[Row]:
     ns = (3,) if smoke else (100, 500, 1000)
-    s = scale.run(ns, 10 if smoke else 186)
+    s = scale.run(ns, 10 if smoke else 186, () if smoke or not _have("uvloop") else (500,))
     rows: list[Row] = []
     for n in ns:
         p = f"asyncio_{n}"
@@ -113,6 +115,10 @@ def _scale(smoke: bool) -> list[Row]:
         rows.append((f"scale N={n}: peak RSS MB / KB per conv / µs per delta",
                      f"{_fmt(s[f'{p}_peak_rss_mb'])} / {_fmt(s[f'{p}_rss_per_conv_kb'])} / "
                      f"{_fmt(s[f'{p}_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
+    if "uvloop_500_completed" in s:
+        rows.append(("scale N=500 on uvloop: lag p99 ms / µs per delta",
+                     f"{_fmt(s['uvloop_500_lag_p99_ms'])} / "
+                     f"{_fmt(s['uvloop_500_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
     per_conv = s[f"asyncio_{ns[-1]}_rss_per_conv_kb"]
     rows.append((f"RSS per conversation (N={ns[-1]}) KB", _fmt(per_conv), "< 100",
                  _met(per_conv < 100)))  # fmt: skip

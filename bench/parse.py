@@ -12,7 +12,8 @@ above 1 means ours spends less).
 Clients: ``ours_openai_chat``, ``ours_anthropic``, ``ours_openai_responses``, ``ours_ollama``
 (``build_provider`` + ``stream``), ``sdk_openai`` (``AsyncOpenAI().chat.completions.create(
 stream=True)``), ``sdk_anthropic`` (``AsyncAnthropic().messages.create(stream=True)``), and
-``ours_openai_chat_uvloop`` (ours on uvloop). The trickled runs send one event per 0.5 ms.
+``ours_openai_chat_uvloop`` (ours on uvloop, trickled only). The trickled runs send one event
+per 0.5 ms (the cost of a wakeup per event, as a real model's pace gives).
 
 Also measured in-process: ``json.loads`` against ``orjson.loads`` on the same Chat Completions
 and Anthropic event payloads (the decode's JSON share).
@@ -46,9 +47,14 @@ BURST_CLIENTS = (
     "sdk_anthropic",
     "ours_openai_responses",
     "ours_ollama",
+)
+TRICKLE_CLIENTS = (
+    "ours_openai_chat",
+    "sdk_openai",
+    "ours_anthropic",
+    "sdk_anthropic",
     "ours_openai_chat_uvloop",
 )
-TRICKLE_CLIENTS = ("ours_openai_chat", "sdk_openai", "ours_anthropic", "sdk_anthropic")
 _FRAMING_EVENTS = {"openai_chat": 4, "anthropic": 6, "openai_responses": 4, "ollama": 1}
 
 
@@ -227,7 +233,10 @@ def _json_decode_costs(n: int) -> dict[str, float]:
             for line in event.decode().split("\n")
             if line.startswith("data: {")
         ]
-        for name, loads in (("json", json.loads), ("orjson", orjson.loads if orjson else None)):
+        from providers.json_fast import loads as seam
+
+        candidates = (("json", json.loads), ("orjson", orjson.loads if orjson else None))
+        for name, loads in (*candidates, ("json_fast", seam if orjson else None)):
             if loads is None:
                 continue
             best = float("inf")
@@ -240,18 +249,20 @@ def _json_decode_costs(n: int) -> dict[str, float]:
     return out
 
 
-def run(n: int = 5000, runs: int = 5, trickle_n: int = 2000) -> dict[str, float]:
+def run(
+    n: int = 5000, runs: int = 5, trickle_n: int = 1000, trickle_runs: int = 3
+) -> dict[str, float]:
     """The whole parse section; returns the summary figures (µs per event and ratios)."""
     with running_server() as url:
         burst = measure(url, BURST_CLIENTS, n, runs)
-        trickle = measure(url, TRICKLE_CLIENTS, trickle_n, runs, gap_us=500)
+        trickle = measure(url, TRICKLE_CLIENTS, trickle_n, trickle_runs, gap_us=500)
     summary: dict[str, float] = {}
     print(f"parse: µs CPU per event, median of {runs} fresh processes ({n} events, burst)")
     for client, values in burst.items():
         summary[client] = statistics.median(values)
         spread = " ".join(f"{v:.1f}" for v in values)
         print(f"  {client:26} {summary[client]:7.1f}   runs: {spread}")
-    print(f"parse: trickled, one event per 0.5 ms ({trickle_n} events)")
+    print(f"parse: trickled, one event per 0.5 ms ({trickle_n} events, median of {trickle_runs})")
     for client, values in trickle.items():
         summary[f"trickle_{client}"] = statistics.median(values)
         print(f"  {client:26} {summary[f'trickle_{client}']:7.1f}")
@@ -287,9 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--trickle-events", type=int, default=2000)
+    parser.add_argument("--trickle-events", type=int, default=1000)
+    parser.add_argument("--trickle-runs", type=int, default=3)
     args = parser.parse_args(argv)
-    run(args.events, args.runs, args.trickle_events)
+    run(args.events, args.runs, args.trickle_events, args.trickle_runs)
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import math
 import ssl
 import time
@@ -51,6 +50,7 @@ from providers.errors import (
     StreamProtocolError,
     snippet,
 )
+from providers.json_fast import loads
 from providers.net_backend import AsyncioBackend
 
 __all__ = [
@@ -129,7 +129,7 @@ def parse_retry_after(value: str | None) -> float | None:
 def _error_fields(body: bytes) -> tuple[str | None, str | None, Any]:
     """(code, message, parsed) from an error body of any of the four APIs."""
     try:
-        parsed = json.loads(body)
+        parsed = loads(body)
     except ValueError:
         text = body.decode("utf-8", "replace").strip()
         return None, snippet(text, 300) or None, None
@@ -229,7 +229,10 @@ class BodyStream:
     def __init__(self, response: httpx.Response, idle_timeout_secs: float) -> None:
         self._response = response
         self._idle = idle_timeout_secs
-        self._iter = response.aiter_bytes()
+        # Without a content coding the raw bytes are the body: skip httpx's decoder layer.
+        coding = response.headers.get("content-encoding", "identity").strip().lower()
+        plain = coding in ("", "identity")
+        self._iter = response.aiter_raw() if plain else response.aiter_bytes()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()

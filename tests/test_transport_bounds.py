@@ -207,3 +207,16 @@ def test_the_pool_of_a_provider_is_its_max_connections() -> None:
     assert pool._max_connections == 7 and pool._max_keepalive_connections == 7
     assert provider._client.timeout.pool is None
     assert isinstance(provider._client, httpx.AsyncClient)
+
+
+@pytest.mark.parametrize("coding", ["gzip", "identity", None])
+async def test_a_stream_decodes_with_or_without_a_content_coding(coding: str | None) -> None:
+    import gzip
+
+    body = text_answer(WORDS)
+    sent = gzip.compress(body) if coding == "gzip" else body
+    headers = {"Content-Encoding": coding} if coding else {}
+    async with ProviderServer() as server:
+        server.script(PATH, Reply(body=sent, headers=headers, cuts=range(0, len(sent), 50)))
+        text, error = await _run(server)
+    assert error is None and text == WORDS

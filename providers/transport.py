@@ -39,6 +39,7 @@ import anyio
 import httpcore
 import httpx
 
+from providers.bounded_json import parse_json
 from providers.errors import (
     ProviderAuthError,
     ProviderBadRequest,
@@ -50,7 +51,6 @@ from providers.errors import (
     StreamProtocolError,
     snippet,
 )
-from providers.json_fast import loads
 from providers.net_backend import AsyncioBackend
 
 __all__ = [
@@ -86,28 +86,34 @@ def make_client(
     between replies (idle ones close after httpx's 5 s); waiting for one is unbounded. Its
     sockets are :class:`providers.net_backend.AsyncioBackend`'s unless ``network_backend``
     says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice). TLS verifies with
-    ``ssl_context``, by default httpx's (the certifi roots).
+    ``ssl_context``, by default httpx's.
+
+    The environment is honoured as the openai and anthropic SDKs honour it (their clients are
+    ``httpx.AsyncClient`` with httpx's default ``trust_env=True``): ``HTTPS_PROXY``,
+    ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose the proxy per URL (a proxied URL goes
+    through httpx's own proxy transport), and ``SSL_CERT_FILE``/``SSL_CERT_DIR`` the CA
+    certificates (DESIGN §2 "Wire formats").
     """
     timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=None)
     limits = httpx.Limits(
         max_connections=max_connections, max_keepalive_connections=max_connections
     )
-    transport = httpx.AsyncHTTPTransport(limits=limits)
-    # httpx takes no network backend, so its pool is rebuilt with the same settings and ours.
-    transport._pool = httpcore.AsyncConnectionPool(
-        ssl_context=ssl_context or httpx.create_ssl_context(),
-        max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        network_backend=network_backend or AsyncioBackend(),
+    client = httpx.AsyncClient(
+        timeout=timeout, limits=limits, base_url=base_url or "", trust_env=True
     )
-    return httpx.AsyncClient(
-        timeout=timeout,
-        limits=limits,
-        transport=transport,
-        base_url=base_url or "",
-        trust_env=False,
-    )
+    direct = client._transport
+    if isinstance(direct, httpx.AsyncHTTPTransport):
+        # httpx takes no network backend: the pool of its direct (unproxied) transport is
+        # rebuilt with the same settings and ours; proxied URLs keep httpx's proxy transports.
+        pool = direct._pool
+        direct._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=network_backend or AsyncioBackend(),
+        )
+    return client
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -129,8 +135,8 @@ def parse_retry_after(value: str | None) -> float | None:
 def _error_fields(body: bytes) -> tuple[str | None, str | None, Any]:
     """(code, message, parsed) from an error body of any of the four APIs."""
     try:
-        parsed = loads(body)
-    except ValueError:
+        parsed = parse_json(body, what="error body")
+    except StreamProtocolError:
         text = body.decode("utf-8", "replace").strip()
         return None, snippet(text, 300) or None, None
     err: Any = parsed.get("error") if isinstance(parsed, dict) else None
@@ -340,7 +346,8 @@ async def post_json(
 
     Raises:
         ProviderTimeout, ProviderConnectionError, ProviderError: as :func:`open_stream`;
-        ProviderServerError when a 2xx body is not JSON.
+        ProviderServerError when a 2xx body is not JSON; StreamProtocolError when it is larger
+        than 8 MiB or nested deeper than 256 levels (:mod:`providers.bounded_json`).
     """
     try:
         with anyio.fail_after(timeout_secs):
@@ -358,6 +365,8 @@ async def post_json(
     if response.status_code >= 300:
         raise error_from_status(response.status_code, response.content, response.headers)
     try:
-        return response.json()
-    except ValueError as exc:
-        raise ProviderServerError(f"answer is not JSON: {snippet(response.text)!r}") from exc
+        return parse_json(response.content, what="answer")
+    except StreamProtocolError as exc:
+        if isinstance(exc.__cause__, ValueError):  # not JSON at all (not a bound crossed)
+            raise ProviderServerError(exc.message) from exc
+        raise

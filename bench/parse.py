@@ -155,7 +155,6 @@ def _make_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
 
                 provider._client = make_client(network_backend=httpcore.AnyIOBackend())
         provider.config = config
-        provider._url = f"{base}{provider.endpoint}"
         seen = 0
         async for _ in provider.stream(request):
             seen += 1

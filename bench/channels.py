@@ -58,7 +58,13 @@ class NoopChannel(Channel):
         return None
 
     async def _send_message(
-        self, chat_id: str, text: str, *, formatted: bool, reply_to: str | None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        formatted: bool,
+        reply_to: str | None,
+        thread_id: str | None = None,
     ) -> MessageRef:
         self.writes += 1
         self._on_write(chat_id, text)

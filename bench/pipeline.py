@@ -147,6 +147,8 @@ async def _pipeline(texts: list[str], store_dir: Path) -> dict[str, float]:
     finally:
         DeliveryDriver.feed = original_feed  # type: ignore[method-assign]
         store.close()
+    if channel.writes == 0:
+        raise RuntimeError("the channel got no write: its primitives no longer match Channel's")
     if outcome.outcome != "ok":
         raise RuntimeError(f"pipeline run ended {outcome.outcome}: {outcome.cause}")
     gaps = _gaps(provider.stamps)

@@ -101,6 +101,8 @@ async def _client(url: str, n: int, deltas: int) -> dict[str, float]:
         peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         await provider.aclose()
         store.close()
+    if outcomes and not channel.first_write:
+        raise RuntimeError("the channel got no write: its primitives no longer match Channel's")
     ttft = [
         (channel.first_write[c] - s) * 1000 for c, s in starts.items() if c in channel.first_write
     ]

@@ -154,6 +154,12 @@ class AgentConfig(_Strict):
     require_approval: list[str] = Field(
         default_factory=list, description="tools the user is asked to approve before each run"
     )
+    stale_after_secs: float = Field(
+        default=600,
+        gt=0,
+        description="a message kept waiting over a restart for longer than this gets a short "
+        "notice instead of an answer",
+    )
 
     @model_validator(mode="after")
     def _approval_names_offered_tools(self) -> AgentConfig:

@@ -71,3 +71,4 @@ def test_the_smoke_run_prints_the_summary_table() -> None:
                    "redaction 4 KB"):  # fmt: skip
         assert figure in summary
     assert "3/3" in summary  # every smoke conversation completed
+    assert "n/a" not in summary  # and every figure was measured

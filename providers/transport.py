@@ -219,14 +219,16 @@ class IdleWatchdog:
     def _check(self) -> None:
         now = self._loop.time()
         due = self._last + self._idle
-        if self._reading and now >= due - 1e-3 and self._task is not None:
+        if not self._reading:
+            # The consumer is busy between reads: the next read, whenever it starts, is due
+            # no earlier than one bound from now.
+            self._handle = self._loop.call_at(now + self._idle, self._check)
+        elif now >= due - 1e-3 and self._task is not None:
             self._handle = None
             self._expired = True
             self._task.cancel()
-            return
-        # Not due yet, or the consumer is busy between reads: look again when the running
-        # read (or the next one, at the earliest now) would be due.
-        self._handle = self._loop.call_at(max(due, now + 1e-3), self._check)
+        else:  # a read started after the timer was set: look again when it is due
+            self._handle = self._loop.call_at(due, self._check)
 
 
 class BodyStream:

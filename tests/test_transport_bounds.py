@@ -81,14 +81,30 @@ async def test_a_consumer_busy_between_reads_is_not_an_idle_stream() -> None:
         server.script(PATH, Reply(body=body, cuts=_cuts(body)))
         provider = OpenAIChatProvider("p", provider_config(server, stream_idle_timeout_secs=0.2))
         out = []
+        loop = asyncio.get_running_loop()
+        call_at = loop.call_at
+        armed = 0
+
+        def counting_call_at(
+            when: float, callback: Callable[..., Any], *args: Any, **kw: Any
+        ) -> Any:
+            nonlocal armed
+            armed += 1
+            return call_at(when, callback, *args, **kw)
+
+        loop.call_at = counting_call_at  # type: ignore[method-assign,assignment]
         try:
             async for event in provider.stream(REQUEST):
                 if isinstance(event, TextDelta):
                     out.append(event.chunk.delta)
                     await asyncio.sleep(0.3)
         finally:
+            del loop.call_at
             await provider.aclose()
     assert "".join(out) == "a b c"
+    # 0.9 s of work against a 0.2 s bound: the watchdog looks about once per bound and never
+    # spins (the three sleeps and the provider's own timers are counted too).
+    assert armed <= 20, armed
 
 
 async def test_an_outside_cancellation_of_a_silent_stream_is_not_a_timeout() -> None:

@@ -172,6 +172,8 @@ class TelegramChannel(Channel):
             seconds = getattr(self.timeouts, f"{kind}_secs")
             getattr(builder, f"{kind}_timeout")(seconds)
             getattr(builder, f"get_updates_{kind}_timeout")(seconds)
+        if self.config.proxy:  # every Bot API call, long polling included
+            builder.proxy(self.config.proxy).get_updates_proxy(self.config.proxy)
         return builder.build()
 
     def _start_failure(self, exc: BaseException) -> str:

@@ -44,7 +44,7 @@ from orchestrator.policy import OutboundPolicy
 from orchestrator.rounds import ChainEntry, RoundRunner
 from orchestrator.store import AsyncStore, Store, WaitingMessage
 from orchestrator.tools import ToolRegistry
-from orchestrator.turn import TurnRunner, conversation_key
+from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 from providers.registry import build_provider
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
@@ -110,9 +110,12 @@ class Daemon:
         self._dispatcher: Dispatcher | None = None
         self.stopping = anyio.Event()
         self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
+        self._input_ended = False  # a console-only run ended with its input
+        self._unanswered: str | None = None  # cause of the first answer not produced
 
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code (0, or 1 when a channel fails)."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when a channel fails, or
+        when a console-only run ended with its piped input and an answer was not produced."""
         try:
             async with anyio.create_task_group() as tg:
                 code = await self._run(tg, handle_signals)
@@ -170,6 +173,10 @@ class Daemon:
         log.info("relaybot running with channels: %s", ", ".join(self.channels))
         await self.stopping.wait()
         await self._shutdown(started)
+        if self._input_ended and self._unanswered and not _stdin_is_terminal():
+            # A piped run whose answer could not be produced fails, with the cause (DESIGN §7).
+            print(f"relaybot: an answer could not be produced: {self._unanswered}", file=sys.stderr)
+            return 1
         return 0
 
     def _start_failed(self, name: str, cause: str) -> int:
@@ -180,6 +187,7 @@ class Daemon:
     async def _serve_channel(self, channel: Channel, console_only: bool) -> None:
         await channel.serve()
         if console_only:  # end of input ends a console-only run (DESIGN §7)
+            self._input_ended = not self.stopping.is_set()
             self.stopping.set()
 
     async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
@@ -315,6 +323,8 @@ class Daemon:
             return
         try:
             outcome = await self.turns.run(channel, message)
+            if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
+                self._unanswered = self._unanswered or outcome.cause
             log.info(
                 "reply in %s:%s: %s after %d round(s)",
                 channel.name,
@@ -330,6 +340,13 @@ class Daemon:
 def _stale_notice(waiting: WaitingMessage) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(waiting.received_at))
     return STALE_NOTICE.format(when=when)
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except ValueError:  # closed
+        return False
 
 
 def _command(text: str) -> str | None:

@@ -20,6 +20,7 @@ __all__ = [
     "InboundHandler",
     "InboundMessage",
     "MessageRef",
+    "Rendering",
     "StreamMode",
     "utf16_len",
 ]
@@ -71,6 +72,23 @@ class ChannelLimits:
 
     def measure(self, text: str) -> int:
         return utf16_len(text) if self.unit == "utf16" else len(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    """A Markdown text as the platform shows it when it is sent formatted (DESIGN §3
+    "Formatting and splitting").
+
+    Attributes:
+        form: the canonical formatted form: two texts whose forms are equal show alike (an edit
+            from one to the other is not sent). Telegram: the HTML of text + entities, or the
+            visible text when there is no formatting.
+        length: what the platform's length limit counts of it, in the channel's
+            ``limits.unit`` (Telegram: UTF-16 code units of the visible text).
+    """
+
+    form: str
+    length: int
 
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
@@ -232,6 +250,14 @@ class Channel(ABC):
         """Default: the network cannot ask; the tool is not approved."""
         return None
 
+    def render(self, text: str) -> Rendering:
+        """The model's Markdown ``text`` as this platform shows it formatted, and its length in
+        ``limits.unit``. Pure and deterministic: the delivery engine decides every message
+        boundary with it, so a formatted write of a text it measured fits in one message.
+        Default: formatting shows like the plain text."""
+        return Rendering(text, self.limits.measure(text))
+
+    @final
     def render_formatted(self, text: str) -> str:
-        """The final form of ``text`` on this platform (used for equality checks and logs)."""
-        return text
+        """``render(text).form``: the final form of ``text`` (equality checks and logs)."""
+        return self.render(text).form

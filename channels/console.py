@@ -29,7 +29,7 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
+from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, Rendering
 from channels.limits import CONSOLE_LIMITS
 from config.models import ConsoleChannelConfig
 
@@ -165,11 +165,12 @@ class ConsoleChannel(Channel):
 
     # -- rendering ------------------------------------------------------------------------
 
-    def render_formatted(self, text: str) -> str:
-        """The final form of ``text``: its Markdown as rich renders it (without colours)."""
+    def render(self, text: str) -> Rendering:
+        """The final form of ``text``: its Markdown as rich renders it (without colours); a
+        terminal has no length limit, so its length is that of ``text``."""
         out = io.StringIO()
         Console(file=out, width=self._console.width, color_system=None).print(Markdown(text))
-        return out.getvalue().rstrip()
+        return Rendering(out.getvalue().rstrip(), len(text))
 
     def _read_line(self) -> str | None:
         """One line of input, or None at its end (Ctrl-D at an empty prompt)."""

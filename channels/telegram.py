@@ -15,14 +15,14 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Threads.** A message in a forum topic (``is_topic_message``) carries its
   ``message_thread_id`` as :attr:`InboundMessage.thread_id`; sends, typing and approval prompts
   pass it back, so the reply stays in the topic.
-* **Writes.** Previews are plain. A formatted write sends the model's Markdown as visible text +
-  entities (:mod:`channels.telegram_format`). When rendering makes a text too long for one
-  message but the plain text fits, it is written plain (one write, one message); a formatted
-  send longer than a message either way goes out as several valid parts (the last one's ref is
-  returned; later parts wait out a flood limit themselves, as the engine cannot resend half a
-  text). "can't parse entities" fails the write (:class:`ChannelWriteFailed`): the delivery
-  engine writes that one message again plain, an interval later (DESIGN §3 "Spacing"); only a
-  later part of a split send, which the engine cannot resend alone, is written plain at once.
+* **Writes.** One platform write per call, no splitting and no waiting: the delivery engine
+  decides every message boundary with :meth:`TelegramChannel.render` and honours every
+  ``RetryAfter`` itself (DESIGN §1, §3). Previews are plain. A formatted write sends the
+  model's Markdown as visible text + entities (:mod:`channels.telegram_format`); one whose
+  rendering is longer than a message is refused as :class:`MessageTooLong` before any request.
+  "can't parse entities" fails the write (:class:`ChannelWriteFailed`): the engine writes that
+  one message again plain, an interval later (DESIGN §3 "Spacing"). A 5xx answer or a refused
+  connection is :class:`~channels.errors.ChannelUnavailable` (it did not land).
 * **Errors** match the description case-insensitively by prefix (PTB capitalises it, Telegram
   appends details): :func:`translate_error`.
 * **Inbound.** Text messages become :class:`InboundMessage` (``is_direct``: a private chat;
@@ -39,7 +39,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -65,17 +65,12 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
+from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, Rendering
 from channels.base import utf16_len as _utf16_len
-from channels.errors import (
-    ChannelRateLimited,
-    ChannelStartError,
-    ChannelWriteFailed,
-    MessageTooLong,
-)
+from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
 from channels.limits import TELEGRAM_LIMITS
-from channels.telegram_errors import is_parse_error, quiet_rate_limiter_log, translate_error
-from channels.telegram_format import FormattedText, markdown_to_telegram, split_formatted, to_html
+from channels.telegram_errors import quiet_rate_limiter_log, translate_error
+from channels.telegram_format import FormattedText, markdown_to_telegram, to_html
 from config.models import TelegramChannelConfig
 
 __all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts"]
@@ -345,26 +340,13 @@ class TelegramChannel(Channel):
         except TelegramError as exc:
             raise translate_error(exc, length=length) from exc
 
-    async def _write_formatted(
-        self,
-        write: Callable[[str, Sequence[MessageEntity] | None], Awaitable[_T]],
-        part: FormattedText,
-        plain: str | None,
-    ) -> _T:
-        """Write ``part`` with its entities; on "can't parse entities" write ``plain`` instead,
-        when given (a later part of a split send: see the module docstring).
-
-        Raises:
-            ChannelError: the write failed (translated); "can't parse entities" without
-                ``plain`` is a :class:`ChannelWriteFailed`.
-        """
-        try:
-            return await write(part.text, _entities(part))
-        except TelegramError as exc:
-            if plain is None or not is_parse_error(exc):
-                raise translate_error(exc, length=part.utf16_length) from exc
-            _LOG.warning("%s: Telegram refused the formatting (%s); sending plain", self.name, exc)
-        return await self._call(lambda: write(plain, None), length=_utf16_len(plain))
+    def _formatted(self, text: str) -> FormattedText:
+        """``text`` rendered; one message or :class:`MessageTooLong` (the engine measured it
+        with :meth:`render`, so this only fires when a caller did not)."""
+        rendered = markdown_to_telegram(text)
+        if rendered.utf16_length > self.limits.max_length:
+            raise MessageTooLong(self.limits.max_length, rendered.utf16_length)
+        return rendered
 
     async def _send_message(
         self,
@@ -380,64 +362,36 @@ class TelegramChannel(Channel):
         reply = None
         if reply_to is not None:
             reply = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-        if not formatted:
-            sent: Message = await self._call(
-                lambda: bot.send_message(
-                    chat_id, text, reply_parameters=reply, message_thread_id=topic
-                ),
-                length=_utf16_len(text),
-            )
-            return MessageRef(chat_id, str(sent.message_id))
-        limit = self.limits.max_length
-        rendered = markdown_to_telegram(text)
-        if rendered.utf16_length > limit and _utf16_len(text) <= limit:
-            rendered = FormattedText(text)  # rendering made it too long: one plain message
-        parts = split_formatted(rendered, limit)
-        for index, part in enumerate(parts):
-
-            def write(
-                t: str, e: Sequence[MessageEntity] | None, first: bool = index == 0
-            ) -> Awaitable[Message]:
-                sent: Awaitable[Message] = bot.send_message(
-                    chat_id,
-                    t,
-                    entities=e,
-                    reply_parameters=reply if first else None,
-                    message_thread_id=topic,
-                )
-                return sent
-
-            for attempt in range(3):
-                try:
-                    # The first part: nothing landed yet, so a refusal is the engine's.
-                    plain = part.text if index > 0 else None
-                    sent = await self._write_formatted(write, part, plain)
-                    break
-                except ChannelRateLimited as exc:
-                    # Later parts: the engine cannot resend half a text, so wait here.
-                    if index == 0 or attempt == 2:
-                        raise
-                    await anyio.sleep(exc.retry_after)
+        if formatted:
+            part = self._formatted(text)
+            text, entities, length = part.text, _entities(part), part.utf16_length
+        else:
+            entities, length = None, _utf16_len(text)
+        sent: Message = await self._call(
+            lambda: bot.send_message(
+                chat_id,
+                text,
+                entities=entities,
+                reply_parameters=reply,
+                message_thread_id=topic,
+            ),
+            length=length,
+        )
         return MessageRef(chat_id, str(sent.message_id))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
         bot = self._bot()
-        limit = self.limits.max_length
-
-        def write(t: str, e: Sequence[MessageEntity] | None) -> Awaitable[Any]:
-            edit: Awaitable[Any] = bot.edit_message_text(
-                t, ref.chat_id, int(ref.message_id), entities=e
-            )
-            return edit
-
         if formatted:
-            rendered = markdown_to_telegram(text)
-            if rendered.utf16_length <= limit:
-                await self._write_formatted(write, rendered, None)
-                return
-            if _utf16_len(text) > limit:
-                raise MessageTooLong(limit, rendered.utf16_length)
-        await self._call(lambda: write(text, None), length=_utf16_len(text))
+            part = self._formatted(text)
+            text, entities, length = part.text, _entities(part), part.utf16_length
+        else:
+            entities, length = None, _utf16_len(text)
+        await self._call(
+            lambda: bot.edit_message_text(
+                text, ref.chat_id, int(ref.message_id), entities=entities
+            ),
+            length=length,
+        )
 
     async def _delete_message(self, ref: MessageRef) -> None:
         bot = self._bot()
@@ -481,8 +435,10 @@ class TelegramChannel(Channel):
             _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
         return approval.answer
 
-    def render_formatted(self, text: str) -> str:
+    def render(self, text: str) -> Rendering:
         """The final form of ``text``: its visible text when Markdown left no formatting, else
-        Telegram HTML of text + entities (canonical; only for equality checks and logs)."""
+        Telegram HTML of text + entities (canonical: for equality checks); its length in UTF-16
+        code units of the visible text (what the 4096 limit counts)."""
         rendered = markdown_to_telegram(text)
-        return to_html(rendered) if rendered.entities else rendered.text
+        form = to_html(rendered) if rendered.entities else rendered.text
+        return Rendering(form, rendered.utf16_length)

@@ -256,6 +256,11 @@ class PolicyConfig(_Strict):
         description='hook "package.module:function"(channel, chat_id, text) -> str | None',
         json_schema_extra={"pattern": _HOOK_PATTERN.pattern},
     )
+    hook_timeout_secs: float = Field(
+        default=5.0,
+        gt=0,
+        description="seconds one call of on_message_sending may take; then the piece is withheld",
+    )
     extra_secret_patterns: list[SecretPatternConfig] = Field(default_factory=list)
     guardrails: list[GuardrailConfig] = Field(default_factory=list)
 

@@ -54,7 +54,9 @@ class OutboundPolicy:
         *,
         hook: Hook | None = None,
         guardrails: Sequence[TermList] = (),
+        hook_timeout_secs: float = 5.0,
     ) -> None:
+        self.hook_timeout_secs = hook_timeout_secs
         self.redactor = redactor if redactor is not None else Redactor()
         self.hook = hook
         self.guardrails = tuple(guardrails)
@@ -71,7 +73,12 @@ class OutboundPolicy:
         terms = tuple(shape for g in guardrails if (shape := g.shape()) is not None)
         shapes = (*BUILTIN_SHAPES, *extra_shapes(config.extra_secret_patterns), *terms)
         hook = load_hook(config.on_message_sending) if config.on_message_sending else None
-        return cls(Redactor(shapes), hook=hook, guardrails=guardrails)
+        return cls(
+            Redactor(shapes),
+            hook=hook,
+            guardrails=guardrails,
+            hook_timeout_secs=config.hook_timeout_secs,
+        )
 
     def new_reply(self, channel: str, chat_id: str) -> ReplyPolicy:
         """A fresh policy for one reply in ``channel``/``chat_id``."""
@@ -81,6 +88,7 @@ class OutboundPolicy:
             guardrails=self.guardrails,
             channel=channel,
             chat_id=chat_id,
+            hook_timeout_secs=self.hook_timeout_secs,
         )
 
     def redact(self, text: str) -> str:

@@ -44,7 +44,8 @@ Test hooks (all synchronous unless marked async):
   ``server.fail("editMessageText", call=3, error=ApiError.flood(9))``; :meth:`delay` makes the
   N-th call be applied first and answered ``seconds`` later (a client with a shorter read
   timeout times out while the write has landed). :meth:`fail_first` fails the first later
-  call of a method whose decoded parameters match a predicate (e.g. the first formatted edit).
+  call of a method whose decoded parameters match a predicate (e.g. the first formatted edit);
+  :meth:`fail_every` fails every later one (a server that keeps answering 500).
 * Observation: :attr:`calls` (every request as a :class:`Call`: method, decoded params,
   ``at``/``answered_at`` from ``time.monotonic()``, status, result or error),
   :meth:`calls_to`, :meth:`messages` (the bot messages a user now sees in a chat),
@@ -158,6 +159,7 @@ class TelegramBotApiServer:
         self._open_callbacks: set[str] = set()
         self._faults: dict[tuple[str, int], _Fault] = {}
         self._matching_faults: list[tuple[str, Callable[[dict[str, Any]], bool], _Fault]] = []
+        self._lasting_faults: list[tuple[str, Callable[[dict[str, Any]], bool], _Fault]] = []
         self._changed = asyncio.Event()
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
@@ -299,6 +301,17 @@ class TelegramBotApiServer:
         fails with ``error``, unapplied."""
         self._matching_faults.append((method.lower(), where, _Fault(error=error)))
 
+    def fail_every(
+        self,
+        method: str,
+        *,
+        error: ApiError,
+        where: Callable[[dict[str, Any]], bool] = lambda params: True,
+    ) -> None:
+        """Every later request of ``method`` whose decoded parameters satisfy ``where`` fails
+        with ``error``, unapplied."""
+        self._lasting_faults.append((method.lower(), where, _Fault(error=error)))
+
     def delay(self, method: str, *, call: int, seconds: float) -> None:
         """The ``call``-th request of ``method`` is applied, then answered after ``seconds``."""
         self._faults[(method.lower(), call)] = _Fault(delay_secs=seconds)
@@ -423,6 +436,9 @@ class TelegramBotApiServer:
         for index, (method, where, fault) in enumerate(self._matching_faults):
             if method == call.method.lower() and where(call.params):
                 del self._matching_faults[index]
+                return fault
+        for method, where, fault in self._lasting_faults:
+            if method == call.method.lower() and where(call.params):
                 return fault
         return _Fault()
 

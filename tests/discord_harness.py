@@ -39,6 +39,7 @@ __all__ = [
     "DiscordBot",
     "ObservedDiscordChannel",
     "assert_spacing",
+    "config_text",
     "running_bot",
 ]
 
@@ -112,17 +113,18 @@ class DiscordBot:
         ]
 
 
-def _config_text(
+def config_text(
     peer: DiscordServer,
     provider: ProviderServer,
     tmp_path: Path,
     *,
-    mode: str,
-    interval_ms: int,
-    multi_message_delay_ms: int,
-    extra: str,
-    agent_extra: str,
+    mode: str = "partial",
+    interval_ms: int = 150,
+    multi_message_delay_ms: int = 300,
+    extra: str = "",
+    agent_extra: str = "",
 ) -> str:
+    """The YAML config of the ``dc`` channel on ``peer`` and the ``main`` provider."""
     return f"""\
 providers:
   main:
@@ -173,7 +175,7 @@ async def running_bot(
     (two spaces)."""
     async with peer or DiscordServer() as server, ProviderServer() as provider:
         provider.script(PATH, list(replies))
-        text = _config_text(
+        text = config_text(
             server,
             provider,
             tmp_path,

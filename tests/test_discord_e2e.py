@@ -13,9 +13,14 @@ from itertools import pairwise
 from pathlib import Path
 
 import anyio
+import pytest
 
-from tests.discord_harness import EDIT, SEND, assert_spacing, running_bot
-from tests.peers.discord import BOT_ID
+from channels.discord import INTENT_HELP
+from config.loader import load_config_text
+from orchestrator.daemon import Daemon
+from tests.discord_harness import EDIT, SEND, assert_spacing, config_text, running_bot
+from tests.peers.discord import BOT_ID, DiscordServer
+from tests.peers.provider_server import ProviderServer
 from tests.telegram_harness import pieces_of, reply, text_stream, tool_call_stream, words
 
 NONE = {"parse": []}
@@ -211,3 +216,18 @@ async def test_an_unanswered_approval_times_out_after_agent_approval_timeout_sec
     assert prompt.payload["components"] == []
     tool = bot.provider.requests[1].json["messages"][-1]
     assert tool["role"] == "tool" and "did not approve" in tool["content"]
+
+
+async def test_relaybot_run_stops_with_one_line_when_the_intent_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with DiscordServer(granted_intents=0) as peer, ProviderServer() as provider:
+        config = load_config_text(
+            config_text(peer, provider, tmp_path), source_name="e2e.yaml", environ={}
+        )
+        daemon = Daemon(config, storage_path=tmp_path / "relaybot.db")
+        with anyio.fail_after(20):
+            assert await daemon.run(handle_signals=False) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"relaybot: channel dc: cannot start: {INTENT_HELP}"
+    ]

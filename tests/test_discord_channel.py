@@ -286,3 +286,17 @@ async def test_health_follows_the_gateway_and_a_later_4014_logs_the_intent_line(
         assert channel.health().reason == INTENT_HELP
     ours = [r.getMessage() for r in caplog.records if r.name == "channels.discord"]
     assert ours == [f"dc: {INTENT_HELP}"]
+
+
+async def test_a_500_is_retried_inside_discord_py_and_the_write_lands(
+    peer: DiscordServer, channel: DiscordChannel
+) -> None:
+    """discord.py retries a 500 itself (after 1 s): the write stays in flight and lands, and the
+    engine sees one successful write (it never retries on top)."""
+    peer.fail(SEND, error=ApiError.server_error(500))
+    ref = await channel.send_message(str(peer.channel_id), "after one 500")
+    refused, landed = peer.requests_to(SEND)
+    assert (refused.status, landed.status) == (500, 200)
+    assert refused.answered_at is not None and landed.at - refused.answered_at >= 1.0
+    assert peer.texts(peer.channel_id) == ["after one 500"]
+    assert ref.message_id == str(peer.messages(peer.channel_id)[0].id)

@@ -3,7 +3,7 @@
 Prints bytes/s and the cost per byte for each size; the per-byte cost must stay within 2× across
 sizes (the window is linear: it rescans only its unsettled tail, every 32 bytes, and prunes the
 front). The answer mixes English prose, Japanese, code and a secret about every 2 KB, fed in
-deltas of 1–24 characters as a streaming model sends them. Also prints the one-shot ``redact``
+deltas of 3–6 characters as a streaming model sends them (a token or two each). Also prints the one-shot ``redact``
 rate of clean text (the keyword prefilter's path) and of text with secrets.
 
 Usage: ``python bench/redaction.py``
@@ -48,7 +48,7 @@ def deltas(text: str, seed: int = 11) -> list[str]:
     rng = random.Random(seed)
     out, pos = [], 0
     while pos < len(text):
-        step = rng.randint(1, 24)
+        step = rng.randint(3, 6)
         out.append(text[pos : pos + step])
         pos += step
     return out
@@ -68,7 +68,7 @@ def time_window(redactor: Redactor, pieces: list[str], repeats: int) -> float:
 
 def main() -> int:
     redactor = Redactor()
-    print("live redaction window (deltas of 1-24 characters)")
+    print("live redaction window (deltas of 3-6 characters)")
     costs = []
     for label, size in SIZES:
         text = answer(size)

@@ -44,8 +44,10 @@ class MessageRef:
 class InboundMessage:
     """A message a user sent to the bot.
 
-    ``sender_name`` is ``"@handle"`` when the network verifies it (``allowed_users`` may name
-    it), otherwise a display name the user chose (shown, never used for access).
+    ``sender_name`` is what the chat shows of the sender: ``"@handle"`` or a display name the
+    user chose (never used for access: a display name may itself start with ``@``).
+    ``sender_handle`` is the handle the network verifies (without ``@``), or ``None``; with
+    ``sender_id`` it is all that ``allowed_users`` matches.
     """
 
     channel: str
@@ -56,6 +58,7 @@ class InboundMessage:
     message_id: str | None = None
     is_direct: bool = True
     mentions_bot: bool = False
+    sender_handle: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,9 +167,7 @@ planted_secrets: st.SearchStrategy[Planted] = st.one_of(
     ),
     _with(
         "Bearer ",
-        st.builds(
-            lambda b, pad: "7" + b + pad, _body(20, 60), st.sampled_from(["", "=", "=="])
-        ),
+        st.builds(lambda b, pad: "7" + b + pad, _body(20, 60), st.sampled_from(["", "=", "=="])),
     ),
     _with("https://api.example.org/cb?token=", _body(8, 40)),
     st.builds(lambda p: Planted(f"postgres://admin:{p}@db.internal", f"admin:{p}"), _body(8, 20)),

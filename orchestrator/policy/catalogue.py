@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import regex
 
-from orchestrator.policy.views import View, has_tokens, normalised
+from orchestrator.policy.views import View, has_tokens, held_from, normalised
 
 __all__ = [
     "BUILTIN_SHAPES",
@@ -110,7 +110,7 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     SecretShape(
         "url_password",
         r"(?<=[A-Za-z0-9]:)//(?P<secret>[^\s/:@?#]{0,256}:(?![0-9]{1,5}(?:/|\Z))"
-        r"[^\s\"'<>`]{1,256})@(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?:[:/?#\s)\]\"'>,;]|\Z))",
+        r"[^\s\"'<>`]{1,256})@(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?:[^A-Za-z0-9.-]|\Z))",
         ("//",),
     ),
     SecretShape(
@@ -165,7 +165,7 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     SecretShape(
         "telegram_bot_token",
         # Also right after "bot", as in Bot API URLs: https://api.telegram.org/bot<token>/getMe
-        r"(?:(?<=[Bb]ot)|(?<![A-Za-z0-9_]))[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
+        r"(?:(?<=[Bb]ot)|(?<![A-Za-z0-9]))[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
         tuple(f"{digit}:" for digit in "0123456789"),
     ),
     SecretShape(
@@ -417,6 +417,14 @@ class Redactor:
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
         begin = max(0, start - VIEW_CONTEXT_CHARS)
+        held: int | None = None
+        if open_end:
+            # A token begun at the end (``&#11``) may become any character: the views end before
+            # it, so what precedes it stays a possible secret start, and it is held itself.
+            held = held_from(text, start)
+            if held is not None:
+                text = text[:held]
+                stop = min(stop, held)
         views: list[View | None] = [None]
         cuts = [b for b in breaks if start <= b <= len(text)]
         tokens = has_tokens(text, begin)
@@ -450,6 +458,8 @@ class Redactor:
                     if hit.end <= hit.start:
                         continue
                 found.append((hit.start, order, hit))
+        if held is not None:
+            open_at = held if open_at is None else min(open_at, held)
         if len(views) == 1:
             return [hit for _, _, hit in found], open_at
         found.sort(key=lambda item: (item[0], item[1]))

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import regex
 
-__all__ = ["BREAK", "View", "aligned", "has_tokens", "normalised"]
+__all__ = ["BREAK", "View", "aligned", "has_tokens", "held_from", "normalised", "partial_token"]
 
 BREAK = "\x00"
 """What a break is in a view: no pattern's character class holds it."""
@@ -73,6 +73,49 @@ _TOKEN = regex.compile(
     r"|[" + _COMPAT + r"]"
 )
 _JSON_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
+
+
+_PARTIAL = regex.compile(
+    r"(?:&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?"
+    r"|\\(?:u[0-9a-fA-F]{0,3})?|%[0-7]?)\Z"
+)
+_LINK_URL_CHARS = 2048
+
+
+def partial_token(text: str, begin: int = 0) -> int | None:
+    """Where a token begun at the end of ``text`` starts (``&#11``, ``\\u00``, ``%2``, ``\\``,
+    ``](https://…`` of a link not closed yet), if at or after ``begin``: more text may turn it
+    into a character, so a view of a text that continues ends before it."""
+    n = len(text)
+    floor = max(begin, n - 40)
+    found = _PARTIAL.search(text, floor)
+    if found is not None:
+        return found.start()
+    link = text.rfind("](", max(begin, n - _LINK_URL_CHARS - 2))
+    if link >= 0 and _LINK_OPEN.fullmatch(text, link + 2) is not None:
+        return link
+    if text.endswith("]", begin):
+        return n - 1
+    return None
+
+
+_LINK_OPEN = regex.compile(r"[^()\s]*")
+
+
+def held_from(text: str, begin: int = 0) -> int | None:
+    """Where a token begun at the end of ``text`` starts, in the raw text or once decoded (a
+    percent-encoded ``\\`` of a JSON escape: ``%5Cu00``); ``None`` when there is none."""
+    held = partial_token(text, begin)
+    head = text if held is None else text[:held]
+    found = _TRIGGER.search(head, begin)
+    if found is None or _TOKEN.search(head, found.start()) is None:
+        return held
+    once, starts, _ = _pass(head, range(len(head)), range(1, len(head) + 1), begin, ())
+    inner = partial_token(once)
+    if inner is None:
+        return held
+    raw = starts[inner] if inner < len(starts) else len(head)
+    return raw if held is None else min(raw, held)
 
 
 def has_tokens(text: str, start: int = 0) -> bool:

@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 
 VIEW_CONTEXT_CHARS = 16
 """Raw characters before a scan's start from which its views are built (look-behind context)."""
+_URL_VALUE = r"[^\s&#\"'<>`()\[\]{}]"
 _URL_KEYS = ("key", "api_key", "apikey", "token", "secret", "access_token", "password")
 # A Markdown quote prefix ("> ", nested) at the start of a line of a quoted PEM block.
 _Q = r"(?:[ \t]{0,3}>[ \t]?){0,4}"
@@ -100,8 +101,13 @@ class SecretShape:
 BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     SecretShape(
         "url_credential",
-        # after "?", "&" or "#" (an OAuth implicit-grant fragment: #access_token=…)
-        r"(?<=[?&#])(?i:" + "|".join(_URL_KEYS) + r")=(?P<secret>[^\s&#\"'<>`()\[\]{}]{1,2048})",
+        # after "?", "&" or "#" (an OAuth implicit-grant fragment: #access_token=…); the generic
+        # "key" only with a token-like value (a digit and 8 characters, or 20): "?key=pydoc"
+        # is a search.
+        r"(?<=[?&#])(?:(?i:" + "|".join(k for k in _URL_KEYS if k != "key") + r")="
+        rf"(?P<secret>{_URL_VALUE}{{1,2048}})"
+        rf"|(?i:key)=(?P<secret>(?={_URL_VALUE}{{0,2047}}[0-9]){_URL_VALUE}{{8,2048}}"
+        rf"|{_URL_VALUE}{{20,2048}}))",
         tuple(f"{key}=" for key in _URL_KEYS),
         ignore_case=True,
     ),
@@ -112,6 +118,8 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         r"(?<=[A-Za-z0-9]:)//(?P<secret>[^\s/:@?#]{0,256}:(?![0-9]{1,5}(?:/|\Z))"
         r"[^\s\"'<>`]{1,256})@(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?:[^A-Za-z0-9.-]|\Z))",
         ("//",),
+        # a later "@" in the same run would make the password longer
+        open_tail=r"[^\s\"'<>`]{0,256}",
     ),
     SecretShape(
         "private_key",

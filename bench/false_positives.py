@@ -56,7 +56,7 @@ def is_placeholder(secret: str, after: str = "") -> bool:
 def corpus() -> Iterator[Path]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     yield from sorted(p for p in stdlib.rglob("*.py") if "site-packages" not in p.parts)
-    roots = {Path(p) for p in site.getsitepackages() + [site.getusersitepackages()]}
+    roots = {Path(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
     roots |= {Path(p) for p in sys.path if p.endswith("site-packages")}
     for root in sorted(r for r in roots if r.is_dir()):
         for path in sorted(root.rglob("*")):

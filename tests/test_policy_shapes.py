@@ -63,7 +63,8 @@ def test_a_secret_in_any_form_a_reader_decodes_is_redacted(text: str, fragment: 
 
 def test_a_gcp_service_account_json_hides_its_whole_key_body() -> None:
     body = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7QXZJVWKY13579"
-    key = f"-----BEGIN PRIVATE KEY-----\\n{body}\\nQXZJVWKY13579abcdEFGH==\\n-----END PRIVATE KEY-----\\n"
+    key = f"-----BEGIN PRIVATE KEY-----\\n{body}\\nQXZJVWKY13579abcdEFGH==\\n"
+    key += "-----END PRIVATE KEY-----\\n"
     text = '{"type": "service_account", "private_key_id": "abc", "private_key": "' + key + '"}'
     out = REDACTOR.redact(text)
     assert "MIIEvQ" not in out and "QXZJVWKY" not in out and "[REDACTED:private_key]" in out

@@ -426,16 +426,26 @@ class Redactor:
         """Hits of every view in raw coordinates, merged, and the first open position."""
         begin = max(0, start - VIEW_CONTEXT_CHARS)
         held: int | None = None
+        tokens = has_tokens(text, begin)
         if open_end:
             # A token begun at the end (``&#11``) may become any character: the views end before
             # it, so what precedes it stays a possible secret start, and it is held itself.
-            held = held_from(text, start)
+            held = held_from(text, start, tokens=tokens)
             if held is not None:
                 text = text[:held]
                 stop = min(stop, held)
+                tokens = has_tokens(text, begin)
+        cuts = [b for b in breaks if start <= b <= len(text)] if breaks else breaks
+        if not tokens and not cuts:  # the usual text: the raw view alone
+            raw_hits: list[Hit] = []
+            open_raw: int | None = held
+            for hit in self._hits(text, start, stop, open_end=open_end):
+                if isinstance(hit, int):
+                    open_raw = hit if open_raw is None else min(open_raw, hit)
+                    break
+                raw_hits.append(hit)
+            return raw_hits, open_raw
         views: list[View | None] = [None]
-        cuts = [b for b in breaks if start <= b <= len(text)]
-        tokens = has_tokens(text, begin)
         if tokens:
             views.append(normalised(text, begin))
         if cuts:

@@ -88,9 +88,11 @@ def partial_token(text: str, begin: int = 0) -> int | None:
     into a character, so a view of a text that continues ends before it."""
     n = len(text)
     floor = max(begin, n - 40)
-    found = _PARTIAL.search(text, floor)
-    if found is not None:
-        return found.start()
+    tail = text[floor:]
+    if "&" in tail or "\\" in tail[-6:] or "%" in tail[-2:]:
+        found = _PARTIAL.search(text, floor)
+        if found is not None:
+            return int(found.start())
     link = text.rfind("](", max(begin, n - _LINK_URL_CHARS - 2))
     if link >= 0 and _LINK_OPEN.fullmatch(text, link + 2) is not None:
         return link
@@ -102,10 +104,13 @@ def partial_token(text: str, begin: int = 0) -> int | None:
 _LINK_OPEN = regex.compile(r"[^()\s]*")
 
 
-def held_from(text: str, begin: int = 0) -> int | None:
+def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
     """Where a token begun at the end of ``text`` starts, in the raw text or once decoded (a
-    percent-encoded ``\\`` of a JSON escape: ``%5Cu00``); ``None`` when there is none."""
+    percent-encoded ``\\`` of a JSON escape: ``%5Cu00``); ``None`` when there is none.
+    ``tokens``: whether ``text[begin:]`` may hold tokens (:func:`has_tokens`)."""
     held = partial_token(text, begin)
+    if not tokens:
+        return held
     head = text if held is None else text[:held]
     found = _TRIGGER.search(head, begin)
     if found is None or _TOKEN.search(head, found.start()) is None:

@@ -48,6 +48,9 @@ class InboundMessage:
     user chose (never used for access: a display name may itself start with ``@``).
     ``sender_handle`` is the handle the network verifies (without ``@``), or ``None``; with
     ``sender_id`` it is all that ``allowed_users`` matches.
+    ``thread_id`` is the thread the message was written in (the Telegram forum topic, the
+    Matrix thread root, the Discord thread; ``None`` elsewhere): a conversation is keyed by
+    (channel, chat_id, thread_id) and every write of the reply goes to that thread.
     """
 
     channel: str
@@ -58,6 +61,7 @@ class InboundMessage:
     message_id: str | None = None
     is_direct: bool = True
     mentions_bot: bool = False
+    thread_id: str | None = None
     sender_handle: str | None = None
 
 
@@ -169,10 +173,19 @@ class Channel(ABC):
 
     @final
     async def send_message(
-        self, chat_id: str, text: str, *, formatted: bool = False, reply_to: str | None = None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        formatted: bool = False,
+        reply_to: str | None = None,
+        thread_id: str | None = None,
     ) -> MessageRef:
-        """Send a new message. ``formatted`` renders the model's Markdown for the platform."""
-        return await self._send_message(chat_id, text, formatted=formatted, reply_to=reply_to)
+        """Send a new message, in thread ``thread_id`` when given. ``formatted`` renders the
+        model's Markdown for the platform."""
+        return await self._send_message(
+            chat_id, text, formatted=formatted, reply_to=reply_to, thread_id=thread_id
+        )
 
     @final
     async def edit_message(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
@@ -184,17 +197,26 @@ class Channel(ABC):
         await self._delete_message(ref)
 
     @final
-    async def send_typing(self, chat_id: str) -> None:
-        await self._send_typing(chat_id)
+    async def send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
+        await self._send_typing(chat_id, thread_id=thread_id)
 
     @final
-    async def request_approval(self, chat_id: str, prompt: str) -> bool | None:
-        """Ask the user; True/False for their answer, None on timeout."""
-        return await self._request_approval(chat_id, prompt)
+    async def request_approval(
+        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+    ) -> bool | None:
+        """Ask the user (in thread ``thread_id`` when given); True/False for their answer, None
+        on timeout."""
+        return await self._request_approval(chat_id, prompt, thread_id=thread_id)
 
     @abstractmethod
     async def _send_message(
-        self, chat_id: str, text: str, *, formatted: bool, reply_to: str | None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        formatted: bool,
+        reply_to: str | None,
+        thread_id: str | None = None,
     ) -> MessageRef: ...
 
     @abstractmethod
@@ -203,11 +225,13 @@ class Channel(ABC):
     @abstractmethod
     async def _delete_message(self, ref: MessageRef) -> None: ...
 
-    async def _send_typing(self, chat_id: str) -> None:
+    async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         """Default: the network has no typing indicator."""
         return None
 
-    async def _request_approval(self, chat_id: str, prompt: str) -> bool | None:
+    async def _request_approval(
+        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+    ) -> bool | None:
         """Default: the network cannot ask; the tool is not approved."""
         return None
 

@@ -88,7 +88,13 @@ class ConsoleChannel(Channel):
     # -- primitives -----------------------------------------------------------------------
 
     async def _send_message(
-        self, chat_id: str, text: str, *, formatted: bool, reply_to: str | None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        formatted: bool,
+        reply_to: str | None,
+        thread_id: str | None = None,
     ) -> MessageRef:
         self._next_id += 1
         message_id = str(self._next_id)
@@ -107,7 +113,9 @@ class ConsoleChannel(Channel):
             self._order.remove(ref.message_id)
             self._refresh()
 
-    async def _request_approval(self, chat_id: str, prompt: str) -> bool | None:
+    async def _request_approval(
+        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+    ) -> bool | None:
         if not self._interactive:
             return None
         self._stop_live()

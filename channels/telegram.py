@@ -9,9 +9,12 @@ The adapter executes primitive writes; the delivery engine decides what to write
   ``AIORateLimiter`` keeps the global limits with ``max_retries=0``, so every ``RetryAfter``
   reaches the engine, which honours it exactly (DESIGN §3 "Network errors").
 * **Start.** ``Application.initialize`` calls getMe; a rejected token or an unreachable server
-  is a :class:`ChannelStartError` with a one-line cause, never the token. ``/start`` and
-  ``/reset`` are registered with setMyCommands and reach the orchestrator as ordinary texts
-  (``/reset@this_bot`` as ``/reset``).
+  is a :class:`ChannelStartError` with a one-line cause, never the token. ``/start``,
+  ``/reset`` and ``/stop`` are registered with setMyCommands and reach the orchestrator as
+  ordinary texts (``/reset@this_bot`` as ``/reset``).
+* **Threads.** A message in a forum topic (``is_topic_message``) carries its
+  ``message_thread_id`` as :attr:`InboundMessage.thread_id`; sends, typing and approval prompts
+  pass it back, so the reply stays in the topic.
 * **Writes.** Previews are plain. A formatted write sends the model's Markdown as visible text +
   entities (:mod:`channels.telegram_format`). When rendering makes a text too long for one
   message but the plain text fits, it is written plain (one write, one message); a formatted
@@ -83,6 +86,7 @@ _T = TypeVar("_T")
 COMMANDS = (
     BotCommand("start", "Start a conversation"),
     BotCommand("reset", "Forget this conversation"),
+    BotCommand("stop", "Stop the answer being written"),
 )
 _APPROVAL_PREFIX = "approve:"
 _UPDATES = ["message", "callback_query"]
@@ -100,6 +104,19 @@ class TelegramTimeouts:
     write_secs: float = 5.0
     pool_secs: float = 1.0
     long_poll_secs: int = 10
+
+
+def _topic(message: Message) -> str | None:
+    """The forum topic of ``message``: ``message_thread_id`` counts only with
+    ``is_topic_message`` (elsewhere Telegram sets it for reply threads too)."""
+    if message.is_topic_message and message.message_thread_id is not None:
+        return str(message.message_thread_id)
+    return None
+
+
+def _thread(thread_id: str | None) -> int | None:
+    """The ``message_thread_id`` of a write."""
+    return int(thread_id) if thread_id is not None else None
 
 
 def _entities(part: FormattedText) -> list[MessageEntity] | None:
@@ -287,6 +304,7 @@ class TelegramChannel(Channel):
             message_id=str(message.message_id),
             is_direct=message.chat.type == ChatType.PRIVATE,
             mentions_bot=mentions,
+            thread_id=_topic(message),
         )
 
     def _allowed(self, user: User) -> bool:
@@ -348,15 +366,24 @@ class TelegramChannel(Channel):
         return await self._call(lambda: write(plain, None), length=_utf16_len(plain))
 
     async def _send_message(
-        self, chat_id: str, text: str, *, formatted: bool, reply_to: str | None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        formatted: bool,
+        reply_to: str | None,
+        thread_id: str | None = None,
     ) -> MessageRef:
         bot = self._bot()
+        topic = _thread(thread_id)
         reply = None
         if reply_to is not None:
             reply = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
         if not formatted:
             sent: Message = await self._call(
-                lambda: bot.send_message(chat_id, text, reply_parameters=reply),
+                lambda: bot.send_message(
+                    chat_id, text, reply_parameters=reply, message_thread_id=topic
+                ),
                 length=_utf16_len(text),
             )
             return MessageRef(chat_id, str(sent.message_id))
@@ -371,7 +398,11 @@ class TelegramChannel(Channel):
                 t: str, e: Sequence[MessageEntity] | None, first: bool = index == 0
             ) -> Awaitable[Message]:
                 sent: Awaitable[Message] = bot.send_message(
-                    chat_id, t, entities=e, reply_parameters=reply if first else None
+                    chat_id,
+                    t,
+                    entities=e,
+                    reply_parameters=reply if first else None,
+                    message_thread_id=topic,
                 )
                 return sent
 
@@ -411,11 +442,16 @@ class TelegramChannel(Channel):
         bot = self._bot()
         await self._call(lambda: bot.delete_message(ref.chat_id, int(ref.message_id)))
 
-    async def _send_typing(self, chat_id: str) -> None:
+    async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         bot = self._bot()
-        await self._call(lambda: bot.send_chat_action(chat_id, ChatAction.TYPING))
+        topic = _thread(thread_id)
+        await self._call(
+            lambda: bot.send_chat_action(chat_id, ChatAction.TYPING, message_thread_id=topic)
+        )
 
-    async def _request_approval(self, chat_id: str, prompt: str) -> bool | None:
+    async def _request_approval(
+        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+    ) -> bool | None:
         """Raises ChannelError when the prompt cannot be sent."""
         bot = self._bot()
         token = secrets.token_urlsafe(9)
@@ -426,7 +462,9 @@ class TelegramChannel(Channel):
         approval = self._approvals[token] = _Approval(chat_id)
         try:
             sent: Message = await self._call(
-                lambda: bot.send_message(chat_id, prompt, reply_markup=buttons),
+                lambda: bot.send_message(
+                    chat_id, prompt, reply_markup=buttons, message_thread_id=_thread(thread_id)
+                ),
                 length=_utf16_len(prompt),
             )
             with anyio.move_on_after(self.approval_timeout_secs):

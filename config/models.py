@@ -58,7 +58,7 @@ StreamMode = Literal["off", "partial", "multi_message"]
 _DEFAULT_BASE_URLS: dict[str, str] = {
     "openai_chat": "https://api.openai.com/v1",
     "openai_responses": "https://api.openai.com/v1",
-    "anthropic": "https://api.anthropic.com/v1",
+    "anthropic": "https://api.anthropic.com",
     "ollama": "http://127.0.0.1:11434",
 }
 
@@ -79,8 +79,9 @@ class ProviderConfig(_Strict):
     kind: ProviderKind = Field(description="wire format of the API")
     base_url: str | None = Field(
         default=None,
-        description="API root, e.g. https://api.openai.com/v1; default per kind "
-        "(ollama: http://127.0.0.1:11434)",
+        description="API root as the vendor SDK spells it; default per kind: "
+        "https://api.openai.com/v1 (openai_*), https://api.anthropic.com (anthropic; "
+        "a value ending in /v1 is accepted too), http://127.0.0.1:11434 (ollama)",
     )
     api_key: SecretStr | None = Field(
         default=None, description="required except for ollama; write it as ${VAR}"
@@ -149,6 +150,12 @@ class AgentConfig(_Strict):
     )
     require_approval: list[str] = Field(
         default_factory=list, description="tools the user is asked to approve before each run"
+    )
+    stale_after_secs: float = Field(
+        default=600,
+        gt=0,
+        description="a message kept waiting over a restart for longer than this gets a short "
+        "notice instead of an answer",
     )
 
     @model_validator(mode="after")

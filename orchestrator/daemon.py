@@ -9,6 +9,12 @@ end of its input. Shutdown stops taking messages, lets running turns finish for 
 ``SHUTDOWN_GRACE_SECS``, then cuts the model work of any turn still running (its reply ends with
 the interrupted marker), stops the channels and returns 0.
 
+Every message is kept in the store's waiting messages until its turn starts (DESIGN §5): the
+messages queued behind a running answer at shutdown are answered after the next start, once;
+those older than ``agent.stale_after_secs`` get a short notice instead. ``/stop`` is not queued:
+it cuts the running answer of its conversation short (DESIGN §3 "Stop"), and the next waiting
+message runs.
+
 Every task has an owner: the root task group spans the whole run.
 """
 
@@ -17,12 +23,14 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import TaskGroup
+from anyio import TASK_STATUS_IGNORED
+from anyio.abc import TaskGroup, TaskStatus
 
 from channels.base import Channel, InboundHandler, InboundMessage
 from channels.errors import ChannelError
@@ -34,9 +42,9 @@ from orchestrator.http_server import HttpServer
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.rounds import ChainEntry, RoundRunner
-from orchestrator.store import Store
+from orchestrator.store import AsyncStore, Store, WaitingMessage
 from orchestrator.tools import ToolRegistry
-from orchestrator.turn import TurnRunner
+from orchestrator.turn import TurnRunner, conversation_key
 from providers.registry import build_provider
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
@@ -52,7 +60,14 @@ ChannelFactory = Callable[[str, Any, InboundHandler], Channel]
 """Builds one channel from its name, config model and inbound handler (default:
 :func:`channels.registry.build_channel`)."""
 
-HELP_TEXT = "Hi! Send me a message and I will answer. Commands: /reset forgets this conversation."
+HELP_TEXT = (
+    "Hi! Send me a message and I will answer. Commands: /stop ends the answer being written, "
+    "/reset forgets this conversation."
+)
+NOTHING_TO_STOP = "Nothing to stop."
+STALE_NOTICE = (
+    "Your message from {when} was not answered before the bot restarted; please send it again."
+)
 
 
 class Daemon:
@@ -73,7 +88,8 @@ class Daemon:
     ) -> None:
         self.config = config
         self._channel_factory = channel_factory
-        self.store = Store(storage_path)
+        self.store = Store(storage_path)  # blocking: start-up, shutdown and tests
+        self._store = AsyncStore(self.store)  # everything on the event loop
         self.policy = OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         chain = [
@@ -84,7 +100,7 @@ class Daemon:
             agent=config.agent,
             rounds=RoundRunner(chain),
             tools=ToolRegistry.from_names(config.agent.tools),
-            store=self.store,
+            store=self._store,
             policies=self.policy,
             on_round=self.metrics.observe_round,
         )
@@ -110,7 +126,7 @@ class Daemon:
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
-        self._dispatcher = Dispatcher(tg, self._run_turn)
+        self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting, held=True)
         for name, channel_config in self.config.channels.items():
             self._access[name] = AccessControl(
                 name, channel_config.allowed_users, channel_config.respond_in_groups
@@ -121,6 +137,7 @@ class Daemon:
                 )
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
+        stale = await self._queue_waiting()
         started: list[Channel] = []
         for name, channel in self.channels.items():
             try:
@@ -144,7 +161,9 @@ class Daemon:
                 return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
-            tg.start_soon(self._watch_signals)
+            await tg.start(self._watch_signals)  # handled from here on
+        self._dispatcher.release()
+        await self._send_stale_notices(stale)
         console_only = all(c.config.kind == "console" for c in self.channels.values())
         for channel in self.channels.values():
             tg.start_soon(self._serve_channel, channel, console_only)
@@ -163,11 +182,13 @@ class Daemon:
         if console_only:  # end of input ends a console-only run (DESIGN §7)
             self.stopping.set()
 
-    async def _watch_signals(self) -> None:
+    async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
         """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short
         (running answers end at once with the interrupted marker) instead of killing the
-        process, so no cut answer is ever left looking complete."""
+        process, so no cut answer is ever left looking complete. Reports started once the
+        handlers are installed."""
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            task_status.started()
             async for signum in signals:
                 name = signal.Signals(signum).name
                 if not self.stopping.is_set():
@@ -209,24 +230,79 @@ class Daemon:
 
     async def _on_inbound(self, name: str, message: InboundMessage) -> None:
         channel = self.channels[name]
-        assert self._dispatcher is not None
-        if self._dispatcher.closed or not self._access[name].allows(message):
+        dispatcher = self._dispatcher
+        assert dispatcher is not None
+        if not self._access[name].allows(message):
             await channel.reply_finished(message.chat_id)
             return
+        if _command(message.text) == "/stop":  # also while stopping: it ends a running answer
+            await self._stop_answer(channel, message)
+            return
         # Commands queue like any message, so "/reset" acts after the answer that is running.
-        if not self._dispatcher.submit(channel, message):
+        # The message is kept in the store until its turn starts: one that arrives or still
+        # waits when the daemon stops is answered after the next start.
+        ticket = await self._store.add_waiting(message)
+        if dispatcher.closed:
+            log.info("%s:%s: message kept for after the restart", name, message.chat_id)
+        elif not dispatcher.submit(channel, message, ticket):  # the queue is full
+            await self._store.remove_waiting(ticket)
+        else:
+            return
+        await channel.reply_finished(message.chat_id)
+
+    async def _stop_answer(self, channel: Channel, message: InboundMessage) -> None:
+        """``/stop``: cut the conversation's running answer short; say so when none runs."""
+        try:
+            if not self.turns.stop(conversation_key(channel.name, message)):
+                await self._say(channel, message, NOTHING_TO_STOP)
+        finally:
             await channel.reply_finished(message.chat_id)
+
+    async def _say(
+        self, channel: Channel, message: InboundMessage, text: str, *, reply: bool = False
+    ) -> None:
+        """A short notice in the message's chat and thread (redacted; failures logged), with
+        ``reply`` as an answer to it."""
+        try:
+            await channel.send_message(
+                message.chat_id,
+                self.policy.redact(text),
+                reply_to=message.message_id if reply else None,
+                thread_id=message.thread_id,
+            )
+        except ChannelError as exc:
+            log.warning("channel %s: could not send a notice: %s", channel.name, exc)
+
+    async def _queue_waiting(self) -> list[WaitingMessage]:
+        """Queue the messages a previous run left waiting, oldest first, ahead of any new one
+        (DESIGN §5); returns the stale ones, which get a notice instead once the channels run."""
+        assert self._dispatcher is not None
+        stale_after = self.config.agent.stale_after_secs
+        stale: list[WaitingMessage] = []
+        for waiting in await self._store.waiting():
+            channel = self.channels.get(waiting.message.channel)
+            if channel is None:
+                log.warning("dropping a message kept for the channel %s", waiting.message.channel)
+                await self._store.remove_waiting(waiting.id)
+            elif time.time() - waiting.received_at > stale_after:
+                stale.append(waiting)
+            elif not self._dispatcher.submit(channel, waiting.message, waiting.id):
+                await self._store.remove_waiting(waiting.id)
+        return stale
+
+    async def _send_stale_notices(self, stale: list[WaitingMessage]) -> None:
+        for waiting in stale:
+            await self._store.remove_waiting(waiting.id)
+            channel = self.channels[waiting.message.channel]
+            await self._say(channel, waiting.message, _stale_notice(waiting), reply=True)
 
     async def _run_command(self, channel: Channel, message: InboundMessage, command: str) -> None:
         if command == "/reset":
-            self.store.reset(channel.name, message.chat_id)
+            await self._store.reset(channel.name, message.chat_id, message.thread_id)
             text = "Conversation cleared."
         else:
             text = HELP_TEXT
-        try:
-            await channel.send_message(message.chat_id, self.policy.redact(text))
-        except ChannelError as exc:
-            log.warning("channel %s: could not answer %s: %s", channel.name, command, exc)
+        await self._say(channel, message, text)
 
     async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
         command = _command(message.text)
@@ -249,6 +325,11 @@ class Daemon:
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
+
+
+def _stale_notice(waiting: WaitingMessage) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(waiting.received_at))
+    return STALE_NOTICE.format(when=when)
 
 
 def _command(text: str) -> str | None:

@@ -2,10 +2,16 @@
 
 Theory of operation
 -------------------
-Each conversation, keyed by (channel, chat), has a FIFO of waiting messages and at most one
-worker task, owned by the daemon's task group. ``submit`` appends and starts the worker when none
-runs; the worker drains the FIFO one turn at a time and exits when it is empty. ``close`` stops
-taking messages; :meth:`wait_idle` returns when no turn runs.
+Each conversation, keyed by (channel, chat, thread), has a FIFO of waiting messages and at most
+one worker task, owned by the daemon's task group. ``submit`` appends and starts the worker when
+none runs; the worker drains the FIFO one turn at a time and exits when it is empty. ``close``
+stops taking messages; :meth:`wait_idle` returns when no turn runs. A dispatcher made ``held``
+queues but starts no turn until :meth:`release` (the daemon queues the messages a previous run
+left waiting before its channels start, so they stay ahead of new ones).
+
+A message may carry a ``ticket``: the id of its row in the store's waiting messages. The row is
+forgotten (``forget``) when the message's turn starts, so a shutdown leaves exactly the messages
+that never started in the store, to be answered after a restart.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import anyio
 from anyio.abc import TaskGroup
@@ -24,14 +31,48 @@ __all__ = ["Dispatcher"]
 log = logging.getLogger(__name__)
 
 TurnFunction = Callable[[Channel, InboundMessage], Awaitable[object]]
+ForgetFunction = Callable[[int], Awaitable[None]]
 MAX_QUEUED_PER_CONVERSATION = 20
+
+_Key = tuple[str, str, str | None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Queued:
+    channel: Channel
+    message: InboundMessage
+    ticket: int | None
+
+
+async def _keep(ticket: int) -> None:
+    return None
 
 
 class Dispatcher:
-    def __init__(self, task_group: TaskGroup, run_turn: TurnFunction) -> None:
+    """Queues and runs turns, one at a time per conversation.
+
+    Args:
+        task_group: owns the workers.
+        run_turn: answers one message.
+        forget: awaited with a message's ticket when its turn starts (default: nothing).
+        held: start no turn until :meth:`release`.
+    """
+
+    def __init__(
+        self,
+        task_group: TaskGroup,
+        run_turn: TurnFunction,
+        forget: ForgetFunction = _keep,
+        *,
+        held: bool = False,
+    ) -> None:
         self._tg = task_group
         self._run_turn = run_turn
-        self._queues: dict[tuple[str, str], deque[tuple[Channel, InboundMessage]]] = {}
+        self._forget = forget
+        self._released = anyio.Event()
+        if not held:
+            self._released.set()
+        self._queues: dict[_Key, deque[_Queued]] = {}
         self._closed = False
         self._running = 0
         self._idle = anyio.Event()
@@ -41,39 +82,42 @@ class Dispatcher:
     def closed(self) -> bool:
         return self._closed
 
-    def submit(self, channel: Channel, message: InboundMessage) -> bool:
+    def release(self) -> None:
+        """Start the turns queued while held."""
+        self._released.set()
+
+    def submit(self, channel: Channel, message: InboundMessage, ticket: int | None = None) -> bool:
         """Queue ``message``; False when closed or when the conversation's queue is full."""
         if self._closed:
             return False
-        key = (channel.name, message.chat_id)
+        key = (channel.name, message.chat_id, message.thread_id)
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = deque()
             self._start_worker(key, queue)
         if len(queue) >= MAX_QUEUED_PER_CONVERSATION:
-            log.warning("conversation %s:%s: queue full, dropping a message", *key)
+            log.warning("conversation %s: queue full, dropping a message", _where(key))
             return False
-        queue.append((channel, message))
+        queue.append(_Queued(channel, message, ticket))
         return True
 
-    def _start_worker(
-        self, key: tuple[str, str], queue: deque[tuple[Channel, InboundMessage]]
-    ) -> None:
+    def _start_worker(self, key: _Key, queue: deque[_Queued]) -> None:
         self._running += 1
         self._idle = anyio.Event()
         self._tg.start_soon(self._worker, key, queue)
 
-    async def _worker(
-        self, key: tuple[str, str], queue: deque[tuple[Channel, InboundMessage]]
-    ) -> None:
+    async def _worker(self, key: _Key, queue: deque[_Queued]) -> None:
         try:
             await anyio.lowlevel.checkpoint()
+            await self._released.wait()
             while queue:
-                channel, message = queue.popleft()
+                item = queue.popleft()
                 try:
-                    await self._run_turn(channel, message)
+                    if item.ticket is not None:
+                        await self._forget(item.ticket)
+                    await self._run_turn(item.channel, item.message)
                 except Exception:
-                    log.exception("turn failed in %s:%s", *key)
+                    log.exception("turn failed in %s", _where(key))
         finally:
             del self._queues[key]
             self._running -= 1
@@ -81,17 +125,30 @@ class Dispatcher:
                 self._idle.set()
 
     def close(self) -> None:
-        """Stop taking messages; queued ones that have not started are dropped."""
+        """Stop taking messages. Queued ones that have not started are not run; those with a
+        ticket stay in the store for the next start."""
         self._closed = True
-        for (channel, chat_id), queue in self._queues.items():
-            if queue:
+        for key, queue in self._queues.items():
+            kept = sum(1 for item in queue if item.ticket is not None)
+            if kept:
+                log.info(
+                    "conversation %s: %d queued message(s) kept, answered after a restart",
+                    _where(key),
+                    kept,
+                )
+            if len(queue) > kept:
                 log.warning(
-                    "conversation %s:%s: %d queued message(s) not answered (shutting down)",
-                    channel,
-                    chat_id,
-                    len(queue),
+                    "conversation %s: %d queued message(s) not answered (shutting down)",
+                    _where(key),
+                    len(queue) - kept,
                 )
             queue.clear()
+        self._released.set()  # held workers find their queues empty and end
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
+
+
+def _where(key: _Key) -> str:
+    channel, chat_id, thread_id = key
+    return f"{channel}:{chat_id}" + (f":{thread_id}" if thread_id is not None else "")

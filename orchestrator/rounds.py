@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -53,6 +53,8 @@ __all__ = ["ChainEntry", "RoundFailed", "RoundResult", "RoundRunner", "RoundSink
 log = logging.getLogger(__name__)
 
 BACKOFF_START_SECS = 0.5
+CLOSE_BOUND_SECS = 5.0
+"""How long closing a provider stream may take, in seconds."""
 
 
 class RoundSink(Protocol):
@@ -104,6 +106,27 @@ class _Attempt:
     folder: ResponseFolder = field(default_factory=ResponseFolder)
 
 
+@dataclass
+class _Round:
+    """One round across the chain: its sink, start (monotonic seconds) and attempts so far."""
+
+    sink: RoundSink
+    start: float
+    attempts: int = 0
+    last_error: ProviderError | None = None
+
+    def begin(self) -> _Attempt:
+        """A new attempt; every second or later one tells the sink to drop the failed one."""
+        self.attempts += 1
+        if self.attempts > 1:
+            self.sink.restart()
+        return _Attempt()
+
+    def failed(self, name: str, how: str, error: ProviderError) -> None:
+        self.last_error = error
+        log.warning("provider %s: %s failed: %s", name, how, error)
+
+
 class RoundRunner:
     """Serves rounds from a provider chain.
 
@@ -129,102 +152,120 @@ class RoundRunner:
 
     async def run(self, request: ChatRequest, sink: RoundSink) -> RoundResult:
         """Serve one round. Raises :class:`RoundFailed` when no provider could."""
-        start = self._clock()
-        attempts = 0
-        last_error: ProviderError | None = None
-
-        def begin() -> None:
-            nonlocal attempts
-            attempts += 1
-            if attempts > 1:
-                sink.restart()
-
+        round_ = _Round(sink, self._clock())
         for entry in self._chain:
-            name = entry.provider.name
-            provider = entry.provider
-            streamable = provider.supports_streaming() and (
-                not request.tools or provider.supports_streaming_tool_events()
+            result = await self._serve(entry, request, round_)
+            if result is not None:
+                return result
+        raise RoundFailed(round_.last_error, round_.attempts)
+
+    async def _serve(
+        self, entry: ChainEntry, request: ChatRequest, round_: _Round
+    ) -> RoundResult | None:
+        """Serve the round from one provider; ``None``: the next provider serves it."""
+        provider = entry.provider
+        streamable = provider.supports_streaming() and (
+            not request.tools or provider.supports_streaming_tool_events()
+        )
+        if not streamable:
+            return await self._complete(entry, request, round_, streamed=False)
+        attempt = round_.begin()
+        try:
+            return await self._stream(provider, provider.name, request, round_, attempt)
+        except ProviderError as exc:
+            round_.failed(provider.name, "stream", exc)
+            if isinstance(exc, ProviderTimeout) or attempt.got_text:
+                return None
+            if rejects_reasoning_effort(exc) and entry.config.kind == "openai_chat":
+                return await self._via_responses(entry, request, round_)
+            if not exc.retryable:
+                return None
+        return await self._complete(entry, request, round_, streamed=True)
+
+    async def _via_responses(
+        self, entry: ChainEntry, request: ChatRequest, round_: _Round
+    ) -> RoundResult | None:
+        """The reasoning-effort retry: the round once more through the Responses API."""
+        name = entry.provider.name
+        log.warning(
+            "provider %s: model rejects tools with a reasoning effort; "
+            "retrying the round once through the Responses API",
+            name,
+        )
+        attempt = round_.begin()
+        fallback = self._responses_fallback(entry)
+        try:
+            return await self._stream(fallback, name, request, round_, attempt)
+        except ProviderError as exc:
+            round_.failed(name, "Responses API retry", exc)
+            return None
+        finally:
+            await fallback.aclose()
+
+    async def _complete(
+        self, entry: ChainEntry, request: ChatRequest, round_: _Round, *, streamed: bool
+    ) -> RoundResult | None:
+        """Blocking calls: the retries after a failed stream (``streamed``), or the first call
+        and its retries for a provider that cannot stream the round."""
+        provider = entry.provider
+        for index in range(entry.config.max_retries + (0 if streamed else 1)):
+            retry = index if streamed else index - 1  # 0 = the first retry
+            if retry >= 0 and not await self._wait_to_retry(entry, retry, round_.last_error):
+                return None
+            round_.begin()
+            try:
+                response = await provider.complete(request)
+            except ProviderError as exc:
+                round_.failed(provider.name, "blocking call", exc)
+                if isinstance(exc, ProviderTimeout) or not exc.retryable:
+                    return None
+                continue
+            for event in response.events():
+                round_.sink.event(event)
+            return self._result(response, provider.name, round_.attempts, None)
+        return None
+
+    async def _wait_to_retry(
+        self, entry: ChainEntry, retry: int, error: ProviderError | None
+    ) -> bool:
+        """Sleep the backoff before retry number ``retry``; False when the provider asks for
+        longer than its own ``timeout_secs`` (the next provider serves the round rather than
+        the chat waiting that long)."""
+        delay = self._backoff(retry, error)
+        if delay > entry.config.timeout_secs:
+            log.warning(
+                "provider %s: asked to wait %g s; trying the next", entry.provider.name, delay
             )
-            blocking_tries = entry.config.max_retries + (0 if streamable else 1)
-            if streamable:
-                begin()
-                attempt = _Attempt()
-                try:
-                    await self._stream(provider, request, sink, attempt, start)
-                    return self._result(attempt.folder.response(), name, attempts, attempt.ttft_ms)
-                except ProviderError as exc:
-                    last_error = exc
-                    log.warning("provider %s: stream failed: %s", name, exc)
-                    if isinstance(exc, ProviderTimeout) or attempt.got_text:
-                        continue
-                    if rejects_reasoning_effort(exc) and entry.config.kind == "openai_chat":
-                        log.warning(
-                            "provider %s: model rejects tools with a reasoning effort; "
-                            "retrying the round once through the Responses API",
-                            name,
-                        )
-                        begin()
-                        attempt = _Attempt()
-                        fallback = self._responses_fallback(entry)
-                        try:
-                            await self._stream(fallback, request, sink, attempt, start)
-                            return self._result(
-                                attempt.folder.response(), name, attempts, attempt.ttft_ms
-                            )
-                        except ProviderError as retry_exc:
-                            last_error = retry_exc
-                            log.warning(
-                                "provider %s: Responses API retry failed: %s", name, retry_exc
-                            )
-                            continue
-                        finally:
-                            await fallback.aclose()
-                    if not exc.retryable:
-                        continue
-            for index in range(blocking_tries):
-                retry = index if streamable else index - 1  # 0 = the first retry
-                if retry >= 0:
-                    delay = self._backoff(retry, last_error)
-                    if delay > entry.config.timeout_secs:
-                        # A Retry-After longer than the provider's own time bound: the next
-                        # provider serves the round rather than the chat waiting that long.
-                        log.warning("provider %s: asked to wait %g s; trying the next", name, delay)
-                        break
-                    await self._sleep(delay)
-                begin()
-                try:
-                    response = await provider.complete(request)
-                except ProviderError as exc:
-                    last_error = exc
-                    log.warning("provider %s: blocking call failed: %s", name, exc)
-                    if isinstance(exc, ProviderTimeout) or not exc.retryable:
-                        break
-                    continue
-                for event in response.events():
-                    sink.event(event)
-                return self._result(response, name, attempts, None)
-        raise RoundFailed(last_error, attempts)
+            return False
+        await self._sleep(delay)
+        return True
 
     async def _stream(
         self,
         provider: ModelProvider,
+        name: str,
         request: ChatRequest,
-        sink: RoundSink,
+        round_: _Round,
         attempt: _Attempt,
-        start: float,
-    ) -> None:
+    ) -> RoundResult:
+        """Stream one attempt to its end. The stream is closed however it ends (a ``/stop``
+        cancels the task iterating it: the provider's connection is closed then too)."""
         stream = provider.stream(request)
-        async for event in stream:
-            if isinstance(event, TextDelta) and event.chunk.delta and not attempt.got_text:
-                attempt.got_text = True
-                attempt.ttft_ms = (self._clock() - start) * 1000.0
-            attempt.folder.add(event)
-            sink.event(event)
+        try:
+            async for event in stream:
+                if isinstance(event, TextDelta) and event.chunk.delta and not attempt.got_text:
+                    attempt.got_text = True
+                    attempt.ttft_ms = (self._clock() - round_.start) * 1000.0
+                attempt.folder.add(event)
+                round_.sink.event(event)
+        finally:
+            await _close(stream)
         if attempt.folder.final is None:
             raise StreamTruncated("the stream ended without its terminal event")
         # Output items a provider needs sent back verbatim (Responses reasoning/function_call
         # items, Anthropic thinking blocks) are exposed on the stream once it ended properly.
         attempt.folder.provider_items = tuple(getattr(stream, "provider_items", ()))
+        return self._result(attempt.folder.response(), name, round_.attempts, attempt.ttft_ms)
 
     @staticmethod
     def _backoff(retry: int, error: ProviderError | None) -> float:
@@ -239,6 +280,16 @@ class RoundRunner:
         response: CompletionResponse, name: str, attempts: int, ttft_ms: float | None
     ) -> RoundResult:
         return RoundResult(response=response, provider=name, attempts=attempts, ttft_ms=ttft_ms)
+
+
+async def _close(stream: AsyncIterator[StreamEvent]) -> None:
+    """Close a provider stream early or late (an async generator or a stream object with
+    ``aclose``), shielded so that a cancelled turn still releases the connection (for at most
+    ``CLOSE_BOUND_SECS``)."""
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        with anyio.move_on_after(CLOSE_BOUND_SECS, shield=True):
+            await aclose()
 
 
 def _build_responses_provider(entry: ChainEntry) -> ModelProvider:

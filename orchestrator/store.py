@@ -1,21 +1,48 @@
-"""SQLite store: conversation history per (channel, chat) and one row per round (DESIGN §7).
+"""The SQLite store (DESIGN §7): conversation history per (channel, chat, thread), the messages
+waiting behind a running answer, and one row per model round.
 
-Writes are small and local, so the store is synchronous; each call is one short transaction.
+Theory of operation
+-------------------
+:class:`Store` is the blocking core: one SQLite connection, each call one short transaction,
+serialised by a lock (any thread may call it). The event loop never calls it directly: it uses
+:class:`AsyncStore`, which runs every call on a worker thread through a capacity-1
+``anyio.CapacityLimiter`` — one store call at a time, in order of arrival, and a slow disk never
+stalls the chats. A turn makes a few calls (history, a record per round, the new messages).
+
+The file is private: a missing directory is created with mode 0700 (each missing component) and
+the database file with mode 0600 (an existing file is narrowed to 0600). SQLite gives its WAL and
+shared-memory files the database file's mode.
+
+A conversation's ``thread_id`` is ``None`` outside threads; the tables hold ``''`` for it.
+Databases written before threads and waiting messages existed gain the new columns and tables
+on open.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+
+from channels.base import InboundMessage
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
-__all__ = ["RoundRecord", "Store"]
+__all__ = ["AsyncStore", "RoundRecord", "Store", "WaitingMessage"]
+
+_T = TypeVar("_T")
+
+DIRECTORY_MODE = 0o700
+FILE_MODE = 0o600
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -28,9 +55,9 @@ CREATE TABLE IF NOT EXISTS messages (
     tool_call_id TEXT,
     name TEXT,
     provider_items TEXT,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT ''
 );
-CREATE INDEX IF NOT EXISTS messages_by_chat ON messages (channel, chat_id, id);
 CREATE TABLE IF NOT EXISTS rounds (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     channel TEXT NOT NULL,
@@ -44,15 +71,28 @@ CREATE TABLE IF NOT EXISTS rounds (
     writes_sent INTEGER NOT NULL,
     finish_reason TEXT,
     outcome TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS waiting (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL,
+    received_at REAL NOT NULL
+);
+"""
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (channel, chat_id, thread_id, id);
 """
 
 
 @dataclass(frozen=True, slots=True)
 class RoundRecord:
-    """One model round. ``ttft_ms`` is ``None`` for rounds without text and blocking rounds;
-    ``outcome`` is ``ok``, ``tool_calls``, ``interrupted`` or ``refused``."""
+    """One model round. ``ttft_ms`` (milliseconds) is ``None`` for rounds without text and
+    blocking rounds; ``outcome`` is ``ok``, ``tool_calls``, ``interrupted``, ``refused`` or
+    ``stopped`` (``/stop``); ``writes_sent`` counts sends, edits and deletes during the round."""
 
     channel: str
     chat_id: str
@@ -65,94 +105,270 @@ class RoundRecord:
     writes_sent: int
     finish_reason: str | None
     outcome: str
+    thread_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingMessage:
+    """A message kept until its turn starts: ``id`` is its row, ``received_at`` Unix seconds."""
+
+    id: int
+    message: InboundMessage
+    received_at: float
+
+
+def _private_directory(directory: Path) -> None:
+    """Create ``directory`` and its missing parents with mode 0700 (the umask cannot widen
+    it); an existing directory is left as it is."""
+    missing: list[Path] = []
+    while not directory.exists():
+        missing.append(directory)
+        directory = directory.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=DIRECTORY_MODE)
+        except FileExistsError:
+            continue
+        os.chmod(path, DIRECTORY_MODE)
+
+
+def _private_file(path: Path) -> None:
+    """Create ``path`` with mode 0600, or narrow an existing one to it."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    finally:
+        os.close(fd)
+
+
+def _key(thread_id: str | None) -> str:
+    return thread_id or ""
 
 
 class Store:
+    """The blocking store; see the module docstring. ``path`` may be ``":memory:"``.
+
+    Raises ``sqlite3.Error`` (and ``OSError`` when the file cannot be created)."""
+
     def __init__(self, path: str | Path) -> None:
         if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            path = Path(path)
+            _private_directory(path.parent)
+            _private_file(path)
+        self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.executescript(_SCHEMA)
+        self._migrate()
+        self._db.executescript(_INDEXES)
+
+    def _migrate(self) -> None:
+        for table in ("messages", "rounds"):
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if "thread_id" not in columns:
+                self._db.execute(
+                    f"ALTER TABLE {table} ADD COLUMN thread_id TEXT NOT NULL DEFAULT ''"
+                )
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            self._db.close()
 
-    def history(self, channel: str, chat_id: str, *, limit: int = 200) -> list[ChatMessage]:
+    # -- history ------------------------------------------------------------------------
+
+    def history(
+        self, channel: str, chat_id: str, thread_id: str | None = None, *, limit: int = 200
+    ) -> list[ChatMessage]:
         """The last ``limit`` messages of the conversation, oldest first.
 
         The cut never starts on a tool result (its call would be missing).
         """
-        rows = self._db.execute(
-            "SELECT role, content, tool_calls, tool_call_id, name, provider_items FROM messages"
-            " WHERE channel = ? AND chat_id = ? ORDER BY id DESC LIMIT ?",
-            (channel, chat_id, limit),
-        ).fetchall()
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT role, content, tool_calls, tool_call_id, name, provider_items"
+                " FROM messages WHERE channel = ? AND chat_id = ? AND thread_id = ?"
+                " ORDER BY id DESC LIMIT ?",
+                (channel, chat_id, _key(thread_id), limit),
+            ).fetchall()
         messages = [_row_to_message(row) for row in reversed(rows)]
         while messages and messages[0].role == "tool":
             messages.pop(0)
         return messages
 
-    def append(self, channel: str, chat_id: str, messages: list[ChatMessage]) -> None:
+    def append(
+        self,
+        channel: str,
+        chat_id: str,
+        messages: list[ChatMessage],
+        thread_id: str | None = None,
+    ) -> None:
         now = time.time()
-        with self._db:
+        rows = [
+            (
+                channel,
+                chat_id,
+                _key(thread_id),
+                m.role,
+                m.content,
+                json.dumps([[c.id, c.name, c.arguments] for c in m.tool_calls])
+                if m.tool_calls
+                else None,
+                m.tool_call_id,
+                m.name,
+                json.dumps(list(m.provider_items)) if m.provider_items else None,
+                now,
+            )
+            for m in messages
+        ]
+        with self._lock, self._db:
             self._db.executemany(
-                "INSERT INTO messages (channel, chat_id, role, content, tool_calls, tool_call_id,"
-                " name, provider_items, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        channel,
-                        chat_id,
-                        m.role,
-                        m.content,
-                        json.dumps([[c.id, c.name, c.arguments] for c in m.tool_calls])
-                        if m.tool_calls
-                        else None,
-                        m.tool_call_id,
-                        m.name,
-                        json.dumps(list(m.provider_items)) if m.provider_items else None,
-                        now,
-                    )
-                    for m in messages
-                ],
+                "INSERT INTO messages (channel, chat_id, thread_id, role, content, tool_calls,"
+                " tool_call_id, name, provider_items, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
             )
 
-    def reset(self, channel: str, chat_id: str) -> None:
-        self._db.execute(
-            "DELETE FROM messages WHERE channel = ? AND chat_id = ?", (channel, chat_id)
-        )
+    def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
+        with self._lock:
+            self._db.execute(
+                "DELETE FROM messages WHERE channel = ? AND chat_id = ? AND thread_id = ?",
+                (channel, chat_id, _key(thread_id)),
+            )
+
+    # -- rounds -------------------------------------------------------------------------
 
     def record_round(self, record: RoundRecord) -> None:
-        self._db.execute(
-            "INSERT INTO rounds (channel, chat_id, provider, attempts, ttft_ms, input_tokens,"
-            " output_tokens, cached_tokens, writes_sent, finish_reason, outcome, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                record.channel,
-                record.chat_id,
-                record.provider,
-                record.attempts,
-                record.ttft_ms,
-                record.input_tokens,
-                record.output_tokens,
-                record.cached_tokens,
-                record.writes_sent,
-                record.finish_reason,
-                record.outcome,
-                time.time(),
-            ),
-        )
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO rounds (channel, chat_id, thread_id, provider, attempts, ttft_ms,"
+                " input_tokens, output_tokens, cached_tokens, writes_sent, finish_reason,"
+                " outcome, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    record.channel,
+                    record.chat_id,
+                    _key(record.thread_id),
+                    record.provider,
+                    record.attempts,
+                    record.ttft_ms,
+                    record.input_tokens,
+                    record.output_tokens,
+                    record.cached_tokens,
+                    record.writes_sent,
+                    record.finish_reason,
+                    record.outcome,
+                    time.time(),
+                ),
+            )
 
     def rounds(self, channel: str | None = None) -> list[RoundRecord]:
         query = (
             "SELECT channel, chat_id, provider, attempts, ttft_ms, input_tokens, output_tokens,"
-            " cached_tokens, writes_sent, finish_reason, outcome FROM rounds"
+            " cached_tokens, writes_sent, finish_reason, outcome, thread_id FROM rounds"
         )
         args: tuple[Any, ...] = ()
         if channel is not None:
             query += " WHERE channel = ?"
             args = (channel,)
-        return [RoundRecord(*row) for row in self._db.execute(query + " ORDER BY id", args)]
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id", args).fetchall()
+        return [_row_to_record(row) for row in rows]
+
+    # -- waiting messages (DESIGN §5) -----------------------------------------------------
+
+    def add_waiting(self, message: InboundMessage, received_at: float | None = None) -> int:
+        """Keep ``message`` until its turn starts; returns its row id. ``received_at``: Unix
+        seconds (default now). The message is stored as JSON of its fields, so every field of
+        :class:`InboundMessage` must be JSON-serialisable (raises ``TypeError`` otherwise)."""
+        with self._lock:
+            cursor = self._db.execute(
+                "INSERT INTO waiting (channel, chat_id, thread_id, message, received_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (
+                    message.channel,
+                    message.chat_id,
+                    _key(message.thread_id),
+                    json.dumps(asdict(message)),
+                    time.time() if received_at is None else received_at,
+                ),
+            )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def remove_waiting(self, waiting_id: int) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM waiting WHERE id = ?", (waiting_id,))
+
+    def waiting(self) -> list[WaitingMessage]:
+        """Every kept message, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, message, received_at FROM waiting ORDER BY id"
+            ).fetchall()
+        return [
+            WaitingMessage(row[0], InboundMessage(**json.loads(row[1])), row[2]) for row in rows
+        ]
+
+
+class AsyncStore:
+    """:class:`Store` for the event loop: the same calls as coroutines, each run on a worker
+    thread, one at a time (capacity-1 limiter), so the loop never waits on the disk.
+
+    ``sync`` is the wrapped store (for start-up, shutdown and tests)."""
+
+    def __init__(self, store: Store) -> None:
+        self.sync = store
+        self._limiter = anyio.CapacityLimiter(1)
+
+    async def _run(self, call: Callable[[], _T]) -> _T:
+        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+
+    async def history(
+        self, channel: str, chat_id: str, thread_id: str | None = None
+    ) -> list[ChatMessage]:
+        return await self._run(partial(self.sync.history, channel, chat_id, thread_id))
+
+    async def append(
+        self,
+        channel: str,
+        chat_id: str,
+        messages: list[ChatMessage],
+        thread_id: str | None = None,
+    ) -> None:
+        await self._run(partial(self.sync.append, channel, chat_id, messages, thread_id))
+
+    async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
+        await self._run(partial(self.sync.reset, channel, chat_id, thread_id))
+
+    async def record_round(self, record: RoundRecord) -> None:
+        await self._run(partial(self.sync.record_round, record))
+
+    async def add_waiting(self, message: InboundMessage) -> int:
+        return await self._run(partial(self.sync.add_waiting, message))
+
+    async def remove_waiting(self, waiting_id: int) -> None:
+        await self._run(partial(self.sync.remove_waiting, waiting_id))
+
+    async def waiting(self) -> list[WaitingMessage]:
+        return await self._run(self.sync.waiting)
+
+
+def _row_to_record(row: tuple[Any, ...]) -> RoundRecord:
+    (channel, chat_id, provider, attempts, ttft_ms, input_tokens, output_tokens, cached,
+     writes, finish_reason, outcome, thread_id) = row  # fmt: skip
+    return RoundRecord(
+        channel,
+        chat_id,
+        provider,
+        attempts,
+        ttft_ms,
+        input_tokens,
+        output_tokens,
+        cached,
+        writes,
+        finish_reason,
+        outcome,
+        thread_id=thread_id or None,
+    )
 
 
 def _row_to_message(row: tuple[Any, ...]) -> ChatMessage:

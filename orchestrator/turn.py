@@ -2,24 +2,30 @@
 
 Theory of operation
 -------------------
-Per inbound message: load history → rounds. Each round streams the provider chain to ``Final``
-(:mod:`orchestrator.rounds`), forwarding visible text through the reply's outbound policy into
-the delivery driver. ``ToolCall``s are collected; with none, the answer is done. Otherwise the
-turn's narration is flushed (``end_round`` + ``RoundEnded``), each tool shows its status, runs
-(approval first where configured), its result is appended, and a fresh round starts. After
-``max_tool_rounds`` rounds with tools, one last call without tools asks for a summary.
+Per inbound message: load the conversation's history (keyed by channel, chat and thread) →
+rounds. Each round streams the provider chain to ``Final`` (:mod:`orchestrator.rounds`),
+forwarding visible text through the reply's outbound policy into the delivery driver, whose
+writes go to the message's thread. ``ToolCall``s are collected; with none, the answer is done.
+Otherwise the turn's narration is flushed (``end_round`` + ``RoundEnded``), each tool shows its
+status, runs (approval first where configured), its result is appended, and a fresh round
+starts. After ``max_tool_rounds`` rounds with tools, one last call without tools asks for a
+summary.
 
-``<think>…</think>`` in content is reasoning (:class:`orchestrator.think.ThinkFilter`). Tool
-arguments are never redacted; tool results go to the model unredacted and reach the chat only as
-status lines through the policy.
+A running turn can be cut short: :meth:`TurnRunner.stop` (``/stop``, DESIGN §3 "Stop") cancels
+that conversation's model work — the provider stream is closed — and the reply keeps its visible
+text with ``⏹ Stopped.`` after it; :meth:`TurnRunner.cancel_all` (shutdown) does the same with
+the interrupted marker. Either way the round that was running is recorded (``stopped`` or
+``interrupted``) and the conversation's history gets the user's message and what was said.
+
+A leading ``<think>…</think>`` block is reasoning (:class:`orchestrator.think.ThinkFilter`).
+Tool arguments are never redacted; tool results go to the model unredacted and reach the chat
+only as status lines through the policy.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Protocol
 
 import anyio
 
@@ -29,27 +35,32 @@ from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import (
     AnswerEnded,
     AnswerInterrupted,
-    AnswerRefused,
-    Restarted,
     RoundEnded,
-    TextEmitted,
     ToolFinished,
     ToolStarted,
 )
+from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
-from orchestrator.store import RoundRecord, Store
-from orchestrator.think import ThinkFilter
+from orchestrator.store import AsyncStore, RoundRecord, Store
 from orchestrator.tools import ToolRegistry, tool_error
-from providers.base import ChatMessage, ChatRequest
-from providers.events import (
-    PreExecutedToolCall,
-    PreExecutedToolResult,
-    StreamEvent,
-    TextDelta,
-    ToolCall,
+from orchestrator.turn_state import (
+    ConversationKey,
+    OpenRound,
+    TurnOutcome,
+    TurnState,
+    conversation_key,
 )
+from providers.base import ChatMessage, ChatRequest, CompletionResponse
+from providers.events import ToolCall
 
-__all__ = ["ReplyPolicyFactory", "TurnOutcome", "TurnRunner"]
+__all__ = [
+    "STOPPED_MARKER",
+    "ConversationKey",
+    "ReplyPolicyFactory",
+    "TurnOutcome",
+    "TurnRunner",
+    "conversation_key",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,79 +69,13 @@ SUMMARY_REQUEST = (
     "and say briefly what is still open.)"
 )
 SHUTDOWN_CAUSE = "the bot is shutting down"
+STOPPED_CAUSE = "stopped by the user"
+STOPPED_MARKER = "⏹ Stopped."
 NO_ANSWER_CAUSE = "the model sent no answer"
 FINISH_CAUSES = {
     "length": "the model stopped before finishing",
     "content_filter": "the model's content filter stopped it",
 }
-
-
-class ReplyPolicyLike(Protocol):
-    refusal: str | None
-
-    def begin_round(self) -> None: ...
-    def restart(self) -> None: ...
-    def feed(self, text: str) -> str: ...
-    def end_round(self) -> str: ...
-    def finish(self) -> str: ...
-    def guard_piece(self, text: str) -> str | None: ...
-    def redact_line(self, text: str) -> str: ...
-
-
-class ReplyPolicyFactory(Protocol):
-    def new_reply(self, channel: str, chat_id: str) -> ReplyPolicyLike: ...
-
-
-@dataclass
-class TurnOutcome:
-    """How a turn ended: ``ok``, ``interrupted`` or ``refused``; the rounds it ran."""
-
-    outcome: str = "ok"
-    cause: str | None = None
-    rounds: int = 0
-    tool_calls: list[tuple[str, str]] = field(default_factory=list)
-
-
-class _RoundSink:
-    """Routes one round's events: visible text through the window to delivery. Reasoning
-    (``StreamChunk.reasoning`` and ``<think>`` content) never reaches a chat: no channel shows
-    it yet (``show_reasoning`` is accepted by the config and has no effect)."""
-
-    def __init__(self, policy: ReplyPolicyLike, driver: DeliveryDriver) -> None:
-        self._policy = policy
-        self._driver = driver
-        self._think = ThinkFilter()
-        self.visible: list[str] = []
-
-    def _forward(self, visible: str) -> None:
-        if not visible:
-            return
-        self.visible.append(visible)
-        emitted = self._policy.feed(visible)
-        if emitted:
-            self._driver.feed(TextEmitted(emitted))
-
-    def event(self, event: StreamEvent) -> None:
-        match event:
-            case TextDelta(chunk):
-                if chunk.delta:
-                    self._forward(self._think.feed(chunk.delta)[0])
-            case PreExecutedToolCall(name=name):
-                self._driver.feed(ToolStarted(self._policy.redact_line(f"⏳ {name}…")))
-            case PreExecutedToolResult():
-                self._driver.feed(ToolFinished())
-            case _:
-                pass
-
-    def end(self) -> str:
-        self._forward(self._think.flush()[0])
-        return "".join(self.visible)
-
-    def restart(self) -> None:
-        self._think = ThinkFilter()
-        self.visible.clear()
-        self._policy.restart()
-        self._driver.feed(Restarted())
 
 
 class TurnRunner:
@@ -140,7 +85,8 @@ class TurnRunner:
         agent: the ``agent`` config section.
         rounds: the round runner over ``agent.providers``.
         tools: the tools offered to the model.
-        store: history and round records.
+        store: history and round records (a blocking :class:`Store` is wrapped so that it is
+            used off the event loop).
         policies: makes one outbound policy per reply.
         on_round: called with each round's record after it is stored (metrics).
     """
@@ -151,165 +97,216 @@ class TurnRunner:
         agent: AgentConfig,
         rounds: RoundRunner,
         tools: ToolRegistry,
-        store: Store,
+        store: Store | AsyncStore,
         policies: ReplyPolicyFactory,
         on_round: Callable[[RoundRecord], None] | None = None,
     ) -> None:
         self._agent = agent
         self._rounds = rounds
         self._tools = tools
-        self._store = store
+        self._store = store if isinstance(store, AsyncStore) else AsyncStore(store)
         self._policies = policies
         self._on_round = on_round
-        self._active: set[anyio.CancelScope] = set()
+        self._running: dict[ConversationKey, TurnState] = {}
 
     def cancel_all(self) -> None:
         """Stop every running turn's model work; each still delivers its interrupted marker."""
-        for scope in self._active:
-            scope.cancel()
+        for turn in self._running.values():
+            self._cancel(turn, SHUTDOWN_CAUSE)
+
+    def stop(self, key: ConversationKey) -> bool:
+        """``/stop``: cut the running turn of conversation ``key`` short (its reply ends with
+        ``⏹ Stopped.``). False when none runs."""
+        turn = self._running.get(key)
+        if turn is None or turn.stop_cause is not None:
+            return False
+        self._cancel(turn, STOPPED_CAUSE)
+        return True
+
+    @staticmethod
+    def _cancel(turn: TurnState, cause: str) -> None:
+        if turn.stop_cause is None:
+            turn.stop_cause = cause
+        turn.scope.cancel()
 
     async def run(self, channel: Channel, inbound: InboundMessage) -> TurnOutcome:
-        """Answer ``inbound`` in its chat; returns when the reply is fully delivered.
+        """Answer ``inbound`` in its chat and thread; returns when the reply is fully delivered.
 
-        :meth:`cancel_all` cuts the model work short: the reply then ends with the interrupted
-        marker. Cancelling the caller abandons delivery too."""
-        chat_id = inbound.chat_id
-        history = self._store.history(channel.name, chat_id)
-        user = ChatMessage("user", inbound.text)
-        new_messages: list[ChatMessage] = [user]
-        policy = self._policies.new_reply(channel.name, chat_id)
-        driver = DeliveryDriver(channel, chat_id, policy, reply_to=inbound.message_id)
-        outcome = TurnOutcome()
+        :meth:`stop` and :meth:`cancel_all` cut the model work short: the reply then ends with
+        its marker. Cancelling the caller abandons delivery too."""
+        turn = self._begin(channel, inbound)
+        key = conversation_key(channel.name, inbound)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(driver.run)
-            scope = anyio.CancelScope()
-            self._active.add(scope)
+            tg.start_soon(turn.driver.run)
+            self._running[key] = turn
             try:
-                with scope:
-                    await self._rounds_loop(
-                        channel, inbound, history, new_messages, policy, driver, outcome
-                    )
-                if scope.cancelled_caught:
-                    self._interrupt(driver, policy, outcome, SHUTDOWN_CAUSE)
+                with turn.scope:
+                    await self._answer(turn)
+                self._release(key, turn)  # the model work is over: nothing left to stop
+                if turn.scope.cancelled_caught:
+                    await self._cut_short(turn)
             except Exception:
-                log.exception("turn failed in %s:%s", channel.name, chat_id)
-                self._interrupt(driver, policy, outcome, "the bot failed")
+                log.exception("turn failed in %s", turn.where)
+                turn.interrupt("the bot failed")
             finally:
-                self._active.discard(scope)
-                self._store.append(channel.name, chat_id, new_messages)
-        return outcome
+                self._release(key, turn)
+                with anyio.CancelScope(shield=True):
+                    await self._store.append(
+                        channel.name, inbound.chat_id, turn.new_messages, inbound.thread_id
+                    )
+        return turn.outcome
 
-    def _interrupt(
-        self, driver: DeliveryDriver, policy: ReplyPolicyLike, outcome: TurnOutcome, cause: str
-    ) -> None:
-        tail = policy.finish()
-        if tail:
-            driver.feed(TextEmitted(tail))
-        driver.feed(AnswerInterrupted(cause))
-        outcome.outcome, outcome.cause = "interrupted", cause
+    def _release(self, key: ConversationKey, turn: TurnState) -> None:
+        if self._running.get(key) is turn:
+            del self._running[key]
 
-    async def _rounds_loop(
-        self,
-        channel: Channel,
-        inbound: InboundMessage,
-        history: list[ChatMessage],
-        new_messages: list[ChatMessage],
-        policy: ReplyPolicyLike,
-        driver: DeliveryDriver,
-        outcome: TurnOutcome,
-    ) -> None:
-        system = ChatMessage("system", self._agent.system_prompt)
+    def _begin(self, channel: Channel, inbound: InboundMessage) -> TurnState:
+        policy = self._policies.new_reply(channel.name, inbound.chat_id)
+        driver = DeliveryDriver(
+            channel,
+            inbound.chat_id,
+            policy,
+            reply_to=inbound.message_id,
+            thread_id=inbound.thread_id,
+        )
+        user = ChatMessage("user", inbound.text)
+        return TurnState(channel, inbound, policy, driver, [], [user])
+
+    async def _cut_short(self, turn: TurnState) -> None:
+        """After :meth:`stop` or :meth:`cancel_all`: record the round that was running, keep
+        what it said, end the reply with the marker."""
+        stopped = turn.stop_cause == STOPPED_CAUSE
+        cut = turn.open_round
+        text = cut.sink.end() if cut is not None else ""  # what the think filter held, too
+        if stopped:
+            log.info("answer stopped in %s", turn.where)
+            turn.interrupt(STOPPED_CAUSE, marker=STOPPED_MARKER, kind="stopped")
+        else:
+            turn.interrupt(turn.stop_cause or SHUTDOWN_CAUSE)
+        self._keep_text(turn, text)
+        if cut is not None:
+            await self._record(turn, None, "stopped" if stopped else "interrupted")
+
+    # -- the rounds -----------------------------------------------------------------------
+
+    async def _answer(self, turn: TurnState) -> None:
+        inbound = turn.inbound
+        turn.history = await self._store.history(
+            turn.channel.name, inbound.chat_id, inbound.thread_id
+        )
         max_rounds = self._agent.max_tool_rounds
-        said = False  # some visible text in any round of this reply
         for index in range(max_rounds + 1):
             offer_tools = index < max_rounds and bool(self._tools.specs)
-            extra = (
-                [] if index < max_rounds or index == 0 else [ChatMessage("user", SUMMARY_REQUEST)]
-            )
-            request = ChatRequest(
-                messages=(system, *history, *new_messages, *extra),
-                tools=self._tools.specs if offer_tools else (),
-            )
-            policy.begin_round()
-            sink = _RoundSink(policy, driver)
-            writes_before = driver.writes_sent
-            outcome.rounds += 1
-            try:
-                result = await self._rounds.run(request, sink)
-            except RoundFailed as failed:
-                log.warning(
-                    "answer interrupted in %s:%s: %s (%s)",
-                    channel.name,
-                    inbound.chat_id,
-                    failed.cause,
-                    failed.error,
-                )
-                text = sink.end()
-                self._interrupt(driver, policy, outcome, failed.cause)
-                if text:
-                    new_messages.append(ChatMessage("assistant", text))
-                self._record(channel, inbound, None, failed.attempts, driver, writes_before)
-                return
-            text = sink.end()
-            said = said or bool(text.strip())
+            result = await self._round(turn, self._request(turn, index, offer_tools))
+            if result is None:
+                return  # no provider could serve it: interrupted
             response = result.response
             calls = response.tool_calls if offer_tools else ()
-            self._record(channel, inbound, result, result.attempts, driver, writes_before)
-            if calls:
-                tail = policy.end_round()
-                if tail:
-                    driver.feed(TextEmitted(tail))
-                if policy.refusal:
-                    driver.feed(AnswerRefused(policy.refusal))
-                    outcome.outcome = "refused"
-                    return
-                driver.feed(RoundEnded())
-                new_messages.append(
-                    ChatMessage(
-                        "assistant",
-                        text,
-                        tool_calls=calls,
-                        provider_items=response.provider_items,
-                    )
-                )
-                for call in calls:
-                    new_messages.append(
-                        await self._run_tool(channel, inbound, call, policy, driver)
-                    )
-                    outcome.tool_calls.append((call.name, call.arguments))
-                continue
-            tail = policy.finish()
-            if tail:
-                driver.feed(TextEmitted(tail))
-            new_messages.append(
-                ChatMessage("assistant", text, provider_items=response.provider_items)
-            )
-            if policy.refusal:
-                driver.feed(AnswerRefused(policy.refusal))
-                outcome.outcome = "refused"
-            elif response.finish_reason in FINISH_CAUSES or not said:
-                # A cut answer, or none at all (empty, whitespace, reasoning only, or tool calls
-                # where no tools were offered), is never presented as a complete reply.
-                cause = FINISH_CAUSES.get(response.finish_reason, NO_ANSWER_CAUSE)
-                driver.feed(AnswerInterrupted(cause))
-                outcome.outcome, outcome.cause = "interrupted", cause
-            else:
-                driver.feed(AnswerEnded())
-            return
+            if not calls:
+                self._finish(turn, response)
+                return
+            if not self._end_narration(turn):
+                return  # refused
+            await self._run_tools(turn, response, calls)
 
-    async def _run_tool(
-        self,
-        channel: Channel,
-        inbound: InboundMessage,
-        call: ToolCall,
-        policy: ReplyPolicyLike,
-        driver: DeliveryDriver,
-    ) -> ChatMessage:
+    def _request(self, turn: TurnState, index: int, offer_tools: bool) -> ChatRequest:
+        """The request of round ``index``; the last one (after ``max_tool_rounds`` rounds with
+        tools) asks for a summary."""
+        max_rounds = self._agent.max_tool_rounds
+        summary = index == max_rounds and index > 0
+        extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
+        system = ChatMessage("system", self._agent.system_prompt)
+        return ChatRequest(
+            messages=(system, *turn.history, *turn.new_messages, *extra),
+            tools=self._tools.specs if offer_tools else (),
+        )
+
+    async def _round(self, turn: TurnState, request: ChatRequest) -> RoundResult | None:
+        """Serve one round; ``None`` when it failed (the reply is then interrupted)."""
+        turn.policy.begin_round()
+        sink = RoundSink(turn.policy, turn.driver)
+        turn.open_round = OpenRound(sink, turn.driver.writes_sent)
+        turn.outcome.rounds += 1
+        try:
+            result = await self._rounds.run(request, sink)
+        except RoundFailed as failed:
+            log.warning("answer interrupted in %s: %s (%s)", turn.where, failed.cause, failed.error)
+            text = sink.end()
+            turn.interrupt(failed.cause)
+            self._keep_text(turn, text)
+            await self._record(turn, None, "interrupted", attempts=failed.attempts)
+            return None
+        turn.pending_text = sink.end()
+        turn.said = turn.said or bool(turn.pending_text.strip())
+        outcome = "tool_calls" if result.response.tool_calls else "ok"
+        await self._record(turn, result, outcome)
+        return result
+
+    @staticmethod
+    def _keep_text(turn: TurnState, text: str) -> None:
+        if text:
+            turn.new_messages.append(ChatMessage("assistant", text))
+
+    def _finish(self, turn: TurnState, response: CompletionResponse) -> None:
+        """The last round ended: complete, cut by the model, empty or refused."""
+        turn.emit(turn.policy.finish())
+        turn.new_messages.append(
+            ChatMessage("assistant", turn.pending_text, provider_items=response.provider_items)
+        )
+        if turn.policy.refusal:
+            turn.refuse()
+        elif response.finish_reason in FINISH_CAUSES or not turn.said:
+            # A cut answer, or none at all (empty, whitespace, reasoning only, or tool calls
+            # where no tools were offered), is never presented as a complete reply.
+            cause = FINISH_CAUSES.get(response.finish_reason, NO_ANSWER_CAUSE)
+            turn.driver.feed(AnswerInterrupted(cause))
+            turn.outcome.outcome, turn.outcome.cause = "interrupted", cause
+        else:
+            turn.driver.feed(AnswerEnded())
+
+    @staticmethod
+    def _end_narration(turn: TurnState) -> bool:
+        """Flush the narration before the tools run; False when the policy refused it."""
+        turn.emit(turn.policy.end_round())
+        if turn.policy.refusal:
+            turn.refuse()
+            return False
+        turn.driver.feed(RoundEnded())
+        return True
+
+    async def _run_tools(
+        self, turn: TurnState, response: CompletionResponse, calls: tuple[ToolCall, ...]
+    ) -> None:
+        """Run ``calls`` in order; the history gets the calls and their results together, so a
+        turn cut short while a tool runs never leaves a call without its result (it keeps the
+        narration alone)."""
+        messages = [
+            ChatMessage(
+                "assistant",
+                turn.pending_text,
+                tool_calls=calls,
+                provider_items=response.provider_items,
+            )
+        ]
+        try:
+            for call in calls:
+                messages.append(await self._run_tool(turn, call))
+                turn.outcome.tool_calls.append((call.name, call.arguments))
+        except anyio.get_cancelled_exc_class():
+            self._keep_text(turn, turn.pending_text)
+            raise
+        turn.new_messages.extend(messages)
+
+    async def _run_tool(self, turn: TurnState, call: ToolCall) -> ChatMessage:
+        policy, driver = turn.policy, turn.driver
         driver.feed(ToolStarted(policy.redact_line(f"⏳ {call.name}…")))
         if call.name in self._agent.require_approval:
             await driver.drain()
             prompt = policy.redact_line(f"Run {call.name} with {call.arguments}?")
-            approved = await channel.request_approval(inbound.chat_id, prompt)
+            inbound = turn.inbound
+            approved = await turn.channel.request_approval(
+                inbound.chat_id, prompt, thread_id=inbound.thread_id
+            )
             if not approved:
                 driver.feed(ToolFinished())
                 return ChatMessage(
@@ -322,32 +319,35 @@ class TurnRunner:
         driver.feed(ToolFinished())
         return ChatMessage("tool", output, tool_call_id=call.id, name=call.name)
 
-    def _record(
+    async def _record(
         self,
-        channel: Channel,
-        inbound: InboundMessage,
+        turn: TurnState,
         result: RoundResult | None,
-        attempts: int,
-        driver: DeliveryDriver,
-        writes_before: int,
+        outcome: str,
+        *,
+        attempts: int | None = None,
     ) -> None:
+        """Store the open round's record (counted now, written off the loop) and close it.
+        ``attempts`` defaults to the result's, else to the attempts the sink saw."""
+        assert turn.open_round is not None
+        opened, turn.open_round = turn.open_round, None
         response = result.response if result is not None else None
         usage = response.usage if response is not None else None
         record = RoundRecord(
-            channel=channel.name,
-            chat_id=inbound.chat_id,
+            channel=turn.channel.name,
+            chat_id=turn.inbound.chat_id,
+            thread_id=turn.inbound.thread_id,
             provider=result.provider if result is not None else None,
-            attempts=attempts,
+            attempts=attempts or (result.attempts if result is not None else opened.sink.attempts),
             ttft_ms=result.ttft_ms if result is not None else None,
             input_tokens=usage.input_tokens if usage else None,
             output_tokens=usage.output_tokens if usage else None,
             cached_tokens=usage.cached_input_tokens if usage else None,
-            writes_sent=driver.writes_sent - writes_before,
+            writes_sent=turn.driver.writes_sent - opened.writes_before,
             finish_reason=response.finish_reason if response is not None else None,
-            outcome="interrupted"
-            if response is None
-            else ("tool_calls" if response.tool_calls else "ok"),
+            outcome=outcome,
         )
-        self._store.record_round(record)
+        with anyio.CancelScope(shield=True):
+            await self._store.record_round(record)
         if self._on_round is not None:
             self._on_round(record)

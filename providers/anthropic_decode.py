@@ -22,6 +22,9 @@ drop it):
 * ``ping`` and unknown types are ignored; ``error`` raises a typed error (case C04:
   ``overloaded_error`` → retryable :class:`ProviderServerError`).
 
+A blocking answer (``stream: false``) is folded by the same reducer, as the events its stream
+would send (:meth:`AnthropicStreamReducer._answer_objects`).
+
 Usage: input = uncached + cache read + cache creation (the API reports them apart), cached =
 cache read, output = the last reported output count; a count never reported is ``None``.
 
@@ -51,7 +54,7 @@ from providers.events import (
     Usage,
 )
 from providers.sse import SSEDecoder, parse_event_json
-from providers.stream_reducer import StreamReducer, arguments_json
+from providers.stream_reducer import StreamReducer, arguments_json, type_field
 
 __all__ = ["AnthropicStreamReducer", "map_stop_reason", "message_events"]
 
@@ -171,8 +174,21 @@ class AnthropicStreamReducer(StreamReducer):
         events = self._sse.close() if final else self._sse.feed(chunk)
         return (parse_event_json(event.data) for event in events)
 
+    def _answer_objects(self, answer: Any) -> Iterable[Any]:
+        """A blocking ``Message`` as the events its stream would send: ``message_start`` with
+        its usage, a start and a stop per content block (the block whole), ``message_delta``
+        with the ``stop_reason``, ``message_stop``."""
+        if not isinstance(answer, dict) or not isinstance(answer.get("content", []), list):
+            raise StreamProtocolError("the answer is not a Messages API message")
+        yield {"type": "message_start", "message": {"usage": answer.get("usage")}}
+        for index, block in enumerate(answer.get("content") or ()):
+            yield {"type": "content_block_start", "index": index, "content_block": block}
+            yield {"type": "content_block_stop", "index": index}
+        yield {"type": "message_delta", "delta": {"stop_reason": answer.get("stop_reason") or None}}
+        yield {"type": "message_stop"}
+
     def _on_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
-        kind = obj.get("type")
+        kind = type_field(obj)
         if kind == "message_start":
             message = obj.get("message")
             if isinstance(message, dict):
@@ -214,7 +230,7 @@ class AnthropicStreamReducer(StreamReducer):
         if not isinstance(delta, dict):
             raise StreamProtocolError("content_block_delta without a delta")
         block = self._blocks.get(index)
-        kind = delta.get("type")
+        kind = type_field(delta)
         if kind == "text_delta":
             text = str(delta.get("text") or "")
             if block is None:  # a proxy that drops content_block_start: the block is text
@@ -259,32 +275,17 @@ def _str_or_none(value: Any) -> str | None:
 
 
 def message_events(message: Any) -> tuple[list[StreamEvent], tuple[dict[str, Any], ...]]:
-    """The events and provider items of a blocking answer (a ``Message`` object).
+    """The events and provider items of a blocking answer (a ``Message`` object), folded by
+    :class:`AnthropicStreamReducer` (:meth:`StreamReducer.answer`), so they fold like the
+    streamed answer's by construction.
 
     Returns:
-        ``(events, provider_items)``; the events fold like the streamed answer's.
+        ``(events, provider_items)``.
 
     Raises:
         StreamProtocolError: the body is not a Message (or a tool input is not an object).
+        ProviderError: the body is an ``error`` event.
     """
-    if not isinstance(message, dict) or not isinstance(message.get("content", []), list):
-        raise StreamProtocolError("the answer is not a Messages API message")
-    blocks = [b for b in message.get("content", []) if isinstance(b, dict)]
-    events: list[StreamEvent] = []
-    names: dict[str, str] = {}
-    for block in blocks:
-        kind = block.get("type")
-        if kind == "text" and block.get("text"):
-            events.append(TextDelta(StreamChunk(delta=str(block["text"]))))
-        elif kind == "thinking" and block.get("thinking"):
-            events.append(TextDelta(StreamChunk(reasoning=str(block["thinking"]))))
-        else:
-            events.extend(_block_events(block, names))
-    usage = _UsageCounts()
-    usage.update(message.get("usage"))
-    if (event := usage.event()) is not None:
-        events.append(event)
-    stop_reason = _str_or_none(message.get("stop_reason"))
-    events.append(Final(map_stop_reason(stop_reason), stop_reason))
-    items = tuple(blocks) if any(b.get("type") in _THINKING_TYPES for b in blocks) else ()
-    return events, items
+    reducer = AnthropicStreamReducer()
+    events = reducer.answer(message)
+    return events, reducer.provider_items

@@ -2,8 +2,11 @@
 
 Theory of operation
 -------------------
-``POST {base_url}/messages`` (https://docs.anthropic.com/en/api/messages) with the headers
-``x-api-key`` and ``anthropic-version: 2023-06-01``. The request maps our neutral messages to the
+``POST {base_url}/v1/messages`` (https://docs.anthropic.com/en/api/messages) with the headers
+``x-api-key`` and ``anthropic-version: 2023-06-01``. ``base_url`` follows the Anthropic SDK's
+convention (DESIGN §2): ``https://api.anthropic.com``, so a value copied from
+``ANTHROPIC_BASE_URL`` or a proxy's docs works; one that already ends in ``/v1`` is accepted and
+never doubled (:func:`messages_url`). The request maps our neutral messages to the
 API's shape:
 
 * system messages → the top-level ``system`` string (joined by blank lines);
@@ -17,8 +20,8 @@ API's shape:
 * ``reasoning_effort`` turns on extended thinking with a budget of 1024/4096/16384 tokens.
 
 Streaming decodes with :class:`providers.anthropic_decode.AnthropicStreamReducer`; the blocking
-call (``stream: false``) parses the ``Message`` with
-:func:`providers.anthropic_decode.message_events`, so both fold to the same response.
+call (``stream: false``) folds the ``Message`` with the same reducer
+(:func:`providers.anthropic_decode.message_events`), so both fold to the same response.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from typing import Any
+
+import httpx
 
 from config.models import ProviderConfig
 from providers.anthropic_decode import AnthropicStreamReducer, message_events
@@ -44,6 +49,7 @@ __all__ = [
     "DEFAULT_MAX_TOKENS",
     "AnthropicMessagesProvider",
     "build_messages_body",
+    "messages_url",
 ]
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -144,10 +150,32 @@ def build_messages_body(
     return body
 
 
-class AnthropicMessagesProvider(HttpModelProvider):
-    """``kind: anthropic``: the Messages API over SSE (streaming) or JSON (blocking)."""
+def messages_url(base_url: str) -> str:
+    """The Messages endpoint of ``base_url``: ``{base_url}/v1/messages``, or
+    ``{base_url}/messages`` when ``base_url`` already ends in ``/v1`` (trailing ``/`` ignored).
 
-    endpoint = "/messages"
+    >>> messages_url("https://api.anthropic.com")
+    'https://api.anthropic.com/v1/messages'
+    >>> messages_url("https://proxy.example/anthropic/v1/")
+    'https://proxy.example/anthropic/v1/messages'
+    """
+    base = base_url.rstrip("/")
+    return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
+
+
+class AnthropicMessagesProvider(HttpModelProvider):
+    """``kind: anthropic``: the Messages API over SSE (streaming) or JSON (blocking).
+
+    Requests go to :func:`messages_url` of ``config.resolved_base_url``.
+    """
+
+    endpoint = "/v1/messages"
+
+    def __init__(
+        self, name: str, config: ProviderConfig, *, client: httpx.AsyncClient | None = None
+    ) -> None:
+        super().__init__(name, config, client=client)
+        self._url = messages_url(config.resolved_base_url)
 
     def _auth_headers(self) -> dict[str, str]:
         """``x-api-key`` (empty without a key) and the pinned ``anthropic-version``."""

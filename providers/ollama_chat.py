@@ -108,7 +108,4 @@ class OllamaChatProvider(HttpModelProvider):
         """
         answer = await self._post(build_chat_body(self.config, request, stream=False))
         reducer = OllamaStreamReducer(tool.name for tool in request.tools)
-        events = reducer.feed_object(answer)
-        events.extend(reducer.close())
-        reducer.raise_failure()
-        return fold(events)
+        return fold(reducer.answer(answer))

@@ -34,10 +34,10 @@ still be one. Without tools nothing is held.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import Any, Literal
 
+from providers.bounded_json import parse_json, parse_json_prefix
 from providers.errors import ProviderServerError, StreamProtocolError, StreamTruncated, snippet
 from providers.events import (
     Final,
@@ -116,11 +116,11 @@ class OllamaStreamReducer(StreamReducer):
         lines = self._ndjson.close() if final else self._ndjson.feed(chunk)
         for line in lines:
             try:
-                yield json.loads(line)
-            except ValueError as exc:
-                if final:  # the last line was cut before its newline
+                yield parse_json(line, what="line")
+            except StreamProtocolError as exc:
+                if final and isinstance(exc.__cause__, ValueError):  # cut before its newline
                     raise StreamTruncated(f"the stream ended mid-line: {snippet(line)!r}") from exc
-                raise StreamProtocolError(f"line is not JSON: {snippet(line)!r}") from exc
+                raise
 
     def _on_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
         if "error" in obj:
@@ -169,7 +169,9 @@ class OllamaStreamReducer(StreamReducer):
         """Decide what the held JSON is: calls, text, or (unless ``final``) not known yet."""
         start = self._held.lstrip()
         try:
-            value, end = json.JSONDecoder().raw_decode(start)
+            value, end = parse_json_prefix(start, what="content held as possible tool JSON")
+        except StreamProtocolError:
+            return self._release()  # beyond the JSON bounds: no tool call, so it is text
         except ValueError:
             return self._release() if final else []  # incomplete JSON
         calls = self._as_calls(value)

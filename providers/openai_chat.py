@@ -10,13 +10,14 @@ a key is configured.
   ``stream_options: {"include_usage": true}`` (otherwise no usage is reported while streaming),
   reads the SSE body through :func:`providers.transport.open_stream` (headers bounded by
   ``timeout_secs``, body by the byte-idle bound) and decodes it with the pure
-  :class:`providers.openai_chat_decode.ChatCompletionsStreamDecoder`. It returns as soon as
+  :class:`providers.openai_chat_decode.ChatCompletionsStreamReducer` in a
+  :class:`providers.http_stream.ReducedStream`, as the other formats do. It returns as soon as
   ``[DONE]`` arrives, without waiting for the server to close the socket; after a
   ``finish_reason``, EOF, the idle timeout or a dropped connection also end the stream properly
   (DESIGN §2).
 * :meth:`OpenAIChatProvider.complete` sends ``stream: false`` (no ``stream_options``: OpenAI
-  rejects them on a blocking call) and parses ``choices[0].message``. Both fold to equal
-  :class:`CompletionResponse` objects for the same answer.
+  rejects them on a blocking call); the same reducer folds ``choices[0].message``, so both give
+  equal :class:`CompletionResponse` objects for the same answer.
 
 Conversation mapping: ``system``/``user`` messages as they are; ``assistant`` messages with
 ``tool_calls`` (``content: null`` when they hold no text); ``tool`` messages with the
@@ -25,28 +26,21 @@ Conversation mapping: ``system``/``user`` messages as they are; ``assistant`` me
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from typing import Any, cast
 
 from config.models import ProviderConfig
-from providers.base import ChatMessage, ChatRequest, CompletionResponse, ToolSpec
-from providers.error_events import error_from_event
+from providers.base import ChatMessage, ChatRequest, CompletionResponse, ToolSpec, fold
 from providers.errors import (
     ProviderBadRequest,
     ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
-    StreamProtocolError,
 )
-from providers.events import StreamEvent, ToolCall
 from providers.http_provider import HttpModelProvider
-from providers.openai_chat_decode import (
-    ChatCompletionsStreamDecoder,
-    map_finish_reason,
-    normalise_arguments,
-    parse_reasoning,
-    parse_usage,
-)
+from providers.http_stream import ReducedStream
+from providers.openai_chat_decode import ChatCompletionsStreamReducer
 
 __all__ = [
     "OpenAIChatProvider",
@@ -117,67 +111,15 @@ def build_request_body(
     return body
 
 
-def _content_text(content: Any) -> str:
-    """``message.content``: a string, ``null``, or (some servers) a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            part["text"]
-            for part in content
-            if isinstance(part, dict) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
 def parse_completion(payload: Any) -> CompletionResponse:
-    """A blocking ``chat.completion`` body as a :class:`CompletionResponse`.
+    """A blocking ``chat.completion`` body as a :class:`CompletionResponse`, folded by the
+    stream's reducer (:meth:`providers.stream_reducer.StreamReducer.answer`).
 
     Raises:
         ProviderError: the body is an error object (typed by its code).
         StreamProtocolError: the body has no ``choices[0].message``, or a tool call no name.
     """
-    if not isinstance(payload, dict):
-        raise StreamProtocolError("answer is not a JSON object")
-    if payload.get("error") is not None:
-        raise error_from_event(payload["error"])
-    choices = payload.get("choices")
-    choice = next(
-        (
-            c
-            for c in (choices if isinstance(choices, list) else [])
-            if isinstance(c, dict) and c.get("index") in (0, None)
-        ),
-        None,
-    )
-    message = choice.get("message") if choice is not None else None
-    if choice is None or not isinstance(message, dict):
-        raise StreamProtocolError("answer has no choices[0].message")
-    calls: list[ToolCall] = []
-    raw_calls = message.get("tool_calls")
-    for position, raw in enumerate(raw_calls if isinstance(raw_calls, list) else []):
-        function = raw.get("function") if isinstance(raw, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        if not isinstance(function, dict) or not isinstance(name, str) or not name:
-            raise StreamProtocolError(f"tool call {position} has no function name")
-        call_id = raw.get("id")
-        calls.append(
-            ToolCall(
-                id=call_id if isinstance(call_id, str) and call_id else f"call_{position}",
-                name=name,
-                arguments=normalise_arguments(function.get("arguments")),
-            )
-        )
-    raw_finish = choice.get("finish_reason")
-    raw_finish = raw_finish if isinstance(raw_finish, str) and raw_finish else None
-    return CompletionResponse(
-        text=_content_text(message.get("content")) + _content_text(message.get("refusal")),
-        reasoning=parse_reasoning(message),
-        tool_calls=tuple(calls),
-        usage=parse_usage(payload.get("usage")),
-        finish_reason=map_finish_reason(raw_finish, has_tool_calls=bool(calls)),
-        raw_finish_reason=raw_finish,
-    )
+    return fold(ChatCompletionsStreamReducer().answer(payload))
 
 
 def rejects_reasoning_effort(error: ProviderError) -> bool:
@@ -193,33 +135,45 @@ class OpenAIChatProvider(HttpModelProvider):
 
     endpoint = "/chat/completions"
 
-    async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
+    def stream(self, request: ChatRequest) -> ReducedStream:
         """Stream one round (see :meth:`ModelProvider.stream`).
 
-        Raises:
+        Raises (from iteration):
             StreamTruncated: EOF before ``[DONE]`` and before any ``finish_reason``.
             ProviderTimeout: headers (``timeout_secs``) or the byte-idle bound before a
                 ``finish_reason``.
             ProviderError: non-2xx answers and error objects in the stream, typed.
         """
-        decoder = ChatCompletionsStreamDecoder()
-        async with self._open_stream(build_request_body(self.config, request, stream=True)) as body:
-            try:
-                async for data in body:
-                    for event in decoder.feed(data):
-                        yield event
-                    if decoder.finished:
-                        return  # [DONE]: the server may keep the socket open (case C08 B)
-            except (ProviderTimeout, ProviderConnectionError) as exc:
-                # DESIGN §2: once a finish_reason was seen, EOF or the idle timeout is a proper
-                # end; a connection dropped at that point is read as EOF (the answer is whole).
-                idle = isinstance(exc, ProviderConnectionError) or exc.phase == "idle"
-                if not (idle and decoder.finish_seen):
-                    raise
-            for event in decoder.close():
-                yield event
+        reducer = ChatCompletionsStreamReducer()
+        opening = self._open_stream(build_request_body(self.config, request, stream=True))
+        return ReducedStream(_ending_after_finish(opening, reducer), reducer)
 
     async def complete(self, request: ChatRequest) -> CompletionResponse:
         """One blocking call, bounded as a whole by ``timeout_secs``."""
         payload = await self._post(build_request_body(self.config, request, stream=False))
         return parse_completion(payload)
+
+
+@asynccontextmanager
+async def _ending_after_finish(
+    opening: AbstractAsyncContextManager[AsyncIterable[bytes]],
+    reducer: ChatCompletionsStreamReducer,
+) -> AsyncIterator[AsyncIterable[bytes]]:
+    """The body of ``opening``, whose reads end as at EOF when, after a ``finish_reason``, the
+    idle timeout fires or the connection drops (DESIGN §2: the answer is whole then)."""
+    async with opening as body:
+        yield _reads_until_broken_after_finish(body, reducer)
+
+
+async def _reads_until_broken_after_finish(
+    body: AsyncIterable[bytes], reducer: ChatCompletionsStreamReducer
+) -> AsyncGenerator[bytes, None]:
+    reads = cast("AsyncGenerator[bytes, None]", aiter(body))
+    async with aclosing(reads):
+        try:
+            async for chunk in reads:
+                yield chunk
+        except (ProviderTimeout, ProviderConnectionError) as exc:
+            idle = isinstance(exc, ProviderConnectionError) or exc.phase == "idle"
+            if not (idle and reducer.finish_seen):
+                raise

@@ -1,4 +1,4 @@
-"""Chat Completions stream decoding: parsed chunks in, stream events out (pure, sans-I/O).
+"""Chat Completions answers → stream events (pure, sans-I/O).
 
 Theory of operation
 -------------------
@@ -22,10 +22,13 @@ literal data ``[DONE]``. OpenAI-compatible servers vary, so the reducer accepts:
   :class:`PreExecutedToolCall` / :class:`PreExecutedToolResult`.
 * ``{"error": {...}}``: an error after HTTP 200, raised as a typed error at that point.
 
-States: *open* → (non-null ``finish_reason``) → *finishing* → (``[DONE]``, EOF, or the idle
-timeout) → *finished*; *open* → (``[DONE]``) → *finished*; *open* → (EOF) → ``StreamTruncated``.
-Once *finished*, everything further is ignored: the caller stops reading at ``[DONE]`` instead of
-waiting for the server to close the socket (case C08 B).
+The decoder is a :class:`providers.stream_reducer.StreamReducer`, the shape the other three
+formats share: states *open* → (non-null ``finish_reason``) → *finishing* → (``[DONE]``, EOF, or
+the idle timeout) → *done*; *open* → (``[DONE]``) → *done*; *open* → (EOF) → ``StreamTruncated``.
+Once *done*, everything further is ignored: the caller stops reading at ``[DONE]`` instead of
+waiting for the server to close the socket (case C08 B). A blocking ``chat.completion`` is
+folded by the same reducer, as the one chunk its stream adds up to followed by ``[DONE]``
+(:meth:`ChatCompletionsStreamReducer._answer_objects`), so both fold equal by construction.
 
 ``<think>`` tags inside ``content`` are left as they are: the orchestrator strips them.
 """
@@ -33,12 +36,12 @@ waiting for the server to close the socket (case C08 B).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from providers.error_events import error_from_event
-from providers.errors import StreamProtocolError, StreamTruncated, snippet
+from providers.errors import StreamProtocolError, StreamTruncated
 from providers.events import (
     Final,
     FinishReason,
@@ -51,11 +54,11 @@ from providers.events import (
     Usage,
 )
 from providers.sse import SSEDecoder, parse_event_json
+from providers.stream_reducer import StreamReducer
 
 __all__ = [
     "DONE_SENTINEL",
-    "ChatCompletionsAccumulator",
-    "ChatCompletionsStreamDecoder",
+    "ChatCompletionsStreamReducer",
     "map_finish_reason",
     "normalise_arguments",
     "parse_reasoning",
@@ -109,6 +112,19 @@ def parse_usage(usage: Any) -> Usage | None:
         output_tokens=_int_or_none(usage.get("completion_tokens")),
         cached_input_tokens=cached,
     )
+
+
+def _content_text(content: Any) -> str:
+    """``message.content``: a string, ``null``, or (some servers) a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            part["text"]
+            for part in content
+            if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+    return ""
 
 
 def visible_content(message: dict[str, Any]) -> str:
@@ -179,16 +195,24 @@ class _CallBuilder:
         )
 
 
-class ChatCompletionsAccumulator:
-    """The reducer: one SSE event's data at a time, events out (see the module docstring).
+_DONE: dict[str, Any] = {}
+"""Stands for the ``[DONE]`` event among the decoded objects (compared by identity)."""
+
+
+class ChatCompletionsStreamReducer(StreamReducer):
+    """SSE body of ``POST {base_url}/chat/completions`` with ``stream: true`` (or one blocking
+    ``chat.completion``, :meth:`StreamReducer.answer`) → events (see the module docstring).
 
     Attributes:
-        finished: :class:`Final` was emitted; further input is ignored.
-        finish_seen: a non-null ``finish_reason`` arrived (EOF now ends the stream properly).
+        finish_seen: a non-null ``finish_reason`` arrived: EOF, the idle timeout or a dropped
+            connection now end the stream properly (the HTTP side then calls :meth:`close`).
     """
 
+    terminal_signal = "[DONE] or a finish_reason"
+
     def __init__(self) -> None:
-        self.finished = False
+        super().__init__()
+        self._sse = SSEDecoder()
         self.finish_seen = False
         self._raw_finish: str | None = None
         self._calls: list[_CallBuilder] = []
@@ -196,36 +220,63 @@ class ChatCompletionsAccumulator:
         self._calls_emitted = False
         self._usage: Usage | None = None
 
-    def on_data(self, data: str) -> list[StreamEvent]:
-        """Reduce one event's data (a JSON chunk or ``[DONE]``).
+    def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
+        for event in self._sse.close() if final else self._sse.feed(chunk):
+            data = event.data.strip()
+            if not data:
+                continue  # a keep-alive
+            yield _DONE if data == DONE_SENTINEL else parse_event_json(data)
+        if final and not self.done:
+            if not self.finish_seen:
+                message = "the stream ended without finish_reason or [DONE]"
+                if self._calls:
+                    message += f" ({len(self._calls)} unfinished tool call(s) dropped)"
+                raise StreamTruncated(message)
+            yield _DONE  # DESIGN §2: after a finish_reason, EOF ends the stream properly
 
-        Blank data is a keep-alive and ignored.
+    def _answer_objects(self, answer: Any) -> Iterable[Any]:
+        """A blocking ``chat.completion`` as the one chunk its stream would add up to, then
+        ``[DONE]``: ``choices[0].message`` becomes the delta (list ``content`` parts joined,
+        tool calls given their position as ``index``)."""
+        if not isinstance(answer, dict):
+            raise StreamProtocolError("answer is not a JSON object")
+        if answer.get("error") is not None:
+            return (answer,)
+        choice = _first_choice(answer.get("choices"))
+        message = choice.get("message") if choice is not None else None
+        if choice is None or not isinstance(message, dict):
+            raise StreamProtocolError("answer has no choices[0].message")
+        delta = {
+            **message,
+            "content": _content_text(message.get("content")),
+            "refusal": _content_text(message.get("refusal")),
+        }
+        calls = message.get("tool_calls")
+        if isinstance(calls, list):
+            delta["tool_calls"] = [
+                {**call, "index": position} if isinstance(call, dict) else {"index": position}
+                for position, call in enumerate(calls)
+            ]
+        finish = {"index": 0, "delta": delta, "finish_reason": choice.get("finish_reason")}
+        return ({"choices": [finish], "usage": answer.get("usage")}, _DONE)
+
+    def _on_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
+        """Reduce one parsed ``chat.completion.chunk`` (or proxy/error object, or ``[DONE]``).
 
         Raises:
-            StreamProtocolError: the data is not a JSON object, or a tool call has no name.
+            StreamProtocolError: a tool call has no name, or a fragment follows the finish.
             ProviderError: the chunk is an error object (typed by its code, see
                 :func:`providers.error_events.error_from_event`).
         """
-        if self.finished or not data.strip():
-            return []
-        if data.strip() == DONE_SENTINEL:
+        if obj is _DONE:
             return self._finish()
-        chunk = parse_event_json(data)
-        if not isinstance(chunk, dict):
-            raise StreamProtocolError(f"chunk is not a JSON object: {snippet(data)!r}")
-        return self.on_chunk(chunk)
-
-    def on_chunk(self, chunk: dict[str, Any]) -> list[StreamEvent]:
-        """Reduce one parsed ``chat.completion.chunk`` (or proxy/error object)."""
-        if self.finished:
-            return []
-        if "error" in chunk and chunk["error"] is not None:
-            raise error_from_event(chunk["error"])
+        if obj.get("error") is not None:
+            raise error_from_event(obj["error"])
         events: list[StreamEvent] = []
-        proxy = proxy_tool_event(chunk)
+        proxy = proxy_tool_event(obj)
         if proxy is not None:
             events.append(proxy)
-        choice = _first_choice(chunk.get("choices"))
+        choice = _first_choice(obj.get("choices"))
         if choice is not None:
             delta = choice.get("delta")
             if isinstance(delta, dict):
@@ -235,29 +286,10 @@ class ChatCompletionsAccumulator:
                 self.finish_seen = True
                 self._raw_finish = raw_finish
                 events.extend(self._emit_calls())
-        usage = parse_usage(chunk.get("usage"))
+        usage = parse_usage(obj.get("usage"))
         if usage is not None:
             self._usage = usage
         return events
-
-    def on_end(self) -> list[StreamEvent]:
-        """The body ended (EOF), or the idle timeout fired, without ``[DONE]``.
-
-        Returns:
-            The closing events (pending usage, :class:`Final`) when a ``finish_reason`` was seen.
-
-        Raises:
-            StreamTruncated: no ``finish_reason`` was seen; pending tool calls are dropped.
-        """
-        if self.finished:
-            return []
-        if not self.finish_seen:
-            self.finished = True
-            message = "the stream ended without finish_reason or [DONE]"
-            if self._calls:
-                message += f" ({len(self._calls)} unfinished tool call(s) dropped)"
-            raise StreamTruncated(message)
-        return self._finish()
 
     def _on_delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
         events: list[StreamEvent] = []
@@ -316,7 +348,7 @@ class ChatCompletionsAccumulator:
         events = self._emit_calls()
         if self._usage is not None:
             events.append(self._usage)
-        self.finished = True
+        self.done = True
         finish = map_finish_reason(self._raw_finish, has_tool_calls=bool(self._calls))
         events.append(Final(finish, self._raw_finish))
         return events
@@ -330,48 +362,3 @@ def _first_choice(choices: Any) -> dict[str, Any] | None:
         if isinstance(choice, dict) and choice.get("index") in (0, None):
             return choice
     return None
-
-
-class ChatCompletionsStreamDecoder:
-    """Bytes of a Chat Completions SSE body in, stream events out: :class:`SSEDecoder` feeding a
-    :class:`ChatCompletionsAccumulator`.
-
-    :meth:`feed` and :meth:`close` are generators so that events decoded before an error are
-    delivered before it is raised (the orchestrator's retry decision depends on whether text
-    arrived first): iterate them fully.
-
-    Example::
-
-        decoder = ChatCompletionsStreamDecoder()
-        for chunk in body_reads:
-            yield from decoder.feed(chunk)
-            if decoder.finished:
-                break  # [DONE]: do not wait for the socket to close
-        else:
-            yield from decoder.close()
-    """
-
-    def __init__(self) -> None:
-        self._sse = SSEDecoder()
-        self.accumulator = ChatCompletionsAccumulator()
-
-    @property
-    def finished(self) -> bool:
-        """:class:`Final` was emitted; stop reading."""
-        return self.accumulator.finished
-
-    @property
-    def finish_seen(self) -> bool:
-        """A ``finish_reason`` arrived: EOF or the idle timeout now end the stream properly."""
-        return self.accumulator.finish_seen
-
-    def feed(self, data: bytes) -> Iterator[StreamEvent]:
-        """Decode ``data`` (any split of the body) and yield the events it completed."""
-        for event in self._sse.feed(data):
-            yield from self.accumulator.on_data(event.data)
-
-    def close(self) -> Iterator[StreamEvent]:
-        """End of body (EOF or idle timeout): the last events, or ``StreamTruncated``."""
-        for event in self._sse.close():
-            yield from self.accumulator.on_data(event.data)
-        yield from self.accumulator.on_end()

@@ -18,8 +18,8 @@ goes in ``input`` each round, so every output item of an earlier response must c
 
 Streaming decodes with :class:`providers.responses_decode.ResponsesStreamReducer` and returns at
 ``response.completed``/``response.incomplete`` without waiting for EOF; the blocking call
-(``stream: false``) parses the response object with the same closing logic
-(:func:`providers.responses_decode.response_events`), so both fold to the same response.
+(``stream: false``) folds the response object with the same reducer
+(:meth:`providers.stream_reducer.StreamReducer.answer`), so both fold to the same response.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from providers.base import (
 )
 from providers.http_provider import HttpModelProvider
 from providers.http_stream import ReducedStream
-from providers.responses_decode import ResponsesStreamReducer, output_items, response_events
+from providers.responses_decode import ResponsesStreamReducer
 
 __all__ = ["OpenAIResponsesProvider", "build_responses_body", "is_responses_item"]
 
@@ -140,5 +140,6 @@ class OpenAIResponsesProvider(HttpModelProvider):
             ProviderError: as the stream; a ``failed`` response raises its typed error.
         """
         response = await self._post(build_responses_body(self.config, request, stream=False))
-        events = response_events(response)
-        return replace(fold(events), provider_items=output_items(response))
+        reducer = ResponsesStreamReducer()
+        events = reducer.answer(response)
+        return replace(fold(events), provider_items=reducer.provider_items)

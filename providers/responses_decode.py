@@ -26,7 +26,9 @@ is SSE whose events are dispatched on the JSON ``type`` field; there is no ``[DO
   ``rate_limit_exceeded`` → :class:`ProviderRateLimited`, ``server_error`` or no code →
   :class:`ProviderServerError` (case C05).
 
-Everything after the terminal signal is ignored; the driver stops reading there.
+Everything after the terminal signal is ignored; the driver stops reading there. A blocking
+answer (``stream: false``) is folded by the same reducer, as the terminal event carrying it
+(:meth:`ResponsesStreamReducer._answer_objects`).
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from providers.events import (
     Usage,
 )
 from providers.sse import SSEDecoder, parse_event_json
-from providers.stream_reducer import StreamReducer, arguments_json
+from providers.stream_reducer import StreamReducer, arguments_json, type_field
 
 __all__ = ["ResponsesStreamReducer", "map_incomplete_reason", "output_items", "response_events"]
 
@@ -55,6 +57,7 @@ _INCOMPLETE_REASONS: dict[str, FinishReason] = {
     "max_output_tokens": "length",
     "content_filter": "content_filter",
 }
+_TERMINAL_EVENTS = {"failed": "response.failed", "incomplete": "response.incomplete"}
 _TEXT_DELTAS = frozenset({"response.output_text.delta", "response.refusal.delta"})
 _REASONING_DELTAS = frozenset(
     {"response.reasoning_summary_text.delta", "response.reasoning_text.delta"}
@@ -216,8 +219,16 @@ class ResponsesStreamReducer(StreamReducer):
         events = self._sse.close() if final else self._sse.feed(chunk)
         return (parse_event_json(event.data) for event in events)
 
+    def _answer_objects(self, answer: Any) -> Iterable[Any]:
+        """A blocking response object as the terminal event its stream ends with
+        (``response.failed``/``.incomplete`` by its ``status``, else ``response.completed``)."""
+        if not isinstance(answer, dict):
+            raise StreamProtocolError("the answer is not a Responses API response object")
+        kind = _TERMINAL_EVENTS.get(str(answer.get("status")), "response.completed")
+        return ({"type": kind, "response": answer},)
+
     def _on_object(self, obj: dict[str, Any]) -> list[StreamEvent]:
-        kind = obj.get("type")
+        kind = type_field(obj)
         if kind in _TEXT_DELTAS:
             text = str(obj.get("delta") or "")
             self._seen.text = self._seen.text or bool(text)

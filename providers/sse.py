@@ -5,8 +5,9 @@ Theory of operation
 Implements the WHATWG HTML "Interpreting an event stream" algorithm
 (https://html.spec.whatwg.org/multipage/server-sent-events.html#event-stream-interpretation):
 
-* The body is UTF-8, decoded incrementally so a code point split across reads is joined
-  (invalid bytes become U+FFFD, as the spec's "UTF-8 decode" does); one leading BOM is dropped.
+* The body is UTF-8, decoded a whole line at a time, so a code point split across reads is
+  joined (invalid bytes become U+FFFD, as the spec's "UTF-8 decode" does); one leading BOM is
+  dropped.
 * Lines end at CRLF, LF or CR only. A CR at the end of one read followed by an LF at the start of
   the next is one line end. U+2028, U+0085 and friends are *not* line ends (so ``str.splitlines``
   must not be used).
@@ -23,17 +24,18 @@ parsed as if it were whole.
 
 from __future__ import annotations
 
-import codecs
-import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from providers.errors import StreamProtocolError, snippet
+from providers.bounded_json import MAX_FRAME_BYTES, parse_json
+from providers.errors import StreamProtocolError
 
-__all__ = ["SSEDecoder", "ServerSentEvent", "parse_event_json"]
+__all__ = ["MAX_FRAME_BYTES", "SSEDecoder", "ServerSentEvent", "parse_event_json"]
 
-_LINE_END = re.compile(r"\r\n|\r|\n")
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+_BOM = "\ufeff"
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,68 +57,116 @@ class SSEDecoder:
         for chunk in response.aiter_bytes():
             for event in decoder.feed(chunk): ...
         for event in decoder.close(): ...
+
+    Bounds: a line, or the ``data`` lines of one event together, longer than
+    :data:`MAX_FRAME_BYTES` (8 MiB of UTF-8) is a :class:`StreamProtocolError`. The events a
+    read completed before the limit was crossed are returned first; the error is raised by that
+    same call when there are none, else by the next :meth:`feed` or :meth:`close`. An
+    unterminated line is kept as a list of reads (joined once, when it ends), so a long line
+    costs time linear in its length and at most 8 MiB plus one read of memory.
     """
 
     def __init__(self) -> None:
-        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._partial = ""  # text of the current, not yet terminated, line
+        self._pending: list[bytes] = []  # reads of the current, not yet terminated, line
+        self._pending_size = 0
         self._skip_lf = False  # the previous read ended with CR
         self._bom_checked = False
         self._data: list[str] = []
+        self._data_size = 0  # UTF-8 bytes of the data lines since the last dispatch (≥ data)
+        self._line_size = 0  # UTF-8 bytes of the line being processed
         self._event = ""
         self._last_id: str | None = None
         self._retry: int | None = None
         self._has_lines = False  # a field line was seen since the last dispatch
+        self._failure: StreamProtocolError | None = None
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
-        """Decode ``chunk`` (bytes, any split) and return the events it completed."""
-        return self._feed_text(self._utf8.decode(chunk))
+        """Decode ``chunk`` (bytes, any split) and return the events it completed.
+
+        Raises:
+            StreamProtocolError: a line or an event's data is larger than 8 MiB.
+        """
+        self._raise_failure()
+        events = self._feed_bytes(chunk)
+        if self._failure is not None and not events:
+            self._raise_failure()
+        return events
 
     def close(self) -> list[ServerSentEvent]:
-        """End of body: flush the UTF-8 decoder; dispatch a last fully-terminated event.
+        """End of body: dispatch a last fully-terminated event.
 
         When the last line is unterminated, that line and the event it belongs to are discarded
         (WHATWG: "If the file ends in the middle of an event, before the final empty line, the
         incomplete event is not dispatched"). The decoder must not be fed after ``close()``.
+
+        Raises:
+            StreamProtocolError: the limit was crossed by the last read (see :meth:`feed`).
         """
-        events = self._feed_text(self._utf8.decode(b"", final=True))
-        if self._partial:
+        self._raise_failure()
+        if self._pending:
             # The last line was cut: the whole pending event is incomplete, not only that line.
-            self._partial = ""
+            self._pending, self._pending_size = [], 0
             self._reset_event()
         elif self._has_lines:
             event = self._dispatch()
             if event is not None:
-                events.append(event)
-        return events
+                return [event]
+        return []
 
-    def _feed_text(self, text: str) -> list[ServerSentEvent]:
-        if not text:
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
+
+    def _fail(self, what: str) -> None:
+        self._failure = StreamProtocolError(f"{what} is larger than {MAX_FRAME_BYTES} bytes")
+        self._pending, self._pending_size = [], 0
+        self._reset_event()
+
+    def _feed_bytes(self, chunk: bytes) -> list[ServerSentEvent]:
+        if not chunk:
             return []
-        if not self._bom_checked:
-            self._bom_checked = True
-            if text.startswith("\ufeff"):
-                text = text[1:]
+        start = 0
         if self._skip_lf:
             self._skip_lf = False
-            if text.startswith("\n"):
-                text = text[1:]
+            if chunk.startswith(b"\n"):
+                start = 1
         events: list[ServerSentEvent] = []
-        start = 0
-        for match in _LINE_END.finditer(text):
-            line = text[start : match.start()]
-            if self._partial:
-                line = self._partial + line
-                self._partial = ""
-            start = match.end()
-            if match.group() == "\r" and start == len(text):
+        for end, after in _line_ends(chunk, start):
+            raw = chunk[start:end]
+            if self._pending:
+                self._pending.append(raw)
+                raw = b"".join(self._pending)
+                self._pending, self._pending_size = [], 0
+            start = after
+            if len(raw) > MAX_FRAME_BYTES:
+                self._fail("an event-stream line")
+                return events
+            if after == len(chunk) and after - end == 1 and chunk[end] == 0x0D:
                 self._skip_lf = True  # a following LF in the next read belongs to this CR
-            event = self._process_line(line)
+            self._line_size = len(raw)
+            event = self._process_line(self._decode(raw))
+            if self._failure is not None:
+                return events
             if event is not None:
                 events.append(event)
-        if start < len(text):
-            self._partial += text[start:]
+        if start < len(chunk):
+            rest = chunk[start:]
+            self._pending.append(rest)
+            self._pending_size += len(rest)
+            if self._pending_size > MAX_FRAME_BYTES:
+                self._fail("an event-stream line")
         return events
+
+    def _decode(self, raw: bytes) -> str:
+        """One line as text: UTF-8 (invalid bytes → U+FFFD); one leading BOM of the stream
+        dropped. A line end is ASCII, never inside a multi-byte character, so decoding whole
+        lines equals decoding the stream incrementally."""
+        line = raw.decode("utf-8", "replace")
+        if not self._bom_checked:
+            self._bom_checked = True
+            if line.startswith(_BOM):
+                line = line[1:]
+        return line
 
     def _process_line(self, line: str) -> ServerSentEvent | None:
         if not line:
@@ -128,6 +178,10 @@ class SSEDecoder:
             value = value[1:]
         self._has_lines = True
         if name == "data":
+            self._data_size += self._line_size  # "data:" is longer than the LF joining values
+            if self._data_size > MAX_FRAME_BYTES:
+                self._fail("an event's data")
+                return None
             self._data.append(value)
         elif name == "event":
             self._event = value
@@ -156,16 +210,28 @@ class SSEDecoder:
         """Clear the data and event-type buffers (the last event ID and retry persist)."""
         self._has_lines = False
         self._data = []
+        self._data_size = 0
         self._event = ""
 
 
+def _line_ends(chunk: bytes, start: int) -> Iterator[tuple[int, int]]:
+    """``(end, after)`` of every line end in ``chunk`` from ``start``: the line's last index + 1
+    and the index after its CR, LF or CRLF. Without a CR in the read (the common case) LFs are
+    found with ``bytes.find`` (C speed); otherwise with a regular expression."""
+    if b"\r" in chunk:
+        for match in _LINE_END.finditer(chunk, start):
+            yield match.start(), match.end()
+        return
+    while (end := chunk.find(b"\n", start)) >= 0:
+        start = end + 1
+        yield end, start
+
+
 def parse_event_json(data: str) -> Any:
-    """Parse one event's data as JSON.
+    """Parse one event's data as JSON, bounded (:func:`providers.bounded_json.parse_json`).
 
     Raises:
-        StreamProtocolError: the data is not JSON (never silently skipped).
+        StreamProtocolError: the data is not JSON (never silently skipped), or nested deeper
+            than 256 levels.
     """
-    try:
-        return json.loads(data)
-    except ValueError as exc:
-        raise StreamProtocolError(f"event data is not JSON: {snippet(data)!r}") from exc
+    return parse_json(data, what="event data")

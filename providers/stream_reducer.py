@@ -14,6 +14,14 @@ events, then calls :meth:`StreamReducer.raise_failure`. So the events seen befor
 the same at every split of the body, which the turn loop's retry rule (DESIGN §2 "Failures": the
 first non-empty text delta divides retry from fallback) depends on.
 
+Blocking answers are folded by the same reducer (:meth:`StreamReducer.answer`): a subclass says
+which wire objects the answer stands for (:meth:`StreamReducer._answer_objects`), so a stream and
+a blocking call of the same answer give equal responses by construction (DESIGN §2 "Contract").
+
+Typed, always: a wire field of the wrong JSON type is a :class:`StreamProtocolError` (the
+reducers check the fields they dispatch on; :data:`_WRONG_SHAPE` catches the rest), and all JSON
+is parsed within the bounds of :mod:`providers.bounded_json`.
+
 States: *open* → *done* (the provider's terminal signal was decoded; later bytes are ignored and
 the driver stops reading at once) or *failed* (an error event, a frame that is not JSON, or, at
 :meth:`close`, EOF before the terminal signal: :class:`providers.errors.StreamTruncated`).
@@ -26,10 +34,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any
 
+from providers.bounded_json import parse_json
 from providers.errors import ProviderError, StreamProtocolError, StreamTruncated, snippet
 from providers.events import StreamEvent
 
-__all__ = ["StreamReducer", "arguments_json", "reduce_body"]
+__all__ = ["StreamReducer", "arguments_json", "reduce_body", "type_field"]
+
+_WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
+"""What a decoder raises when a wire field has another JSON type than the format says (a list
+where a string belongs: ``{"type": []}``). The reducers check the fields they dispatch on
+(:func:`type_field`); this net types every other case as :class:`StreamProtocolError` at the cost
+of one ``try`` per read, so no untyped error escapes and retry and fallback still run."""
 
 
 class StreamReducer(ABC):
@@ -86,14 +101,43 @@ class StreamReducer(ABC):
             raise self.failure
 
     def feed_object(self, obj: Any) -> list[StreamEvent]:
-        """Decode one already-parsed JSON value as if it had been framed in the body.
-
-        Blocking answers use this: the same reducer folds them, so a blocking and a streamed
-        answer give the same response. Call :meth:`close` afterwards.
+        """Decode one already-parsed JSON value as if it had been framed in the body (one wire
+        object, e.g. one Ollama record). Call :meth:`close` afterwards. A whole blocking answer
+        goes through :meth:`answer` instead.
         """
         if self.done or self.failure is not None or self._closed:
             return []
         return self._run_objects([obj])
+
+    def answer(self, answer: Any) -> list[StreamEvent]:
+        """Decode a blocking answer (its parsed JSON body) with this same reducer: the events
+        the stream of the same answer would give, so both fold equal by construction.
+
+        Use a fresh reducer; it is closed afterwards.
+
+        Raises:
+            ProviderError: the failure that ended it (an error object, a protocol violation,
+                or :class:`StreamTruncated` when the answer lacks the terminal signal).
+        """
+        events: list[StreamEvent] = []
+        if not (self.done or self.failure is not None or self._closed):
+
+            def objects() -> Iterable[Any]:  # lazy, so shape errors surface inside the try
+                yield from self._answer_objects(answer)
+
+            events = self._run_objects(objects())
+        events.extend(self.close())
+        self.raise_failure()
+        return events
+
+    def _answer_objects(self, answer: Any) -> Iterable[Any]:
+        """The wire objects a blocking answer stands for, in stream order. Default: the answer
+        itself is one object of the stream (Ollama's final record).
+
+        Raises:
+            StreamProtocolError: the answer does not have the format's shape.
+        """
+        return (answer,)
 
     def _run(self, chunk: bytes, *, final: bool) -> list[StreamEvent]:
         def frames() -> Iterable[Any]:  # lazy, so framing errors surface inside the try
@@ -112,6 +156,10 @@ class StreamReducer(ABC):
                     break  # anything after the terminal signal is ignored
         except ProviderError as exc:
             self.failure = exc
+        except _WRONG_SHAPE as exc:  # a field of the wrong JSON type reached the reducer
+            self.failure = StreamProtocolError(
+                f"a field has the wrong JSON type ({type(exc).__name__}: {snippet(str(exc))})"
+            )
         return out
 
     @abstractmethod
@@ -131,6 +179,18 @@ class StreamReducer(ABC):
         """
 
 
+def type_field(obj: dict[str, Any], key: str = "type") -> str | None:
+    """``obj[key]`` when it is a string, ``None`` when absent or ``null``.
+
+    Raises:
+        StreamProtocolError: the field holds another JSON type (``{"type": []}``).
+    """
+    value = obj.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise StreamProtocolError(f"the {key!r} field is not a string but {type(value).__name__}")
+
+
 def arguments_json(value: Any) -> str:
     """Tool-call arguments as JSON text of an object (``"{}"`` when none were sent).
 
@@ -145,10 +205,7 @@ def arguments_json(value: Any) -> str:
     if value is None or (isinstance(value, str) and not value.strip()):
         return "{}"
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise StreamProtocolError(f"tool arguments are not JSON: {snippet(value)!r}") from exc
+        value = parse_json(value, what="tool arguments")
     if not isinstance(value, dict):
         raise StreamProtocolError(f"tool arguments are not a JSON object: {value!r:.80}")
     return json.dumps(value, ensure_ascii=False)

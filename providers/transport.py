@@ -14,7 +14,6 @@ Every httpx exception is translated once, here, with ``raise ... from exc`` (STY
 from __future__ import annotations
 
 import email.utils
-import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,6 +22,7 @@ from typing import Any
 import anyio
 import httpx
 
+from providers.bounded_json import parse_json
 from providers.errors import (
     ProviderAuthError,
     ProviderBadRequest,
@@ -50,9 +50,15 @@ CONNECT_TIMEOUT_SECS = 10.0
 
 
 def make_client(base_url: str | None = None) -> httpx.AsyncClient:
-    """An httpx client with the connect bound only; reads are bounded by our scopes."""
+    """An httpx client with the connect bound only; reads are bounded by our scopes.
+
+    The environment is honoured as the openai and anthropic SDKs honour it (their clients are
+    ``httpx.AsyncClient`` with httpx's default ``trust_env=True``): ``HTTPS_PROXY``,
+    ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose the proxy per URL, and
+    ``SSL_CERT_FILE``/``SSL_CERT_DIR`` the CA certificates (DESIGN §2 "Wire formats").
+    """
     timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=60.0)
-    return httpx.AsyncClient(timeout=timeout, base_url=base_url or "", trust_env=False)
+    return httpx.AsyncClient(timeout=timeout, base_url=base_url or "", trust_env=True)
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -74,8 +80,8 @@ def parse_retry_after(value: str | None) -> float | None:
 def _error_fields(body: bytes) -> tuple[str | None, str | None, Any]:
     """(code, message, parsed) from an error body of any of the four APIs."""
     try:
-        parsed = json.loads(body)
-    except ValueError:
+        parsed = parse_json(body, what="error body")
+    except StreamProtocolError:
         text = body.decode("utf-8", "replace").strip()
         return None, snippet(text, 300) or None, None
     err: Any = parsed.get("error") if isinstance(parsed, dict) else None
@@ -187,7 +193,8 @@ async def post_json(
 
     Raises:
         ProviderTimeout, ProviderConnectionError, ProviderError: as :func:`open_stream`;
-        ProviderServerError when a 2xx body is not JSON.
+        ProviderServerError when a 2xx body is not JSON; StreamProtocolError when it is larger
+        than 8 MiB or nested deeper than 256 levels (:mod:`providers.bounded_json`).
     """
     try:
         with anyio.fail_after(timeout_secs):
@@ -203,6 +210,8 @@ async def post_json(
     if response.status_code >= 300:
         raise error_from_status(response.status_code, response.content, response.headers)
     try:
-        return response.json()
-    except ValueError as exc:
-        raise ProviderServerError(f"answer is not JSON: {snippet(response.text)!r}") from exc
+        return parse_json(response.content, what="answer")
+    except StreamProtocolError as exc:
+        if isinstance(exc.__cause__, ValueError):  # not JSON at all (not a bound crossed)
+            raise ProviderServerError(exc.message) from exc
+        raise

@@ -348,6 +348,7 @@ class RecordingChannel(Channel):
         self.chat = FakeChat(self.limits, fail=list(fail or []))
         self.prompts: list[str] = []
         self.replies: dict[str, str | None] = {}
+        self.threads: list[str | None] = []  # the thread_id of every send, in order
         """``reply_to`` of each message sent, by message id."""
         self._approvals: deque[bool | None] = deque(approvals)
         self.started = False
@@ -370,9 +371,16 @@ class RecordingChannel(Channel):
         return anyio.current_time()
 
     async def _send_message(
-        self, chat_id: str, text: str, *, formatted: bool, reply_to: str | None
+        self,
+        chat_id: str,
+        text: str,
+        *,
+        formatted: bool,
+        reply_to: str | None,
+        thread_id: str | None = None,
     ) -> MessageRef:
         t = await self._latency()
+        self.threads.append(thread_id)
         message_id = self.chat.send(t, text, formatted)
         self.replies[message_id] = reply_to
         return MessageRef(chat_id, message_id)
@@ -385,10 +393,12 @@ class RecordingChannel(Channel):
         t = await self._latency()
         self.chat.delete(t, ref.message_id)
 
-    async def _send_typing(self, chat_id: str) -> None:
+    async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         self.chat.typing.append(anyio.current_time())
 
-    async def _request_approval(self, chat_id: str, prompt: str) -> bool | None:
+    async def _request_approval(
+        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+    ) -> bool | None:
         self.prompts.append(prompt)
         return self._approvals.popleft() if self._approvals else None
 

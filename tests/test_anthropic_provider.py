@@ -9,7 +9,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from providers.anthropic_messages import AnthropicMessagesProvider
+from config.models import ProviderConfig
+from providers.anthropic_messages import AnthropicMessagesProvider, messages_url
 from providers.base import ChatMessage, ChatRequest, ToolSpec, fold
 from providers.errors import (
     ProviderAuthError,
@@ -227,3 +228,38 @@ async def test_a_broken_connection_after_stop_reason_is_not_an_end(fixtures_dir:
     assert events == [text("partial")]
     assert isinstance(error, ProviderConnectionError)
     assert json.loads(server.requests[0].body)["stream"] is True
+
+
+@pytest.mark.parametrize(
+    ("suffix", "path"),
+    [
+        ("", "/v1/messages"),  # the SDK's spelling, as in ANTHROPIC_BASE_URL
+        ("/", "/v1/messages"),
+        ("/v1", "/v1/messages"),  # accepted, never doubled
+        ("/v1/", "/v1/messages"),
+        ("/proxy/anthropic", "/proxy/anthropic/v1/messages"),  # a proxy's documented root
+        ("/proxy/anthropic/v1", "/proxy/anthropic/v1/messages"),
+    ],
+)
+async def test_base_url_in_either_spelling_reaches_v1_messages(
+    fixtures_dir: Path, suffix: str, path: str
+) -> None:
+    """DESIGN §2: ``base_url`` as the Anthropic SDK spells it; one ending in ``/v1`` works too."""
+    message = {"type": "message", "content": [{"type": "text", "text": "Hi"}]}
+    replies = [Reply.fixture(fixtures_dir / "anthropic_text_with_usage.sse"), Reply.json(message)]
+
+    def make(server: ProviderServer) -> AnthropicMessagesProvider:
+        return AnthropicMessagesProvider("claude", config("anthropic", server.url + suffix))
+
+    async with served(make, path, replies) as (provider, server):
+        events, error = await collect(provider.stream(REQUEST))
+        blocking = await provider.complete(REQUEST)
+    assert error is None and isinstance(events[-1], Final)
+    assert blocking.text == "Hi"
+    assert [r.path for r in server.requests] == [path, path]
+
+
+def test_the_default_base_url_is_the_sdks() -> None:
+    settings = ProviderConfig(kind="anthropic", api_key="k", model="m")
+    assert settings.resolved_base_url == "https://api.anthropic.com"
+    assert messages_url(settings.resolved_base_url) == "https://api.anthropic.com/v1/messages"

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -75,11 +76,12 @@ def test_sigterm_exits_0(tmp_path: Path) -> None:
     config.write_text(CONSOLE_CONFIG)
     process = _start(tmp_path, "--config", str(config))
     try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "state" / "bot.db").exists():  # the store is opened at start
-            assert time.monotonic() < deadline and process.poll() is None
-            time.sleep(0.05)
-        time.sleep(0.3)
+        assert process.stderr is not None
+        started = ""
+        while "relaybot running" not in started:  # serving: the signals are handled now
+            started = process.stderr.readline()
+            assert started, "the process ended before serving"
+        assert (tmp_path / "state" / "bot.db").exists()  # the store is opened at start
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
     finally:
@@ -252,3 +254,106 @@ def test_rejections_found_after_validation_never_echo_an_environment_value(tmp_p
     )
     assert result.returncode == 2
     assert result.stderr.strip() == f"{config}: agent.tools: unknown tool(s): ***"
+
+
+TELEGRAM_CONFIG = """\
+providers:
+  main: {{kind: openai_chat, base_url: "{provider}/v1", api_key: k, model: m}}
+agent:
+  providers: [main]
+channels:
+  tg:
+    kind: telegram
+    token: "{token}"
+    base_url: "{base_url}"
+    draft_update_interval_ms: 100
+    allowed_users: ["*"]
+storage:
+  path: state/bot.db
+server:
+  listen: null
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals")
+async def test_questions_queued_at_sigterm_are_answered_once_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """DESIGN §5: SIGTERM while an answer runs and two questions wait behind it; the running
+    answer finishes, the process exits 0 keeping both in the store; the next start answers
+    each exactly once, in order."""
+    import asyncio
+    import sqlite3
+
+    from tests.peers.provider_server import ProviderServer, Reply
+    from tests.peers.telegram import TelegramBotApiServer
+    from tests.pipeline import sse, text_answer
+
+    chat = 111
+    db = tmp_path / "state" / "bot.db"
+    words = [{"choices": [{"index": 0, "delta": {"content": f"w{i} "}}]} for i in range(30)]
+    words.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    slow = Reply(body=sse(*words, "[DONE]"), delay_secs=0.1, cuts=range(0, 4000, 40))
+
+    def waiting() -> int:
+        with sqlite3.connect(db) as connection:
+            return int(connection.execute("SELECT count(*) FROM waiting").fetchone()[0])
+
+    async def run_until(process: asyncio.subprocess.Process, done: Callable[[], bool]) -> str:
+        try:
+            async with asyncio.timeout(60):
+                while not done():
+                    assert process.returncode is None
+                    await asyncio.sleep(0.05)
+            process.send_signal(signal.SIGTERM)
+            _, err = await asyncio.wait_for(process.communicate(), timeout=60)
+        finally:
+            if process.returncode is None:
+                process.kill()
+        assert process.returncode == 0, err.decode()
+        return err.decode()
+
+    async with TelegramBotApiServer() as peer, ProviderServer() as provider:
+        peer.open_chat(chat)
+        provider.script(
+            "/v1/chat/completions",
+            [slow, Reply(body=text_answer("Answer two.")), Reply(body=text_answer("Answer 3."))],
+        )
+        config = tmp_path / "bot.yaml"
+        config.write_text(
+            TELEGRAM_CONFIG.format(provider=provider.url, token=peer.token, base_url=peer.base_url)
+        )
+
+        async def start() -> asyncio.subprocess.Process:
+            return await asyncio.create_subprocess_exec(
+                *(sys.executable, "-m", "orchestrator.cli", "run", "--config", str(config)),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=_env(tmp_path),
+                cwd=tmp_path,
+            )
+
+        first = await start()
+        async with asyncio.timeout(60):
+            while not peer.calls_to("getUpdates"):  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        peer.inject_message(chat, "question one")
+        async with asyncio.timeout(30):
+            while not provider.requests:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
+        peer.inject_message(chat, "question two")
+        peer.inject_message(chat, "question three")
+        await run_until(first, lambda: db.exists() and waiting() == 2)
+        assert len(provider.requests) == 1  # the queued questions did not run
+        assert waiting() == 2  # ... and are kept
+        assert peer.texts(chat) == [" ".join(f"w{i}" for i in range(30))]
+
+        second = await start()
+        err = await run_until(second, lambda: len(peer.texts(chat)) >= 3)
+        await asyncio.sleep(0)
+    assert "Traceback" not in err
+    asked = [r.json["messages"][-1]["content"] for r in provider.requests]
+    assert asked == ["question one", "question two", "question three"]
+    assert peer.texts(chat)[1:] == ["Answer two.", "Answer 3."]
+    assert waiting() == 0

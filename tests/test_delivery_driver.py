@@ -137,8 +137,8 @@ async def test_drain_waits_out_a_rate_limit() -> None:
 @pytest.mark.looptime
 async def test_typing_is_sent_while_nothing_shows_and_its_failures_are_ignored() -> None:
     class BrokenTyping(RecordingChannel):
-        async def _send_typing(self, chat_id: str) -> None:
-            await super()._send_typing(chat_id)
+        async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
+            await super()._send_typing(chat_id, thread_id=thread_id)
             raise ChannelRateLimited(30)
 
     channel = BrokenTyping(FakeChannelConfig(stream_mode="off"))

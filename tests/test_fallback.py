@@ -8,10 +8,12 @@ the TTFT of the serving attempt and B's usage.
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
 import anyio
+import pytest
 
 from channels.base import InboundMessage
 from orchestrator.store import RoundRecord
@@ -127,3 +129,53 @@ async def test_rate_limited_before_the_stream_is_retried_after_retry_after(tmp_p
     assert ch.chat.visible() == ["Here it is."]
     [record] = store.rounds()
     assert record.attempts == 2 and record.ttft_ms is None  # blocking rounds have no TTFT
+
+
+DEEP = "[" * 100_000
+"""JSON nested 100000 levels deep: a RecursionError before the decoders were bounded."""
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "stream_data"),
+    [
+        ("openai_chat", "/a/chat/completions", DEEP),
+        ("openai_responses", "/a/responses", DEEP),
+        ("openai_responses", "/a/responses", '{"type": []}'),  # a TypeError before
+    ],
+)
+async def test_a_malformed_body_is_a_protocol_error_and_the_next_provider_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: str, path: str, stream_data: str
+) -> None:
+    """DESIGN §2: a protocol error before any text is retried as a blocking call (which gets a
+    malformed body too), then the next provider serves the round."""
+    async with ProviderServer() as server:
+        server.script(
+            path,
+            [
+                Reply(body=f"data: {stream_data}\n\n".encode()),
+                Reply(body=DEEP.encode(), content_type="application/json"),
+            ],
+        )
+        server.script("/b/chat/completions", [Reply(body=text_answer(B_TEXT))])
+        turns, store = make_turns(
+            tmp_path,
+            [
+                provider_config(server, "/a", kind=kind, max_retries=1),
+                provider_config(server, "/b"),
+            ],
+        )
+        ch = channel("partial")
+        with caplog.at_level(logging.WARNING), anyio.fail_after(20):
+            outcome = await turns.run(ch, inbound())
+    assert outcome.outcome == "ok"
+    assert ch.chat.visible() == [B_TEXT]
+    streamed, blocking = server.requests_to(path)
+    assert (streamed.json["stream"], blocking.json["stream"]) == (True, False)
+    assert len(server.requests_to("/b/chat/completions")) == 1
+    failures = [r.getMessage() for r in caplog.records if "failed" in r.getMessage()]
+    assert len(failures) == 2, failures
+    assert "nested deeper than 256" in failures[1]  # the blocking answer
+    expected = "nested deeper than 256" if stream_data == DEEP else "'type' field is not a string"
+    assert expected in failures[0]
+    [record] = store.rounds()
+    assert record.attempts == 3 and record.provider == "p1"

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from providers.bounded_json import MAX_FRAME_BYTES
+from providers.errors import StreamProtocolError
 from providers.ndjson import NDJSONDecoder
 
 
@@ -99,3 +103,45 @@ def test_property_any_split_gives_the_same_lines(
     bounds = sorted({min(c, len(body)) for c in cuts})
     pieces = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
     assert decode(*pieces) == lines
+
+
+# -- bounds (DESIGN §2: a line larger than 8 MiB is a protocol error) --------------------------
+
+READ = 64 * 1024
+
+
+def test_a_line_without_newline_is_rejected_at_the_read_that_crosses_8_mib() -> None:
+    decoder = NDJSONDecoder()
+    reads = 0
+    with pytest.raises(StreamProtocolError, match="larger than 8388608 bytes"):
+        while True:
+            decoder.feed(b"x" * READ)
+            reads += 1
+    assert reads == MAX_FRAME_BYTES // READ  # the 129th read crosses the bound
+    with pytest.raises(StreamProtocolError):
+        decoder.close()
+
+
+def test_a_long_line_is_held_within_its_bound() -> None:
+    decoder = NDJSONDecoder()
+    tracemalloc.start()
+    try:
+        with pytest.raises(StreamProtocolError):
+            for _ in range(4 * MAX_FRAME_BYTES // READ):
+                decoder.feed(b"y" * READ)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_FRAME_BYTES + 8 * READ
+
+
+def test_lines_before_the_overflow_come_first_then_the_error() -> None:
+    decoder = NDJSONDecoder()
+    assert decoder.feed(b'{"a":1}\n' + b" " * (MAX_FRAME_BYTES + 1)) == ['{"a":1}']
+    with pytest.raises(StreamProtocolError):
+        decoder.feed(b"\n")
+
+
+def test_a_line_of_exactly_8_mib_is_accepted() -> None:
+    line = b'"' + b"z" * (MAX_FRAME_BYTES - 2) + b'"'
+    assert decode(line[:5], line[5:] + b"\n") == [line.decode()]

@@ -263,3 +263,12 @@ def test_c11_tool_json_split_anywhere_never_reaches_the_chat(
     assert not [e for e in events if isinstance(e, TextDelta)]
     (tool_call,) = fold(events).tool_calls
     assert tool_call.name == "get_weather" and isinstance(json.loads(tool_call.arguments), dict)
+
+
+def test_held_content_beyond_the_json_bounds_is_released_as_text() -> None:
+    """Content that might be tool JSON is parsed within the bounds; past them it is text."""
+    deep = "[" * 300 + "]" * 300
+    records = [{"message": {"content": deep}, "done": False}, {"done": True}]
+    events, failure = decode(lambda: OllamaStreamReducer(["get_weather"]), [ndjson(*records)])
+    assert failure is None
+    assert events[0] == text(deep)

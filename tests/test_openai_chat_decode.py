@@ -24,11 +24,11 @@ from providers.events import (
     Final,
     PreExecutedToolCall,
     PreExecutedToolResult,
-    StreamEvent,
     ToolCall,
     Usage,
 )
-from providers.openai_chat_decode import ChatCompletionsStreamDecoder
+from providers.openai_chat_decode import ChatCompletionsStreamReducer
+from providers.stream_reducer import reduce_body
 from tests.openai_chat_cases import (
     C02_BODY,
     C03_BODY,
@@ -48,19 +48,9 @@ from tests.openai_chat_cases import (
 
 
 def decode(*pieces: bytes) -> Outcome:
-    """Run the decoder as the HTTP wrapper does: stop at ``Final``, else close at the end."""
-    decoder = ChatCompletionsStreamDecoder()
-    events: list[StreamEvent] = []
-    try:
-        for piece in pieces:
-            events.extend(decoder.feed(piece))
-            if decoder.finished:
-                break
-        else:
-            events.extend(decoder.close())
-    except ProviderError as exc:
-        return Outcome(tuple(events), type(exc))
-    return Outcome(tuple(events))
+    """Run the reducer as the HTTP wrapper does: stop at ``Final`` or a failure, else close."""
+    events, failure = reduce_body(ChatCompletionsStreamReducer(), pieces)
+    return Outcome(tuple(events), type(failure) if failure is not None else None)
 
 
 def at_every_offset(body: bytes) -> Outcome:
@@ -251,13 +241,14 @@ def test_c08a_eof_without_finish_or_done_is_truncated() -> None:
 
 
 def test_c08b_done_completes_at_once_and_later_input_is_ignored() -> None:
-    decoder = ChatCompletionsStreamDecoder()
-    events = list(decoder.feed(C08B_BODY))
+    reducer = ChatCompletionsStreamReducer()
+    events = reducer.feed(C08B_BODY)
     assert events == [text("Hello"), Final("stop", None)]
-    assert decoder.finished  # the caller stops reading here; no close() needed
+    assert reducer.done  # the caller stops reading here; no close() needed
     late = b'data: {"choices":[{"delta":{"content":"late"}}]}\n\ndata: x\n\n'
-    assert list(decoder.feed(late)) == []
-    assert list(decoder.close()) == []
+    assert reducer.feed(late) == []
+    assert reducer.close() == []
+    assert reducer.failure is None
 
 
 def test_c08b_done_with_no_finish_reason_after_tool_calls() -> None:
@@ -376,9 +367,10 @@ def test_error_object_after_text_raises_typed_error_after_the_text(
 
 
 def test_error_event_carries_code_and_message() -> None:
-    decoder = ChatCompletionsStreamDecoder()
+    reducer = ChatCompletionsStreamReducer()
+    assert reducer.feed(sse({"error": {"type": "rate_limit_exceeded", "message": "slow"}})) == []
     with pytest.raises(ProviderRateLimited) as info:
-        list(decoder.feed(sse({"error": {"type": "rate_limit_exceeded", "message": "slow"}})))
+        reducer.raise_failure()
     assert info.value.code == "rate_limit_exceeded"
     assert "slow" in info.value.message
     assert info.value.status_code is None  # the HTTP answer itself was 200
@@ -410,6 +402,6 @@ def test_a_refusal_is_visible_text() -> None:
         b'data: {"choices":[{"index":0,"delta":{"refusal":"I can\'t help with that."}}]}\n\n'
         b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
     )
-    decoder = ChatCompletionsStreamDecoder()
-    events = [*decoder.feed(body), *decoder.close()]
+    events, failure = reduce_body(ChatCompletionsStreamReducer(), [body])
+    assert failure is None
     assert fold(events).text == "I can't help with that."

@@ -286,3 +286,33 @@ async def test_tool_calls_in_the_summary_round_are_no_answer(tmp_path: Path) -> 
         outcome = await turns.run(ch, inbound("loop"))
     assert outcome.rounds == 2 and outcome.outcome == "interrupted"
     assert ch.chat.visible() == ["⚠️ Answer interrupted: the model sent no answer"]
+
+
+@pytest.mark.parametrize("mode", ["partial", "off", "multi_message"])
+async def test_think_in_the_middle_of_prose_is_shown_whole(tmp_path: Path, mode: str) -> None:
+    """The field case: a ``<think>`` in the middle of an answer hid everything after it (34 of
+    131 characters shown, as complete). Only a block that opens the answer is reasoning."""
+    answer = (
+        "Wrap the plan in <think> and </think> tags, then the model keeps it apart. "
+        "Everything after the tag is still part of this answer."
+    )
+    opening = "<think>plan the reply</think>"
+    async with ProviderServer() as server:
+        server.script(
+            PATH,
+            [
+                Reply(body=text_answer(answer), cuts=range(0, 6000, 23)),
+                Reply(body=text_answer(opening + answer, words=False), cuts=range(0, 6000, 5)),
+            ],
+        )
+        turns, store = make_turns(tmp_path, [provider_config(server)])
+        for _ in range(2):
+            ch = channel(mode)
+            with anyio.fail_after(15):
+                outcome = await turns.run(ch, inbound("how do I hide reasoning?"))
+            assert outcome.outcome == "ok"
+            assert "".join(ch.chat.visible()) == answer
+    assert [m.content for m in store.history("fake", "c1") if m.role == "assistant"] == [
+        answer,
+        answer,
+    ]

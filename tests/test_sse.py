@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from providers.errors import StreamProtocolError
-from providers.sse import ServerSentEvent, SSEDecoder, parse_event_json
+from providers.sse import MAX_FRAME_BYTES, ServerSentEvent, SSEDecoder, parse_event_json
 
 
 def decode(*pieces: bytes) -> list[ServerSentEvent]:
@@ -302,3 +303,88 @@ def test_property_any_split_gives_the_same_events(
     bounds = sorted({min(c, len(body)) for c in cuts})
     pieces = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
     assert decode(*pieces) == expected
+
+
+# -- bounds (DESIGN §2: a line or event larger than 8 MiB is a protocol error) ----------------
+
+READ = 64 * 1024
+
+
+def test_a_line_without_end_is_rejected_at_the_read_that_crosses_8_mib() -> None:
+    decoder = SSEDecoder()
+    piece = b"x" * READ
+    assert decoder.feed(b"data: ") == []
+    reads = 0
+    with pytest.raises(StreamProtocolError, match="larger than 8388608 bytes"):
+        while True:
+            decoder.feed(piece)
+            reads += 1
+    assert reads == MAX_FRAME_BYTES // READ - 1  # 6 + 128 * 64 KiB > 8 MiB: the 128th read
+    with pytest.raises(StreamProtocolError):  # failed for good
+        decoder.close()
+
+
+def test_a_long_line_is_held_within_its_bound(fixtures_dir: Path) -> None:
+    """Memory stays within the 8 MiB bound plus the reads in flight, however long the line."""
+    decoder = SSEDecoder()
+    piece = b"y" * READ
+    tracemalloc.start()
+    try:
+        with pytest.raises(StreamProtocolError):
+            for _ in range(4 * MAX_FRAME_BYTES // READ):
+                decoder.feed(piece)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_FRAME_BYTES + 8 * READ
+
+
+def test_a_line_of_exactly_8_mib_is_accepted() -> None:
+    value = b"z" * (MAX_FRAME_BYTES - len(b"data: "))
+    (event,) = decode(b"data: " + value[:1000], value[1000:] + b"\n\n")
+    assert len(event.data) == len(value)
+
+
+def test_events_before_the_overflow_come_first_then_the_error() -> None:
+    decoder = SSEDecoder()
+    body = b"data: first\n\ndata: " + b"w" * (MAX_FRAME_BYTES + 1)
+    assert decoder.feed(body) == [ServerSentEvent("first")]
+    with pytest.raises(StreamProtocolError):
+        decoder.feed(b"\n\n")
+
+
+def test_an_event_whose_data_lines_add_up_to_more_than_8_mib_is_rejected() -> None:
+    line = b"data: " + b"d" * (MAX_FRAME_BYTES // 4) + b"\n"
+    with pytest.raises(StreamProtocolError, match="event's data"):
+        decode(line * 5 + b"\n")
+    assert len(decode(line * 3 + b"\n")) == 1  # the count restarts after each event
+    assert len(decode((line * 3 + b"\n") * 2)) == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.text(alphabet="ab é🌍", min_size=1, max_size=12), max_size=6),
+    st.integers(min_value=65, max_value=200),
+    st.lists(st.integers(min_value=0, max_value=600), max_size=10),
+)
+def test_property_events_before_an_overlong_line_do_not_depend_on_the_split(
+    values: list[str], overlong: int, cuts: list[int]
+) -> None:
+    """With the bound lowered to 64 bytes: the events before a line past it are the same at
+    every split of the body, and the line always ends the stream as a protocol error."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("providers.sse.MAX_FRAME_BYTES", 64)
+        _events_before_overlong(values, overlong, cuts)
+
+
+def _events_before_overlong(values: list[str], overlong: int, cuts: list[int]) -> None:
+    body = "".join(f"data: {v}\n\n" for v in values).encode() + b"data: " + b"L" * overlong
+    bounds = sorted({min(c, len(body)) for c in cuts})
+    pieces = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
+    decoder = SSEDecoder()
+    events: list[ServerSentEvent] = []
+    with pytest.raises(StreamProtocolError):
+        for piece in pieces:
+            events.extend(decoder.feed(piece))
+        events.extend(decoder.close())
+    assert [e.data for e in events] == values

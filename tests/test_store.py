@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import stat
+import threading
 from pathlib import Path
 
-from orchestrator.store import RoundRecord, Store
+import anyio
+
+from channels.base import InboundMessage
+from orchestrator.store import AsyncStore, RoundRecord, Store
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
@@ -64,3 +71,121 @@ def test_round_records(tmp_path: Path) -> None:
     store.record_round(record)
     assert store.rounds() == [record]
     assert store.rounds("other") == []
+
+
+def test_file_is_0600_in_a_directory_created_0700(tmp_path: Path) -> None:
+    old_umask = os.umask(0o022)  # a usual umask: without care, 0755 and 0644
+    try:
+        path = tmp_path / "data" / "relaybot" / "relaybot.db"
+        store = Store(path)
+        store.append("c", "1", [ChatMessage("user", "a")])
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+    for companion in path.parent.glob("relaybot.db-*"):  # WAL and shared memory
+        assert stat.S_IMODE(companion.stat().st_mode) == 0o600, companion.name
+    store.close()
+
+
+def test_an_existing_file_is_narrowed_to_0600(tmp_path: Path) -> None:
+    path = tmp_path / "relaybot.db"
+    path.touch(mode=0o644)
+    os.chmod(path, 0o644)
+    Store(path).close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_threads_are_conversations_of_their_own(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    store.append("tg", "1", [ChatMessage("user", "main")])
+    store.append("tg", "1", [ChatMessage("user", "topic 7")], thread_id="7")
+    assert [m.content for m in store.history("tg", "1")] == ["main"]
+    assert [m.content for m in store.history("tg", "1", "7")] == ["topic 7"]
+    store.reset("tg", "1", "7")
+    assert store.history("tg", "1", "7") == []
+    assert [m.content for m in store.history("tg", "1")] == ["main"]
+
+
+def test_round_records_keep_the_thread_and_a_stopped_outcome(tmp_path: Path) -> None:
+    store = Store(tmp_path / "db")
+    record = RoundRecord("tg", "1", None, 1, None, None, None, None, 4, None, "stopped", "7")
+    store.record_round(record)
+    assert store.rounds() == [record]
+
+
+def test_waiting_messages_survive_reopening_oldest_first(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    store = Store(path)
+    first = InboundMessage("tg", "1", "u", "@u", "one", "10", thread_id="7")
+    second = InboundMessage("tg", "1", "u", "@u", "two", "11", is_direct=False, mentions_bot=True)
+    a = store.add_waiting(first, received_at=100.0)
+    store.add_waiting(second)
+    store.close()
+    again = Store(path)
+    kept = again.waiting()
+    assert [w.message for w in kept] == [first, second]
+    assert kept[0].received_at == 100.0 and kept[1].received_at > 100.0
+    again.remove_waiting(a)
+    assert [w.message for w in again.waiting()] == [second]
+
+
+def test_a_store_written_before_threads_gains_them(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    with sqlite3.connect(path) as old:
+        old.executescript(
+            "CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL,"
+            " chat_id TEXT NOT NULL, role TEXT NOT NULL, content TEXT NOT NULL, tool_calls TEXT,"
+            " tool_call_id TEXT, name TEXT, provider_items TEXT, created_at REAL NOT NULL);"
+            "INSERT INTO messages (channel, chat_id, role, content, created_at)"
+            " VALUES ('tg', '1', 'user', 'before', 0);"
+        )
+    store = Store(path)
+    assert [m.content for m in store.history("tg", "1")] == ["before"]
+    store.append("tg", "1", [ChatMessage("user", "in topic")], thread_id="3")
+    assert [m.content for m in store.history("tg", "1", "3")] == ["in topic"]
+
+
+class _SlowDisk(Store):
+    """A store whose history read blocks its thread until released (a slow disk)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.release = threading.Event()
+        self.threads: list[int] = []
+
+    def history(
+        self, channel: str, chat_id: str, thread_id: str | None = None, *, limit: int = 200
+    ) -> list[ChatMessage]:
+        self.threads.append(threading.get_ident())
+        assert self.release.wait(10), "the event loop was blocked"
+        return super().history(channel, chat_id, thread_id, limit=limit)
+
+
+async def test_async_store_never_blocks_the_event_loop(tmp_path: Path) -> None:
+    disk = _SlowDisk(tmp_path / "db")
+    store = AsyncStore(disk)
+    await store.append("c", "1", [ChatMessage("user", "a")])
+    results: list[list[ChatMessage]] = []
+
+    async def read() -> None:
+        results.append(await store.history("c", "1"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read)
+        while not disk.threads:  # noqa: ASYNC110 - the read is running on its thread
+            await anyio.sleep(0.01)
+        # The loop still runs while the disk is slow: it is what releases the read.
+        disk.release.set()
+    assert [m.content for m in results[0]] == ["a"]
+    assert disk.threads != [threading.get_ident()]
+
+
+async def test_async_store_runs_calls_one_at_a_time_in_order(tmp_path: Path) -> None:
+    store = AsyncStore(Store(tmp_path / "db"))
+    async with anyio.create_task_group() as tg:
+        for i in range(20):
+            tg.start_soon(store.append, "c", "1", [ChatMessage("user", str(i))])
+            await anyio.lowlevel.checkpoint()
+    assert [m.content for m in await store.history("c", "1")] == [str(i) for i in range(20)]

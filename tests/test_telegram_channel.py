@@ -87,7 +87,7 @@ async def test_start_polls_registers_commands_and_stop_ends_polling(
     tg = TelegramChannel("tg", _config(server), inbox, timeouts=FAST)
     await tg.start()
     await server.wait_for(lambda: bool(server.calls_to("getUpdates")))
-    assert [c["command"] for c in server.commands] == ["start", "reset"]
+    assert [c["command"] for c in server.commands] == ["start", "reset", "stop"]
     assert server.calls_to("getMe") and server.calls_to("deleteWebhook")
     await tg.stop()
     polls = len(server.calls_to("getUpdates"))
@@ -454,3 +454,20 @@ async def test_later_part_of_a_split_send_waits_out_flood_control(
     assert [c.status for c in calls] == [429 if i == 1 else 200 for i in range(len(calls))]
     assert calls[2].at - (calls[1].answered_at or 0) >= 1.0  # waited retry_after exactly
     assert "".join(server.texts(CHAT)) == markdown_to_telegram(markdown).text
+
+
+def test_message_thread_id_is_a_thread_only_in_a_forum_topic() -> None:
+    """Telegram also sets ``message_thread_id`` on replies in ordinary groups; only a topic
+    message (``is_topic_message``) belongs to a thread of its own."""
+    import datetime
+
+    from telegram import Chat, Message
+
+    from channels.telegram import _topic
+
+    chat = Chat(-100, Chat.SUPERGROUP)
+    when = datetime.datetime.now(datetime.UTC)
+    topic = Message(1, when, chat, message_thread_id=5, is_topic_message=True)
+    reply_thread = Message(2, when, chat, message_thread_id=5)
+    plain = Message(3, when, chat)
+    assert [_topic(m) for m in (topic, reply_thread, plain)] == ["5", None, None]

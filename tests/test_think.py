@@ -1,4 +1,5 @@
-"""``<think>`` separation (DESIGN §5, case C03), at every split of the content."""
+"""``<think>`` separation (DESIGN §5, case C03), at every split of the content: a block is
+reasoning only when it opens the answer (after optional whitespace); later it is text."""
 
 from __future__ import annotations
 
@@ -25,13 +26,44 @@ def test_tag_split_across_deltas_c03() -> None:
     assert run(["<thi", "nk>x</think>Hi"]) == ("Hi", "x")
 
 
-def test_close_tag_split_and_text_around() -> None:
-    assert run(["a<think>dee", "p</thi", "nk>b"]) == ("ab", "deep")
+def test_close_tag_split_and_leading_whitespace() -> None:
+    assert run([" \n<think>dee", "p</thi", "nk>b"]) == ("b", "deep")
+    assert run(["  ", "\n", "<th", "ink>", "r", "</think>", "ok"]) == ("ok", "r")
+
+
+def test_think_in_the_middle_of_prose_is_text() -> None:
+    """The field case: a ``<think>`` mid-answer dropped the rest (34 of 131 characters)."""
+    text = (
+        "To parse it, write a tag like <think> in the prompt and then close it with </think> "
+        "after the plan. That is all you need to know here."
+    )
+    assert run([text]) == (text, "")
+    assert run([text[i : i + 7] for i in range(0, len(text), 7)]) == (text, "")
+
+
+def test_think_in_code_is_text() -> None:
+    text = "```python\nprint('<think>')\n```\nDone."
+    assert run(["```py", "thon\nprint('<thi", "nk>')\n```\nDone."]) == (text, "")
+
+
+def test_only_the_first_block_is_reasoning() -> None:
+    assert run(["<think>a</think>Hi <think>b</think>"]) == ("Hi <think>b</think>", "a")
+
+
+def test_unclosed_opening_block_is_all_reasoning() -> None:
+    assert run(["<think>plan", " more <"]) == ("", "plan more <")
+
+
+def test_visible_text_is_not_held_once_the_answer_started() -> None:
+    f = ThinkFilter()
+    assert f.feed("Hello <") == ("Hello <", "")
+    assert f.feed("think>") == ("think>", "")
 
 
 def test_lookalike_is_released_at_flush() -> None:
-    assert run(["x <thin"]) == ("x <thin", "")
-    assert run(["x <thin", "g>"]) == ("x <thing>", "")
+    assert run(["<thin"]) == ("<thin", "")
+    assert run([" <thin", "g>"]) == (" <thing>", "")
+    assert run(["   "]) == ("   ", "")
 
 
 def test_nothing_visible_while_inside() -> None:
@@ -40,7 +72,9 @@ def test_nothing_visible_while_inside() -> None:
     assert f.feed(" more") == ("", " more")
 
 
-_piece = st.sampled_from(["<think>", "</think>", "a", "b c", "<", ">", "<th", "ink", "é", "🌍"])
+_piece = st.sampled_from(
+    ["<think>", "</think>", "a", "b c", "<", ">", "<th", "ink", "é", "🌍", " ", "\n"]
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -51,7 +85,12 @@ def test_any_split_gives_the_same_result(pieces: list[str], data: st.DataObject)
     deltas = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
     assert run(deltas) == run([text])
     visible, reasoning = run([text])
-    # Outside-tag text, in order, is what a simple reference parser finds.
-    expected_visible = "".join(re.split(r"<think>.*?(?:</think>|$)", text, flags=re.S))
-    assert visible == expected_visible
+    # What a simple reference parser finds: a block at the start (after whitespace) is
+    # reasoning, everything else is visible.
+    opening = re.match(r"\s*<think>(.*?)(?:</think>|\Z)", text, flags=re.S)
+    if opening is None:
+        assert (visible, reasoning) == (text, "")
+    else:
+        assert reasoning == opening[1]
+        assert visible == text[opening.end() :]
     assert len(visible) + len(reasoning) <= len(text)

@@ -65,6 +65,7 @@ class DeliveryDriver:
         chat_id: the chat to write to.
         guard: the reply's policy (see :class:`~orchestrator.delivery.engine.DeliveryEngine`).
         reply_to: the inbound message id the reply's first message answers.
+        thread_id: the thread every message of the reply goes to (``None``: none).
         clock: monotonic time in seconds; default the event loop's clock
             (``anyio.current_time``, which is ``time.monotonic`` on asyncio and virtual time
             under ``looptime``).
@@ -78,12 +79,14 @@ class DeliveryDriver:
         guard: PieceGuard,
         *,
         reply_to: str | None = None,
+        thread_id: str | None = None,
         clock: Callable[[], float] | None = None,
         settings: DeliverySettings | None = None,
     ) -> None:
         self._channel = channel
         self._chat_id = chat_id
         self._reply_to = reply_to
+        self._thread_id = thread_id
         self._clock = clock or anyio.current_time
         self.engine = DeliveryEngine(settings or DeliverySettings.from_channel(channel), guard)
         self._inbox: deque[DeliveryEvent] = deque()
@@ -182,7 +185,7 @@ class DeliveryDriver:
 
     async def _typing(self) -> None:
         try:
-            await self._channel.send_typing(self._chat_id)
+            await self._channel.send_typing(self._chat_id, thread_id=self._thread_id)
         except Exception as exc:  # typing is best effort
             log.debug("typing in %s:%s failed: %s", self._channel.name, self._chat_id, exc)
 
@@ -192,7 +195,11 @@ class DeliveryDriver:
             match action:
                 case SendMessage(text=text, formatted=formatted):
                     ref = await channel.send_message(
-                        self._chat_id, text, formatted=formatted, reply_to=self._reply_to
+                        self._chat_id,
+                        text,
+                        formatted=formatted,
+                        reply_to=self._reply_to,
+                        thread_id=self._thread_id,
                     )
                     self._reply_to = None  # only the first message answers the user's
                     self._refs[ref.message_id] = ref

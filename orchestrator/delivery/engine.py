@@ -241,8 +241,9 @@ class DeliveryEngine:
                 self._planner.on_restarted()
             case AnswerEnded():
                 self._end(Ending("ended"))
-            case AnswerInterrupted(cause=cause):
-                self._end(Ending("interrupted", self._guard.redact_line(interrupted_marker(cause))))
+            case AnswerInterrupted(cause=cause, marker=marker):
+                line = interrupted_marker(cause) if marker is None else marker
+                self._end(Ending("interrupted", self._guard.redact_line(line)))
             case AnswerRefused(notice=notice):
                 self._end(Ending("refused", self._guard.redact_line(notice)))
 

@@ -70,9 +70,12 @@ class AnswerEnded:
 
 @dataclass(frozen=True, slots=True)
 class AnswerInterrupted:
-    """The reply ended without a proper answer; ``cause`` is a few words for the user."""
+    """The reply ended without a proper answer; ``cause`` is a few words for the user.
+    ``marker`` is the whole line shown after the text instead of ``⚠️ Answer interrupted:
+    <cause>`` (``⏹ Stopped.`` when the user stopped it, DESIGN §3 "Stop")."""
 
     cause: str
+    marker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import ssl
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -211,13 +212,18 @@ class _ClientGone(Exception):
 class ProviderServer:
     """Scripted HTTP/1.1 server on 127.0.0.1, an async context manager.
 
+    Args:
+        tls: serve HTTPS with this server context (its certificate must name 127.0.0.1).
+
     Attributes:
-        url: ``http://127.0.0.1:<port>`` (no trailing slash), set on entry.
+        url: ``http://127.0.0.1:<port>`` (``https://`` with ``tls``; no trailing slash), set on
+            entry.
         requests: every request received, in order.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, tls: ssl.SSLContext | None = None) -> None:
         self.url = ""
+        self._tls = tls
         self.requests: list[RecordedRequest] = []
         self._scripts: dict[str, _Script] = {}
         self._server: asyncio.Server | None = None
@@ -242,9 +248,11 @@ class ProviderServer:
         return [r for r in self.requests if r.path == path]
 
     async def __aenter__(self) -> ProviderServer:
-        self._server = await asyncio.start_server(self._on_connection, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(
+            self._on_connection, "127.0.0.1", 0, ssl=self._tls
+        )
         port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if self._tls else 'http'}://127.0.0.1:{port}"
         return self
 
     async def __aexit__(

@@ -234,8 +234,11 @@ class TelegramBotApiServer:
         first_name: str = "Alice",
         chat_type: str | None = None,
         reply_to_message_id: int | None = None,
+        topic_id: int | None = None,
     ) -> dict[str, Any]:
-        """A user sends ``text``; returns the Message object that the update carries."""
+        """A user sends ``text``; returns the Message object that the update carries.
+        ``topic_id`` writes it in that forum topic (``message_thread_id`` with
+        ``is_topic_message``, as Telegram sends it)."""
         self.open_chat(chat_id, chat_type=chat_type)
         sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
         if username:
@@ -249,6 +252,8 @@ class TelegramBotApiServer:
         msg = self._store(chat_id, text, from_bot=False, sender=sender, entities=tuple(entities))
         if reply_to_message_id is not None:
             msg.raw["reply_to_message"] = self._chats[chat_id].messages[reply_to_message_id].raw
+        if topic_id is not None:
+            msg.raw.update(message_thread_id=topic_id, is_topic_message=True)
         self._push_update({"message": msg.raw})
         return msg.raw
 
@@ -480,6 +485,9 @@ class TelegramBotApiServer:
         )
         if reply_to is not None:
             msg.raw["reply_to_message"] = chat.messages[reply_to].raw
+        if params.get("message_thread_id") is not None:
+            topic = int(params["message_thread_id"])
+            msg.raw.update(message_thread_id=topic, is_topic_message=True)
         self._record_state(chat.obj["id"])
         return msg.raw
 

@@ -103,6 +103,7 @@ def test_a_pem_header_mentioned_in_prose_swallows_nothing_and_never_stalls() -> 
         "See you at ASIAPACIFIC2024SUMMIT in May.",
         "The AKIAEXAMPLEKEYNAMESPACEIDENT field is documented.",
         "Mention -----BEGIN OPENSSH PRIVATE KEY----- in the docs.",
+        "Open http://localhost:8000/search?key=pydoc to search the docs.",
     ],
 )
 def test_lookalikes_in_ordinary_prose_stay(text: str) -> None:

@@ -355,6 +355,7 @@ class Redactor:
         )
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
+        self._timeouts = 0  # searches that ran out of time, ever
 
     @property
     def shapes(self) -> tuple[SecretShape, ...]:
@@ -454,7 +455,10 @@ class Redactor:
                 views.append(normalised(text, begin, cuts))
         found: list[tuple[int, int, Hit]] = []
         open_at: int | None = None
+        timeouts = self._timeouts
         for order, view in enumerate(views):
+            if self._timeouts != timeouts:
+                break  # a view timed out and masked the scanned text: the others add nothing
             if view is None:
                 vtext, vstart, vstop = text, start, stop
             else:
@@ -527,6 +531,7 @@ class Redactor:
                     shape.name,
                     shape.timeout,
                 )
+            self._timeouts += 1
             return _TimedOut(shape, pos)
 
     def _hits(self, text: str, start: int, stop: int, *, open_end: bool) -> Iterator[Hit | int]:
@@ -567,7 +572,9 @@ class Redactor:
                     secret = (begin, end)
                 yield Hit(shape.name, begin, end, secret[0], secret[1])
             for index, other in enumerate(heads):
-                if other is not None and _start(other) < end:
+                if isinstance(other, _TimedOut) and _start(other) < end:
+                    heads[index] = None  # one time-out per scan: the rest is masked already
+                elif other is not None and _start(other) < end:
                     heads[index] = self._search(shapes[index], text, end, open_end)
 
 

@@ -20,6 +20,10 @@ on, with a few characters before it kept as look-behind context.
 The first two are moved back further so they never cut a user-perceived character apart (an
 emoji ZWJ sequence, a skin tone, a flag, a combining mark): a draft never shows half an emoji.
 
+Round starts after the first are *breaks* for the catalogue (word boundaries for keywords:
+"Looking it up now" + a round opening with ``AKIA…`` is caught, while a key split across the
+round start is still one key in the text as it is).
+
 ``release`` (end of a round) emits everything except a trailing possible secret start;
 ``flush`` (end of the reply) emits everything. Invariant: the concatenation of everything
 emitted equals ``Redactor.redact(everything fed)``.

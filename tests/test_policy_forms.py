@@ -133,3 +133,20 @@ def test_every_form_is_caught_by_the_policy_alone(form: str) -> None:
             assert not [w for w in windows(secret) if w in view], (written, shown)
 
     check()
+
+
+@pytest.mark.parametrize("mode", ["multi_message-paragraph", "multi_message-turn"])
+def test_a_paragraph_break_between_delivered_pieces_stays_a_break(mode: str) -> None:
+    """``AKIA`` + blank line + ``IOSF…`` is not one key: the piece guard joins the delivered
+    history and the next piece with the separator the chat shows between them."""
+    steps = ["The prefix is AKIA.", ROUND, "IOSFODNN7EXAMPLE is a different word.", " Done."]
+    if mode == "multi_message-paragraph":
+        steps = ["The prefix is AKIA\n\n", "IOSFODNN7EXAMPLE is a different word.", " Done."]
+    chat = deliver(mode, steps)
+    assert "REDACTED" not in "\n".join(chat.visible())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_emphasis_inside_a_key_is_read_through(mode: str) -> None:
+    chat = deliver(mode, ["the key sk_live_**51HqQXZJ", "VWKY13579abcd** here, done."])
+    assert not leaks(chat, "sk_live_51HqQXZJVWKY13579abcd")

@@ -22,6 +22,7 @@ token                       in the view
 ``\\`` + ASCII punctuation   the punctuation (JSON ``\\/`` ``\\"``; CommonMark §2.4 escapes)
 ``%HH`` below 0x80          the ASCII character (RFC 3986 §2.1)
 ``[`` and ``](url)``        nothing: a Markdown link shows its text (CommonMark §6.3)
+``*`` ``~`` inside a word    nothing: emphasis delimiters (CommonMark §6.2), ``sk_live_**51…**``
 invisible characters        nothing: soft hyphen, zero-width space/joiners, word joiner,
                             bidi controls, BOM
 compatibility characters    their NFKC form (full-width letters, mathematical alphanumerics)
@@ -63,12 +64,15 @@ _COMPAT = "\uff01-\uff5e\U0001d400-\U0001d7ff"
 # What may start a token: a cheap test first (the standard ``re`` engine scans a small class
 # at hundreds of MB/s), the full token pattern only where it finds something.
 _TRIGGER = re.compile("[&\\\\%\\[\\]" + _INVISIBLE + _COMPAT + "]")
+_EMPHASIS = re.compile("[*~]{1,3}[A-Za-z0-9]")
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 _TOKEN = regex.compile(
     r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
     r"|\\u[0-9a-fA-F]{4}|\\[nrtbf]|\\[!-/:-@\[-`{-~]"
     r"|%[0-7][0-9A-Fa-f]"
     r"|\]\([^()\s]{0,2048}\)|\[(?!REDACTED:)"
+    r"|(?<=[A-Za-z0-9_-])[*~]{1,3}(?=[A-Za-z0-9])"
     r"|[" + _INVISIBLE + r"]+"
     r"|[" + _COMPAT + r"]"
 )
@@ -112,8 +116,7 @@ def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
     if not tokens:
         return held
     head = text if held is None else text[:held]
-    found = _TRIGGER.search(head, begin)
-    if found is None or _TOKEN.search(head, found.start()) is None:
+    if not has_tokens(head, begin):
         return held
     once, starts, _ = _pass(head, range(len(head)), range(1, len(head) + 1), begin, ())
     inner = partial_token(once)
@@ -126,7 +129,13 @@ def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
 def has_tokens(text: str, start: int = 0) -> bool:
     """Whether ``text[start:]`` holds anything a view would change."""
     found = _TRIGGER.search(text, start)
-    return found is not None and _TOKEN.search(text, found.start()) is not None
+    if found is not None and _TOKEN.search(text, found.start()) is not None:
+        return True
+    if text.find("*", start) < 0 and text.find("~", start) < 0:
+        return False
+    return any(  # an emphasis delimiter inside a word
+        m.start() > 0 and text[m.start() - 1] in _WORD for m in _EMPHASIS.finditer(text, start)
+    )
 
 
 def _decode(token: str) -> str:
@@ -141,7 +150,7 @@ def _decode(token: str) -> str:
         return _JSON_CONTROL.get(second, second) if len(token) == 2 else token
     if lead == "%":
         return chr(int(token[1:], 16))
-    if lead in "[]" or lead in _INVISIBLE_SET:
+    if lead in "[]*~" or lead in _INVISIBLE_SET:
         return ""
     return unicodedata.normalize("NFKC", token)
 

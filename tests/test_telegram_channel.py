@@ -300,7 +300,9 @@ async def test_inbound_messages(
 ) -> None:
     server.inject_message(CHAT, "hello", user_id=7, username="alice")
     direct = await _next_inbound(server, inbox)
-    assert direct == InboundMessage("tg", "111", "7", "@alice", "hello", "1", True, False)
+    assert direct == InboundMessage(
+        "tg", "111", "7", "@alice", "hello", "1", True, False, sender_handle="alice"
+    )
 
     server.inject_message(-5, "just chatting", username=None, first_name="Bob")
     group = await _next_inbound(server, inbox)
@@ -310,6 +312,7 @@ async def test_inbound_messages(
         False,
         "Bob",
     )
+    assert group.sender_handle is None  # no username: a display name only, never for access
     server.inject_message(-5, "hey @Relay_Test_Bot what time is it?")
     assert (await _next_inbound(server, inbox)).mentions_bot
     server.inject_message(-5, "@someone_else hi")

@@ -281,10 +281,12 @@ class Redactor:
         views: list[View | None] = [None]
         if tokens:
             views.append(normalised(text, begin))
+        first_broken = len(views)  # the views from here on have the breaks in them
         if cuts:
             views.append(normalised(text, begin, cuts, decode=False))
             if tokens:
                 views.append(normalised(text, begin, cuts))
+        at_break = frozenset(cuts)
         found: list[tuple[int, int, Hit]] = []
         open_at: int | None = None
         timeouts = self._timeouts
@@ -311,6 +313,10 @@ class Redactor:
                     )
                     if hit.end <= hit.start:
                         continue
+                    if order >= first_broken and not (
+                        hit.start in at_break or hit.end in at_break
+                    ):
+                        continue  # a break view adds only the matches a break bounds
                 found.append((hit.start, order, hit))
         if held is not None:
             open_at = held if open_at is None else min(open_at, held)

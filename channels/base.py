@@ -15,11 +15,15 @@ from types import TracebackType
 from typing import Any, Literal, Self, final
 
 __all__ = [
+    "IMAGE_TYPES",
+    "Attachment",
     "Channel",
+    "ChannelHealth",
     "ChannelLimits",
     "InboundHandler",
     "InboundMessage",
     "MessageRef",
+    "Rendering",
     "StreamMode",
     "utf16_len",
 ]
@@ -40,6 +44,39 @@ class MessageRef:
     message_id: str
 
 
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image MIME types every built-in provider accepts (Chat Completions, Responses, Anthropic
+and Ollama all take JPEG, PNG, GIF and WebP)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """An image a user sent: ``data`` (the file's bytes) and its ``mime_type``.
+
+    ``size`` is the file's size in bytes as the network announced it (``None`` when unknown).
+    ``data`` is empty when the channel did not fetch the file: it was larger than the
+    channel's ``max_image_bytes`` or its type is not one of :data:`IMAGE_TYPES`; the
+    orchestrator then refuses the message with a one-line notice (DESIGN §3 "attachments").
+    """
+
+    mime_type: str
+    data: bytes = b""
+    size: int | None = None
+
+    @property
+    def fetched(self) -> bool:
+        return bool(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelHealth:
+    """A channel's state for ``/healthz``: ``ok``, or ``degraded`` with a one-line ``reason``
+    (e.g. getUpdates answering 409 Conflict while another instance polls the bot)."""
+
+    state: Literal["ok", "degraded"] = "ok"
+    reason: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
     """A message a user sent to the bot.
@@ -51,6 +88,10 @@ class InboundMessage:
     ``thread_id`` is the thread the message was written in (the Telegram forum topic, the
     Matrix thread root, the Discord thread; ``None`` elsewhere): a conversation is keyed by
     (channel, chat_id, thread_id) and every write of the reply goes to that thread.
+    ``attachments`` are the images sent with it (an album's images together; ``text`` is the
+    caption). ``update_ids`` are the network's ids of the updates that carried it (Telegram
+    ``update_id``; several for an album): the orchestrator answers each update once, even when
+    the network delivers it again.
     """
 
     channel: str
@@ -62,6 +103,8 @@ class InboundMessage:
     is_direct: bool = True
     mentions_bot: bool = False
     thread_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    update_ids: tuple[int, ...] = ()
     sender_handle: str | None = None
 
 
@@ -74,6 +117,23 @@ class ChannelLimits:
 
     def measure(self, text: str) -> int:
         return utf16_len(text) if self.unit == "utf16" else len(text)
+
+
+@dataclass(frozen=True, slots=True)
+class Rendering:
+    """A Markdown text as the platform shows it when it is sent formatted (DESIGN §3
+    "Formatting and splitting").
+
+    Attributes:
+        form: the canonical formatted form: two texts whose forms are equal show alike (an edit
+            from one to the other is not sent). Telegram: the HTML of text + entities, or the
+            visible text when there is no formatting.
+        length: what the platform's length limit counts of it, in the channel's
+            ``limits.unit`` (Telegram: UTF-16 code units of the visible text).
+    """
+
+    form: str
+    length: int
 
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
@@ -93,10 +153,17 @@ class Channel(ABC):
     """What one message holds in ``multi_message`` mode: a paragraph (Matrix, Discord) or a
     completed model turn (Telegram)."""
 
+    max_image_bytes: int = 10 * 1024 * 1024
+    """Images above this many bytes are not fetched (the daemon sets ``agent.max_image_bytes``)."""
+
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         self.name = name
         self.config = config
         self._on_inbound = on_inbound
+
+    def health(self) -> ChannelHealth:
+        """The channel's state for ``/healthz`` (default: ``ok``). Never blocks."""
+        return ChannelHealth()
 
     # -- capabilities derived from the config (DESIGN §3 "Contract") -------------------------
 
@@ -235,6 +302,14 @@ class Channel(ABC):
         """Default: the network cannot ask; the tool is not approved."""
         return None
 
+    def render(self, text: str) -> Rendering:
+        """The model's Markdown ``text`` as this platform shows it formatted, and its length in
+        ``limits.unit``. Pure and deterministic: the delivery engine decides every message
+        boundary with it, so a formatted write of a text it measured fits in one message.
+        Default: formatting shows like the plain text."""
+        return Rendering(text, self.limits.measure(text))
+
+    @final
     def render_formatted(self, text: str) -> str:
-        """The final form of ``text`` on this platform (used for equality checks and logs)."""
-        return text
+        """``render(text).form``: the final form of ``text`` (equality checks and logs)."""
+        return self.render(text).form

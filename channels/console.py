@@ -4,12 +4,22 @@ On a terminal the draft is rewritten in place (rich's ``Live``) and the final an
 as Markdown. When stdout is not a terminal only final answers are printed, one block per reply.
 Only this channel reads stdin (DESIGN §7); end of input ends its :meth:`serve` once the running
 answer is delivered.
+
+Input: when stdin and stdout are both terminals, a banner greets the user and each line is read
+with GNU readline behind a ``you>`` prompt that readline itself draws, so line editing (Ctrl-U,
+Backspace at the start, Ctrl-L, history recall) redraws the prompt instead of erasing it; its
+colour codes are wrapped in readline's ``\\001``/``\\002`` markers so they take no width.
+Otherwise (piped input) there is no banner and no prompt: each line of stdin is one message.
+``/help`` is answered here, with every command and key; any other ``/word`` that is not a command
+of the bot is answered "unknown command" instead of going to the model (``//text`` sends
+``/text``).
 """
 
 from __future__ import annotations
 
 import getpass
 import io
+import re
 import sys
 from typing import IO
 
@@ -19,13 +29,36 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
+from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, Rendering
 from channels.limits import CONSOLE_LIMITS
 from config.models import ConsoleChannelConfig
 
-__all__ = ["ConsoleChannel"]
+__all__ = ["BOT_COMMANDS", "HELP_TEXT", "ConsoleChannel"]
 
 CHAT_ID = "console"
+
+BOT_COMMANDS = frozenset({"/start", "/reset", "/stop"})
+"""Commands passed on to the bot (the daemon answers them); ``/help`` is answered here."""
+
+HELP_TEXT = """\
+Commands:
+  /help     this list
+  /reset    forget this conversation (its messages are deleted from the store)
+  /stop     stop the running answer
+  /start    say hello
+Keys:
+  Enter         send the line
+  Ctrl-C        stop the running answer (at an empty prompt, or twice in 2 s: quit)
+  Ctrl-D        quit (at an empty prompt)
+  Up, Down      earlier lines (history); Ctrl-R searches them
+  Ctrl-U        delete the line; Ctrl-L clears the screen
+A line starting with // is sent as text starting with /."""
+
+_PLAIN_PROMPT = "you> "
+_COLOUR_PROMPT = "\001\033[1;36m\002you>\001\033[0m\002 "
+"""Bold cyan ``you>``; readline gives no width to what is between ``\\001`` and ``\\002``
+(RL_PROMPT_START_IGNORE, RL_PROMPT_END_IGNORE), so it redraws the prompt in the right place."""
+_COMMAND = re.compile(r"/(?P<name>[A-Za-z0-9_]+)(?:@\S*)?")
 
 
 class ConsoleChannel(Channel):
@@ -44,6 +77,8 @@ class ConsoleChannel(Channel):
         self._stdin = stdin or sys.stdin
         out = stdout or sys.stdout
         self._interactive = out.isatty()
+        # Banner, prompt and line editing need a person at a terminal on both ends.
+        self._prompting = self._interactive and _isatty(self._stdin)
         self._console = Console(file=out, highlight=False)
         self._messages: dict[str, tuple[str, bool]] = {}  # id -> (text, formatted)
         self._order: list[str] = []
@@ -55,12 +90,12 @@ class ConsoleChannel(Channel):
     # -- lifecycle ------------------------------------------------------------------------
 
     async def start(self) -> None:
-        if self._interactive:
+        if self._prompting:
             import readline  # noqa: F401 - line editing and history for input()
 
             self._console.print(
                 f"[bold]relaybot[/] — console channel [dim]{self.name}[/]. "
-                "Type a message; Ctrl-D to quit.",
+                "Type a message; /help lists commands and keys; Ctrl-D quits.",
             )
 
     async def stop(self) -> None:
@@ -74,6 +109,11 @@ class ConsoleChannel(Channel):
                 return
             text = line.strip()
             if not text:
+                continue
+            if text.startswith("//"):
+                text = text[1:]
+            elif (local := _local_answer(text)) is not None:
+                self._print_local(local)
                 continue
             self._reply_done = anyio.Event()
             self._begin_reply()
@@ -116,7 +156,7 @@ class ConsoleChannel(Channel):
     async def _request_approval(
         self, chat_id: str, prompt: str, *, thread_id: str | None = None
     ) -> bool | None:
-        if not self._interactive:
+        if not self._prompting:
             return None
         self._stop_live()
         self._console.print(f"[yellow]{prompt}[/] [dim](y/N)[/]")
@@ -125,20 +165,34 @@ class ConsoleChannel(Channel):
 
     # -- rendering ------------------------------------------------------------------------
 
-    def render_formatted(self, text: str) -> str:
-        """The final form of ``text``: its Markdown as rich renders it (without colours)."""
+    def render(self, text: str) -> Rendering:
+        """The final form of ``text``: its Markdown as rich renders it (without colours); a
+        terminal has no length limit, so its length is that of ``text``."""
         out = io.StringIO()
         Console(file=out, width=self._console.width, color_system=None).print(Markdown(text))
-        return out.getvalue().rstrip()
+        return Rendering(out.getvalue().rstrip(), len(text))
 
     def _read_line(self) -> str | None:
-        if self._interactive:
+        """One line of input, or None at its end (Ctrl-D at an empty prompt)."""
+        if self._prompting:
+            coloured = self._console.color_system is not None and not self._console.no_color
+            prompt = _COLOUR_PROMPT if coloured else _PLAIN_PROMPT
             try:
-                return self._console.input("[bold cyan]you>[/] ")
+                return input(prompt)  # readline draws the prompt: editing keeps it in place
             except EOFError:
+                self._console.file.write("\n")  # the shell's prompt starts on a line of its own
+                self._console.file.flush()
                 return None
         line = self._stdin.readline()
         return line or None
+
+    def _print_local(self, text: str) -> None:
+        """Print an answer made here (``/help``, an unknown command), not by the bot."""
+        if self._prompting:
+            self._console.print(Text(text))
+        else:
+            self._console.file.write(text + "\n")
+            self._console.file.flush()
 
     def _begin_reply(self) -> None:
         self._messages.clear()
@@ -189,6 +243,26 @@ class ConsoleChannel(Channel):
             self._console.file.write(text + "\n")
             self._console.file.flush()
         self._begin_reply()
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # no such method, or closed
+        return False
+
+
+def _local_answer(text: str) -> str | None:
+    """The answer to ``text`` made by the console itself, or None when it goes to the bot."""
+    match = _COMMAND.fullmatch(text.split(maxsplit=1)[0])
+    if match is None:
+        return None  # not a command: a message (also "/usr/bin is ...")
+    command = "/" + match.group("name").lower()
+    if command == "/help":
+        return HELP_TEXT
+    if command in BOT_COMMANDS:
+        return None
+    return f"unknown command {command} — /help lists the commands (//text sends /text)"
 
 
 def _user_name() -> str:

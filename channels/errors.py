@@ -8,6 +8,7 @@ Hierarchy::
     ├── MessageTooLong        over the platform limit (limit, length in the channel's unit)
     ├── MessageGone           the message to edit or delete no longer exists (the user deleted it)
     ├── ChannelTimeout        no answer in time; the write MAY have landed (never blindly re-send)
+    ├── ChannelUnavailable    refused outright (5xx, connection refused): it did NOT land
     ├── ChannelStartError     the channel could not start (bad token, unreachable server)
     └── ChannelWriteFailed    any other rejected write (the message says what the platform said)
 """
@@ -19,6 +20,7 @@ __all__ = [
     "ChannelRateLimited",
     "ChannelStartError",
     "ChannelTimeout",
+    "ChannelUnavailable",
     "ChannelWriteFailed",
     "MessageGone",
     "MessageNotModified",
@@ -57,6 +59,11 @@ class MessageGone(ChannelError):
 
 class ChannelTimeout(ChannelError):
     pass
+
+
+class ChannelUnavailable(ChannelError):
+    """The platform refused the write outright (a 5xx answer, a refused connection): it did not
+    land, so it may be retried as it is."""
 
 
 class ChannelStartError(ChannelError):

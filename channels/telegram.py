@@ -15,20 +15,25 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Threads.** A message in a forum topic (``is_topic_message``) carries its
   ``message_thread_id`` as :attr:`InboundMessage.thread_id`; sends, typing and approval prompts
   pass it back, so the reply stays in the topic.
-* **Writes.** Previews are plain. A formatted write sends the model's Markdown as visible text +
-  entities (:mod:`channels.telegram_format`). When rendering makes a text too long for one
-  message but the plain text fits, it is written plain (one write, one message); a formatted
-  send longer than a message either way goes out as several valid parts (the last one's ref is
-  returned; later parts wait out a flood limit themselves, as the engine cannot resend half a
-  text). "can't parse entities" fails the write (:class:`ChannelWriteFailed`): the delivery
-  engine writes that one message again plain, an interval later (DESIGN §3 "Spacing"); only a
-  later part of a split send, which the engine cannot resend alone, is written plain at once.
+* **Writes.** One platform write per call, no splitting and no waiting: the delivery engine
+  decides every message boundary with :meth:`TelegramChannel.render` and honours every
+  ``RetryAfter`` itself (DESIGN §1, §3). Previews are plain. A formatted write sends the
+  model's Markdown as visible text + entities (:mod:`channels.telegram_format`); one whose
+  rendering is longer than a message is refused as :class:`MessageTooLong` before any request.
+  "can't parse entities" fails the write (:class:`ChannelWriteFailed`): the engine writes that
+  one message again plain, an interval later (DESIGN §3 "Spacing"). A 5xx answer or a refused
+  connection is :class:`~channels.errors.ChannelUnavailable` (it did not land).
 * **Errors** match the description case-insensitively by prefix (PTB capitalises it, Telegram
   appends details): :func:`translate_error`.
-* **Inbound.** Text messages become :class:`InboundMessage` (``is_direct``: a private chat;
-  ``mentions_bot``: @mentioned, ``/cmd@bot`` or a reply to the bot). The orchestrator applies
-  ``allowed_users`` and ``respond_in_groups``. Updates are handled one at a time, so the
-  inbound handler must return quickly (the orchestrator queues).
+* **Inbound** (:mod:`channels.telegram_inbound`). Texts, photos, image documents and albums
+  become :class:`InboundMessage` (``is_direct``: a private chat; ``mentions_bot``: @mentioned
+  in the text or caption, ``/cmd@bot`` or a reply to the bot; images as ``attachments``,
+  downloaded from ``base_file_url``; ``update_ids`` for the orchestrator's dedupe). The
+  orchestrator applies ``allowed_users`` and ``respond_in_groups``. Updates are handled one
+  at a time, so the inbound handler must return quickly (the orchestrator queues).
+* **Health.** getUpdates goes through a watched request object: while it fails (409 Conflict
+  when another instance polls, 5xx, unreachable) :meth:`TelegramChannel.health` is
+  ``degraded`` with the reason, and ``/healthz`` answers 503.
 * **Approvals.** A prompt with ✅/❌ buttons; a press by an allowed user in that chat is answered
   (answerCallbackQuery) and resolves the wait; after ``approval_timeout_secs`` the answer is
   ``None``. The prompt is then edited to show the outcome, without buttons.
@@ -39,7 +44,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -56,7 +61,7 @@ from telegram import (
     Update,
     User,
 )
-from telegram.constants import ChatAction, ChatType
+from telegram.constants import ChatAction
 from telegram.error import (
     InvalidToken,
     NetworkError,
@@ -65,17 +70,13 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef
+from channels.base import Channel, ChannelHealth, InboundHandler, MessageRef, Rendering
 from channels.base import utf16_len as _utf16_len
-from channels.errors import (
-    ChannelRateLimited,
-    ChannelStartError,
-    ChannelWriteFailed,
-    MessageTooLong,
-)
+from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
 from channels.limits import TELEGRAM_LIMITS
-from channels.telegram_errors import is_parse_error, quiet_rate_limiter_log, translate_error
-from channels.telegram_format import FormattedText, markdown_to_telegram, split_formatted, to_html
+from channels.telegram_errors import quiet_rate_limiter_log, translate_error
+from channels.telegram_format import FormattedText, markdown_to_telegram, to_html
+from channels.telegram_inbound import InboundReader, PollHealth, file_base_url
 from config.models import TelegramChannelConfig
 
 __all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts"]
@@ -104,14 +105,6 @@ class TelegramTimeouts:
     write_secs: float = 5.0
     pool_secs: float = 1.0
     long_poll_secs: int = 10
-
-
-def _topic(message: Message) -> str | None:
-    """The forum topic of ``message``: ``message_thread_id`` counts only with
-    ``is_topic_message`` (elsewhere Telegram sets it for reply threads too)."""
-    if message.is_topic_message and message.message_thread_id is not None:
-        return str(message.message_thread_id)
-    return None
 
 
 def _thread(thread_id: str | None) -> int | None:
@@ -160,7 +153,26 @@ class TelegramChannel(Channel):
         """How long :meth:`request_approval` waits for a press, in seconds."""
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._me: User | None = None
+        self._starting: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._approvals: dict[str, _Approval] = {}
+        self._polling = PollHealth()
+        self._reader = InboundReader(
+            name,
+            on_inbound,
+            media_group_wait_ms=config.media_group_wait_ms,
+            spawn=self._spawn,
+            respond_in_groups=config.respond_in_groups,
+        )
+
+    def _spawn(self, work: Awaitable[None]) -> object:
+        """Run ``work`` as a task of the PTB application (awaited when it stops)."""
+        app = self._app or self._starting
+        assert app is not None, "updates are handled only while the application runs"
+        return app.create_task(work)
+
+    def health(self) -> ChannelHealth:
+        """``degraded`` while getUpdates fails (e.g. 409: another instance polls the bot)."""
+        return self._polling.state
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -168,10 +180,17 @@ class TelegramChannel(Channel):
         quiet_rate_limiter_log()
         builder = ApplicationBuilder().token(self.config.token.get_secret_value())
         builder.base_url(self.config.base_url).rate_limiter(AIORateLimiter(max_retries=0))
+        builder.base_file_url(file_base_url(self.config.base_url, self.config.base_file_url))
+        bounds: dict[str, float] = {}
         for kind in ("connect", "read", "write", "pool"):  # the same bounds for getUpdates
-            seconds = getattr(self.timeouts, f"{kind}_secs")
+            seconds = bounds[f"{kind}_timeout"] = getattr(self.timeouts, f"{kind}_secs")
             getattr(builder, f"{kind}_timeout")(seconds)
-            getattr(builder, f"get_updates_{kind}_timeout")(seconds)
+        if self.config.proxy:  # every Bot API call, long polling included
+            builder.proxy(self.config.proxy)
+        # getUpdates goes through a request object of its own, watched for /healthz; it gets
+        # the same bounds and proxy (PTB refuses get_updates_* settings beside it).
+        polling = self._polling.request(**bounds, proxy=self.config.proxy or None)
+        builder.get_updates_request(polling)
         return builder.build()
 
     def _start_failure(self, exc: BaseException) -> str:
@@ -206,6 +225,9 @@ class TelegramChannel(Channel):
                 await app.bot.shutdown()
             raise ChannelStartError(self._start_failure(exc)) from None  # PTB's text has the token
         self._me = app.bot.bot
+        self._reader.me, self._reader.bot = self._me, app.bot
+        self._reader.max_image_bytes = self.max_image_bytes
+        self._starting = app
         try:
             await app.bot.set_my_commands(COMMANDS)
         except TelegramError as exc:
@@ -219,7 +241,7 @@ class TelegramChannel(Channel):
             await app.stop()
             await app.shutdown()
             raise ChannelStartError(self._start_failure(exc)) from None
-        self._app = app
+        self._app, self._starting = app, None
 
     async def _start_updates(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
         assert app.updater is not None
@@ -266,46 +288,7 @@ class TelegramChannel(Channel):
         if update.callback_query is not None:
             await self._on_callback(update.callback_query)
         elif update.message is not None:
-            inbound = self._inbound(update.message)
-            if inbound is not None:
-                await self._on_inbound(inbound)
-
-    def _addressed_to_me(self, name: str) -> bool:
-        return self._me is not None and name.lower() == f"@{self._me.username}".lower()
-
-    def _inbound(self, message: Message) -> InboundMessage | None:
-        user, text = message.from_user, message.text
-        if user is None or text is None or self._me is None:
-            return None
-        mentions = bool(
-            message.reply_to_message is not None
-            and message.reply_to_message.from_user is not None
-            and message.reply_to_message.from_user.id == self._me.id
-        )
-        for entity, value in message.parse_entities().items():
-            if entity.type == MessageEntity.MENTION and self._addressed_to_me(value):
-                mentions = True
-            elif entity.type == MessageEntity.TEXT_MENTION and entity.user is not None:
-                mentions = mentions or entity.user.id == self._me.id
-            elif entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
-                command, _, target = value.partition("@")
-                if target and self._addressed_to_me(f"@{target}"):
-                    mentions = True
-                    text = command + text[len(value) :]  # "/reset@this_bot x" -> "/reset x"
-        return InboundMessage(
-            channel=self.name,
-            chat_id=str(message.chat.id),
-            sender_id=str(user.id),
-            # "@handle" is verified by Telegram and may be matched by allowed_users; a display
-            # name is chosen freely by the user and never is.
-            sender_name=f"@{user.username}" if user.username else user.full_name,
-            sender_handle=user.username or None,
-            text=text,
-            message_id=str(message.message_id),
-            is_direct=message.chat.type == ChatType.PRIVATE,
-            mentions_bot=mentions,
-            thread_id=_topic(message),
-        )
+            await self._reader.on_message(update.message, update.update_id)
 
     def _allowed(self, user: User) -> bool:
         """``allowed_users`` for button presses (the orchestrator never sees them)."""
@@ -344,26 +327,13 @@ class TelegramChannel(Channel):
         except TelegramError as exc:
             raise translate_error(exc, length=length) from exc
 
-    async def _write_formatted(
-        self,
-        write: Callable[[str, Sequence[MessageEntity] | None], Awaitable[_T]],
-        part: FormattedText,
-        plain: str | None,
-    ) -> _T:
-        """Write ``part`` with its entities; on "can't parse entities" write ``plain`` instead,
-        when given (a later part of a split send: see the module docstring).
-
-        Raises:
-            ChannelError: the write failed (translated); "can't parse entities" without
-                ``plain`` is a :class:`ChannelWriteFailed`.
-        """
-        try:
-            return await write(part.text, _entities(part))
-        except TelegramError as exc:
-            if plain is None or not is_parse_error(exc):
-                raise translate_error(exc, length=part.utf16_length) from exc
-            _LOG.warning("%s: Telegram refused the formatting (%s); sending plain", self.name, exc)
-        return await self._call(lambda: write(plain, None), length=_utf16_len(plain))
+    def _formatted(self, text: str) -> FormattedText:
+        """``text`` rendered; one message or :class:`MessageTooLong` (the engine measured it
+        with :meth:`render`, so this only fires when a caller did not)."""
+        rendered = markdown_to_telegram(text)
+        if rendered.utf16_length > self.limits.max_length:
+            raise MessageTooLong(self.limits.max_length, rendered.utf16_length)
+        return rendered
 
     async def _send_message(
         self,
@@ -379,64 +349,36 @@ class TelegramChannel(Channel):
         reply = None
         if reply_to is not None:
             reply = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
-        if not formatted:
-            sent: Message = await self._call(
-                lambda: bot.send_message(
-                    chat_id, text, reply_parameters=reply, message_thread_id=topic
-                ),
-                length=_utf16_len(text),
-            )
-            return MessageRef(chat_id, str(sent.message_id))
-        limit = self.limits.max_length
-        rendered = markdown_to_telegram(text)
-        if rendered.utf16_length > limit and _utf16_len(text) <= limit:
-            rendered = FormattedText(text)  # rendering made it too long: one plain message
-        parts = split_formatted(rendered, limit)
-        for index, part in enumerate(parts):
-
-            def write(
-                t: str, e: Sequence[MessageEntity] | None, first: bool = index == 0
-            ) -> Awaitable[Message]:
-                sent: Awaitable[Message] = bot.send_message(
-                    chat_id,
-                    t,
-                    entities=e,
-                    reply_parameters=reply if first else None,
-                    message_thread_id=topic,
-                )
-                return sent
-
-            for attempt in range(3):
-                try:
-                    # The first part: nothing landed yet, so a refusal is the engine's.
-                    plain = part.text if index > 0 else None
-                    sent = await self._write_formatted(write, part, plain)
-                    break
-                except ChannelRateLimited as exc:
-                    # Later parts: the engine cannot resend half a text, so wait here.
-                    if index == 0 or attempt == 2:
-                        raise
-                    await anyio.sleep(exc.retry_after)
+        if formatted:
+            part = self._formatted(text)
+            text, entities, length = part.text, _entities(part), part.utf16_length
+        else:
+            entities, length = None, _utf16_len(text)
+        sent: Message = await self._call(
+            lambda: bot.send_message(
+                chat_id,
+                text,
+                entities=entities,
+                reply_parameters=reply,
+                message_thread_id=topic,
+            ),
+            length=length,
+        )
         return MessageRef(chat_id, str(sent.message_id))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
         bot = self._bot()
-        limit = self.limits.max_length
-
-        def write(t: str, e: Sequence[MessageEntity] | None) -> Awaitable[Any]:
-            edit: Awaitable[Any] = bot.edit_message_text(
-                t, ref.chat_id, int(ref.message_id), entities=e
-            )
-            return edit
-
         if formatted:
-            rendered = markdown_to_telegram(text)
-            if rendered.utf16_length <= limit:
-                await self._write_formatted(write, rendered, None)
-                return
-            if _utf16_len(text) > limit:
-                raise MessageTooLong(limit, rendered.utf16_length)
-        await self._call(lambda: write(text, None), length=_utf16_len(text))
+            part = self._formatted(text)
+            text, entities, length = part.text, _entities(part), part.utf16_length
+        else:
+            entities, length = None, _utf16_len(text)
+        await self._call(
+            lambda: bot.edit_message_text(
+                text, ref.chat_id, int(ref.message_id), entities=entities
+            ),
+            length=length,
+        )
 
     async def _delete_message(self, ref: MessageRef) -> None:
         bot = self._bot()
@@ -480,8 +422,10 @@ class TelegramChannel(Channel):
             _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
         return approval.answer
 
-    def render_formatted(self, text: str) -> str:
+    def render(self, text: str) -> Rendering:
         """The final form of ``text``: its visible text when Markdown left no formatting, else
-        Telegram HTML of text + entities (canonical; only for equality checks and logs)."""
+        Telegram HTML of text + entities (canonical: for equality checks); its length in UTF-16
+        code units of the visible text (what the 4096 limit counts)."""
         rendered = markdown_to_telegram(text)
-        return to_html(rendered) if rendered.entities else rendered.text
+        form = to_html(rendered) if rendered.entities else rendered.text
+        return Rendering(form, rendered.utf16_length)

@@ -10,12 +10,13 @@ import datetime as dtm
 import logging
 import warnings
 
-from telegram.error import BadRequest, RetryAfter, TelegramError, TimedOut
+from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
 
 from channels.errors import (
     ChannelError,
     ChannelRateLimited,
     ChannelTimeout,
+    ChannelUnavailable,
     ChannelWriteFailed,
     MessageGone,
     MessageNotModified,
@@ -57,6 +58,15 @@ def translate_error(exc: TelegramError, *, length: int = 0) -> ChannelError:
             return MessageGone(str(exc))
         if text.startswith("message is too long"):
             return MessageTooLong(TELEGRAM_MAX_TEXT_LENGTH, length)
+    elif type(exc) is NetworkError:
+        # PTB raises a bare NetworkError for an error answer other than 400/401/403/404/409 (a
+        # 5xx: the server refused the write) and, as "httpx.<Error>: ...", for a transport
+        # failure. A refused connection did not land; a connection lost after the request was
+        # sent may have (DESIGN §3 "Network errors").
+        cause = str(exc)
+        if not cause.startswith("httpx.") or cause.startswith("httpx.ConnectError"):
+            return ChannelUnavailable(f"{type(exc).__name__}: {exc}")
+        return ChannelTimeout(f"the connection failed during the request: {exc}")
     return ChannelWriteFailed(f"{type(exc).__name__}: {exc}")
 
 

@@ -1,4 +1,4 @@
-"""Telegram formatting: the model's Markdown as text + entities, and splitting of formatted text.
+"""Telegram formatting: the model's Markdown as text + entities, and its canonical HTML form.
 
 Theory of operation
 -------------------
@@ -11,16 +11,13 @@ Telegram counts.
 
 * :func:`markdown_to_telegram` converts CommonMark/GFM with telegramify-markdown (≥ 1.0) into a
   :class:`FormattedText`. Heading emoji are switched off so a heading costs no extra length.
-* :func:`split_formatted` cuts a :class:`FormattedText` whose visible text exceeds the limit into
-  parts that are each valid on their own: a part's text is a slice of the visible text, and each
-  entity crossing a cut is clipped into both parts (a code block is "closed at the cut and
-  reopened" in the next part). Cuts fall at a paragraph boundary, else a line, else a word, else
-  between code points (never inside a surrogate pair, and not inside an emoji sequence when
-  avoidable), preferring boundaries outside code. The parts' texts concatenate to the whole text.
+* Nothing here splits text: the delivery engine decides every message boundary, measuring each
+  message with the channel's renderer (``TelegramChannel.render``), so each formatted write is
+  one message (DESIGN §3 "Formatting and splitting").
 * :func:`to_html` renders a :class:`FormattedText` as Telegram HTML: the canonical form used to
   compare formatted states and for logs.
 
-Pure functions, no I/O (DESIGN §1: splitters are sans-I/O).
+Pure functions, no I/O (DESIGN §1).
 """
 
 from __future__ import annotations
@@ -28,19 +25,18 @@ from __future__ import annotations
 import bisect
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from itertools import pairwise
 
 import telegramify_markdown
 from telegramify_markdown.config import RenderConfig
 
 from channels.base import utf16_len
-from channels.limits import TELEGRAM_MAX_TEXT_LENGTH
 
 __all__ = [
     "FormattedText",
     "TextEntity",
     "markdown_to_telegram",
-    "split_formatted",
     "to_html",
 ]
 
@@ -116,9 +112,6 @@ def markdown_to_telegram(markdown: str) -> FormattedText:
     return FormattedText(text, _sorted(entities))
 
 
-# -- splitting -------------------------------------------------------------------------------
-
-
 def _utf16_offsets(text: str) -> list[int]:
     """``offsets[i]`` = UTF-16 offset of code point ``i``; ``offsets[len(text)]`` = total."""
     offsets = [0] * (len(text) + 1)
@@ -128,112 +121,6 @@ def _utf16_offsets(text: str) -> list[int]:
         total += 2 if ord(ch) > 0xFFFF else 1
     offsets[len(text)] = total
     return offsets
-
-
-def _joins_previous(ch: str) -> bool:
-    """True for code points that belong to the preceding one (a cut before them would tear an
-    emoji or accent apart): combining marks, ZWJ, variation selectors, skin-tone modifiers."""
-    cp = ord(ch)
-    return (
-        0x0300 <= cp <= 0x036F
-        or cp == 0x200D
-        or 0xFE00 <= cp <= 0xFE0F
-        or 0x1F3FB <= cp <= 0x1F3FF
-        or 0xE0020 <= cp <= 0xE007F
-    )
-
-
-def _hard_cut(text: str, start: int, max_end: int) -> int:
-    cut = max_end
-    for _ in range(16):  # an emoji sequence is at most a handful of code points
-        if cut - 1 <= start:
-            return max_end
-        if not _joins_previous(text[cut]) and text[cut - 1] != "\u200d":
-            return cut
-        cut -= 1
-    return max_end
-
-
-def _best_cut(
-    text: str, start: int, max_end: int, offsets: list[int], protected: list[tuple[int, int]]
-) -> int:
-    """The cut (code point index in ``(start, max_end]``) for a part beginning at ``start``."""
-
-    def outside(i: int) -> bool:
-        u = offsets[i]
-        return not any(lo < u < hi for lo, hi in protected)
-
-    def last(kind: str, need_outside: bool) -> int | None:
-        for i in range(max_end, start, -1):
-            prev = text[i - 1]
-            if kind == "paragraph":
-                hit = prev == "\n" and i - 2 >= start and text[i - 2] == "\n"
-            elif kind == "line":
-                hit = prev == "\n"
-            else:
-                hit = prev in " \t"
-            if hit and i < len(text) and (not need_outside or outside(i)):
-                # A part must show something; shorter prefixes would be blank too.
-                return i if text[start:i].strip() else None
-        return None
-
-    for kind, need_outside in (
-        ("paragraph", True),
-        ("line", True),
-        ("paragraph", False),
-        ("line", False),
-        ("word", True),
-        ("word", False),
-    ):
-        cut = last(kind, need_outside)
-        if cut is not None:
-            return cut
-    return _hard_cut(text, start, max_end)
-
-
-def split_formatted(
-    formatted: FormattedText, limit: int = TELEGRAM_MAX_TEXT_LENGTH
-) -> list[FormattedText]:
-    """Cut ``formatted`` into parts of at most ``limit`` UTF-16 code units of visible text.
-
-    Args:
-        formatted: the whole text and its entities.
-        limit: the maximum visible length of one part, in UTF-16 code units (≥ 2, so that a
-            surrogate pair always fits).
-
-    Returns:
-        One part when it fits; otherwise parts whose texts concatenate to ``formatted.text``
-        (a trailing run of only whitespace, which Telegram cannot show, is dropped). Each
-        entity is clipped to the parts it overlaps, keeping its type, URL and language.
-    """
-    if limit < 2:
-        raise ValueError("limit must be at least 2 UTF-16 code units")
-    text = formatted.text
-    offsets = _utf16_offsets(text)
-    if offsets[-1] <= limit:
-        return [formatted]
-    protected = [
-        (e.offset, e.offset + e.length) for e in formatted.entities if e.type in _CODE_TYPES
-    ]
-    bounds: list[tuple[int, int]] = []
-    start = 0
-    while offsets[-1] - offsets[start] > limit:
-        max_end = bisect.bisect_right(offsets, offsets[start] + limit) - 1
-        cut = _best_cut(text, start, max_end, offsets, protected)
-        bounds.append((start, cut))
-        start = cut
-    if text[start:].strip():
-        bounds.append((start, len(text)))
-    parts = []
-    for lo, hi in bounds:
-        lo16, hi16 = offsets[lo], offsets[hi]
-        clipped = []
-        for e in formatted.entities:
-            s, t = max(e.offset, lo16), min(e.offset + e.length, hi16)
-            if t > s:
-                clipped.append(replace(e, offset=s - lo16, length=t - s))
-        parts.append(FormattedText(text[lo:hi], _sorted(clipped)))
-    return parts
 
 
 # -- HTML (canonical form) ------------------------------------------------------------------
@@ -269,7 +156,9 @@ def to_html(formatted: FormattedText) -> str:
     Entities that cross each other are closed and reopened around the crossing so the HTML is
     always balanced. Types without an HTML form (``mention``, ``url``, …) render as text.
     """
-    text, offsets = formatted.text, _utf16_offsets(formatted.text)
+    text = formatted.text
+    narrow = not text or max(text) <= "\uffff"  # no code point takes two UTF-16 units
+    offsets = list(range(len(text) + 1)) if narrow else _utf16_offsets(text)
     starts: dict[int, list[TextEntity]] = {}
     for e in formatted.entities:
         starts.setdefault(e.offset, []).append(e)
@@ -294,8 +183,18 @@ def to_html(formatted: FormattedText) -> str:
             out.append(_open_tag(e)[0])
             stack.append(e)
 
-    for i, ch in enumerate(text):
-        boundary(offsets[i])
-        out.append(html.escape(ch, quote=False))
-    boundary(offsets[-1])
+    # Only entity edges matter: the text between two of them is escaped in one piece.
+    total = offsets[-1]
+    edges = {0, total}
+    for e in formatted.entities:
+        edges.update(u for u in (e.offset, e.offset + e.length) if u <= total)
+    for lo, hi in pairwise(sorted(edges)):
+        boundary(lo)
+        start, end = (
+            (lo, hi)
+            if narrow
+            else (bisect.bisect_left(offsets, lo), bisect.bisect_left(offsets, hi))
+        )
+        out.append(html.escape(text[start:end], quote=False))
+    boundary(total)
     return "".join(out)

@@ -1,9 +1,10 @@
 """The embedded default config of ``relaybot run`` without a config file (DESIGN §7).
 
 ``config/default.yaml`` holds what is fixed: the console channel only, no metrics server. What
-depends on the run is added here: the provider (OpenAI with ``OPENAI_API_KEY``, else the built-in
-demo model, whose server address is known only once it listens) and the store's path under
-``$XDG_DATA_HOME``. :func:`config.loader.default_config` validates the result like any file.
+depends on the run is added here: the provider (OpenAI with ``OPENAI_API_KEY``, else Anthropic with
+``ANTHROPIC_API_KEY``, else the built-in demo model, whose server address is known only once it
+listens) and the store's path under ``$XDG_DATA_HOME``. :func:`config.loader.default_config`
+validates the result like any file.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "ANTHROPIC_MODEL",
+    "ANTHROPIC_PROVIDER_NAME",
     "DEFAULT_SOURCE_NAME",
     "DEMO_API_KEY",
     "DEMO_MODEL",
@@ -34,6 +37,11 @@ OPENAI_PROVIDER_NAME = "openai"
 OPENAI_MODEL = "gpt-4.1-mini"
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Used unless ``OPENAI_BASE_URL`` is set in the environment (the OpenAI SDK's variable)."""
+
+ANTHROPIC_PROVIDER_NAME = "anthropic"
+ANTHROPIC_MODEL = "claude-haiku-4-5"
+"""Used unless ``ANTHROPIC_MODEL`` is set in the environment. The API root is the provider's
+default unless ``ANTHROPIC_BASE_URL`` is set (the Anthropic SDK's variables)."""
 
 DEMO_PROVIDER_NAME = "demo"
 DEMO_MODEL = "relaybot-demo"
@@ -67,13 +75,15 @@ def default_data(
     Args:
         data: ``default.yaml`` read into plain data (not modified).
         environ: the environment.
-        demo_base_url: the demo model's API root; used only without ``OPENAI_API_KEY``.
+        demo_base_url: the demo model's API root; used only without ``OPENAI_API_KEY`` and
+            ``ANTHROPIC_API_KEY``.
 
     Returns:
-        The completed data, to be validated.
+        The completed data, to be validated. An empty variable counts as unset.
 
     Raises:
-        ValueError: neither ``OPENAI_API_KEY`` nor ``demo_base_url`` is given.
+        ValueError: none of ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` and ``demo_base_url`` is
+            given.
     """
     result: dict[str, Any] = copy.deepcopy(data) if isinstance(data, dict) else {}
     api_key = environ.get("OPENAI_API_KEY")
@@ -85,6 +95,15 @@ def default_data(
             "api_key": api_key,
             "model": OPENAI_MODEL,
         }
+    elif anthropic_key := environ.get("ANTHROPIC_API_KEY"):
+        name = ANTHROPIC_PROVIDER_NAME
+        provider = {
+            "kind": "anthropic",
+            "api_key": anthropic_key,
+            "model": environ.get("ANTHROPIC_MODEL") or ANTHROPIC_MODEL,
+        }
+        if environ.get("ANTHROPIC_BASE_URL"):
+            provider["base_url"] = environ["ANTHROPIC_BASE_URL"]
     elif demo_base_url:
         name = DEMO_PROVIDER_NAME
         provider = {
@@ -94,7 +113,9 @@ def default_data(
             "model": DEMO_MODEL,
         }
     else:
-        raise ValueError("the embedded default config needs OPENAI_API_KEY or a demo_base_url")
+        raise ValueError(
+            "the embedded default config needs OPENAI_API_KEY, ANTHROPIC_API_KEY or a demo_base_url"
+        )
     result["providers"] = {name: provider}
     result["agent"] = {**(result.get("agent") or {}), "providers": [name]}
     result["storage"] = {**(result.get("storage") or {}), "path": str(default_store_path(environ))}

@@ -51,23 +51,28 @@ class ConfigIssue:
         path: the key path (``channels.tg.token``), ``yaml`` for a syntax error, or ``""`` for
             the whole file.
         message: what is wrong, without the offending value.
+        warning: the file is still usable (e.g. a channel kind this version cannot start);
+            rendered ``FILE:LINE: key.path: warning: message``.
     """
 
     source: str
     line: int | None
     path: str
     message: str
+    warning: bool = False
 
     def __str__(self) -> str:
         where = self.source if self.line is None else f"{self.source}:{self.line}"
-        return f"{where}: {self.path}: {self.message}" if self.path else f"{where}: {self.message}"
+        message = f"warning: {self.message}" if self.warning else self.message
+        return f"{where}: {self.path}: {message}" if self.path else f"{where}: {message}"
 
 
 class ConfigError(Exception):
     """The config cannot be used.
 
     Args:
-        errors: every issue found, sorted by line (file-level issues first).
+        errors: every issue found, sorted by line (file-level issues first); at least one is not
+            a warning.
     """
 
     def __init__(self, errors: Sequence[ConfigIssue]) -> None:

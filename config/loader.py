@@ -12,29 +12,35 @@ Theory of operation
    missing key gets the line of its parent mapping; a :class:`LocatedValueError` raised by a model
    validator is reported at the key it names. Errors under a path whose value already failed in
    step 1 are dropped (they would repeat it).
-4. Messages are ours (:mod:`config.messages`), written from the error type and its context,
+4. The ``checks`` the caller passes (:mod:`config.checks`: tool names, the hook's import, channel
+   kinds this version can start) run on every section that is valid on its own, so their
+   problems are reported in the same pass, at their lines; a check may report warnings only.
+5. Messages are ours (:mod:`config.messages`), written from the error type and its context,
    never from the input: a value may be a secret or come from the environment, and is never
    shown. The one name shown is an unknown provider written in the file. As a last line of
    defence, any text read from the environment is masked in every message.
 
-All issues are raised together in one :class:`ConfigError`, sorted by line.
+All issues are raised together in one :class:`ConfigError`, sorted by line. A file larger than
+:data:`~config.source.MAX_FILE_BYTES` or nested deeper than :data:`~config.source.MAX_DEPTH` is
+one issue.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from config.checks import SectionCheck, run_checks
 from config.default import DEFAULT_SOURCE_NAME, default_data, default_yaml_text
 from config.errors import ConfigError, ConfigIssue, Loc, LocatedValueError, format_path
 from config.messages import error_message, join_union_messages
 from config.models import RelaybotConfig, unknown_provider_message, unknown_providers
-from config.source import SourceDocument, read_yaml
+from config.source import MAX_FILE_BYTES, TOO_LARGE_MESSAGE, SourceDocument, read_yaml
 
 __all__ = [
     "config_from_document",
@@ -45,7 +51,13 @@ __all__ = [
 ]
 
 
-def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -> RelaybotConfig:
+def load_config(
+    path: str | Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    checks: Sequence[SectionCheck] = (),
+    warnings: list[ConfigIssue] | None = None,
+) -> RelaybotConfig:
     """Read, interpolate and validate a config file.
 
     A relative ``storage.path`` is resolved against the file's directory: the returned
@@ -54,25 +66,37 @@ def load_config(path: str | Path, *, environ: Mapping[str, str] | None = None) -
     Args:
         path: the YAML file; its name as given is the ``FILE`` of every message.
         environ: the environment for ``${VAR}`` references (default: ``os.environ``).
+        checks: checks made after schema validation (see :func:`config_from_document`).
+        warnings: when the config is usable, the warnings found are appended here.
 
     Raises:
-        ConfigError: the file cannot be read, is not UTF-8, not YAML, or not a valid config;
-            it carries every issue found.
+        ConfigError: the file cannot be read, is larger than :data:`~config.source.MAX_FILE_BYTES`,
+            is not UTF-8, not YAML, or not a valid config; it carries every issue found.
     """
     source = str(path)
     try:
-        raw = Path(path).read_bytes()
+        with Path(path).open("rb") as file:
+            raw = file.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
         raise ConfigError(
             [ConfigIssue(source, None, "", f"cannot read the file: {reason}")]
         ) from None
+    if len(raw) > MAX_FILE_BYTES:
+        raise ConfigError([ConfigIssue(source, None, "", TOO_LARGE_MESSAGE)])
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ConfigError([ConfigIssue(source, line, "", "the file is not valid UTF-8")]) from None
-    return load_config_text(text, source_name=source, environ=environ, base_dir=Path(path).parent)
+    return load_config_text(
+        text,
+        source_name=source,
+        environ=environ,
+        base_dir=Path(path).parent,
+        checks=checks,
+        warnings=warnings,
+    )
 
 
 def load_config_text(
@@ -81,6 +105,8 @@ def load_config_text(
     source_name: str = "<string>",
     environ: Mapping[str, str] | None = None,
     base_dir: str | Path | None = None,
+    checks: Sequence[SectionCheck] = (),
+    warnings: list[ConfigIssue] | None = None,
 ) -> RelaybotConfig:
     """Validate config text (see :func:`load_config`).
 
@@ -90,6 +116,8 @@ def load_config_text(
         environ: the environment for ``${VAR}`` references (default: ``os.environ``).
         base_dir: directory a relative ``storage.path`` is resolved against; ``None`` leaves
             the path as written.
+        checks: checks made after schema validation (see :func:`config_from_document`).
+        warnings: when the config is usable, the warnings found are appended here.
 
     Raises:
         ConfigError: every issue found.
@@ -97,7 +125,7 @@ def load_config_text(
     doc = read_yaml(
         text, source_name=source_name, environ=os.environ if environ is None else environ
     )
-    config = config_from_document(doc, source_name=source_name)
+    config = config_from_document(doc, source_name=source_name, checks=checks, warnings=warnings)
     if base_dir is not None:
         resolved = str(config.storage.resolved_path(base_dir))
         storage = config.storage.model_copy(update={"path": resolved})
@@ -119,16 +147,19 @@ def default_config(
     ``config/default.yaml`` (the console channel only, no metrics server) completed by
     :func:`config.default.default_data`: with ``OPENAI_API_KEY`` set, the ``openai`` provider
     (``openai_chat``, ``gpt-4.1-mini``, ``https://api.openai.com/v1`` unless ``OPENAI_BASE_URL``
-    is set); without it, the ``demo`` provider at ``demo_base_url``. ``storage.path`` is
+    is set); else with ``ANTHROPIC_API_KEY``, the ``anthropic`` provider (model
+    ``$ANTHROPIC_MODEL``, default ``claude-haiku-4-5``; ``$ANTHROPIC_BASE_URL`` when set); else the
+    ``demo`` provider at ``demo_base_url``. ``storage.path`` is
     ``$XDG_DATA_HOME/relaybot/relaybot.db`` (default ``~/.local/share/relaybot/relaybot.db``).
 
     Args:
         environ: the environment (default: ``os.environ``).
         demo_base_url: the demo model server's API root, e.g. ``http://127.0.0.1:PORT/v1``;
-            ignored when ``OPENAI_API_KEY`` is set.
+            ignored when ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` is set.
 
     Raises:
-        ValueError: neither ``OPENAI_API_KEY`` nor ``demo_base_url`` is given.
+        ValueError: none of ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` and ``demo_base_url``
+            is given.
     """
     environ = os.environ if environ is None else environ
     doc = read_yaml(default_yaml_text(), source_name=DEFAULT_SOURCE_NAME, environ=environ)
@@ -136,13 +167,28 @@ def default_config(
     return config_from_document(doc, source_name=DEFAULT_SOURCE_NAME)
 
 
-def config_from_document(doc: SourceDocument, *, source_name: str) -> RelaybotConfig:
-    """Validate data read by :func:`config.source.read_yaml`.
+def config_from_document(
+    doc: SourceDocument,
+    *,
+    source_name: str,
+    checks: Sequence[SectionCheck] = (),
+    warnings: list[ConfigIssue] | None = None,
+) -> RelaybotConfig:
+    """Validate data read by :func:`config.source.read_yaml`, then run ``checks``.
+
+    Args:
+        doc: the document.
+        source_name: the ``FILE`` of every message.
+        checks: checks made after schema validation (:mod:`config.checks`); each runs when its
+            section is valid, whatever the rest of the file holds.
+        warnings: when the config is usable, the warnings found are appended here.
 
     Raises:
-        ConfigError: ``doc.issues`` plus every validation issue.
+        ConfigError: ``doc.issues``, every validation issue and every issue of ``checks``
+            (warnings included), when at least one of them is not a warning.
     """
     issues = list(doc.issues)
+    config: RelaybotConfig | None = None
     if doc.data is not None:
         reference_issues = list(_provider_reference_issues(doc, source_name))
         try:
@@ -151,11 +197,13 @@ def config_from_document(doc: SourceDocument, *, source_name: str) -> RelaybotCo
             issues += reference_issues
             seen = {issue.path for issue in reference_issues}
             issues += [i for i in _validation_issues(exc, doc, source_name) if i.path not in seen]
-        else:
-            if not issues:
-                return config
+        issues += run_checks(doc, checks, source_name=source_name)
     unique = list(dict.fromkeys(_scrub(issue, doc.environment_values) for issue in issues))
     unique.sort(key=lambda issue: 0 if issue.line is None else issue.line)
+    if config is not None and all(issue.warning for issue in unique):
+        if warnings is not None:
+            warnings.extend(unique)
+        return config
     raise ConfigError(unique)
 
 
@@ -190,7 +238,7 @@ def _provider_reference_issues(doc: SourceDocument, source: str) -> Iterator[Con
             continue
         name = None if loc in doc.from_environment else chain[index]
         message = unknown_provider_message(name, configured)
-        yield ConfigIssue(source, _line(loc, doc), format_path(loc), message)
+        yield ConfigIssue(source, doc.line_of(loc), format_path(loc), message)
 
 
 # -- step 3: pydantic locations -> key paths and lines ----------------------------------------
@@ -209,7 +257,7 @@ def _validation_issues(
             for relative, message in located.issues:
                 full = (*loc, *relative)
                 if not _under(full, doc.failed):
-                    yield ConfigIssue(source, _line(full, doc), format_path(full), message)
+                    yield ConfigIssue(source, doc.line_of(full), format_path(full), message)
             continue
         if error["type"] in ("union_tag_not_found", "union_tag_invalid"):
             loc = (*loc, str(context.get("discriminator", "kind")).strip("'"))
@@ -219,9 +267,9 @@ def _validation_issues(
         if union_branch:
             branch_messages.setdefault(loc, []).append(message)
             continue
-        yield ConfigIssue(source, _line(loc, doc), format_path(loc), message)
+        yield ConfigIssue(source, doc.line_of(loc), format_path(loc), message)
     for loc, messages in branch_messages.items():
-        yield ConfigIssue(source, _line(loc, doc), format_path(loc), join_union_messages(messages))
+        yield ConfigIssue(source, doc.line_of(loc), format_path(loc), join_union_messages(messages))
 
 
 def _strip_tags(tagged: Loc, data: Any, *, missing: bool) -> tuple[Loc, bool]:
@@ -248,15 +296,6 @@ def _strip_tags(tagged: Loc, data: Any, *, missing: bool) -> tuple[Loc, bool]:
             continue
         path.append(part)
     return tuple(path), union_branch
-
-
-def _line(loc: Loc, doc: SourceDocument) -> int:
-    """The line of the longest prefix of ``loc`` that is in the file (a missing key: its parent)."""
-    for end in range(len(loc), -1, -1):
-        line = doc.lines.get(loc[:end])
-        if line is not None:
-            return line
-    return 1
 
 
 def _under(loc: Loc, roots: Collection[Loc]) -> bool:

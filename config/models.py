@@ -15,6 +15,7 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -63,6 +64,42 @@ _DEFAULT_BASE_URLS: dict[str, str] = {
 }
 
 
+def _check_http_url(value: str) -> str:
+    """Accept an absolute ``http://`` or ``https://`` URL with a host."""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        raise ValueError("expected an http:// or https:// URL") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("expected an http:// or https:// URL")
+    return value
+
+
+_PROXY_SCHEMES = ("http", "https", "socks5", "socks5h")
+
+
+def _check_proxy_url(value: str | None) -> str | None:
+    """Accept ``http://``, ``https://``, ``socks5://`` or ``socks5h://`` URLs with a host."""
+    if value is None:
+        return None
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in _PROXY_SCHEMES or not parts.hostname:
+        raise ValueError("expected a proxy URL: http://, https://, socks5:// or socks5h://")
+    return value
+
+
+_MXID = re.compile(r"@[\x21-\x39\x3b-\x7e]+:(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?")
+"""A Matrix user id (Matrix spec, Appendices, "User Identifiers" and "Server Name"): ``@``, a
+localpart of printable ASCII without ``:`` (historical ids included), ``:``, a server name
+(DNS name, IPv4 or bracketed IPv6, optional port); at most 255 bytes."""
+_MXID_MAX_BYTES = 255
+
+
 def _check_listen(value: str | None) -> str | None:
     """Accept ``HOST:PORT`` (``[::1]:9464`` for IPv6), port 0–65535."""
     if value is None:
@@ -105,6 +142,11 @@ class ProviderConfig(_Strict):
         default=None, description="where the model supports it"
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
+    vision: bool = Field(
+        default=True,
+        description="the model reads images; false: images are left out of requests and the "
+        "user is told in one line that images are not supported",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -156,6 +198,11 @@ class AgentConfig(_Strict):
         gt=0,
         description="a message kept waiting over a restart for longer than this gets a short "
         "notice instead of an answer",
+    )
+    max_image_bytes: int = Field(
+        default=10485760,
+        gt=0,
+        description="bytes; an image above this is refused with a one-line message, not sent",
     )
 
     @model_validator(mode="after")
@@ -216,6 +263,11 @@ class PolicyConfig(_Strict):
         default=None,
         description='hook "package.module:function"(channel, chat_id, text) -> str | None',
         json_schema_extra={"pattern": _HOOK_PATTERN.pattern},
+    )
+    hook_timeout_secs: float = Field(
+        default=5.0,
+        gt=0,
+        description="seconds one call of on_message_sending may take; then the piece is withheld",
     )
     extra_secret_patterns: list[SecretPatternConfig] = Field(default_factory=list)
     guardrails: list[GuardrailConfig] = Field(default_factory=list)
@@ -280,6 +332,24 @@ class TelegramChannelConfig(_StreamModeChannel):
         description="python-telegram-bot meaning: the token is appended",
     )
     webhook: WebhookConfig | None = Field(default=None, description="null = long polling")
+    proxy: str | None = Field(
+        default=None,
+        description="proxy for every Bot API call, passed to python-telegram-bot: http://, "
+        "https://, socks5:// or socks5h://HOST:PORT (user:password@ allowed); null = none",
+    )
+    base_file_url: str | None = Field(
+        default=None,
+        description='file downloads; default: base_url with "/bot" at its end replaced by '
+        '"/file/bot" (the token is appended)',
+    )
+    media_group_wait_ms: int = Field(
+        default=1000,
+        ge=0,
+        description="milliseconds: an album's photos arriving within this of each other form "
+        "one message",
+    )
+
+    _proxy = field_validator("proxy")(_check_proxy_url)
 
 
 class MatrixChannelConfig(_StreamModeChannel):
@@ -302,6 +372,21 @@ class MatrixChannelConfig(_StreamModeChannel):
         default=100, ge=1, description="then no more edits; the final text is still delivered"
     )
 
+    _homeserver = field_validator("homeserver")(_check_http_url)
+
+    @field_validator("user_id")
+    @classmethod
+    def _mxid(cls, value: str) -> str:
+        if not _MXID.fullmatch(value) or len(value.encode()) > _MXID_MAX_BYTES:
+            raise ValueError('expected a Matrix user id "@name:server", e.g. "@bot:example.org"')
+        return value
+
+
+def _is_snowflake_or_star(entry: str | int) -> bool:
+    if isinstance(entry, int):
+        return entry > 0
+    return entry == "*" or (entry.isascii() and entry.isdigit())
+
 
 class DiscordChannelConfig(_StreamModeChannel):
     """A Discord bot (discord.py)."""
@@ -310,6 +395,21 @@ class DiscordChannelConfig(_StreamModeChannel):
     token: SecretStr
     api_base_url: str | None = Field(default=None, description="REST API root (tests)")
     gateway_url: str | None = Field(default=None, description="Gateway URL (tests)")
+    allowed_users: list[str | int] = Field(
+        default_factory=list,
+        description='numeric Discord user ids (snowflakes) allowed to talk to the bot; "*" = '
+        "everyone; empty = nobody",
+    )
+
+    @field_validator("allowed_users")
+    @classmethod
+    def _snowflakes(cls, value: list[str | int]) -> list[str | int]:
+        # Discord names can be changed by their owner: only the immutable ids identify a user.
+        bad = [index for index, entry in enumerate(value) if not _is_snowflake_or_star(entry)]
+        if bad:
+            message = 'expected a numeric Discord user id or "*"'
+            raise LocatedValueError(*(((index,), message) for index in bad))
+        return value
 
 
 class ConsoleChannelConfig(_ChannelBase):

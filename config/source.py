@@ -13,7 +13,10 @@ that tree ourselves instead of calling ``safe_load``:
 * booleans follow YAML 1.2 (only ``true``/``false``): under YAML 1.1 ``stream_mode: off``
   would silently become ``False``;
 * duplicate keys are errors (PyYAML silently keeps the last one); ``<<`` merge keys work;
-* a recursive alias, or alias expansion beyond :data:`MAX_NODES`, is an error.
+* a recursive alias, or alias expansion beyond :data:`MAX_NODES`, is an error;
+* a text larger than :data:`MAX_FILE_BYTES`, or collections nested deeper than :data:`MAX_DEPTH`
+  (aliases expanded), is one error: the nesting is measured on PyYAML's event stream, which is
+  produced without recursion, before the (recursive) composer runs.
 
 Problems found here are returned as :class:`ConfigIssue` values, never raised, so the loader can
 report them together with the validation errors.
@@ -31,10 +34,24 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from config.errors import ConfigIssue, Loc, format_path
 
-__all__ = ["MAX_NODES", "InterpolationError", "SourceDocument", "interpolate", "read_yaml"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_FILE_BYTES",
+    "MAX_NODES",
+    "TOO_LARGE_MESSAGE",
+    "InterpolationError",
+    "SourceDocument",
+    "interpolate",
+    "read_yaml",
+]
 
 MAX_NODES = 100_000
 """Upper bound on values built from one document, aliases expanded ("billion laughs")."""
+MAX_FILE_BYTES = 1024 * 1024
+"""Upper bound on the size of a config file, in bytes (of UTF-8)."""
+MAX_DEPTH = 64
+"""Upper bound on the nesting of mappings and sequences (the config itself needs 6 levels)."""
+TOO_LARGE_MESSAGE = f"the file is larger than {MAX_FILE_BYTES // 1024 // 1024} MiB"
 
 _STR_TAG = "tag:yaml.org,2002:str"
 _MAP_TAG = "tag:yaml.org,2002:map"
@@ -135,6 +152,15 @@ class SourceDocument:
     failed: set[Loc] = field(default_factory=set)
     issues: list[ConfigIssue] = field(default_factory=list)
 
+    def line_of(self, loc: Loc) -> int:
+        """The line of the longest prefix of ``loc`` that is in the file (a missing key: its
+        parent's line)."""
+        for end in range(len(loc), -1, -1):
+            line = self.lines.get(loc[:end])
+            if line is not None:
+                return line
+        return 1
+
 
 def _yaml_problem(exc: yaml.MarkedYAMLError) -> str:
     """The problem text of a YAML error, without the source snippet ``str(exc)`` would quote."""
@@ -147,6 +173,29 @@ class _TooLarge(Exception):
     """Aborts the walk: alias expansion exceeded MAX_NODES."""
 
 
+class _TooDeep(Exception):
+    """Aborts the walk: aliases nest collections deeper than MAX_DEPTH."""
+
+
+def _too_deep_line(loader: _Loader) -> int | None:
+    """Read the whole event stream; the 1-based line where nesting first exceeds MAX_DEPTH, or
+    None. Syntax errors propagate as the composer would raise them."""
+    depth = 0
+    while loader.check_event():
+        event = loader.get_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                return mark.line + 1 if mark is not None else 1
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+    return None
+
+
+_DEPTH_MESSAGE = f"nested more than {MAX_DEPTH} levels deep"
+
+
 class _Walker:
     def __init__(
         self, loader: _Loader, environ: Mapping[str, str], doc: SourceDocument, source: str
@@ -157,6 +206,7 @@ class _Walker:
         self._source = source
         self._active: set[int] = set()  # ids of collection nodes being built (alias cycles)
         self._count = 0
+        self._depth = 0
 
     def issue(self, line: int, loc: Loc | str, message: str) -> None:
         path = loc if isinstance(loc, str) else format_path(loc)
@@ -173,12 +223,16 @@ class _Walker:
             self.issue(line, "yaml", "recursive alias")
             self._doc.failed.add(loc)
             return None
+        if self._depth >= MAX_DEPTH:
+            raise _TooDeep(line)
         self._active.add(id(node))
+        self._depth += 1
         try:
             if isinstance(node, MappingNode):
                 return self._mapping(node, loc, line)
             return self._sequence(node, loc, line)  # type: ignore[arg-type]
         finally:
+            self._depth -= 1
             self._active.discard(id(node))
 
     def _scalar(self, node: ScalarNode, loc: Loc, line: int) -> Any:
@@ -265,9 +319,18 @@ def read_yaml(text: str, *, source_name: str, environ: Mapping[str, str]) -> Sou
         The document; check :attr:`SourceDocument.issues` (never raises for bad input).
     """
     doc = SourceDocument(data=None, lines={(): 1})
+    if len(text) > MAX_FILE_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        doc.issues.append(ConfigIssue(source_name, None, "", TOO_LARGE_MESSAGE))
+        return doc
     loader: _Loader | None = None
     try:
         loader = _Loader(text)  # checks every character up front (ReaderError)
+        deep = _too_deep_line(loader)
+        if deep is not None:
+            doc.issues.append(ConfigIssue(source_name, deep, "yaml", _DEPTH_MESSAGE))
+            return doc
+        loader.dispose()
+        loader = _Loader(text)
         root = loader.get_single_node()
         if root is None:
             doc.data = {}
@@ -279,6 +342,9 @@ def read_yaml(text: str, *, source_name: str, environ: Mapping[str, str]) -> Sou
         except _TooLarge:
             doc.data = None
             walker.issue(doc.lines[()], "yaml", f"more than {MAX_NODES} values after aliases")
+        except _TooDeep as exc:
+            doc.data = None
+            walker.issue(exc.args[0], "yaml", _DEPTH_MESSAGE + " (aliases expanded)")
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1

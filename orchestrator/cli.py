@@ -1,12 +1,17 @@
 """The ``relaybot`` command (DESIGN §6, §7).
 
 ``relaybot run [--config FILE]``   serve (``RELAYBOT_CONFIG`` also names the file); with no file,
-                                   the embedded default: the console channel and, without
-                                   ``OPENAI_API_KEY``, the built-in demo model.
+                                   the embedded default: the console channel with OpenAI
+                                   (``OPENAI_API_KEY``), else Anthropic (``ANTHROPIC_API_KEY``),
+                                   else the built-in demo model.
 ``relaybot check-config FILE``     exit 0, or print ``FILE:LINE: key.path: message`` lines, exit 2.
 ``relaybot schema``                print the JSON Schema of the config file.
+``relaybot --version``             print the version.
 
-Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 a channel could not start, 2 bad config.
+Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 a channel could not start or a piped
+console run could not produce an answer, 2 bad config or bad arguments. Bare ``relaybot``
+prints the help. Output cut short by the reader (``relaybot schema | head``) ends the command
+quietly with exit 1, as the Python documentation recommends for ``EPIPE``.
 """
 
 from __future__ import annotations
@@ -15,133 +20,211 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 import anyio
 
-from config.errors import ConfigError
+from config.errors import ConfigError, ConfigIssue
 from config.loader import default_config, format_errors, load_config
 from config.models import PolicyConfig, RelaybotConfig
 
-__all__ = ["data_dir", "main"]
+__all__ = ["main"]
 
 log = logging.getLogger("relaybot")
 
 DEMO_BANNER = (
-    "relaybot: no config file and no OPENAI_API_KEY — answering with the built-in DEMO model "
-    "(canned answers, not a real language model)."
+    "relaybot: no config file, no OPENAI_API_KEY and no ANTHROPIC_API_KEY — answering with the "
+    "built-in DEMO model (canned answers, not a real language model)."
 )
 
+_DESCRIPTION = """\
+relaybot streams large-language-model answers into chat channels (Telegram, the terminal):
+throttled in-place edits or one message per paragraph, tool calls between model turns, and no
+secret ever visible.
 
-def data_dir(environ: Mapping[str, str]) -> Path:
-    """``$XDG_DATA_HOME/relaybot`` (default ``~/.local/share/relaybot``)."""
-    base = environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "relaybot"
+Start with `relaybot run`: with no config file it chats in this terminal, with OpenAI when
+OPENAI_API_KEY is set, else Anthropic when ANTHROPIC_API_KEY is set, else a built-in demo model.
+"""
+
+_EPILOG = """\
+exit codes: 0 normal end (also after SIGINT/SIGTERM); 1 a channel could not start, or a piped
+console run could not produce an answer; 2 a bad config file or bad arguments.
+Run `relaybot COMMAND --help` for the options of a command."""
+
+_RUN_DESCRIPTION = """\
+Start every channel of the config file and answer messages until SIGINT or SIGTERM; running
+answers then get up to 30 s to finish (a second signal cuts that short).
+
+Without --config and RELAYBOT_CONFIG no file is looked up: the embedded default runs the console
+channel (this terminal; /help lists its commands and keys) with
+  OpenAI     when OPENAI_API_KEY is set (model gpt-4.1-mini; OPENAI_BASE_URL overrides the API),
+  Anthropic  else when ANTHROPIC_API_KEY is set (model $ANTHROPIC_MODEL, default
+             claude-haiku-4-5; ANTHROPIC_BASE_URL overrides the API),
+  a demo     otherwise: a built-in demo model on 127.0.0.1 with canned answers,
+and keeps the conversation in $XDG_DATA_HOME/relaybot/relaybot.db (default
+~/.local/share/relaybot/relaybot.db); /reset in the chat deletes it.
+
+Piped input (`echo hi | relaybot run`) prints only the answers and exits at the end of input:
+0, or 1 when an answer could not be produced (the cause in one line on stderr)."""
+
+_CHECK_DESCRIPTION = """\
+Validate a config file as `relaybot run` would use it: the schema, the tool names, the
+on_message_sending hook (it is imported) and the secret patterns. Every problem is printed in one
+pass as FILE:LINE: key.path: message, without ever showing a value; then the exit code is 2.
+A channel kind this version cannot start is a warning line. A valid file prints FILE: ok and
+exits 0."""
+
+_SCHEMA_DESCRIPTION = """\
+Print the JSON Schema (draft 2020-12) of the config file, e.g. for an editor's YAML language
+server."""
+
+
+def _version() -> str:
+    try:
+        return metadata.version("relaybot")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="relaybot", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="serve the configured channels")
-    run.add_argument("--config", help="YAML config file (default: $RELAYBOT_CONFIG, else built in)")
-    run.add_argument("--log-format", choices=("text", "json"), default="text")
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="relaybot", description=_DESCRIPTION, epilog=_EPILOG, formatter_class=raw
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"relaybot {_version()}", help="print the version"
+    )
+    sub = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    run = sub.add_parser(
+        "run",
+        help="serve the configured chat channels (default: a chat in this terminal)",
+        description=_RUN_DESCRIPTION,
+        formatter_class=raw,
+    )
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines on stderr: readable text (default) or one JSON object per line",
+    )
     run.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default=None,
-        help="default: info (warning for an interactive console)",
+        help="the least severe log lines shown (default: info; warning in an interactive console)",
     )
-    check = sub.add_parser("check-config", help="validate a config file")
-    check.add_argument("file")
-    sub.add_parser("schema", help="print the JSON Schema of the config file")
+    check = sub.add_parser(
+        "check-config",
+        help="validate a config file: exit 0, or print every problem and exit 2",
+        description=_CHECK_DESCRIPTION,
+        formatter_class=raw,
+    )
+    check.add_argument("file", metavar="FILE", help="the YAML config file to check")
+    sub.add_parser(
+        "schema",
+        help="print the JSON Schema of the config file",
+        description=_SCHEMA_DESCRIPTION,
+        formatter_class=raw,
+    )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        return _reader_gone()
+
+
+def _main(argv: Sequence[str] | None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, a usage error: argparse printed it
+        sys.stdout.flush()
+        return exc.code if isinstance(exc.code, int) else 2
+    if args.command is None:
+        parser.print_help()
+        return _flush()
     if args.command == "check-config":
         return _check_config(args.file)
     if args.command == "schema":
         from config.schema import json_schema
 
-        print(json.dumps(json_schema(), indent=2))
-        return 0
+        sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+        return _flush()
     return _run(args)
 
 
-def _load(path: str) -> RelaybotConfig | None:
+def _flush() -> int:
+    sys.stdout.flush()  # a closed pipe shows here, inside main's BrokenPipeError handler
+    return 0
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``| head``): end quietly. stdout is pointed at devnull so
+    the interpreter's final flush does not report the error again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
+    return 1
+
+
+def _load(path: str, warnings: list[ConfigIssue] | None = None) -> RelaybotConfig | None:
     """Load and check ``path`` as ``run`` will use it; print the errors and return None if bad.
 
-    Beyond the file's own validation this imports the ``on_message_sending`` hook, compiles the
-    secret patterns and looks up the tools, so ``check-config`` catches what ``run`` would.
+    Beyond the schema, the checks of :mod:`orchestrator.config_checks` run in the same pass (the
+    tools, the hook's import, the secret patterns; warnings for channel kinds this version
+    cannot start), so ``check-config`` catches what ``run`` would.
     """
+    from orchestrator.config_checks import RUN_CHECKS
+
     try:
-        config = load_config(path)
+        return load_config(path, checks=RUN_CHECKS, warnings=warnings)
     except ConfigError as exc:
         print(format_errors(exc), file=sys.stderr)
         return None
-    from orchestrator.policy import OutboundPolicy, PolicyError
-    from orchestrator.tools import ToolRegistry
-
-    problems: list[str] = []
-    try:
-        OutboundPolicy.from_config(config.policy)
-    except PolicyError as exc:
-        problems.append(f"{path}: {exc.key}: {exc.message}")
-    try:
-        ToolRegistry.from_names(config.agent.tools)
-    except KeyError as exc:
-        problems.append(f"{path}: agent.tools: {exc.args[0]}")
-    if problems:
-        print(_mask_referenced_env("\n".join(problems), path), file=sys.stderr)
-        return None
-    return config
-
-
-def _mask_referenced_env(text: str, path: str) -> str:
-    """Mask the values of the environment variables the file references (``${VAR}``): these
-    messages quote a tool name or hook path, which may have come from the environment."""
-    try:
-        names = set(re.findall(r"\$\{(\w+)", Path(path).read_text(encoding="utf-8")))
-    except OSError:
-        return text
-    for value in sorted((os.environ.get(n, "") for n in names), key=len, reverse=True):
-        if len(value) >= 4:
-            text = text.replace(value, "***")
-    return text
 
 
 def _check_config(path: str) -> int:
-    if _load(path) is None:
+    warnings: list[ConfigIssue] = []
+    if _load(path, warnings) is None:
         return 2
-    print(f"{path}: ok")
-    return 0
+    if warnings:
+        print("\n".join(str(w) for w in warnings), file=sys.stderr)
+        count = len(warnings)
+        print(f"{path}: valid, with {count} warning{'s' if count != 1 else ''}")
+    else:
+        print(f"{path}: ok")
+    return _flush()
 
 
 def _run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     path = args.config or environ.get("RELAYBOT_CONFIG")
     config: RelaybotConfig | None = None
-    storage: Path
     if path:
         config = _load(path)
         if config is None:
             return 2
-        storage = Path(config.storage.path)
-        if not storage.is_absolute():
-            storage = Path(path).resolve().parent / storage
-    else:
-        storage = data_dir(environ) / "relaybot.db"
     interactive = sys.stdout.isatty() and (
         config is None or all(c.kind == "console" for c in config.channels.values())
     )
     level_name = (args.log_level or ("warning" if interactive else "info")).upper()
     _setup_logging(config, args.log_format, getattr(logging, level_name, logging.INFO))
     try:
-        return anyio.run(_serve, config, storage, environ)
+        return anyio.run(_serve, config, environ)
     except KeyboardInterrupt:
         return 0
 
@@ -154,22 +237,22 @@ def _setup_logging(config: RelaybotConfig | None, fmt: str, level: int) -> None:
     setup_logging(policy.redact, fmt="json" if fmt == "json" else "text", level=level)
 
 
-async def _serve(config: RelaybotConfig | None, storage: Path, environ: dict[str, str]) -> int:
+async def _serve(config: RelaybotConfig | None, environ: dict[str, str]) -> int:
     from orchestrator.daemon import serve
 
     if config is not None:
-        return await serve(config, storage_path=storage)
-    if environ.get("OPENAI_API_KEY"):
-        return await serve(default_config(environ, demo_base_url=None), storage_path=storage)
+        return await serve(config, storage_path=Path(config.storage.path))
+    if environ.get("OPENAI_API_KEY") or environ.get("ANTHROPIC_API_KEY"):
+        default = default_config(environ, demo_base_url=None)
+        return await serve(default, storage_path=Path(default.storage.path))
     from orchestrator.demo_model import DemoModelServer
 
     async with anyio.create_task_group() as tg:
         demo = DemoModelServer()
         await demo.start(tg)
         print(DEMO_BANNER, file=sys.stderr)
-        code = await serve(
-            default_config(environ, demo_base_url=demo.base_url), storage_path=storage
-        )
+        default = default_config(environ, demo_base_url=demo.base_url)
+        code = await serve(default, storage_path=Path(default.storage.path))
         tg.cancel_scope.cancel()
     return code
 

@@ -11,7 +11,10 @@ the interrupted marker), stops the channels and returns 0.
 
 Every message is kept in the store's waiting messages until its turn starts (DESIGN §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
-those older than ``agent.stale_after_secs`` get a short notice instead. ``/stop`` is not queued:
+those older than ``agent.stale_after_secs`` get a short notice instead. A message is taken once
+per update id (the store keeps the ids seen), so a redelivered update is not answered again.
+Images are screened when the message's turn comes (:mod:`orchestrator.images`: too large, or no
+vision, is one line to the user). ``/stop`` is not queued:
 it cuts the running answer of its conversation short (DESIGN §3 "Stop"), and the next waiting
 message runs.
 
@@ -39,12 +42,13 @@ from config.models import RelaybotConfig
 from orchestrator.access import AccessControl
 from orchestrator.dispatch import Dispatcher
 from orchestrator.http_server import HttpServer
+from orchestrator.images import screen_images
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.rounds import ChainEntry, RoundRunner
 from orchestrator.store import AsyncStore, Store, WaitingMessage
 from orchestrator.tools import ToolRegistry
-from orchestrator.turn import TurnRunner, conversation_key
+from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 from providers.registry import build_provider
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
@@ -105,14 +109,19 @@ class Daemon:
             on_round=self.metrics.observe_round,
         )
         self._chain = chain
+        self._vision = config.providers[config.agent.providers[0]].vision
+        self.metrics.health = lambda: {n: c.health() for n, c in self.channels.items()}
         self.channels: dict[str, Channel] = {}
         self._access: dict[str, AccessControl] = {}
         self._dispatcher: Dispatcher | None = None
         self.stopping = anyio.Event()
         self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
+        self._input_ended = False  # a console-only run ended with its input
+        self._unanswered: str | None = None  # cause of the first answer not produced
 
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code (0, or 1 when a channel fails)."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when a channel fails, or
+        when a console-only run ended with its piped input and an answer was not produced."""
         try:
             async with anyio.create_task_group() as tg:
                 code = await self._run(tg, handle_signals)
@@ -137,6 +146,7 @@ class Daemon:
                 )
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
+            self.channels[name].max_image_bytes = self.config.agent.max_image_bytes
         stale = await self._queue_waiting()
         started: list[Channel] = []
         for name, channel in self.channels.items():
@@ -170,6 +180,10 @@ class Daemon:
         log.info("relaybot running with channels: %s", ", ".join(self.channels))
         await self.stopping.wait()
         await self._shutdown(started)
+        if self._input_ended and self._unanswered and not _stdin_is_terminal():
+            # A piped run whose answer could not be produced fails, with the cause (DESIGN §7).
+            print(f"relaybot: an answer could not be produced: {self._unanswered}", file=sys.stderr)
+            return 1
         return 0
 
     def _start_failed(self, name: str, cause: str) -> int:
@@ -180,6 +194,7 @@ class Daemon:
     async def _serve_channel(self, channel: Channel, console_only: bool) -> None:
         await channel.serve()
         if console_only:  # end of input ends a console-only run (DESIGN §7)
+            self._input_ended = not self.stopping.is_set()
             self.stopping.set()
 
     async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
@@ -233,6 +248,10 @@ class Daemon:
         dispatcher = self._dispatcher
         assert dispatcher is not None
         if not self._access[name].allows(message):
+            await channel.reply_finished(message.chat_id)
+            return
+        if not await self._store.mark_seen(name, message.update_ids):
+            log.info("%s:%s: update delivered again; answered once", name, message.chat_id)
             await channel.reply_finished(message.chat_id)
             return
         if _command(message.text) == "/stop":  # also while stopping: it ends a running answer
@@ -305,6 +324,16 @@ class Daemon:
         await self._say(channel, message, text)
 
     async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
+        answered, notice = screen_images(
+            message, max_bytes=self.config.agent.max_image_bytes, vision=self._vision
+        )
+        if notice is not None:
+            await self._say(channel, message, notice)
+        if answered is None:
+            with anyio.CancelScope(shield=True):
+                await channel.reply_finished(message.chat_id)
+            return
+        message = answered
         command = _command(message.text)
         if command in ("/start", "/help", "/reset"):
             try:
@@ -315,6 +344,8 @@ class Daemon:
             return
         try:
             outcome = await self.turns.run(channel, message)
+            if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
+                self._unanswered = self._unanswered or outcome.cause
             log.info(
                 "reply in %s:%s: %s after %d round(s)",
                 channel.name,
@@ -330,6 +361,13 @@ class Daemon:
 def _stale_notice(waiting: WaitingMessage) -> str:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(waiting.received_at))
     return STALE_NOTICE.format(when=when)
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except ValueError:  # closed
+        return False
 
 
 def _command(text: str) -> str | None:

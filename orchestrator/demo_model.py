@@ -4,8 +4,9 @@ It lets ``relaybot run`` work on a fresh machine with no API key: the real ``ope
 provider talks to it over the real wire format (SSE ``chat.completion.chunk`` events ending with
 ``[DONE]``, or one ``chat.completion`` JSON body when not streaming). It is not a language model:
 it streams canned answers word by word, calls ``current_time`` when asked for the time, and says
-plainly that it is a demo. Answers are longer than the redaction holdback (128 bytes) so the
-streaming shows.
+plainly that it is a demo — once per conversation: the first answer (the request holds one user
+message) explains the demo and the pipeline, later answers only answer. Answers are longer than
+the redaction holdback (128 bytes) so the streaming shows.
 """
 
 from __future__ import annotations
@@ -37,17 +38,24 @@ _OUTRO = (
     "\n\nWhat you are watching is the real pipeline: this text travels over the OpenAI Chat "
     "Completions wire format from a small local server, through the streaming decoder, the "
     "outbound redaction window and the delivery engine, which edits the draft in place no faster "
-    "than the channel's update interval. To talk to a real model, set OPENAI_API_KEY before "
-    "starting relaybot, or write a config file (see config/example.yaml) and run "
-    "`relaybot run --config FILE`."
+    "than the channel's update interval. To talk to a real model, set OPENAI_API_KEY or "
+    "ANTHROPIC_API_KEY before starting relaybot, or write a config file (see "
+    "config/example.yaml) and run `relaybot run --config FILE`."
 )
 _TIME_WORDS = re.compile(r"\b(time|clock|date|day is it)\b", re.IGNORECASE)
 
 
 def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
-    """Decide the demo answer: ``{"content": str, "tool_calls": [...]}`` (OpenAI message shape)."""
+    """Decide the demo answer: ``{"content": str, "tool_calls": [...]}`` (OpenAI message shape).
+
+    Args:
+        messages: the request's ``messages`` (the whole conversation, as the client sends it).
+        tools: the request's ``tools``.
+    """
     last = messages[-1] if messages else {"role": "user", "content": ""}
     offered = {t.get("function", {}).get("name") for t in tools}
+    first_turn = sum(1 for m in messages if m.get("role") == "user") <= 1
+    intro, outro = (_INTRO, _OUTRO) if first_turn else ("", "")
     if last.get("role") == "tool":
         result: dict[str, Any] = {}
         try:
@@ -62,7 +70,7 @@ def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> d
             )
         else:
             answer = f"The current_time tool answered: {last.get('content')}. "
-        return {"content": _INTRO + answer + _OUTRO, "tool_calls": []}
+        return {"content": intro + answer + outro, "tool_calls": []}
     text = str(last.get("content") or "")
     if "current_time" in offered and _TIME_WORDS.search(text):
         call = {
@@ -80,7 +88,7 @@ def demo_reply(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> d
         "current_time tool, the chat will show its status line while it runs, and then I will "
         "answer with its result in a second model round."
     )
-    return {"content": _INTRO + answer + _OUTRO, "tool_calls": []}
+    return {"content": intro + answer + outro, "tool_calls": []}
 
 
 def _sse_chunks(reply: dict[str, Any], created: int) -> list[bytes]:

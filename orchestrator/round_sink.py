@@ -7,13 +7,17 @@ from typing import Protocol
 
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import Restarted, TextEmitted, ToolFinished, ToolStarted
+from orchestrator.delivery.hooks import PiecePolicy
 from orchestrator.think import ThinkFilter
 from providers.events import PreExecutedToolCall, PreExecutedToolResult, StreamEvent, TextDelta
 
 __all__ = ["ReplyPolicyFactory", "ReplyPolicyLike", "RoundSink"]
 
 
-class ReplyPolicyLike(Protocol):
+class ReplyPolicyLike(PiecePolicy, Protocol):
+    """The reply's outbound policy: its stream side here, its piece side for delivery
+    (:class:`~orchestrator.delivery.hooks.PiecePolicy`)."""
+
     refusal: str | None
 
     def begin_round(self) -> None: ...
@@ -21,8 +25,6 @@ class ReplyPolicyLike(Protocol):
     def feed(self, text: str) -> str: ...
     def end_round(self) -> str: ...
     def finish(self) -> str: ...
-    def guard_piece(self, text: str) -> str | None: ...
-    def redact_line(self, text: str) -> str: ...
 
 
 class ReplyPolicyFactory(Protocol):

@@ -39,6 +39,7 @@ import anyio
 from config.models import ProviderConfig
 from providers.base import ChatRequest, CompletionResponse, ModelProvider, ResponseFolder
 from providers.errors import (
+    ProviderAuthError,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
@@ -96,6 +97,10 @@ def user_cause(error: BaseException | None) -> str:
         return "the model stopped before finishing"
     if isinstance(error, ProviderTimeout):
         return "the model did not answer in time"
+    if isinstance(error, ProviderAuthError):
+        if error.status_code == 403:
+            return "the model service denied access with this API key"
+        return "the model service refused the API key"
     return "the model service failed"
 
 

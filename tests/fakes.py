@@ -9,7 +9,7 @@ scripted runner for the delivery engine on a fake clock.
   for driver and full-pipeline tests (``await channel.send_message(...)`` etc.). Its config is
   a :class:`FakeChannelConfig`; times come from the event loop (``anyio.current_time``), so
   under ``looptime`` they are virtual.
-- :class:`GuardStub` is a :class:`~orchestrator.policy.reply.PieceGuard` recording each piece.
+- :class:`GuardStub` is a :class:`~orchestrator.delivery.hooks.PiecePolicy` recording each piece.
 - :class:`ScriptedDelivery` runs a :class:`~orchestrator.delivery.engine.DeliveryEngine` against
   a :class:`FakeChat` on a fake clock, without an event loop.
 
@@ -32,11 +32,19 @@ from typing import Any, Literal
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from channels.base import Channel, ChannelLimits, InboundHandler, InboundMessage, MessageRef
+from channels.base import (
+    Channel,
+    ChannelLimits,
+    InboundHandler,
+    InboundMessage,
+    MessageRef,
+    Rendering,
+)
 from channels.errors import (
     ChannelError,
     ChannelRateLimited,
     ChannelTimeout,
+    ChannelUnavailable,
     ChannelWriteFailed,
     MessageGone,
     MessageNotModified,
@@ -48,6 +56,9 @@ from orchestrator.delivery.events import (
     DeleteMessage,
     DeliveryEvent,
     EditMessage,
+    GuardPiece,
+    PieceGuarded,
+    PieceWithheld,
     SendMessage,
     SendTyping,
     SleepUntil,
@@ -55,6 +66,7 @@ from orchestrator.delivery.events import (
     WriteSucceeded,
 )
 from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.delivery.splitting import measure
 
 __all__ = [
     "ChatWrite",
@@ -67,12 +79,30 @@ __all__ = [
     "ScriptedDelivery",
     "gone",
     "rate_limited",
+    "refused",
+    "renderer",
     "timeout",
     "too_long",
     "write_failed",
 ]
 
 WriteKindName = Literal["send", "edit", "delete", "typing"]
+
+
+# -- rendering ----------------------------------------------------------------------------
+
+
+def renderer(
+    form: Callable[[str], str], unit: Literal["utf16", "chars"] = "utf16"
+) -> Callable[[str], Rendering]:
+    """A channel renderer whose formatted form is ``form(text)`` and whose length is that of
+    ``text`` in ``unit`` (formatting adds no visible characters)."""
+    limits = ChannelLimits(1 << 30, unit)
+
+    def render(text: str) -> Rendering:
+        return Rendering(form(text), measure(limits, text))
+
+    return render
 
 
 # -- failures -----------------------------------------------------------------------------
@@ -88,6 +118,10 @@ def timeout() -> ChannelError:
 
 def gone() -> ChannelError:
     return MessageGone("message to edit not found")
+
+
+def refused() -> ChannelError:
+    return ChannelUnavailable("Internal Server Error (500)")
 
 
 def write_failed() -> ChannelError:
@@ -411,16 +445,36 @@ async def _ignore_inbound(message: InboundMessage) -> None:
 
 
 class GuardStub:
-    """A piece guard: records every piece; ``transform`` rewrites (or cancels with ``None``)."""
+    """A piece policy: records every piece; ``transform`` is the hook (it rewrites, cancels with
+    ``None`` or raises); redaction changes nothing.
 
-    def __init__(self, transform: Callable[[str], str | None] | None = None) -> None:
+    With no ``transform`` it has no hook (the driver then runs none); :class:`ScriptedDelivery`
+    records the pieces either way.
+    """
+
+    def __init__(
+        self,
+        transform: Callable[[str], str | None] | None = None,
+        *,
+        hook_timeout_secs: float = 5.0,
+    ) -> None:
         self.pieces: list[str] = []
         self.lines: list[str] = []
+        self.redacted: list[str] = []
         self._transform = transform
+        self.hook_timeout_secs = hook_timeout_secs
 
-    def guard_piece(self, text: str) -> str | None:
+    @property
+    def has_hook(self) -> bool:
+        return self._transform is not None
+
+    def hook_piece(self, text: str) -> str | None:
         self.pieces.append(text)
         return self._transform(text) if self._transform else text
+
+    def redact_piece(self, text: str) -> str:
+        self.redacted.append(text)
+        return text
 
     def redact_line(self, text: str) -> str:
         self.lines.append(text)
@@ -453,7 +507,7 @@ class ScriptedDelivery:
     ) -> None:
         self.settings = settings
         self.guard = guard or GuardStub()
-        self.engine = DeliveryEngine(settings, self.guard)
+        self.engine = DeliveryEngine(settings, self.guard.redact_line)
         self.chat = chat or FakeChat(settings.limits)
         self.latency = latency
         self.now = 0.0
@@ -473,10 +527,22 @@ class ScriptedDelivery:
                     self.wake = deadline
                 case SendTyping():
                     self.chat.typing.append(self.now)
+                case GuardPiece():
+                    queue.extend(self.engine.handle(self._verdict(action), self.now))
                 case _:
                     outcome = self._write(action)
                     self.now += self.latency
                     queue.extend(self.engine.handle(outcome, self.now))
+
+    def _verdict(self, piece: GuardPiece) -> DeliveryEvent:
+        """The hook at once (no time passes), as the driver runs it."""
+        try:
+            verdict = self.guard.hook_piece(piece.text)
+        except Exception:
+            return PieceWithheld(piece.piece_id)
+        if verdict is None:
+            return PieceGuarded(piece.piece_id, None)
+        return PieceGuarded(piece.piece_id, self.guard.redact_piece(verdict))
 
     def _write(self, action: Action) -> DeliveryEvent:
         try:
@@ -498,6 +564,8 @@ class ScriptedDelivery:
             return WriteFailed("gone")
         except ChannelTimeout:
             return WriteFailed("timeout")
+        except ChannelUnavailable:
+            return WriteFailed("refused")
         except ChannelError:
             return WriteFailed("failed")
 

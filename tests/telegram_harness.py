@@ -173,8 +173,11 @@ def _config_text(
     interval_ms: int,
     multi_message_delay_ms: int,
     hook: str | None = None,
+    hook_timeout_secs: float | None = None,
 ) -> str:
     policy = f'policy:\n  on_message_sending: "{hook}"\n' if hook else ""
+    if hook and hook_timeout_secs is not None:
+        policy += f"  hook_timeout_secs: {hook_timeout_secs}\n"
     return f"""\
 {policy}providers:
   main:
@@ -247,9 +250,11 @@ async def running_bot(
     interval_ms: int = 150,
     multi_message_delay_ms: int = 300,
     hook: str | None = None,
+    hook_timeout_secs: float | None = None,
 ) -> AsyncIterator[Bot]:
     """The daemon serving the ``tg`` channel, its provider scripted with ``replies``;
-    ``hook`` is ``policy.on_message_sending`` (an import path)."""
+    ``hook`` is ``policy.on_message_sending`` (an import path), ``hook_timeout_secs`` its
+    bound."""
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
         peer.open_chat(CHAT)
         provider.script(PATH, list(replies))
@@ -261,6 +266,7 @@ async def running_bot(
             interval_ms=interval_ms,
             multi_message_delay_ms=multi_message_delay_ms,
             hook=hook,
+            hook_timeout_secs=hook_timeout_secs,
         )
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         storage = tmp_path / "relaybot.db"

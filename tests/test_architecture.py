@@ -33,6 +33,12 @@ CORES = [
     "providers/ollama_decode.py",
     "orchestrator/think.py",
     "orchestrator/delivery/engine.py",
+    "orchestrator/delivery/drafts.py",
+    "orchestrator/delivery/draft_layout.py",
+    "orchestrator/delivery/pieces.py",
+    "orchestrator/delivery/planning.py",
+    "orchestrator/delivery/slots.py",
+    "orchestrator/delivery/events.py",
     "orchestrator/delivery/splitting.py",
     "orchestrator/policy/catalogue.py",
     "orchestrator/policy/shapes.py",
@@ -95,3 +101,63 @@ def test_deciding_cores_are_sans_io(core: str) -> None:
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
     )
     assert result.stdout.strip() == ""
+
+
+def test_delivery_imports_nothing_from_the_policy() -> None:
+    """DESIGN §1, §4: the engine and its driver see the policy only through a Protocol of their
+    own (``orchestrator.delivery.hooks.PiecePolicy``)."""
+    wrong = [
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in modules_of("orchestrator/delivery")
+        for name in imported_modules(path)
+        if name == "orchestrator.policy" or name.startswith("orchestrator.policy.")
+    ]
+    assert wrong == []
+
+
+ADAPTERS = ["channels/telegram.py", "channels/console.py"]
+SPLITTING = ("split", "find_cut", "fit_end", "render_chunk", "chunk")
+NOT_TEXT = {"urlsplit", "split", "rsplit", "splitlines"}
+"""Names with those words that cut no message text: URL parsing, and ``str`` methods (an
+adapter parses a command's words with them; a message split into parts would need a splitter
+or a loop of writes, which the other names and the wire tests catch)."""
+
+
+def _names(path: Path) -> set[str]:
+    """Every name an adapter module defines, imports or calls (attribute names included)."""
+    tree = ast.parse(path.read_text(), str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Name):
+                names.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                names.add(func.attr)
+    return names
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_no_adapter_splits_text(adapter: str) -> None:
+    """DESIGN §1, §3: the engine decides every message boundary; an adapter executes one
+    platform write per action. Nothing that cuts a text is defined, imported or called in an
+    adapter module, and nothing there sleeps (a 429 is the engine's to wait out)."""
+    path = REPO / adapter
+    assert path.exists(), adapter
+    names = _names(path)
+    cutting = sorted(n for n in names - NOT_TEXT if any(word in n.lower() for word in SPLITTING))
+    assert cutting == []
+    assert "sleep" not in names
+
+
+def test_every_adapter_is_checked() -> None:
+    adapters = {
+        f"channels/{p.name}"
+        for p in (REPO / "channels").glob("*.py")
+        if "class " in p.read_text() and "(Channel)" in p.read_text()
+    }
+    assert adapters == set(ADAPTERS)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from config.default import default_store_path, default_yaml_text
+from config.default import ANTHROPIC_MODEL, default_store_path, default_yaml_text
 from config.loader import default_config
 from config.models import ConsoleChannelConfig
 
@@ -67,3 +67,38 @@ def test_store_path_follows_xdg() -> None:
         assert default_store_path({"XDG_DATA_HOME": value, "HOME": "/h"}) == Path(
             "/h/.local/share/relaybot/relaybot.db"
         )
+
+
+def test_with_only_anthropic_api_key_uses_anthropic_with_the_documented_model() -> None:
+    config = default_config({"ANTHROPIC_API_KEY": "sk-ant-test"}, demo_base_url="http://x:1/v1")
+    assert list(config.providers) == ["anthropic"]
+    provider = config.providers["anthropic"]
+    assert (provider.kind, provider.model) == ("anthropic", ANTHROPIC_MODEL)
+    assert ANTHROPIC_MODEL == "claude-haiku-4-5"
+    assert provider.base_url is None  # the provider's own default API root
+    assert provider.api_key is not None and provider.api_key.get_secret_value() == "sk-ant-test"
+    assert config.agent.providers == ["anthropic"]
+    # Documented where a user looks: the help of `relaybot run`, the README, default.yaml.
+    assert ANTHROPIC_MODEL in default_yaml_text()
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "ANTHROPIC_API_KEY" in readme and ANTHROPIC_MODEL in readme
+
+
+def test_anthropic_model_and_base_url_come_from_the_sdk_variables() -> None:
+    environ = {
+        "ANTHROPIC_API_KEY": "k",
+        "ANTHROPIC_MODEL": "claude-opus-4-5",
+        "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
+    }
+    provider = default_config(environ).providers["anthropic"]
+    assert (provider.model, provider.base_url) == ("claude-opus-4-5", "http://127.0.0.1:9")
+
+
+def test_openai_key_wins_over_anthropic_key() -> None:
+    config = default_config({"OPENAI_API_KEY": "sk", "ANTHROPIC_API_KEY": "k"})
+    assert config.agent.providers == ["openai"]
+    # Empty variables count as unset.
+    config = default_config({"OPENAI_API_KEY": "", "ANTHROPIC_API_KEY": "k"})
+    assert config.agent.providers == ["anthropic"]
+    config = default_config({"ANTHROPIC_API_KEY": ""}, demo_base_url="http://127.0.0.1:1/v1")
+    assert config.agent.providers == ["demo"]

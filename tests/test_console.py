@@ -8,7 +8,7 @@ import io
 import anyio
 
 from channels.base import InboundMessage, MessageRef
-from channels.console import ConsoleChannel
+from channels.console import BOT_COMMANDS, HELP_TEXT, ConsoleChannel
 from config.models import ConsoleChannelConfig
 
 
@@ -63,3 +63,61 @@ def test_final_form_is_rendered_markdown() -> None:
 
 async def _ignore(message: InboundMessage) -> None:
     return None
+
+
+class _TerminalOut(io.StringIO):
+    """A stdout that says it is a terminal (as when `echo hi | relaybot run` runs in one)."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+async def test_piped_input_into_a_terminal_gets_no_banner_and_no_prompt() -> None:
+    stdout = _TerminalOut()
+
+    async def on_inbound(message: InboundMessage) -> None:
+        await channel.send_message(message.chat_id, f"answer to {message.text}")
+        await channel.reply_finished(message.chat_id)
+
+    channel = ConsoleChannel(
+        "term",
+        ConsoleChannelConfig(kind="console"),
+        on_inbound,
+        stdin=io.StringIO("hello\n"),
+        stdout=stdout,
+    )
+    await channel.start()
+    with anyio.fail_after(5):
+        await channel.serve()
+    await channel.stop()
+    out = stdout.getvalue()
+    assert "answer to hello" in out
+    assert "you>" not in out
+    assert "relaybot" not in out  # the banner
+
+
+async def test_help_and_unknown_commands_are_answered_here_and_bot_commands_go_on() -> None:
+    stdout = io.StringIO()
+    received: list[str] = []
+
+    async def on_inbound(message: InboundMessage) -> None:
+        received.append(message.text)
+        await channel.reply_finished(message.chat_id)
+
+    lines = "/help\n/HELP@bot\n/frobnicate x\n/reset\n/stop\n/start\n//frobnicate\n/usr/bin is\n"
+    channel = ConsoleChannel(
+        "term",
+        ConsoleChannelConfig(kind="console"),
+        on_inbound,
+        stdin=io.StringIO(lines),
+        stdout=stdout,
+    )
+    with anyio.fail_after(5):
+        await channel.serve()
+    assert received == ["/reset", "/stop", "/start", "/frobnicate", "/usr/bin is"]
+    out = stdout.getvalue()
+    assert out.count(HELP_TEXT) == 2
+    for item in ("/help", "/reset", "/stop", "Ctrl-C", "Ctrl-D"):
+        assert item in HELP_TEXT
+    assert "unknown command /frobnicate" in out
+    assert BOT_COMMANDS <= {line.split()[0] for line in HELP_TEXT.splitlines() if "/" in line}

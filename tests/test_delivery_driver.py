@@ -7,7 +7,7 @@ from itertools import pairwise
 import anyio
 import pytest
 
-from channels.base import MessageRef
+from channels.base import MessageRef, Rendering
 from channels.errors import (
     ChannelRateLimited,
     ChannelTimeout,
@@ -37,8 +37,8 @@ STATUS = "⏳ current_time…"
 class _FormattingChannel(RecordingChannel):
     """Renders formatted text differently, so the final edit is always sent."""
 
-    def render_formatted(self, text: str) -> str:
-        return f"<p>{text}</p>"
+    def render(self, text: str) -> Rendering:
+        return Rendering(f"<p>{text}</p>", self.limits.measure(text))
 
 
 async def stream(driver: DeliveryDriver, words: int, every: float) -> None:
@@ -159,8 +159,8 @@ class _Raising(RecordingChannel):
         super().__init__(FakeChannelConfig())
         self.error: BaseException | None = error
 
-    def render_formatted(self, text: str) -> str:
-        return f"<p>{text}</p>"
+    def render(self, text: str) -> Rendering:
+        return Rendering(f"<p>{text}</p>", self.limits.measure(text))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
         if self.error is not None:

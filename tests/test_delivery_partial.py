@@ -33,6 +33,7 @@ from tests.fakes import (
     GuardStub,
     ScriptedDelivery,
     rate_limited,
+    renderer,
     timeout,
     write_failed,
 )
@@ -52,7 +53,7 @@ TELEGRAM = DeliverySettings(
     mode="partial",
     draft_update_interval_ms=1000,
     limits=ChannelLimits(4096, "utf16"),
-    render_formatted=html,
+    render=renderer(html),
 )
 STATUS = "⏳ current_time…"
 
@@ -109,7 +110,7 @@ def test_first_text_sends_a_plain_draft_later_text_edits_it_the_end_formats_it()
 
 
 def test_c12_no_identical_edit_at_the_end() -> None:
-    run = ScriptedDelivery(DeliverySettings(mode="partial", render_formatted=bold_only))
+    run = ScriptedDelivery(DeliverySettings(mode="partial", render=renderer(bold_only)))
     run.play([(0.0, TextEmitted("Hello")), (0.1, TextEmitted(" world")), (3.0, AnswerEnded())])
     assert [(w.kind, w.text) for w in run.chat.chat_writes()] == [
         ("send", "Hello"),
@@ -120,7 +121,7 @@ def test_c12_no_identical_edit_at_the_end() -> None:
 
 
 def test_c12_the_final_edit_is_sent_when_formatting_changes_the_rendering() -> None:
-    run = ScriptedDelivery(DeliverySettings(mode="partial", render_formatted=bold_only))
+    run = ScriptedDelivery(DeliverySettings(mode="partial", render=renderer(bold_only)))
     run.play([(0.0, TextEmitted("*UTC*")), (3.0, AnswerEnded())])
     assert [(w.kind, w.formatted) for w in run.chat.chat_writes()] == [
         ("send", False),
@@ -317,7 +318,7 @@ def test_the_edit_cap_freezes_messages_and_keeps_one_edit_for_the_final(cap: int
         mode="partial",
         max_edits_per_message=cap,
         draft_update_interval_ms=100,
-        render_formatted=html,
+        render=renderer(html),
     )
     text = words(2000)
     run = ScriptedDelivery(settings)
@@ -333,7 +334,7 @@ def test_c17_many_small_deltas_on_matrix_respect_the_interval_and_the_cap() -> N
         draft_update_interval_ms=1500,
         max_edits_per_message=100,
         limits=ChannelLimits(30000, "chars"),
-        render_formatted=html,
+        render=renderer(html),
     )
     text = words(9000, seed=3)
     run = ScriptedDelivery(matrix)

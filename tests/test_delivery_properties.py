@@ -44,6 +44,7 @@ from tests.fakes import (
     FakeChat,
     ScriptedDelivery,
     rate_limited,
+    renderer,
     timeout,
     write_failed,
 )
@@ -131,6 +132,7 @@ def scenarios(
     draw: st.DrawFn, modes: tuple[str, ...] = ("partial", "multi_message", "off")
 ) -> dict:
     mode = draw(st.sampled_from(modes))
+    formatting = draw(st.booleans())
     unit = draw(st.sampled_from(["paragraph", "turn"]))
     max_length = draw(st.integers(60, 300))
     limits = ChannelLimits(max_length, draw(st.sampled_from(["utf16", "chars"])))
@@ -142,7 +144,7 @@ def scenarios(
         multi_message_unit=unit,
         max_edits_per_message=draw(st.one_of(st.none(), st.integers(1, 8))),
         show_tool_status=draw(st.booleans()),
-        render_formatted=draw(st.sampled_from([html, str])),
+        render=renderer(html, limits.unit) if formatting else None,
     )
     restarts = draw(st.booleans())
     t, tools = 0.0, 0
@@ -196,6 +198,7 @@ def scenarios(
         "chat": FakeChat(ChannelLimits(chat_limit, limits.unit), fail=fails),
         "latency": draw(st.sampled_from([0.0, 0.05, 0.4])),
         "statuses": {f"⏳ t{i}…" for i in range(1, tools + 1)},
+        "formatting": formatting,
     }
 
 
@@ -308,7 +311,7 @@ def check_invariants(case: dict) -> None:
     if mode != "multi_message":
         assert all(s not in m for m in bodies for s in statuses)
     assert matches(bodies, text, gaps=own_messages, prefix=False), (bodies, text)
-    if delivery.render_formatted is html and not any(w.outcome != "ok" for w in writes):
+    if case["formatting"] and not any(w.outcome != "ok" for w in writes):
         assert all(
             m.formatted
             for m in chat.visible_messages()

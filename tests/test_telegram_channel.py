@@ -7,16 +7,18 @@ import asyncio
 import datetime as dtm
 import socket
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from telegram.error import BadRequest, NetworkError, RetryAfter, TimedOut
 
-from channels.base import InboundMessage, MessageRef, utf16_len
+from channels.base import InboundMessage, MessageRef
 from channels.errors import (
     ChannelRateLimited,
     ChannelStartError,
     ChannelTimeout,
+    ChannelUnavailable,
     ChannelWriteFailed,
     MessageGone,
     MessageNotModified,
@@ -224,22 +226,6 @@ async def test_unparseable_entities_fail_the_write_for_the_engine_to_resend_plai
     assert other.message_id == "1"
 
 
-async def test_unparseable_later_part_of_a_split_send_goes_out_plain(
-    server: TelegramBotApiServer, channel: TelegramChannel
-) -> None:
-    """The first part landed, so the engine cannot resend the text: the refused later part
-    is written plain at once."""
-    markdown = "\n\n".join(f"**Part {i}.** " + "word " * 150 for i in range(8))[:6000]
-    server.fail("sendMessage", call=2, error=ApiError.cant_parse("Unsupported entity"))
-    await channel.send_message(str(CHAT), markdown, formatted=True)
-    calls = server.calls_to("sendMessage")
-    assert [c.status for c in calls] == [200, 400, 200]
-    assert "entities" not in calls[2].params
-    sent = server.messages(CHAT)
-    assert len(sent) == 2 and sent[0].entities and not sent[1].entities
-    assert "".join(m.text for m in sent) == markdown_to_telegram(markdown).text
-
-
 async def test_c14_every_preview_and_the_final_edit_are_accepted(
     server: TelegramBotApiServer, channel: TelegramChannel
 ) -> None:
@@ -264,26 +250,59 @@ async def test_c14_every_preview_and_the_final_edit_are_accepted(
     ],
     ids=["6000-chars", "10000-utf16-emoji"],
 )
-async def test_long_formatted_send_is_split_into_valid_parts(
+async def test_a_formatted_write_longer_than_a_message_is_never_split(
     server: TelegramBotApiServer, channel: TelegramChannel, markdown: str
 ) -> None:
-    ref = await channel.send_message(str(CHAT), markdown, formatted=True)
-    sent = server.messages(CHAT)
-    assert len(sent) >= 2 and ref.message_id == str(sent[-1].message_id)
-    assert all(c.status == 200 for c in server.calls_to("sendMessage"))
-    assert all(utf16_len(m.text) <= 4096 for m in sent)
-    assert "".join(m.text for m in sent) == markdown_to_telegram(markdown).text
+    """The engine decides every boundary (DESIGN §3): the adapter refuses a text it was not
+    given to fit, before any request, and never writes it in parts."""
+    assert channel.render(markdown).length > 4096
+    with pytest.raises(MessageTooLong):
+        await channel.send_message(str(CHAT), markdown, formatted=True)
+    ref = await channel.send_message(str(CHAT), "preview")
+    with pytest.raises(MessageTooLong):
+        await channel.edit_message(ref, markdown, formatted=True)
+    assert len(server.calls_to("sendMessage")) == 1
+    assert server.calls_to("editMessageText") == []
 
 
-async def test_formatted_edit_too_long_after_rendering_is_written_plain(
+async def test_render_measures_what_telegram_counts(
     server: TelegramBotApiServer, channel: TelegramChannel
 ) -> None:
-    markdown = "---\n\n" * 800 + "end"  # 4003 units; every rule renders as 8 dashes
+    """Rules render as 8 dashes: the formatted form of this text is longer than a message while
+    its plain text fits, and ``render`` says so (the engine then writes it plain)."""
+    markdown = "---\n\n" * 800 + "end"  # 4003 units
+    rendering = channel.render(markdown)
+    assert rendering.length == markdown_to_telegram(markdown).utf16_length > 4096
+    assert channel.render("**UTC** time").length == len("UTC time")
     ref = await channel.send_message(str(CHAT), "preview")
-    await channel.edit_message(ref, markdown, formatted=True)
-    assert server.texts(CHAT) == [markdown]
     with pytest.raises(MessageTooLong):
-        await channel.edit_message(ref, markdown * 2, formatted=True)
+        await channel.edit_message(ref, markdown, formatted=True)
+    await channel.edit_message(ref, markdown)
+    assert server.texts(CHAT) == [markdown]
+
+
+async def test_a_flood_limit_is_raised_at_once_never_waited(
+    server: TelegramBotApiServer, channel: TelegramChannel
+) -> None:
+    """The engine's spacing governs (DESIGN §1): one request, the 429 raised as it came."""
+    server.fail("sendMessage", call=1, error=ApiError.flood(7))
+    with pytest.raises(ChannelRateLimited) as caught:
+        await channel.send_message(str(CHAT), "**hello**", formatted=True)
+    assert caught.value.retry_after == 7
+    assert len(server.calls_to("sendMessage")) == 1
+
+
+async def test_a_5xx_answer_is_unavailable_it_did_not_land(
+    server: TelegramBotApiServer, channel: TelegramChannel
+) -> None:
+    server.fail("sendMessage", call=1, error=ApiError(502, "Bad Gateway"))
+    with pytest.raises(ChannelUnavailable):
+        await channel.send_message(str(CHAT), "hello")
+    ref = await channel.send_message(str(CHAT), "hello")
+    server.fail("editMessageText", call=1, error=ApiError(500, "Internal Server Error"))
+    with pytest.raises(ChannelUnavailable):
+        await channel.edit_message(ref, "hello again", formatted=True)
+    assert server.texts(CHAT) == ["hello"]
 
 
 # -- inbound --------------------------------------------------------------------------------
@@ -300,9 +319,9 @@ async def test_inbound_messages(
 ) -> None:
     server.inject_message(CHAT, "hello", user_id=7, username="alice")
     direct = await _next_inbound(server, inbox)
-    assert direct == InboundMessage(
-        "tg", "111", "7", "@alice", "hello", "1", True, False, sender_handle="alice"
-    )
+    expected = InboundMessage("tg", "111", "7", "@alice", "hello", "1", True, False)
+    # the peer's first update id; the username Telegram verified
+    assert direct == replace(expected, update_ids=(1000,), sender_handle="alice")
 
     server.inject_message(-5, "just chatting", username=None, first_name="Bob")
     group = await _next_inbound(server, inbox)
@@ -432,31 +451,13 @@ def test_translate_retry_after_int_and_timedelta(monkeypatch: pytest.MonkeyPatch
         (BadRequest("Message is too long"), MessageTooLong),
         (BadRequest("Chat not found"), ChannelWriteFailed),
         (TimedOut(), ChannelTimeout),
-        (NetworkError("httpx.ConnectError: refused"), ChannelWriteFailed),
+        (NetworkError("httpx.ConnectError: refused"), ChannelUnavailable),
+        (NetworkError("Bad Gateway"), ChannelUnavailable),
+        (NetworkError("httpx.ReadError: connection lost"), ChannelTimeout),
     ],
 )
 def test_translate_by_description_prefix(exc: Exception, expected: type) -> None:
     assert type(translate_error(exc)) is expected  # type: ignore[arg-type]
-
-
-async def test_formatted_send_too_long_after_rendering_is_one_plain_message(
-    server: TelegramBotApiServer, channel: TelegramChannel
-) -> None:
-    markdown = "---\n\n" * 800 + "end"
-    await channel.send_message(str(CHAT), markdown, formatted=True)
-    assert server.texts(CHAT) == [markdown]
-
-
-async def test_later_part_of_a_split_send_waits_out_flood_control(
-    server: TelegramBotApiServer, channel: TelegramChannel
-) -> None:
-    server.fail("sendMessage", call=2, error=ApiError.flood(1))
-    markdown = "\n\n".join("word " * 150 for _ in range(8))
-    await channel.send_message(str(CHAT), markdown, formatted=True)
-    calls = server.calls_to("sendMessage")
-    assert [c.status for c in calls] == [429 if i == 1 else 200 for i in range(len(calls))]
-    assert calls[2].at - (calls[1].answered_at or 0) >= 1.0  # waited retry_after exactly
-    assert "".join(server.texts(CHAT)) == markdown_to_telegram(markdown).text
 
 
 def test_message_thread_id_is_a_thread_only_in_a_forum_topic() -> None:
@@ -466,7 +467,7 @@ def test_message_thread_id_is_a_thread_only_in_a_forum_topic() -> None:
 
     from telegram import Chat, Message
 
-    from channels.telegram import _topic
+    from channels.telegram_inbound import topic_of as _topic
 
     chat = Chat(-100, Chat.SUPERGROUP)
     when = datetime.datetime.now(datetime.UTC)

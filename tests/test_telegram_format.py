@@ -1,7 +1,8 @@
-"""Markdown → Telegram text + entities, splitting of formatted text, and its HTML form.
+"""Markdown → Telegram text + entities, and its HTML form (the renderer of the Telegram
+channel; the delivery engine decides where messages end, so nothing here splits text).
 
 Pure tests; the peer's markup parser (the same one that judges the adapter's writes) checks
-that every part and every HTML rendering is what Telegram would accept.
+that every text and every HTML rendering is what Telegram would accept.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from channels.telegram_format import (
     FormattedText,
     TextEntity,
     markdown_to_telegram,
-    split_formatted,
     to_html,
 )
 from tests.peers.telegram_markup import parse_entities, parse_html
@@ -56,72 +56,6 @@ def test_plain_text_has_no_entities_and_is_unchanged() -> None:
     assert markdown_to_telegram("Hello world") == FormattedText("Hello world")
 
 
-def test_fits_in_one_part() -> None:
-    ft = FormattedText("a" * TELEGRAM_MAX_TEXT_LENGTH, (TextEntity("bold", 0, 5),))
-    assert split_formatted(ft) == [ft]
-
-
-def test_c13_6000_chars_split_at_paragraph_boundaries() -> None:
-    paragraphs = ["".join(chr(ord("a") + (i + j) % 26) for j in range(798)) for i in range(8)]
-    markdown = "\n\n".join(f"**p{i}** {p}" for i, p in enumerate(paragraphs))[:6000]
-    ft = markdown_to_telegram(markdown)
-    parts = split_formatted(ft)
-    assert len(parts) == 2
-    assert "".join(p.text for p in parts) == ft.text
-    assert parts[0].text.endswith("\n\n")  # frozen at a paragraph boundary
-    for part in parts:
-        _assert_valid_part(part, TELEGRAM_MAX_TEXT_LENGTH)
-    # the bold entities follow their words into the second part
-    assert parts[1].text[: parts[1].entities[0].length].startswith("p")
-
-
-def test_emoji_10000_utf16_units_never_split_inside_a_pair() -> None:
-    ft = FormattedText("😀" * 5000, (TextEntity("bold", 0, 10000),))
-    parts = split_formatted(ft)
-    assert [p.utf16_length for p in parts] == [4096, 4096, 1808]
-    assert "".join(p.text for p in parts) == ft.text
-    assert [p.entities for p in parts] == [
-        (TextEntity("bold", 0, 4096),),
-        (TextEntity("bold", 0, 4096),),
-        (TextEntity("bold", 0, 1808),),
-    ]
-
-
-def test_emoji_sequences_are_not_torn_apart() -> None:
-    family = "👩\u200d👩\u200d👧"  # 8 UTF-16 units joined by ZWJ
-    ft = FormattedText(family * 3)
-    parts = split_formatted(ft, 10)
-    assert [p.text for p in parts] == [family, family, family]
-
-
-def test_code_block_is_closed_at_the_cut_and_reopened() -> None:
-    code = "\n".join(f"line {i}" for i in range(40))
-    ft = markdown_to_telegram(f"intro\n\n```py\n{code}\n```\n\nafter")
-    parts = split_formatted(ft, 120)
-    assert "".join(p.text for p in parts) == ft.text
-    for part in parts:
-        _assert_valid_part(part, 120)
-    pres = [e for p in parts for e in p.entities if e.type == "pre"]
-    assert len(pres) >= 2 and all(e.language == "py" for e in pres)
-
-
-def test_prefers_cuts_outside_code() -> None:
-    ft = FormattedText("aaaa\nbbbb\ncccc", (TextEntity("pre", 5, 9),))
-    assert [p.text for p in split_formatted(ft, 12)] == ["aaaa\n", "bbbb\ncccc"]
-
-
-def test_word_then_hard_cut() -> None:
-    assert [p.text for p in split_formatted(FormattedText("aaa bbb ccc"), 8)] == [
-        "aaa bbb ",
-        "ccc",
-    ]
-    assert [p.text for p in split_formatted(FormattedText("abcdefghij"), 4)] == [
-        "abcd",
-        "efgh",
-        "ij",
-    ]
-
-
 def test_html_form_round_trips_through_telegram_html() -> None:
     ft = markdown_to_telegram(
         '**bold _both_** <tag> & `a<b`\n\n> quote\n\n[l](https://e.x/?a=1&b="2")\n\n```py\nx<1\n```'
@@ -153,21 +87,6 @@ def _formatted(
         entities.append(TextEntity(kind, offsets[a], offsets[b] - offsets[a]))
     assert all(e.offset + e.length <= total for e in entities)
     return FormattedText(text, tuple(sorted(entities, key=lambda e: (e.offset, -e.length))))
-
-
-@settings(max_examples=300, deadline=None)
-@given(_formatted(), st.integers(2, 64))
-def test_split_invariants(ft: FormattedText, limit: int) -> None:
-    parts = split_formatted(ft, limit)
-    joined = "".join(p.text for p in parts)
-    assert ft.text.startswith(joined)
-    assert not ft.text[len(joined) :].strip()  # only a blank tail may be dropped
-    for part in parts:
-        assert part.utf16_length <= limit
-        part.text.encode("utf-16-le")  # no lone surrogate
-        parse_entities(part.text, [e.to_dict() for e in part.entities])
-    # each entity still covers exactly the same code units, wherever the cuts fell
-    assert _coverage(parts) == _coverage([ft], upto=utf16_len(joined))
 
 
 def _coverage(parts: list[FormattedText], upto: int | None = None) -> dict[tuple[str, int], int]:

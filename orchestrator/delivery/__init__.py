@@ -4,11 +4,18 @@
 - :mod:`~orchestrator.delivery.engine`: :class:`DeliveryEngine`, the sans-I/O state machine
   (time, the write in flight, the event table) and :class:`DeliveryStats`.
 - :mod:`~orchestrator.delivery.drafts` (``partial``) and :mod:`~orchestrator.delivery.pieces`
-  (``off``, ``multi_message``): the planners that decide what each message shows.
+  (``off``, ``multi_message``): the planners that decide what each message shows, the first
+  over :mod:`~orchestrator.delivery.draft_layout` (where a draft's messages are cut, kept
+  incrementally);
+  :mod:`~orchestrator.delivery.slots`: the state of each message of a draft (one enum, one
+  transition table); :mod:`~orchestrator.delivery.planning`: what both share (the incremental
+  transcript, the table of failure effects, the notices).
 - :mod:`~orchestrator.delivery.splitting`: where to cut a text that outgrows a message.
 - :mod:`~orchestrator.delivery.settings`: :class:`DeliverySettings`, built from a channel.
 - :mod:`~orchestrator.delivery.driver`: :class:`DeliveryDriver`, which runs an engine against a
-  channel on an event loop (the only module here that does I/O).
+  channel on an event loop, and :mod:`~orchestrator.delivery.hooks`: the hook's verdict in a
+  worker thread and the :class:`PiecePolicy` seam to the outbound policy (the two modules here
+  that do I/O; nothing here imports the policy).
 
 Nothing is imported here, so importing a core module does not pull in the driver's I/O.
 """

@@ -2,70 +2,75 @@
 
 Theory of operation
 -------------------
-The reply's visible text (the :class:`~orchestrator.delivery.planning.Transcript`) is laid out
-over *slots*, one per chat message. ``cuts`` are the offsets where a message was *frozen*:
-slot ``i`` holds ``text[cuts[i-1]:cuts[i]]`` (fences balanced by
-:func:`~orchestrator.delivery.splitting.render_chunk`), and the last slot, the *live* draft, holds
-the rest, followed by the tool status line after a blank line while a tool runs. Cuts only ever
-grow, except on ``Restart`` (cuts past the round's start are forgotten; their messages become
-spares, reused as the text grows again or deleted at the end) and on ``too_long`` (the rejected
-message and those after it are laid out again with less room).
+The layout — where the reply's messages are cut, what each should show, the final targets — is
+kept by :class:`~orchestrator.delivery.draft_layout.DraftLayout`, incrementally. This planner
+holds one *slot* (:mod:`orchestrator.delivery.slots`) per chat message and decides the writes
+that make the chat show the layout. On ``Restart`` the messages past the round's start become
+spares, reused as the text grows again or deleted at the end; on ``too_long`` the rejected
+message and those after it are laid out again with less room.
 
-Every time a write may start, the desired text of each slot is computed afresh from the current
-text — latest text wins, nothing is queued — and the first slot whose message does not already
-show its desired rendering gets the one write: a send when it has no message, else an edit.
-So a frozen message gets its freezing edit before the next message is sent, and an edit equal to
-what is shown is never sent.
+A query (:meth:`DraftPlanner.next_kind`) never changes state; it may answer "edit" for a live
+draft whose version changed but whose text turns out to equal what is shown, and then
+:meth:`DraftPlanner.plan` (a command) records that and writes nothing.
 
-Room: the live draft keeps ``STATUS_ROOM`` units free for a status line or the interrupted
-marker; when the text, or the text plus the status, does not fit, the draft is frozen at the best
-cut (paragraph, line, word, hard) within the full limit and the rest continues in a new message.
+Every time a write may start, the first slot whose message does not show its desired form gets
+the one write: a send when it has no message, else an edit. So a frozen message gets its freezing
+edit before the next message is sent, and an edit equal to what is shown is never sent.
 
 Edits per message (Matrix ``max_edits_per_message``): previews may use ``cap - 2`` edits of a
 message; the next change freezes it with one more edit (at the best cut of the text so far), and
 the last edit is kept for the final text (under a cap of 3 there is none to spare: the message
-keeps its first preview until the final edit). When timeouts used up that last edit, the last
-message is deleted and its final text sent anew; an earlier one is left as it is (re-sending it
-would break the order), and the write counted as given up.
+keeps its first preview until the final edit).
 
-The end: the final text is ``guard_piece(text)`` (once), formatted, laid out on the same cuts when
-the hook left it unchanged (else afresh), with the interrupted marker after a blank line when the
-answer was interrupted; surplus drafts are deleted. A refusal edits the first message to the
-notice and deletes the others. A hook that cancels the text deletes the drafts.
+The end: the final text is the hook's verdict on the whole text (``GuardPiece``, once; no write
+while it is awaited), laid out on the same cuts when the hook left it unchanged (else afresh),
+with the interrupted marker after a blank line when the answer was interrupted. Each message is
+formatted when the channel's renderer says its formatted form fits, else plain. Surplus drafts are
+deleted. A refusal, or a hook that failed (``PieceWithheld``), edits the first message to the
+notice and deletes the others; a hook that cancels the text deletes the drafts.
 
-Failures: ``timeout`` on an edit retries the newest text for that message (the old state is
-unknown, so it is not an identical edit), up to ``MAX_ATTEMPTS`` in a row. ``timeout`` on a send
-may have landed without our knowing its id: we never send a second draft. Previews stop (we
-cannot edit what we cannot address), and at the end the final text is sent as a new message: the
-answer is delivered once, and at most a stale preview remains above it. A final send that timed
-out is assumed to have landed. ``gone`` (the user deleted the message) makes that slot send a new
-message. ``failed`` on a formatted write retries it once plain, then gives that text up.
+Failures, by :data:`~orchestrator.delivery.planning.FAILURE_EFFECTS`: an edit that timed out is
+retried with the newest text (``UNKNOWN``: not an identical edit), up to ``MAX_ATTEMPTS``. A send
+that timed out may have landed without our knowing its id: we never send a second draft, previews
+stop (``ORPHANED``), and at the end the final text is sent as a new message. A write refused
+outright (5xx, connection refused, "message to edit not found") is retried after
+``REFUSED_BACKOFF_SECS``; after ``MAX_ATTEMPTS`` the message is *retired*: its text and the
+messages after it go out as new messages, after the retired ones were deleted (so the chat
+keeps its order and never shows a stale preview above the answer). A rejected formatted write
+is retried once plain; a rejected plain preview is given up until its text changes, a rejected
+final edit is retired too: a shorter preview never stands as if it were the answer.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
-from orchestrator.delivery.events import DeleteMessage, EditMessage, SendMessage, WriteFailure
+from orchestrator.delivery.draft_layout import STATUS_ROOM, DraftLayout
+from orchestrator.delivery.events import (
+    DeleteMessage,
+    EditMessage,
+    GuardPiece,
+    SendMessage,
+    WriteFailure,
+)
 from orchestrator.delivery.planning import (
+    FAILURE_EFFECTS,
     MAX_ATTEMPTS,
-    PARAGRAPH_BREAK,
+    REFUSED_BACKOFF_SECS,
+    WITHHELD_NOTICE,
     Counters,
+    Effect,
     Ending,
-    PlannedWrite,
     Transcript,
+    Write,
     WriteKind,
-    clip_line,
 )
 from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.delivery.splitting import Chunk, find_cut, measure, render_chunk
-from orchestrator.policy.reply import PieceGuard
+from orchestrator.delivery.slots import Slot, SlotState, advance
+from orchestrator.delivery.splitting import measure
 
 __all__ = ["MIN_ROOM", "STATUS_ROOM", "DraftPlanner"]
-
-STATUS_ROOM = 100
-"""Units a growing draft keeps free for a status line or the interrupted marker (at most a
-quarter of the limit)."""
 
 MIN_ROOM = 16
 """``too_long`` shrinks the room by a quarter each time, down to this; then the write is given
@@ -73,164 +78,104 @@ up."""
 
 
 @dataclass(frozen=True, slots=True)
-class _Target:
-    """What one message should show."""
-
-    text: str
-    formatted: bool
-
-
-@dataclass(eq=False, slots=True)
-class _Slot:
-    message_id: str | None = None
-    shown: str | None = None
-    """Rendered form of what the message shows; ``None`` when unknown (an edit timed out)."""
-    edits: int = 0
-    orphan: bool = False
-    """A draft send timed out: the message may exist but we have no id."""
-    unconfirmed: bool = False
-    """A final send timed out: assumed landed."""
-    plain: bool = False
-    attempts: int = 0
-    abandoned: str | None = None
-    """A rendering given up on; tried again only when the desired text changes."""
-
-
-@dataclass(frozen=True, slots=True)
-class _SlotWrite:
-    slot: _Slot
-    rendered: str
+class _InFlight:
+    slot: Slot
+    form: str
+    version: int
+    write: Write
 
 
 class DraftPlanner:
     """Plans the writes of ``partial`` mode (see the module docstring)."""
 
     def __init__(
-        self,
-        settings: DeliverySettings,
-        guard: PieceGuard,
-        transcript: Transcript,
-        counters: Counters,
+        self, settings: DeliverySettings, transcript: Transcript, counters: Counters
     ) -> None:
         self._settings = settings
         self._limits = settings.limits
-        self._guard = guard
         self._transcript = transcript
         self._counters = counters
-        self._max = settings.limits.max_length
-        self._cuts: list[Chunk] = []
-        self._slots: list[_Slot] = []
-        self._status: str | None = None
-        self._final: list[_Target] | None = None
-        self._final_text = ""
-        self._final_suffix: str | None = None
+        self._layout = DraftLayout(settings, transcript)
+        self._slots: list[Slot] = []
+        self._stale: list[Slot] = []
+        """Retired messages, deleted before anything else is written."""
+        self._ended = False
+        self._guard: GuardPiece | None = None
+        self._awaited: int | None = None
+        self._piece_ids = itertools.count(1)
+        self._in_flight: _InFlight | None = None
+        self._clean = 0
+        """Leading frozen messages known to show their text: the scan starts after them."""
+
+    def _freeze_for_cap(self) -> None:
+        """Freeze the live draft when its message has no preview edit left (module docstring)."""
+        cap = self._settings.max_edits_per_message
+        layout = self._layout
+        live = len(layout.cuts)
+        if cap is None or cap < 3 or self._ended or live >= len(self._slots):
+            return  # below 3 edits there is none to spare: the preview stays until the end
+        slot = self._slots[live]
+        if not slot.writable or slot.edits != cap - 2 or not layout.live_has_text:
+            return  # one edit to freeze it, one for the final
+        if layout.live_text() != slot.shown:
+            layout.freeze_live()
 
     # -- events ---------------------------------------------------------------------------
 
-    def on_text(self) -> None:
-        self._status = None  # the next text replaces the status line
+    def on_text(self, appended: str) -> None:
+        self._layout.append(appended)
+        self._freeze_for_cap()
 
     def on_status(self, status: str) -> None:
-        # A status line takes at most half a message.
-        self._status = clip_line(self._limits, status, self._limits.max_length // 2)
+        self._layout.set_status(status)
+        self._freeze_for_cap()
 
     def on_round_ended(self) -> None:
         return None
 
     def on_restarted(self) -> None:
-        start = self._transcript.round_start
-        self._cuts = [chunk for chunk in self._cuts if chunk.cut <= start]
-        self._status = None
+        self._layout.restart(self._transcript.round_start)
+        self._clean = 0
 
     def on_end(self, ending: Ending) -> None:
-        self._status = None
+        self._ended = True
+        self._layout.end()
         if ending.kind == "refused":
-            self._final = [_Target(clip_line(self._limits, ending.line, self._max), False)]
+            self._layout.refuse(ending.line)
             return
+        self._layout.suffix = ending.line if ending.kind == "interrupted" else None
         text = self._transcript.text
-        body = ""
-        if text.strip():
-            guarded = self._guard.guard_piece(text)
-            body = guarded if guarded is not None and guarded.strip() else ""
-        if body != text:
-            self._cuts = []  # the hook rewrote it: lay the final text out afresh
-        self._final_text = body
-        self._final_suffix = ending.line if ending.kind == "interrupted" else None
-        self._final = self._layout(body, self._final_suffix, self._max, formatted=True)
-
-    # -- layout ---------------------------------------------------------------------------
-
-    def _tail_start(self) -> tuple[int, Chunk | None]:
-        return (self._cuts[-1].cut, self._cuts[-1]) if self._cuts else (0, None)
-
-    def _tail(self, text: str, start: int, last: Chunk | None, suffix: str | None) -> str:
-        fence = last.fence if last else None
-        tail = ""
-        if text[start:].strip():
-            tail = render_chunk(text, start, len(text), fence, close=bool(suffix))[0]
-        if not suffix:
-            return tail
-        suffix = clip_line(self._limits, suffix, self._max)
-        return tail + PARAGRAPH_BREAK + suffix if tail else suffix
-
-    def _extend_cuts(self, text: str, suffix: str | None, live_room: int) -> None:
-        """Freeze the live draft until its text fits in ``live_room`` and, with ``suffix``, in
-        the limit."""
-        while True:
-            start, last = self._tail_start()
-            if not text[start:].strip():
-                return
-            tail = self._tail(text, start, last, None)
-            composed = self._tail(text, start, last, suffix) if suffix else tail
-            if measure(self._limits, tail) <= live_room and (
-                measure(self._limits, composed) <= self._max
-            ):
-                return
-            fence = last.fence if last else None
-            self._cuts.append(find_cut(self._limits, text, start, len(text), fence, self._max))
-
-    def _freeze_for_cap(self, text: str, suffix: str | None) -> None:
-        """Freeze the live draft when its message has no preview edit left (module docstring)."""
-        cap = self._settings.max_edits_per_message
-        live = len(self._cuts)
-        if cap is None or live >= len(self._slots):
+        if not text.strip():
+            self._layout.lay_out_final("")
             return
-        slot = self._slots[live]
-        if cap < 3 or slot.message_id is None or slot.edits < _preview_edits(cap):
-            return  # below 3 edits there is none to spare: the preview stays until the end
-        start, last = self._tail_start()
-        if not text[start:].strip() or self._tail(text, start, last, suffix) == slot.shown:
+        piece_id = next(self._piece_ids)
+        self._guard, self._awaited = GuardPiece(piece_id, text), piece_id
+
+    # -- the verdict ------------------------------------------------------------------------
+
+    def guard_request(self) -> GuardPiece | None:
+        return self._guard
+
+    def guard_started(self, piece_id: int) -> None:
+        self._guard = None
+
+    def guarded(self, piece_id: int, text: str | None, *, withheld: bool) -> None:
+        if piece_id != self._awaited:
+            return  # not awaited (late): ignored
+        self._guard = self._awaited = None
+        if withheld:
+            self._counters.pieces_withheld += 1
+            self._layout.cuts = []
+            self._layout.lay_out_final(WITHHELD_NOTICE, formatted=False)
             return
-        if slot.edits == cap - 2:  # one edit to freeze it, one for the final
-            fence = last.fence if last else None
-            self._cuts.append(find_cut(self._limits, text, start, len(text), fence, self._max))
-
-    def _layout(
-        self, text: str, suffix: str | None, live_room: int, *, formatted: bool
-    ) -> list[_Target]:
-        self._extend_cuts(text, suffix, live_room)
-        if not formatted:
-            self._freeze_for_cap(text, suffix)
-        targets: list[_Target] = []
-        start, last = 0, None
-        for chunk in self._cuts:
-            body, _ = render_chunk(text, start, chunk.cut, last.fence if last else None)
-            targets.append(_Target(body, formatted))
-            start, last = chunk.cut, chunk
-        tail = self._tail(text, start, last, suffix)
-        if tail:
-            targets.append(_Target(tail, formatted))
-        return targets
-
-    def _targets(self) -> tuple[list[_Target], bool]:
-        if self._final is not None:
-            return self._final, True
-        live_room = self._max - min(STATUS_ROOM, self._max // 4)
-        return self._layout(self._transcript.text, self._status, live_room, formatted=False), False
+        body = text if text is not None and text.strip() else ""
+        if body != self._transcript.text:
+            self._layout.cuts = []  # the hook rewrote it: lay the final text out afresh
+        self._layout.lay_out_final(body)
 
     # -- choosing the next write ----------------------------------------------------------
 
-    def _edit_allowed(self, slot: _Slot, live: bool, final: bool) -> bool:
+    def _edit_allowed(self, slot: Slot, live: bool, final: bool) -> bool:
         cap = self._settings.max_edits_per_message
         if cap is None:
             return True
@@ -240,113 +185,192 @@ class DraftPlanner:
         # final; should retries use that one too, right content beats formatting.
         return slot.edits < cap
 
-    def _next(self) -> PlannedWrite | None:
-        targets, final = self._targets()
-        for index, target in enumerate(targets):
-            if index == len(self._slots):
-                self._slots.append(_Slot())
-            slot = self._slots[index]
-            if slot.orphan and not final:
+    def _scan(self, commit: bool) -> _InFlight | WriteKind | None:
+        """The next write: with ``commit``, the write itself (recording what it finds shown);
+        without, only its kind, and nothing changes."""
+        layout = self._layout
+        final = layout.final is not None
+        if self._stale:  # retired messages go first, the last one first (the chat then
+            return self._delete(self._stale[-1], commit)  # always shows a prefix)
+        if self._ended and not final:
+            return None  # the hook's verdict on the final text is awaited
+        count = layout.count()
+        for index in range(0 if final else self._clean, count):
+            slot = self._slots[index] if index < len(self._slots) else None
+            state = slot.state if slot is not None else SlotState.EMPTY
+            live = not final and index == len(layout.cuts)
+            if state is SlotState.ASSUMED:
+                continue
+            if state is SlotState.ORPHANED and not final:
                 return None  # previews stopped: see the module docstring
-            formatted = target.formatted and not slot.plain
-            text = target.text
-            rendered = self._settings.render_formatted(text) if formatted else text
-            if rendered == slot.abandoned or (slot.unconfirmed and slot.shown == rendered):
+            if live and slot is not None and state is SlotState.SHOWN:
+                if slot.version == layout.version:
+                    continue  # the live draft has not changed since it was written
+                if not commit:  # changed: an edit, unless its text turns out the same
+                    if self._edit_allowed(slot, live, final):
+                        return "edit"
+                    continue
+            target = layout.target(index)
+            formatted = target.formatted and not (slot is not None and slot.plain)
+            form = target.form if formatted else target.text
+            if slot is not None and form == slot.abandoned:
                 continue
-            write = _SlotWrite(slot, rendered)
-            if slot.message_id is None:
-                return PlannedWrite(SendMessage(text, formatted), write, final)
-            if rendered == slot.shown:
+            if state in (SlotState.EMPTY, SlotState.ORPHANED):
+                if not commit:
+                    return "send"
+                if slot is None:
+                    slot = Slot()
+                    self._slots.append(slot)
+                send = SendMessage(target.text, formatted)
+                return _InFlight(slot, form, self._layout.version, Write(send, final))
+            assert slot is not None and slot.message_id is not None
+            if form == slot.shown:
+                if commit and live:
+                    slot.version = layout.version
+                elif commit and not final and index == self._clean:
+                    self._clean += 1  # a frozen message showing its text stays so
                 continue
-            if self._edit_allowed(slot, index == len(self._cuts), final):
-                return PlannedWrite(EditMessage(slot.message_id, text, formatted), write, final)
-            if not final and index == len(self._cuts):
+            if self._edit_allowed(slot, live, final):
+                if not commit:
+                    return "edit"
+                edit = EditMessage(slot.message_id, target.text, formatted)
+                return _InFlight(slot, form, self._layout.version, Write(edit, final))
+            if live and not final:
                 continue  # the live draft keeps its preview until the final edit
-            # No edit left for a frozen message or the final text (timeouts used them up).
-            later = self._slots[index + 1 : len(targets)]
-            if final and all(other.message_id is None for other in later):
-                # The last message: delete it (surplus drafts first), then send the final
-                # text anew, so the chat keeps its order.
-                for spare in self._slots[len(targets) :]:
-                    if spare.message_id is not None:
-                        return PlannedWrite(DeleteMessage(spare.message_id), _SlotWrite(spare, ""))
-                return PlannedWrite(DeleteMessage(slot.message_id), write, final)
-            slot.abandoned = rendered  # re-sending it would put it out of order
-            self._counters.writes_given_up += 1
-        if final:
-            for slot in self._slots[len(targets) :]:
-                if slot.message_id is not None:
-                    return PlannedWrite(DeleteMessage(slot.message_id), _SlotWrite(slot, ""))
+            # No edit left for a frozen message or the final text (timeouts used them up):
+            # it goes out as a new message, and the messages after it too.
+            if not commit:
+                return "send"
+            self._retire(index)
+            return self._scan(commit)
+        for spare in self._slots[count:] if final else []:
+            if spare.writable:
+                return self._delete(spare, commit)
         return None
 
-    def next_kind(self) -> WriteKind | None:
-        cuts = list(self._cuts)
-        try:
-            write = self._next()
-        finally:
-            self._cuts = cuts  # a peek decides nothing: freeze with the text there is at write time
-        return write.kind if write else None
+    def _delete(self, slot: Slot, commit: bool) -> _InFlight | WriteKind:
+        if not commit:
+            return "delete"
+        assert slot.message_id is not None
+        return _InFlight(slot, "", self._layout.version, Write(DeleteMessage(slot.message_id)))
 
-    def plan(self) -> PlannedWrite | None:
-        return self._next()
+    def _retire(self, index: int) -> None:
+        """Slot ``index`` can no longer be edited: the old messages from it on are deleted, then
+        their texts go out as new messages."""
+        self._counters.resent_as_new += 1
+        self._clean = min(self._clean, index)
+        self._stale.extend(slot for slot in self._slots[index:] if slot.writable)
+        del self._slots[index:]
+
+    def next_kind(self) -> WriteKind | None:
+        found = self._scan(commit=False)
+        assert not isinstance(found, _InFlight)
+        return found
+
+    def plan(self) -> Write | None:
+        found = self._scan(commit=True)
+        if not isinstance(found, _InFlight):
+            return None
+        self._in_flight = found
+        return found.write
 
     # -- outcomes -------------------------------------------------------------------------
 
-    def succeeded(self, write: PlannedWrite, message_id: str | None) -> None:
-        target = write.target
-        assert isinstance(target, _SlotWrite)
-        slot = target.slot
-        slot.attempts = 0
-        if write.kind == "delete":
-            self._forget(slot)
-            return
-        if write.kind == "send":
-            slot.message_id, slot.edits, slot.orphan = message_id, 0, False
-            slot.unconfirmed = message_id is None
-        else:
-            slot.edits += 1
-        slot.shown = target.rendered
+    def _take(self) -> _InFlight:
+        flight, self._in_flight = self._in_flight, None
+        assert flight is not None, "an outcome with no write in flight"
+        return flight
 
-    def failed(self, write: PlannedWrite, reason: WriteFailure) -> None:
-        target = write.target
-        assert isinstance(target, _SlotWrite)
-        slot, kind = target.slot, write.kind
-        if kind == "delete":
-            if reason in ("gone", "not_modified"):
+    def succeeded(self, message_id: str | None) -> None:
+        flight = self._take()
+        slot, write = flight.slot, flight.write
+        slot.attempts = 0
+        match write.kind:
+            case "delete":
                 self._forget(slot)
-            elif reason != "timeout" or self._attempt_failed(slot):
-                self._counters.writes_given_up += reason != "timeout"
-                self._forget(slot)
-            return
-        if reason == "not_modified" and kind == "edit":
-            slot.shown, slot.attempts = target.rendered, 0  # it shows that already: no edit made
-        elif reason == "timeout" and kind == "send":
+                return
+            case "send" if message_id is None:  # no id to edit it by: assumed landed
+                advance(slot, "final_send_timed_out")
+            case "send":
+                advance(slot, "sent")
+                slot.message_id, slot.edits = message_id, 0
+            case "edit":
+                advance(slot, "edited")
+                slot.edits += 1
+        slot.shown, slot.version = flight.form, flight.version
+        self._freeze_for_cap()
+
+    def failed(self, reason: WriteFailure) -> float:
+        flight = self._take()
+        slot, write = flight.slot, flight.write
+        match FAILURE_EFFECTS[(write.kind, reason)]:
+            case Effect.SHOWN:
+                if write.kind == "delete":
+                    self._forget(slot)
+                    return 0.0
+                advance(slot, "edited")  # "not modified": it shows that already, no edit made
+                slot.shown, slot.version, slot.attempts = flight.form, flight.version, 0
+                self._freeze_for_cap()
+            case Effect.UNCONFIRMED:
+                self._unconfirmed(flight)
+            case Effect.RETRY:
+                return self._refused(flight)
+            case Effect.SHRINK:
+                self._shrink(flight)
+            case Effect.PLAIN:
+                self._rejected(flight)
+        return 0.0
+
+    def deferred(self) -> None:
+        self._take()  # the next plan carries the newest text
+
+    def _unconfirmed(self, flight: _InFlight) -> None:
+        slot, write = flight.slot, flight.write
+        if write.kind == "send":
             self._counters.unconfirmed_sends += 1
-            slot.shown = target.rendered
-            if write.final:
-                slot.unconfirmed = True
-            else:
-                slot.orphan = True
-        elif reason == "timeout":
+            advance(slot, "final_send_timed_out" if write.final else "preview_send_timed_out")
+            slot.shown = flight.form
+        elif write.kind == "edit":
             slot.edits += 1
-            slot.shown = None
+            advance(slot, "edit_timed_out")
             if self._attempt_failed(slot):
-                slot.abandoned = target.rendered
-        elif reason == "gone" and kind == "edit":
-            slot.message_id, slot.shown, slot.edits = None, None, 0
-        elif reason == "too_long":
-            self._shrink(target, write)
-        elif write.action.formatted and not slot.plain:  # type: ignore[union-attr]
+                slot.abandoned = flight.form
+        elif self._attempt_failed(slot):
+            self._forget(slot)
+
+    def _refused(self, flight: _InFlight) -> float:
+        """Did not land: back off and retry; then a new message (module docstring)."""
+        slot, write = flight.slot, flight.write
+        self._counters.writes_refused += 1
+        slot.attempts += 1
+        if slot.attempts < MAX_ATTEMPTS:
+            return REFUSED_BACKOFF_SECS[slot.attempts - 1]
+        slot.attempts = 0
+        if write.kind == "edit" and slot in self._slots:
+            self._retire(self._slots.index(slot))
+        else:
+            self._counters.writes_given_up += 1
+            if write.kind == "delete":
+                self._forget(slot)
+            else:
+                slot.abandoned = flight.form
+        return 0.0
+
+    def _rejected(self, flight: _InFlight) -> None:
+        slot, write = flight.slot, flight.write
+        if write.formatted and not slot.plain:
             slot.plain = True
             self._counters.plain_fallbacks += 1
+        elif write.kind == "edit" and write.final and slot in self._slots:
+            self._retire(self._slots.index(slot))
         else:
-            slot.abandoned = target.rendered
             self._counters.writes_given_up += 1
+            if write.kind == "delete":
+                self._forget(slot)
+            else:
+                slot.abandoned = flight.form
 
-    def deferred(self, write: PlannedWrite) -> None:
-        return None  # the next plan carries the newest text
-
-    def _attempt_failed(self, slot: _Slot) -> bool:
+    def _attempt_failed(self, slot: Slot) -> bool:
         """Count a timeout; True when the write is given up."""
         slot.attempts += 1
         if slot.attempts < MAX_ATTEMPTS:
@@ -355,27 +379,23 @@ class DraftPlanner:
         self._counters.writes_given_up += 1
         return True
 
-    def _forget(self, slot: _Slot) -> None:
-        slot.message_id, slot.shown = None, None
+    def _forget(self, slot: Slot) -> None:
+        if slot in self._stale:
+            self._stale.remove(slot)
+        if slot.writable:
+            advance(slot, "deleted")
 
-    def _shrink(self, target: _SlotWrite, write: PlannedWrite) -> None:
+    def _shrink(self, flight: _InFlight) -> None:
         """The platform counted more than we did: lay this message and the next out again with
         a quarter less room."""
-        slot = target.slot
-        length = measure(self._limits, write.action.text)  # type: ignore[union-attr]
-        room = min(self._max, length) * 3 // 4
-        if room < MIN_ROOM:
-            slot.abandoned = target.rendered
+        slot = flight.slot
+        room = min(self._layout.max, measure(self._limits, flight.write.text)) * 3 // 4
+        index = self._slots.index(slot) if slot in self._slots else len(self._slots)
+        if room < MIN_ROOM or not self._layout.shrink(index, room):
+            slot.abandoned = flight.form
             self._counters.writes_given_up += 1
             return
-        self._max = room
-        if slot in self._slots:
-            index = self._slots.index(slot)
-            self._cuts = self._cuts[:index]
-        if self._final is not None:
-            self._final = self._layout(
-                self._final_text, self._final_suffix, self._max, formatted=True
-            )
+        self._clean = min(self._clean, index)
 
 
 def _preview_edits(cap: int) -> int:

@@ -5,19 +5,22 @@ Theory of operation
 The turn loop :meth:`~DeliveryDriver.feed`\\ s events (synchronous, never blocks) while
 :meth:`~DeliveryDriver.run` runs in the turn's task group. Each pass of the loop applies every
 queued event to the engine at once (so a burst of text costs one write with the newest text),
-polls it, and executes what it returns: writes through the channel's primitives, one at a time,
-each outcome fed straight back; typing; or a wait until the engine's ``SleepUntil`` deadline or
-the next :meth:`feed`, whichever comes first. ``run`` returns the delivery's
-:class:`~orchestrator.delivery.engine.DeliveryStats` once the engine is finished.
+polls it, and executes what it returns: writes through the channel's primitives, one at a time
+(one platform write per action), each outcome fed straight back; typing; a ``GuardPiece``, run
+in a task of its own (:func:`~orchestrator.delivery.hooks.guard_piece`: the hook in a worker
+thread, bounded by ``hook_timeout_secs``), whose verdict comes back through :meth:`feed` — so a
+slow hook stalls neither this chat's typing nor any other chat; or a wait until the engine's
+``SleepUntil`` deadline or the next :meth:`feed`, whichever comes first. ``run`` returns the
+delivery's :class:`~orchestrator.delivery.engine.DeliveryStats` once the engine is finished.
 
 Channel errors become write outcomes here, once (STYLE §5): ``ChannelRateLimited`` →
 ``rate_limited`` (with its ``retry_after``), ``MessageNotModified`` → ``not_modified``,
 ``MessageTooLong`` → ``too_long``, ``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``,
-any other ``ChannelError`` (or an unexpected exception from an adapter, logged with its
-traceback) → ``failed``. Typing failures are logged and ignored.
+``ChannelUnavailable`` → ``refused``, any other ``ChannelError`` (or an unexpected exception
+from an adapter, logged with its traceback) → ``failed``. Typing failures are logged and ignored.
 
-Cancelling ``run`` abandons the reply: a write in progress may or may not land, and nothing
-more is written.
+Cancelling ``run`` abandons the reply: a write in progress may or may not land, a hook still
+running is abandoned in its thread, and nothing more is written.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from collections import deque
 from collections.abc import Callable
 
 import anyio
+import anyio.abc
 
 from channels.base import Channel, MessageRef
 from channels.errors import (
     ChannelError,
     ChannelRateLimited,
     ChannelTimeout,
+    ChannelUnavailable,
     MessageGone,
     MessageNotModified,
     MessageTooLong,
@@ -43,14 +48,15 @@ from orchestrator.delivery.events import (
     DeleteMessage,
     DeliveryEvent,
     EditMessage,
+    GuardPiece,
     SendMessage,
     SendTyping,
     SleepUntil,
     WriteFailed,
     WriteSucceeded,
 )
+from orchestrator.delivery.hooks import PiecePolicy, guard_piece
 from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.policy.reply import PieceGuard
 
 __all__ = ["DeliveryDriver"]
 
@@ -63,7 +69,8 @@ class DeliveryDriver:
     Args:
         channel: executes the writes.
         chat_id: the chat to write to.
-        guard: the reply's policy (see :class:`~orchestrator.delivery.engine.DeliveryEngine`).
+        policy: the reply's outbound policy (:class:`~orchestrator.delivery.hooks.PiecePolicy`):
+            the hook, the redaction of its output, and of the lines the engine composes.
         reply_to: the inbound message id the reply's first message answers.
         thread_id: the thread every message of the reply goes to (``None``: none).
         clock: monotonic time in seconds; default the event loop's clock
@@ -76,7 +83,7 @@ class DeliveryDriver:
         self,
         channel: Channel,
         chat_id: str,
-        guard: PieceGuard,
+        policy: PiecePolicy,
         *,
         reply_to: str | None = None,
         thread_id: str | None = None,
@@ -88,12 +95,16 @@ class DeliveryDriver:
         self._reply_to = reply_to
         self._thread_id = thread_id
         self._clock = clock or anyio.current_time
-        self.engine = DeliveryEngine(settings or DeliverySettings.from_channel(channel), guard)
+        self._policy = policy
+        self.engine = DeliveryEngine(
+            settings or DeliverySettings.from_channel(channel), policy.redact_line
+        )
         self._inbox: deque[DeliveryEvent] = deque()
         self._refs: dict[str, MessageRef] = {}
         self._wakeup: anyio.Event | None = None
         self._changed: anyio.Event | None = None
         self._closed = False
+        self._hooks: anyio.abc.TaskGroup | None = None
 
     @property
     def writes_sent(self) -> int:
@@ -123,22 +134,12 @@ class DeliveryDriver:
         """Deliver until the engine is finished; returns its stats."""
         self._wakeup = anyio.Event()
         try:
-            while True:
-                wrote, deadline = await self._step()
-                if wrote:
-                    continue  # poll again at once, with anything fed meanwhile
-                if self.engine.finished and not self._inbox:
-                    break
-                self._notify()
-                if self._inbox:
-                    continue
-                self._wakeup = anyio.Event()
-                if deadline is None:
-                    await self._wakeup.wait()
-                else:
-                    with anyio.move_on_after(max(0.0, deadline - self._clock())):
-                        await self._wakeup.wait()
+            async with anyio.create_task_group() as hooks:
+                self._hooks = hooks
+                await self._loop()
+                hooks.cancel_scope.cancel()  # nothing awaits a verdict any more
         finally:
+            self._hooks = None
             self._closed = True
             self._notify()
         stats = self.engine.stats
@@ -150,6 +151,23 @@ class DeliveryDriver:
                 stats.writes_given_up,
             )
         return stats
+
+    async def _loop(self) -> None:
+        while True:
+            wrote, deadline = await self._step()
+            if wrote:
+                continue  # poll again at once, with anything fed meanwhile
+            if self.engine.finished and not self._inbox:
+                return
+            self._notify()
+            if self._inbox:
+                continue
+            self._wakeup = anyio.Event()
+            if deadline is None:
+                await self._wakeup.wait()
+            else:
+                with anyio.move_on_after(max(0.0, deadline - self._clock())):
+                    await self._wakeup.wait()
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, None
@@ -166,8 +184,7 @@ class DeliveryDriver:
                 self.engine.receive(event, now)
             except DeliveryProtocolError as exc:
                 log.warning("delivery to %s:%s: %s", self._channel.name, self._chat_id, exc)
-        # Read the clock again: applying the events may have run the hook for a while.
-        actions: deque[Action] = deque(self.engine.poll(self._clock()))
+        actions: deque[Action] = deque(self.engine.poll(now))
         deadline: float | None = None
         wrote = False
         while actions:
@@ -177,11 +194,23 @@ class DeliveryDriver:
                     deadline = at
                 case SendTyping():
                     await self._typing()
+                case GuardPiece():
+                    if self._policy.has_hook and self._hooks is not None:
+                        self._hooks.start_soon(self._guard, action)
+                    else:  # only redaction: no thread, no wait
+                        self.engine.receive(await self._verdict(action), self._clock())
+                        wrote = True
                 case SendMessage() | EditMessage() | DeleteMessage():
                     outcome = await self._write(action)
                     self.engine.receive(outcome, self._clock())
                     wrote = True
         return wrote, deadline
+
+    async def _verdict(self, piece: GuardPiece) -> DeliveryEvent:
+        return await guard_piece(self._policy, piece, where=f"{self._channel.name}:{self._chat_id}")
+
+    async def _guard(self, piece: GuardPiece) -> None:
+        self.feed(await self._verdict(piece))
 
     async def _typing(self) -> None:
         try:
@@ -229,6 +258,9 @@ class DeliveryDriver:
         except ChannelTimeout as exc:
             self._log_failure(kind, exc)
             return WriteFailed("timeout")
+        except ChannelUnavailable as exc:
+            self._log_failure(kind, exc)
+            return WriteFailed("refused")
         except ChannelError as exc:
             self._log_failure(kind, exc)
             return WriteFailed("failed")

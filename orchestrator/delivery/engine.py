@@ -8,9 +8,15 @@ the current monotonic time in seconds, and gets back actions to carry out. The e
 awaits, never sleeps and never reads a clock.
 
 At most one write (send, edit, delete) is in flight: after :meth:`DeliveryEngine.poll` or
-:meth:`DeliveryEngine.handle` returns one, the caller executes it and feeds back
-:class:`WriteSucceeded` or :class:`WriteFailed` before the engine writes again. ``SendTyping``
-needs no answer. When the engine is waiting for time to pass, the last action is
+:meth:`DeliveryEngine.handle` returns one, the caller executes it (exactly one platform write)
+and feeds back :class:`WriteSucceeded` or :class:`WriteFailed` before the engine writes again.
+``SendTyping`` needs no answer. Where a piece needs the ``on_message_sending`` hook's verdict
+(each piece in ``multi_message``, the text in ``off``, the final text in ``partial``) the engine
+returns ``GuardPiece(piece_id, text)`` — at most one outstanding, never waiting for a write — and
+the caller runs the hook off the event loop and feeds back ``PieceGuarded(piece_id, text)`` or
+``PieceWithheld(piece_id)``; a verdict for a piece not awaited is ignored. The engine never
+calls user code; it measures formatted text with the channel's pure renderer (in the settings).
+When the engine is waiting for time to pass, the last action is
 ``SleepUntil(deadline)``: poll again at ``deadline`` or when a new event arrives. An empty list
 means: nothing to do until the next event.
 
@@ -27,6 +33,8 @@ intermediate states are never queued): :class:`~orchestrator.delivery.drafts.Dra
 - *Flood control*: ``WriteFailed("rate_limited", retry_after)`` fed at ``now`` blocks every
   write and the typing indicator until ``now + retry_after``; then the planner's newest state is
   written (interim states were never queued; the final text is never dropped).
+- *Back-off*: a write refused outright (``WriteFailed("refused")``) is retried no earlier than
+  the back-off its planner asks for (``REFUSED_BACKOFF_SECS``); other writes wait too.
 - *Typing*: while the answer is not over, ``SendTyping`` at the first poll and then whenever
   ``typing_interval_ms`` passed since both the last typing and the last write.
 
@@ -43,21 +51,26 @@ Event table (``handle(event, now)``)::
     RoundEnded           flush the turn (multi_message); the next      DeliveryProtocolError
                          text opens a new round
     Restarted            drop the round's text and held pieces         DeliveryProtocolError
-    AnswerEnded          final layout, guard_piece once per piece      DeliveryProtocolError
+    AnswerEnded          the hook's verdict per piece, final layout    DeliveryProtocolError
     AnswerInterrupted(c) same, then "⚠️ Answer interrupted: c"         DeliveryProtocolError
     AnswerRefused(n)     the notice n replaces what was shown          DeliveryProtocolError
     WriteSucceeded(id)   the write in flight landed                    same
     WriteFailed(r, ra)   rate_limited: wait ra s (above);              same
                          not_modified on an edit: success;
+                         refused: planner, after its back-off;
                          timeout/gone/too_long/failed: planner
+    PieceGuarded(i, t)   the verdict on piece i (t None: cancelled)    same
+    PieceWithheld(i)     the hook failed on piece i: withheld notice   same
     (WriteSucceeded/WriteFailed with nothing in flight: DeliveryProtocolError)
 
-The engine is :attr:`~DeliveryEngine.finished` once the answer is over, nothing is in flight and
-the planner has nothing left to write.
+The engine is :attr:`~DeliveryEngine.finished` once the answer is over, nothing is in flight or
+awaited and the planner has nothing left to write. Queries (:attr:`~DeliveryEngine.pending`,
+:attr:`~DeliveryEngine.finished`, the planner's ``next_kind``) never change state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from orchestrator.delivery.drafts import DraftPlanner
@@ -67,6 +80,8 @@ from orchestrator.delivery.events import (
     AnswerInterrupted,
     AnswerRefused,
     DeliveryEvent,
+    PieceGuarded,
+    PieceWithheld,
     Restarted,
     RoundEnded,
     SendTyping,
@@ -81,14 +96,13 @@ from orchestrator.delivery.pieces import QueuePlanner
 from orchestrator.delivery.planning import (
     Counters,
     Ending,
-    PlannedWrite,
     Planner,
     Transcript,
+    Write,
     WriteKind,
     interrupted_marker,
 )
 from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.policy.reply import PieceGuard
 
 __all__ = ["DeliveryEngine", "DeliveryProtocolError", "DeliveryStats"]
 
@@ -111,6 +125,9 @@ class DeliveryStats:
         writes_given_up: writes abandoned after failing (logged by the driver).
         unconfirmed_sends: sends that timed out (assumed landed, never re-sent).
         plain_fallbacks: formatted writes retried as plain text after failing.
+        writes_refused: writes refused outright (5xx, connection refused), retried.
+        resent_as_new: messages whose edits kept failing, their text sent as a new message.
+        pieces_withheld: pieces replaced by the withheld notice (the hook failed).
     """
 
     writes_sent: int
@@ -121,30 +138,51 @@ class DeliveryStats:
     writes_given_up: int
     unconfirmed_sends: int
     plain_fallbacks: int
+    writes_refused: int = 0
+    resent_as_new: int = 0
+    pieces_withheld: int = 0
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+_MAX_PLANS = 8
+"""Plans one poll tries: a planner's ``next_kind`` may name a write that ``plan`` then finds
+needless (a draft changed back to what it shows); each such ``plan`` records it, so the next
+look is exact."""
 
 
 class DeliveryEngine:
     """Decides every write of one reply to one chat (see the module docstring).
 
     Args:
-        settings: the channel's delivery settings.
-        guard: the reply's policy: ``guard_piece`` runs the hook once per delivered piece,
-            ``redact_line`` redacts notices and markers the engine composes.
+        settings: the channel's delivery settings (its renderer included).
+        redact_line: redacts the markers and notices the engine composes (the policy's
+            ``redact_line``; a pure function).
     """
 
-    def __init__(self, settings: DeliverySettings, guard: PieceGuard) -> None:
+    def __init__(
+        self, settings: DeliverySettings, redact_line: Callable[[str], str] = _as_is
+    ) -> None:
         self._settings = settings
-        self._guard = guard
+        self._redact_line = redact_line
         self._transcript = Transcript()
         self._counters = Counters()
-        planner_class = DraftPlanner if settings.mode == "partial" else QueuePlanner
-        self._planner: Planner = planner_class(settings, guard, self._transcript, self._counters)
+        self._planner: Planner
+        if settings.mode == "partial":
+            self._planner = DraftPlanner(settings, self._transcript, self._counters)
+        else:
+            self._planner = QueuePlanner(settings, self._transcript, self._counters, redact_line)
         self._over = False
-        self._in_flight: PlannedWrite | None = None
+        self._in_flight: Write | None = None
+        self._guarding: int | None = None
+        """The piece whose verdict is awaited."""
         self._last_write_at: float | None = None
         """When the last write completed (its outcome was fed), monotonic seconds."""
         self._last_send_at: float | None = None
         self._blocked_until = float("-inf")
+        self._backoff_until = float("-inf")
         self._last_typing_at: float | None = None
 
     # -- state ----------------------------------------------------------------------------
@@ -169,8 +207,14 @@ class DeliveryEngine:
 
     @property
     def pending(self) -> bool:
-        """A write is in flight or waiting for its time (typing not counted)."""
-        return self._in_flight is not None or self._planner.next_kind() is not None
+        """A write is in flight or waiting for its time, or a verdict is awaited (typing not
+        counted). Changes nothing."""
+        return (
+            self._in_flight is not None
+            or self._guarding is not None
+            or self._planner.guard_request() is not None
+            or self._planner.next_kind() is not None
+        )
 
     @property
     def finished(self) -> bool:
@@ -208,17 +252,24 @@ class DeliveryEngine:
                 write = self._take_in_flight(now)
                 if write.kind == "send" and message_id is not None:
                     self._counters.messages_created += 1
-                self._planner.succeeded(write, message_id)
+                self._planner.succeeded(message_id)
                 return
             case WriteFailed(reason=reason, retry_after=retry_after):
-                write = self._take_in_flight(now)
+                self._take_in_flight(now)
                 if reason == "rate_limited":
                     self._counters.rate_limited += 1
                     wait = self._settings.interval if retry_after is None else retry_after
                     self._blocked_until = max(self._blocked_until, now + wait)
-                    self._planner.deferred(write)
+                    self._planner.deferred()
                 else:  # "not_modified" on an edit is success, without an edit made
-                    self._planner.failed(write, reason)
+                    backoff = self._planner.failed(reason)
+                    self._backoff_until = max(self._backoff_until, now + backoff)
+                return
+            case PieceGuarded(piece_id=piece_id, text=text):
+                self._verdict(piece_id, text, withheld=False)
+                return
+            case PieceWithheld(piece_id=piece_id):
+                self._verdict(piece_id, None, withheld=True)
                 return
             case _:
                 pass
@@ -226,9 +277,9 @@ class DeliveryEngine:
             raise DeliveryProtocolError(f"{type(event).__name__} after the answer ended")
         match event:
             case TextEmitted(text=text):
-                if text:
-                    self._transcript.append(text)
-                    self._planner.on_text()
+                appended = self._transcript.append(text)
+                if appended:
+                    self._planner.on_text(appended)
             case ToolStarted(status=status):
                 self._planner.on_status(status)
             case ToolFinished():
@@ -243,15 +294,21 @@ class DeliveryEngine:
                 self._end(Ending("ended"))
             case AnswerInterrupted(cause=cause, marker=marker):
                 line = interrupted_marker(cause) if marker is None else marker
-                self._end(Ending("interrupted", self._guard.redact_line(line)))
+                self._end(Ending("interrupted", self._redact_line(line)))
             case AnswerRefused(notice=notice):
-                self._end(Ending("refused", self._guard.redact_line(notice)))
+                self._end(Ending("refused", self._redact_line(notice)))
+
+    def _verdict(self, piece_id: int, text: str | None, *, withheld: bool) -> None:
+        if piece_id != self._guarding:
+            return  # not awaited (it timed out, or was dropped): ignored
+        self._guarding = None
+        self._planner.guarded(piece_id, text, withheld=withheld)
 
     def _end(self, ending: Ending) -> None:
         self._over = True
         self._planner.on_end(ending)
 
-    def _take_in_flight(self, now: float) -> PlannedWrite:
+    def _take_in_flight(self, now: float) -> Write:
         write = self._in_flight
         if write is None:
             raise DeliveryProtocolError("a write outcome arrived with no write in flight")
@@ -264,22 +321,34 @@ class DeliveryEngine:
     # -- output ---------------------------------------------------------------------------
 
     def poll(self, now: float) -> list[Action]:
-        """What to do at monotonic time ``now`` (seconds): at most one write, possibly
-        ``SendTyping``, and ``SleepUntil`` last when waiting for time to pass."""
-        if self._in_flight is not None:
-            return []
+        """What to do at monotonic time ``now`` (seconds): a ``GuardPiece`` when a verdict is
+        needed, at most one write, possibly ``SendTyping``, and ``SleepUntil`` last when waiting
+        for time to pass."""
         actions: list[Action] = []
+        if self._guarding is None:
+            request = self._planner.guard_request()
+            if request is not None:
+                self._planner.guard_started(request.piece_id)
+                self._guarding = request.piece_id
+                actions.append(request)
+        if self._in_flight is not None:
+            return actions
         wake: list[float] = []
         kind = self._planner.next_kind()
-        if kind is not None:
+        for _ in range(_MAX_PLANS):
+            if kind is None:
+                break
             start_at = self._write_at(kind)
-            if now >= start_at:
-                write = self._planner.plan()
-                if write is not None:
-                    self._start(write, now)
-                    return [write.action]
-            else:
+            if now < start_at:
                 wake.append(start_at)
+                break
+            write = self._planner.plan()
+            if write is not None:
+                self._start(write)
+                actions.append(write.action)
+                return actions
+            # The planner found nothing to change after all (it recorded that): look again.
+            kind = self._planner.next_kind()
         if not self._over:
             typing_at = self._typing_at(now)
             if now >= typing_at:
@@ -292,7 +361,7 @@ class DeliveryEngine:
         return actions
 
     def _write_at(self, kind: WriteKind) -> float:
-        at = self._blocked_until
+        at = max(self._blocked_until, self._backoff_until)
         if self._last_write_at is not None:
             at = max(at, self._last_write_at + self._settings.interval)
         if kind == "send" and self._last_send_at is not None:
@@ -306,7 +375,7 @@ class DeliveryEngine:
         due = max(times) + self._settings.typing_interval if times else now
         return max(due, self._blocked_until)
 
-    def _start(self, write: PlannedWrite, now: float) -> None:
+    def _start(self, write: Write) -> None:
         self._in_flight = write
         self._counters.writes_sent += 1
         match write.kind:

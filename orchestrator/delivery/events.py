@@ -2,7 +2,10 @@
 
 Events are facts (nouns or past tense); actions are imperatives. All are frozen dataclasses.
 The engine keeps at most one write in flight per chat: after it returns a write action the
-caller executes it and feeds back :class:`WriteSucceeded` or :class:`WriteFailed`.
+caller executes it and feeds back :class:`WriteSucceeded` or :class:`WriteFailed`. Where it needs
+the ``on_message_sending`` hook's verdict on a piece it returns :class:`GuardPiece` and takes the
+verdict back as :class:`PieceGuarded` or :class:`PieceWithheld` (like an h11 event): the engine
+never calls user code.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ __all__ = [
     "DeleteMessage",
     "DeliveryEvent",
     "EditMessage",
+    "GuardPiece",
+    "PieceGuarded",
+    "PieceWithheld",
     "Restarted",
     "RoundEnded",
     "SendMessage",
@@ -26,7 +32,9 @@ __all__ = [
     "TextEmitted",
     "ToolFinished",
     "ToolStarted",
+    "WriteAction",
     "WriteFailed",
+    "WriteFailure",
     "WriteSucceeded",
 ]
 
@@ -92,7 +100,18 @@ class WriteSucceeded:
     message_id: str | None = None
 
 
-WriteFailure = Literal["rate_limited", "not_modified", "too_long", "gone", "timeout", "failed"]
+WriteFailure = Literal[
+    "rate_limited", "not_modified", "too_long", "gone", "timeout", "refused", "failed"
+]
+"""Why a write failed, by error class (DESIGN §3 "Network errors"):
+
+- ``rate_limited``: wait ``retry_after`` seconds; ``not_modified``: the edit shows that already;
+- ``too_long``: the platform counted more than the renderer did;
+- ``gone``: the message to edit or delete does not exist (deleted, or not found);
+- ``timeout``: no answer in time, the write may have landed;
+- ``refused``: refused outright (5xx, connection refused): it did not land;
+- ``failed``: any other rejection (a 4xx such as "can't parse entities").
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +120,23 @@ class WriteFailed:
 
     reason: WriteFailure
     retry_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PieceGuarded:
+    """The hook's verdict on piece ``piece_id``, redacted again by the policy: the text to send,
+    or ``None`` when the hook cancelled the piece."""
+
+    piece_id: int
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class PieceWithheld:
+    """The hook raised or timed out on piece ``piece_id``: it fails closed (DESIGN §4 "The
+    hook"), and the piece is replaced by :data:`~orchestrator.delivery.planning.WITHHELD_NOTICE`."""
+
+    piece_id: int
 
 
 DeliveryEvent = (
@@ -114,6 +150,8 @@ DeliveryEvent = (
     | AnswerRefused
     | WriteSucceeded
     | WriteFailed
+    | PieceGuarded
+    | PieceWithheld
 )
 
 
@@ -150,4 +188,17 @@ class SleepUntil:
     deadline: float
 
 
-Action = SendMessage | EditMessage | DeleteMessage | SendTyping | SleepUntil
+@dataclass(frozen=True, slots=True)
+class GuardPiece:
+    """Run the ``on_message_sending`` hook on ``text`` and feed back :class:`PieceGuarded` (its
+    output, redacted again) or :class:`PieceWithheld` (it raised or timed out) with the same
+    ``piece_id``. Needs no spacing; the engine asks for one verdict at a time."""
+
+    piece_id: int
+    text: str
+
+
+WriteAction = SendMessage | EditMessage | DeleteMessage
+"""The actions that write to the chat: exactly one platform write each."""
+
+Action = SendMessage | EditMessage | DeleteMessage | SendTyping | SleepUntil | GuardPiece

@@ -17,37 +17,53 @@ only moves forward (except on ``Restart``):
 Blank lines between pieces and trailing whitespace are not sent: the chat shows the text's
 pieces in order, and only whitespace lies between them. A queued piece goes through
 ``guard_piece`` exactly once, when it reaches the head of the queue (so a piece dropped by a
-restart is never guarded), and the hook's output is split again at the limit. Tool statuses
-(``show_tool_status``), the restart notice and the interrupted marker are queued as their own
-plain messages.
+restart is never guarded): the planner asks for its verdict (``GuardPiece``) and sends nothing
+behind it until the verdict comes back (the order stands). The hook's output is split again at
+the limit; a piece whose hook failed (``PieceWithheld``) is replaced by the withheld notice. Tool
+statuses (``show_tool_status``), the restart notice and the interrupted marker are queued as
+their own plain messages. A message goes out formatted when the channel's renderer says its
+formatted form fits, else plain.
 
 ``Restart``: queued pieces of the failed attempt are dropped; pieces already sent stand; when one
 was sent (or in flight), ``(answer restarted)`` is queued before the next message.
 
-``off`` queues nothing until the end; then the whole text goes through ``guard_piece`` once and
-is split at the limit; the interrupted marker follows the last part after a blank line, or comes
+``off`` queues nothing until the end; then the whole text goes through the hook once and is
+split at the limit; the interrupted marker follows the last part after a blank line, or comes
 as a message of its own when it does not fit there (it is never split).
 
-Failures: a send that timed out is assumed to have landed (re-sending could duplicate it);
-``too_long`` splits that message again with a quarter less room; ``failed`` retries a formatted
-message once plain, then gives it up; a rate limit keeps it at the head of the queue.
+Failures, by :data:`~orchestrator.delivery.planning.FAILURE_EFFECTS`: a send that timed out is
+assumed to have landed (re-sending could duplicate it); one refused outright (5xx, connection
+refused) is retried after ``REFUSED_BACKOFF_SECS``, up to ``MAX_ATTEMPTS`` tries; ``too_long``
+splits that message again with a quarter less room; a rejected formatted message is retried once
+plain, then given up; a rate limit keeps it at the head of the queue.
+
+The text before the cursor is settled in the transcript: cutting costs the length of the text
+not yet sent (under a message), whatever the length of the answer.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.delivery.events import SendMessage, WriteFailure
+from orchestrator.delivery.events import GuardPiece, SendMessage, WriteFailure
 from orchestrator.delivery.planning import (
+    FAILURE_EFFECTS,
+    MAX_ATTEMPTS,
+    REFUSED_BACKOFF_SECS,
     RESTARTED_NOTICE,
+    WITHHELD_NOTICE,
     Counters,
+    Effect,
     Ending,
-    PlannedWrite,
     Transcript,
+    Write,
     WriteKind,
     append_line,
     clip_line,
+    fit_rendering,
 )
 from orchestrator.delivery.settings import DeliverySettings
 from orchestrator.delivery.splitting import (
@@ -58,7 +74,6 @@ from orchestrator.delivery.splitting import (
     render_chunk,
     split_text,
 )
-from orchestrator.policy.reply import PieceGuard
 
 __all__ = ["QueuePlanner", "paragraph_end"]
 
@@ -67,15 +82,19 @@ _MIN_ROOM = 16
 
 @dataclass(eq=False, slots=True)
 class _Item:
-    """One message to send. ``raw`` pieces have not been through ``guard_piece`` yet; ``line``
-    (the interrupted marker in ``off``) follows ``text`` after a blank line and is never split."""
+    """One message to send. ``raw`` pieces have not been through the hook yet (``asked``: its
+    verdict was requested); ``line`` (the interrupted marker in ``off``) follows ``text`` after a
+    blank line and is never split."""
 
     text: str
     formatted: bool
     attempt: int
     piece: bool
     raw: bool = False
+    piece_id: int = 0
+    asked: bool = False
     plain: bool = False
+    tries: int = 0
     line: str = ""
 
     @property
@@ -119,19 +138,27 @@ def _skip_blank_lines(text: str, pos: int) -> int:
         pos = newline + 1
 
 
+def _as_is(text: str) -> str:
+    return text
+
+
 class QueuePlanner:
-    """Plans the writes of ``off`` and ``multi_message`` modes (see the module docstring)."""
+    """Plans the writes of ``off`` and ``multi_message`` modes (see the module docstring).
+
+    Args:
+        redact_line: redacts the notices it composes (the restart notice).
+    """
 
     def __init__(
         self,
         settings: DeliverySettings,
-        guard: PieceGuard,
         transcript: Transcript,
         counters: Counters,
+        redact_line: Callable[[str], str] = _as_is,
     ) -> None:
         self._settings = settings
         self._limits = settings.limits
-        self._guard = guard
+        self._redact_line = redact_line
         self._transcript = transcript
         self._counters = counters
         self._max = settings.limits.max_length
@@ -143,6 +170,10 @@ class QueuePlanner:
         self._attempt = 0
         self._sent_attempts: set[int] = set()
         self._notice_due = False
+        self._piece_ids = itertools.count(1)
+        self._in_flight: _Item | None = None
+        self._live_units = 0
+        """``measure`` of the text after the cursor, kept as it grows."""
 
     # -- cutting pieces -------------------------------------------------------------------
 
@@ -151,54 +182,68 @@ class QueuePlanner:
             return
         if self._notice_due:
             self._notice_due = False
-            notice = self._guard.redact_line(RESTARTED_NOTICE)
+            notice = self._redact_line(RESTARTED_NOTICE)
             self._queue.append(_Item(notice, False, self._attempt, piece=False))
-        self._queue.append(_Item(text, formatted, self._attempt, piece=piece, raw=raw))
+        piece_id = next(self._piece_ids) if raw else 0
+        self._queue.append(
+            _Item(text, formatted, self._attempt, piece=piece, raw=raw, piece_id=piece_id)
+        )
 
-    def _queue_piece(self, text: str, start: int, end: int) -> None:
-        """Queue ``text[start:end]`` (trailing whitespace dropped) and move the cursor to
-        ``end``."""
-        stop = start + len(text[start:end].rstrip())
-        if stop > start:
-            body, _ = render_chunk(text, start, stop, self._fence)
+    def _advance(self, live: str, count: int, fence: Fence | None) -> None:
+        """Move the cursor ``count`` code points on; ``live`` is the text from the cursor."""
+        self._cursor += count
+        self._fence = fence
+        self._live_units -= measure(self._limits, live[:count])
+        self._transcript.settle(self._cursor)
+
+    def _queue_piece(self, live: str, end: int) -> None:
+        """Queue ``live[:end]`` (trailing whitespace dropped) and move the cursor past it."""
+        stop = len(live[:end].rstrip())
+        if stop > 0:
+            body, _ = render_chunk(live, 0, stop, self._fence)
             self._queue_message(body, formatted=True, piece=True, raw=True)
-        self._cursor, self._fence = end, None
+        self._advance(live, end, None)
 
-    def _fits(self, text: str, start: int) -> bool:
-        prefix = len(self._fence.reopen) if self._fence else 0
-        width = 2 if self._limits.unit == "utf16" else 1
-        if (len(text) - start + prefix) * width <= self._max:
-            return True  # cheap bound: no need to measure
-        tail = render_chunk(text, start, len(text), self._fence, close=False)[0]
-        return measure(self._limits, tail) <= self._max
+    def _fits(self) -> bool:
+        """The unsent text, its fence reopened, fits in one message (no text is read)."""
+        prefix = measure(self._limits, self._fence.reopen) if self._fence else 0
+        return prefix + self._live_units <= self._max
 
-    def _cut(self, *, flush: bool) -> None:
-        text = self._transcript.text
+    def _cut(self, *, flush: bool, appended: str = "\n") -> None:
+        """Cut what is complete. ``appended``: the text just added; a paragraph can only have
+        completed when it holds a newline, so without one nothing is read unless it overflows."""
         while True:
+            if not flush and self._fits() and not (self._by_paragraph and "\n" in appended):
+                return
+            live = self._transcript.tail(self._cursor)
             if self._fence is None:
-                self._cursor = _skip_blank_lines(text, self._cursor)
-            start = self._cursor
+                skip = _skip_blank_lines(live, 0)
+                if skip:
+                    self._advance(live, skip, None)
+                    live = live[skip:]
             if self._by_paragraph:
-                found = paragraph_end(text, start, self._fence)
+                found = paragraph_end(live, 0, self._fence)
                 if found is not None:
-                    self._queue_piece(text, start, found[0])
-                    self._cursor = found[1]
+                    self._queue_piece(live, found[0])
+                    live = live[found[0] :]
+                    self._advance(live, found[1] - found[0], None)
                     continue
-            if not self._fits(text, start):
-                chunk = find_cut(self._limits, text, start, len(text), self._fence, self._max)
-                body, fence = render_chunk(text, start, chunk.cut, self._fence)
+            if not self._fits():
+                chunk = find_cut(self._limits, live, 0, len(live), self._fence, self._max)
+                body, fence = render_chunk(live, 0, chunk.cut, self._fence)
                 self._queue_message(body.rstrip(), formatted=True, piece=True, raw=True)
-                self._cursor, self._fence = chunk.cut, fence
+                self._advance(live, chunk.cut, fence)
                 continue
             if flush:
-                self._queue_piece(text, start, len(text))
+                self._queue_piece(live, len(live))
             return
 
     # -- events ---------------------------------------------------------------------------
 
-    def on_text(self) -> None:
+    def on_text(self, appended: str) -> None:
+        self._live_units += measure(self._limits, appended)
         if self._streams:
-            self._cut(flush=False)
+            self._cut(flush=False, appended=appended)
 
     def on_status(self, status: str) -> None:
         if self._streams and self._settings.show_tool_status:
@@ -218,8 +263,10 @@ class QueuePlanner:
         if current in self._sent_attempts:
             self._notice_due = True
         self._attempt += 1
-        if self._cursor > len(self._transcript.text):
-            self._cursor, self._fence = len(self._transcript.text), None
+        if self._cursor > self._transcript.length:
+            self._cursor, self._fence = self._transcript.length, None
+        self._live_units = measure(self._limits, self._transcript.tail(self._cursor))
+        self._transcript.settle(self._cursor)
 
     def on_end(self, ending: Ending) -> None:
         if ending.kind == "refused":
@@ -236,13 +283,17 @@ class QueuePlanner:
             elif self._notice_due:
                 # The failed attempt showed something and nothing followed: still say so.
                 self._notice_due = False
-                notice = self._guard.redact_line(RESTARTED_NOTICE)
+                notice = self._redact_line(RESTARTED_NOTICE)
                 self._queue.append(_Item(notice, False, self._attempt, piece=False))
             return
         text = self._transcript.text
-        body = (self._guard.guard_piece(text) or "") if text.strip() else ""
         line = clip_line(self._limits, ending.line, self._max) if ending.line else ""
-        self._queue_split(body, line, formatted=True, attempt=self._attempt, at=len(self._queue))
+        if text.strip():
+            item = _Item(text, True, self._attempt, piece=True, raw=True, line=line)
+            item.piece_id = next(self._piece_ids)
+            self._queue.append(item)
+        elif line:
+            self._queue_split("", line, formatted=True, attempt=self._attempt, at=len(self._queue))
 
     def _queue_split(
         self, body: str, line: str, *, formatted: bool, attempt: int, at: int, piece: bool = True
@@ -265,65 +316,108 @@ class QueuePlanner:
         for item in reversed(items):
             self._queue.insert(at, item)
 
+    # -- the verdicts ---------------------------------------------------------------------
+
+    def guard_request(self) -> GuardPiece | None:
+        head = self._queue[0] if self._queue else None
+        if head is None or not head.raw or head.asked:
+            return None
+        return GuardPiece(head.piece_id, head.text)
+
+    def guard_started(self, piece_id: int) -> None:
+        for item in self._queue:
+            if item.piece_id == piece_id:
+                item.asked = True
+
+    def guarded(self, piece_id: int, text: str | None, *, withheld: bool) -> None:
+        found = [i for i, item in enumerate(self._queue) if item.raw and item.piece_id == piece_id]
+        if not found:
+            return  # dropped by a restart, or a late verdict: ignored
+        index = found[0]
+        item = self._queue[index]
+        del self._queue[index]
+        if withheld:
+            self._counters.pieces_withheld += 1
+            self._queue_split(
+                WITHHELD_NOTICE, item.line, formatted=False, attempt=item.attempt, at=index
+            )
+        elif text is not None and text.strip():
+            self._queue_split(text, item.line, formatted=True, attempt=item.attempt, at=index)
+        elif item.line:
+            self._queue_split("", item.line, formatted=True, attempt=item.attempt, at=index)
+
     # -- writes ---------------------------------------------------------------------------
 
     def next_kind(self) -> WriteKind | None:
-        return "send" if self._queue else None
+        return "send" if self._queue and not self._queue[0].raw else None
 
-    def plan(self) -> PlannedWrite | None:
-        while self._queue:
-            item = self._queue[0]
-            if item.raw:
-                self._queue.popleft()
-                guarded = self._guard.guard_piece(item.text)
-                if guarded is not None and guarded.strip():
-                    self._queue_split(guarded, "", formatted=True, attempt=item.attempt, at=0)
-                continue
-            if item.piece:
-                self._sent_attempts.add(item.attempt)
-            action = SendMessage(item.message, item.formatted and not item.plain)
-            return PlannedWrite(action, item, final=True)
-        return None
+    def plan(self) -> Write | None:
+        if not self._queue or self._queue[0].raw:
+            return None  # the head awaits its verdict: nothing behind it goes first
+        item = self._queue[0]
+        if item.piece:
+            self._sent_attempts.add(item.attempt)
+        message, formatted = item.message, item.formatted and not item.plain
+        if formatted:
+            formatted, _ = fit_rendering(self._settings.rendering(message), message, self._max)
+        self._in_flight = item
+        return Write(SendMessage(message, formatted), final=True)
 
-    def succeeded(self, write: PlannedWrite, message_id: str | None) -> None:
-        self._discard(write)
+    def _take(self) -> _Item:
+        item, self._in_flight = self._in_flight, None
+        assert item is not None, "an outcome with no write in flight"
+        return item
 
-    def failed(self, write: PlannedWrite, reason: WriteFailure) -> None:
-        item = write.target
-        assert isinstance(item, _Item)
-        if reason == "timeout":
-            self._counters.unconfirmed_sends += 1
-            self._discard(write)  # it may have landed: never send a second copy
-        elif reason == "too_long":
-            room = min(self._max, measure(self._limits, item.message)) * 3 // 4
-            if room < _MIN_ROOM:
-                self._give_up(write)
-                return
-            self._max = room
-            if item in self._queue:
-                index = self._queue.index(item)
-                del self._queue[index]
-                self._queue_split(
-                    item.text,
-                    item.line,
-                    formatted=item.formatted,
-                    attempt=item.attempt,
-                    at=index,
-                    piece=item.piece,
-                )
-        elif write.action.formatted and not item.plain:  # type: ignore[union-attr]
-            item.plain = True
-            self._counters.plain_fallbacks += 1
-        else:
-            self._give_up(write)
+    def succeeded(self, message_id: str | None) -> None:
+        self._discard(self._take())
 
-    def deferred(self, write: PlannedWrite) -> None:
-        return None  # it stays at the head of the queue
+    def failed(self, reason: WriteFailure) -> float:
+        item = self._take()
+        match FAILURE_EFFECTS[("send", reason)]:
+            case Effect.UNCONFIRMED:
+                self._counters.unconfirmed_sends += 1
+                self._discard(item)  # it may have landed: never send a second copy
+            case Effect.SHRINK:
+                self._shrink(item)
+            case Effect.RETRY:
+                self._counters.writes_refused += 1
+                item.tries += 1
+                if item.tries < MAX_ATTEMPTS:
+                    return REFUSED_BACKOFF_SECS[item.tries - 1]
+                self._give_up(item)
+            case Effect.PLAIN | Effect.SHOWN:
+                if item.formatted and not item.plain:
+                    item.plain = True
+                    self._counters.plain_fallbacks += 1
+                else:
+                    self._give_up(item)
+        return 0.0
 
-    def _give_up(self, write: PlannedWrite) -> None:
+    def _shrink(self, item: _Item) -> None:
+        room = min(self._max, measure(self._limits, item.message)) * 3 // 4
+        if room < _MIN_ROOM:
+            self._give_up(item)
+            return
+        self._max = room
+        if item in self._queue:
+            index = self._queue.index(item)
+            del self._queue[index]
+            self._queue_split(
+                item.text,
+                item.line,
+                formatted=item.formatted,
+                attempt=item.attempt,
+                at=index,
+                piece=item.piece,
+            )
+
+    def deferred(self) -> None:
+        self._take()  # it stays at the head of the queue
+
+    def _give_up(self, item: _Item) -> None:
         self._counters.writes_given_up += 1
-        self._discard(write)
+        self._discard(item)
 
-    def _discard(self, write: PlannedWrite) -> None:
-        if write.target in self._queue:
-            self._queue.remove(write.target)  # type: ignore[arg-type]
+    def _discard(self, item: _Item) -> None:
+        if item in self._queue:
+            self._queue.remove(item)

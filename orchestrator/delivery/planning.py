@@ -4,30 +4,44 @@ The engine (:mod:`orchestrator.delivery.engine`) owns time, the write in flight 
 table; a *planner* owns the layout of one mode and says which write comes next:
 :class:`~orchestrator.delivery.drafts.DraftPlanner` for ``partial``,
 :class:`~orchestrator.delivery.pieces.QueuePlanner` for ``off`` and ``multi_message``. Both read
-the reply's visible text from one :class:`Transcript`.
+the reply's visible text from one :class:`Transcript`, and both turn a failed write into one
+:class:`Effect` by the same table, :data:`FAILURE_EFFECTS` (DESIGN §3 "Network errors").
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Literal, Protocol
 
-from channels.base import ChannelLimits
-from orchestrator.delivery.events import DeleteMessage, EditMessage, SendMessage, WriteFailure
+from channels.base import ChannelLimits, Rendering
+from orchestrator.delivery.events import (
+    DeleteMessage,
+    EditMessage,
+    GuardPiece,
+    SendMessage,
+    WriteAction,
+    WriteFailure,
+)
 from orchestrator.delivery.splitting import fit_end, measure, scan_fence
 
 __all__ = [
+    "FAILURE_EFFECTS",
     "MAX_ATTEMPTS",
     "PARAGRAPH_BREAK",
+    "REFUSED_BACKOFF_SECS",
     "RESTARTED_NOTICE",
+    "WITHHELD_NOTICE",
     "Counters",
+    "Effect",
     "Ending",
-    "PlannedWrite",
     "Planner",
     "Transcript",
+    "Write",
     "WriteKind",
     "append_line",
     "clip_line",
+    "fit_rendering",
     "interrupted_marker",
 ]
 
@@ -38,8 +52,16 @@ RESTARTED_NOTICE = "(answer restarted)"
 """Sent in ``multi_message`` before a new attempt's first piece when the failed one showed some
 (DESIGN §4 "Restart")."""
 
+WITHHELD_NOTICE = "⚠️ Part of this answer was withheld."
+"""What replaces a piece whose hook raised or timed out (DESIGN §4 "The hook")."""
+
 MAX_ATTEMPTS = 3
-"""Consecutive timeouts of one message's write before it is given up (counted in stats)."""
+"""Tries of one write that timed out or was refused before it is given up (a refused edit: its
+text then goes out as a new message)."""
+
+REFUSED_BACKOFF_SECS = (1.0, 3.0)
+"""Waits before the 2nd and 3rd try of a refused write, in seconds: with the spacing, three tries
+within about 10 s (DESIGN §3 "Network errors")."""
 
 WriteKind = Literal["send", "edit", "delete"]
 
@@ -67,37 +89,112 @@ def clip_line(limits: ChannelLimits, line: str, room: int) -> str:
     return line[: fit_end(limits, line, 0, len(line), max(room - 1, 0))] + "…"
 
 
+def fit_rendering(rendering: Rendering, text: str, room: int) -> tuple[bool, str]:
+    """Whether ``text`` goes out formatted, and the form it then shows: formatted when its
+    rendering fits in ``room`` units, else plain (one message either way: the caller laid
+    ``text`` out to fit plain)."""
+    if rendering.length <= room:
+        return True, rendering.form
+    return False, text
+
+
 class Transcript:
     """The reply's visible text: every round's emitted text, later rounds after a blank line.
 
     ``round_start`` is the length of the text before the current round (its separator not
     included), where :meth:`restart` cuts back to (DESIGN §4 "Restart").
+
+    Appending costs the length of the appended text, whatever the length of the whole: the text
+    before :attr:`base` (moved forward by :meth:`settle` once a planner no longer reads it) is
+    kept in parts and joined only when :attr:`text` is read; :meth:`tail` from ``base`` on joins
+    only what follows it.
     """
 
     def __init__(self) -> None:
-        self.text = ""
+        self._settled: list[str] = []
+        self._base = 0
+        self._live: list[str] = []
+        self._live_length = 0
+        self._live_joined: str | None = ""
         self.round_start = 0
         self._separator_due = False
         self._round_has_separator = False
 
-    def append(self, text: str) -> None:
-        """Add emitted text; a new round's first text is preceded by ``PARAGRAPH_BREAK`` when
-        earlier rounds showed any text."""
-        if not text:
+    @property
+    def length(self) -> int:
+        """Length of the text in code points."""
+        return self._base + self._live_length
+
+    @property
+    def base(self) -> int:
+        return self._base
+
+    @property
+    def text(self) -> str:
+        """The whole text (joins it: costs its length)."""
+        return "".join(self._settled) + self._live_text()
+
+    def _live_text(self) -> str:
+        if self._live_joined is None:
+            self._live_joined = "".join(self._live)
+            self._live = [self._live_joined] if self._live_joined else []
+        return self._live_joined
+
+    def tail(self, start: int) -> str:
+        """``text[start:]``; costs the length of that tail when ``start >= base``."""
+        if start >= self._base:
+            return self._live_text()[start - self._base :]
+        return self.text[start:]
+
+    def settle(self, offset: int) -> None:
+        """The text before ``offset`` (clamped to the length) is no longer read per delta."""
+        offset = min(offset, self.length)
+        if offset <= self._base:
             return
+        live = self._live_text()
+        cut = offset - self._base
+        self._settled.append(live[:cut])
+        self._set_live(live[cut:], offset)
+
+    def rebase(self, offset: int) -> None:
+        """Read per delta from ``offset`` on again (a planner's start moved back: a restart, a
+        message laid out again); costs the length of the text once."""
+        if offset >= self._base:
+            self.settle(offset)
+            return
+        whole = self.text
+        self._settled = [whole[:offset]]
+        self._set_live(whole[offset:], offset)
+
+    def _set_live(self, live: str, base: int) -> None:
+        self._base = base
+        self._live = [live] if live else []
+        self._live_length = len(live)
+        self._live_joined = live
+
+    def append(self, text: str) -> str:
+        """Add emitted text; a new round's first text is preceded by ``PARAGRAPH_BREAK`` when
+        earlier rounds showed any text. Returns what was appended (the separator included)."""
+        if not text:
+            return ""
         if self._separator_due:
-            if self.text:
-                self.text += PARAGRAPH_BREAK
+            if self.length:
+                text = PARAGRAPH_BREAK + text
             self._separator_due = False
-        self.text += text
+        self._live.append(text)
+        self._live_length += len(text)
+        self._live_joined = None
+        return text
 
     def end_round(self) -> None:
-        self.round_start = len(self.text)
+        self.round_start = self.length
         self._separator_due = self._round_has_separator = True
 
     def restart(self) -> None:
-        """Forget the current round's text."""
-        self.text = self.text[: self.round_start]
+        """Forget the current round's text (costs the length of the text once)."""
+        whole = self.text[: self.round_start]
+        self._settled = []
+        self._set_live(whole, 0)
         self._separator_due = self._round_has_separator
 
 
@@ -122,39 +219,99 @@ class Counters:
     writes_given_up: int = 0
     unconfirmed_sends: int = 0
     plain_fallbacks: int = 0
+    writes_refused: int = 0
+    resent_as_new: int = 0
+    pieces_withheld: int = 0
 
 
-@dataclass(slots=True)
-class PlannedWrite:
-    """A write a planner chose, with the planner's own handle on what it writes."""
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A write a planner chose: the action and whether it carries final text (not a preview)."""
 
-    action: SendMessage | EditMessage | DeleteMessage
-    target: object
+    action: WriteAction
     final: bool = False
 
     @property
     def kind(self) -> WriteKind:
-        if isinstance(self.action, SendMessage):
-            return "send"
-        return "edit" if isinstance(self.action, EditMessage) else "delete"
+        match self.action:
+            case SendMessage():
+                return "send"
+            case EditMessage():
+                return "edit"
+            case DeleteMessage():
+                return "delete"
+
+    @property
+    def text(self) -> str:
+        """The text written (``""`` for a delete)."""
+        return "" if isinstance(self.action, DeleteMessage) else self.action.text
+
+    @property
+    def formatted(self) -> bool:
+        return not isinstance(self.action, DeleteMessage) and self.action.formatted
+
+
+class Effect(Enum):
+    """What a failed write means for what it wrote (the value of :data:`FAILURE_EFFECTS`)."""
+
+    SHOWN = "shown"
+    """It shows that already (an edit "not modified"; a delete of what is gone)."""
+    UNCONFIRMED = "unconfirmed"
+    """It may have landed (timed out): a send is assumed landed and never re-sent; an edit is
+    retried with the newest text (not an identical edit), up to ``MAX_ATTEMPTS``."""
+    RETRY = "retry"
+    """It did not land (refused): back off, retry; after ``MAX_ATTEMPTS`` an edit's text goes
+    out as a new message, a send is given up."""
+    SHRINK = "shrink"
+    """Too long for the platform: laid out again with a quarter less room."""
+    PLAIN = "plain"
+    """Rejected: a formatted write is retried once plain; a plain one is given up."""
+
+
+FAILURE_EFFECTS: dict[tuple[WriteKind, WriteFailure], Effect] = {
+    ("send", "not_modified"): Effect.PLAIN,
+    ("send", "too_long"): Effect.SHRINK,
+    ("send", "gone"): Effect.RETRY,
+    ("send", "timeout"): Effect.UNCONFIRMED,
+    ("send", "refused"): Effect.RETRY,
+    ("send", "failed"): Effect.PLAIN,
+    ("edit", "not_modified"): Effect.SHOWN,
+    ("edit", "too_long"): Effect.SHRINK,
+    ("edit", "gone"): Effect.RETRY,
+    ("edit", "timeout"): Effect.UNCONFIRMED,
+    ("edit", "refused"): Effect.RETRY,
+    ("edit", "failed"): Effect.PLAIN,
+    ("delete", "not_modified"): Effect.SHOWN,
+    ("delete", "too_long"): Effect.PLAIN,
+    ("delete", "gone"): Effect.SHOWN,
+    ("delete", "timeout"): Effect.UNCONFIRMED,
+    ("delete", "refused"): Effect.RETRY,
+    ("delete", "failed"): Effect.PLAIN,
+}
+"""By kind of write and error class (DESIGN §3 "Network errors"). ``rate_limited`` is not here:
+the engine waits it out and the planner writes its newest state then."""
 
 
 class Planner(Protocol):
     """What the engine asks of a mode's planner.
 
-    The engine calls :meth:`plan` only when a write may start now, and starts what it returns;
-    :meth:`next_kind` peeks without committing. Exactly one of :meth:`succeeded` /
-    :meth:`failed` (every outcome but a rate limit; ``not_modified`` on an edit means it shows
-    that text already) / :meth:`deferred` (rate limited) follows each planned write.
+    Queries (:meth:`next_kind`, :meth:`guard_request`) never change state. :meth:`plan` is called
+    only when a write may start now and commits to what it returns; exactly one of
+    :meth:`succeeded` / :meth:`failed` (which returns a back-off in seconds) / :meth:`deferred`
+    (rate limited) follows it. A :class:`GuardPiece` from :meth:`guard_request` is committed with
+    :meth:`guard_started` and answered by :meth:`guarded`.
     """
 
-    def on_text(self) -> None: ...
+    def on_text(self, appended: str) -> None: ...
     def on_status(self, status: str) -> None: ...
     def on_round_ended(self) -> None: ...
     def on_restarted(self) -> None: ...
     def on_end(self, ending: Ending) -> None: ...
     def next_kind(self) -> WriteKind | None: ...
-    def plan(self) -> PlannedWrite | None: ...
-    def succeeded(self, write: PlannedWrite, message_id: str | None) -> None: ...
-    def failed(self, write: PlannedWrite, reason: WriteFailure) -> None: ...
-    def deferred(self, write: PlannedWrite) -> None: ...
+    def plan(self) -> Write | None: ...
+    def succeeded(self, message_id: str | None) -> None: ...
+    def failed(self, reason: WriteFailure) -> float: ...
+    def deferred(self) -> None: ...
+    def guard_request(self) -> GuardPiece | None: ...
+    def guard_started(self, piece_id: int) -> None: ...
+    def guarded(self, piece_id: int, text: str | None, *, withheld: bool) -> None: ...

@@ -6,13 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from channels.base import Channel, ChannelLimits, StreamMode
+from channels.base import Channel, ChannelLimits, Rendering, StreamMode
 
 __all__ = ["DeliverySettings"]
-
-
-def _as_is(text: str) -> str:
-    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,9 +28,10 @@ class DeliverySettings:
         max_edits_per_message: edits one message may receive (Matrix: 100); ``None``: no cap.
         show_tool_status: in ``multi_message``, also send each tool status as its own message.
         typing_interval_ms: how often the typing indicator is renewed while nothing new shows.
-        render_formatted: the platform's final form of a text (``Channel.render_formatted``):
-            an edit whose rendered form equals what is shown is not sent (DESIGN §3). The
-            default (identity) means formatting renders like the plain text.
+        render: the channel's pure renderer (``Channel.render``): Markdown in, the formatted
+            form and its length in ``limits.unit`` out. The engine decides every message
+            boundary with it, and an edit whose form equals what is shown is not sent (DESIGN
+            §3). ``None``: formatting shows like the plain text.
 
     Raises:
         ValueError: a limit under 16 units (too small to split into), or a cap under 1.
@@ -48,7 +45,7 @@ class DeliverySettings:
     max_edits_per_message: int | None = None
     show_tool_status: bool = False
     typing_interval_ms: int = 4000
-    render_formatted: Callable[[str], str] = field(default=_as_is, compare=False)
+    render: Callable[[str], Rendering] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.limits.max_length < 16:
@@ -73,6 +70,12 @@ class DeliverySettings:
     def typing_interval(self) -> float:
         return self.typing_interval_ms / 1000
 
+    def rendering(self, text: str) -> Rendering:
+        """``text`` formatted: its form and length (see ``render``)."""
+        if self.render is None:
+            return Rendering(text, self.limits.measure(text))
+        return self.render(text)
+
     @classmethod
     def from_channel(cls, channel: Channel) -> DeliverySettings:
         """Build the settings from a channel's config-derived capabilities."""
@@ -84,5 +87,5 @@ class DeliverySettings:
             multi_message_unit=channel.multi_message_unit,
             max_edits_per_message=channel.max_edits_per_message,
             show_tool_status=channel.show_tool_status,
-            render_formatted=channel.render_formatted,
+            render=channel.render,
         )

@@ -280,10 +280,14 @@ def split_text(limits: ChannelLimits, text: str, max_length: int | None = None) 
     messages: list[str] = []
     start, fence = 0, None
     while start < len(text):
-        tail = render_chunk(text, start, len(text), fence, close=False)[0]
-        if measure(limits, tail) <= room:
-            messages.append(tail)
-            break
+        reopen = fence.reopen if fence else ""
+        # A code point is at least one unit: a rest longer than the room needs a cut, and
+        # only a rest that may fit is measured (so splitting is linear in the text).
+        if len(reopen) + len(text) - start <= room:
+            tail = reopen + text[start:]
+            if measure(limits, tail) <= room:
+                messages.append(tail)
+                break
         chunk = find_cut(limits, text, start, len(text), fence, room)
         messages.append(render_chunk(text, start, chunk.cut, fence)[0])
         start, fence = chunk.cut, chunk.fence

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from orchestrator.policy.errors import PolicyError
 
-__all__ = ["HOOK_OUTPUT_MAX_CHARS", "Hook", "load_hook", "run_hook"]
+__all__ = ["HOOK_OUTPUT_MAX_CHARS", "Hook", "call_hook", "load_hook", "run_hook"]
 
 log = logging.getLogger(__name__)
 
@@ -54,25 +54,30 @@ def load_hook(path: str) -> Hook:
     return hook  # type: ignore[no-any-return]
 
 
-def run_hook(hook: Hook, channel: str, chat_id: str, text: str) -> str | None:
-    """Run ``hook`` on one piece; ``None`` means: send nothing for it."""
-    try:
-        result = hook(channel, chat_id, text)
-    except Exception:
-        log.exception("on_message_sending failed in %s:%s; the piece is not sent", channel, chat_id)
-        return None
+def call_hook(hook: Hook, channel: str, chat_id: str, text: str) -> str | None:
+    """Run ``hook`` on one piece: its output, cut to ``HOOK_OUTPUT_MAX_CHARS``, or ``None``.
+
+    Raises:
+        Exception: whatever the hook raised.
+        TypeError: it returned something that is neither ``str`` nor ``None``.
+    """
+    result = hook(channel, chat_id, text)
     if result is None:
         return None
     if not isinstance(result, str):
         if inspect.iscoroutine(result):
             result.close()
-        log.error(
-            "on_message_sending returned %s in %s:%s; the piece is not sent",
-            type(result).__name__,
-            channel,
-            chat_id,
-        )
-        return None
+        raise TypeError(f"on_message_sending returned {type(result).__name__}, not str or None")
     if len(result) > HOOK_OUTPUT_MAX_CHARS:
         result = result[: HOOK_OUTPUT_MAX_CHARS - len(_ELLIPSIS)] + _ELLIPSIS
     return result
+
+
+def run_hook(hook: Hook, channel: str, chat_id: str, text: str) -> str | None:
+    """Run ``hook`` on one piece; ``None`` means: send nothing for it (also when it failed,
+    which is logged)."""
+    try:
+        return call_hook(hook, channel, chat_id, text)
+    except Exception:
+        log.exception("on_message_sending failed in %s:%s; the piece is not sent", channel, chat_id)
+        return None

@@ -75,7 +75,9 @@ class OutboundPolicy:
         hook: Hook | None = None,
         guardrails: Sequence[TermList] = (),
         render: Renderer | None = None,
+        hook_timeout_secs: float = 5.0,
     ) -> None:
+        self.hook_timeout_secs = hook_timeout_secs
         self.redactor = redactor if redactor is not None else Redactor()
         self.render = render if render is not None else telegram_visible_text
         self.hook = hook
@@ -93,7 +95,12 @@ class OutboundPolicy:
         terms = tuple(shape for g in guardrails if (shape := g.shape()) is not None)
         shapes = (*BUILTIN_SHAPES, *extra_shapes(config.extra_secret_patterns), *terms)
         hook = load_hook(config.on_message_sending) if config.on_message_sending else None
-        return cls(Redactor(shapes), hook=hook, guardrails=guardrails)
+        return cls(
+            Redactor(shapes),
+            hook=hook,
+            guardrails=guardrails,
+            hook_timeout_secs=config.hook_timeout_secs,
+        )
 
     def new_reply(self, channel: str, chat_id: str) -> ReplyPolicy:
         """A fresh policy for one reply in ``channel``/``chat_id``."""
@@ -104,6 +111,7 @@ class OutboundPolicy:
             channel=channel,
             chat_id=chat_id,
             render=self.render,
+            hook_timeout_secs=self.hook_timeout_secs,
         )
 
     def redact(self, text: str) -> str:

@@ -18,10 +18,12 @@ the screen. A ``deny`` hit sets :attr:`refusal` (the notice to show) and release
 then on the policy returns nothing. A non-holding guardrail screens at the same points, after the
 text was shown; the caller then feeds ``AnswerRefused(refusal)`` to delivery.
 
-The delivery engine calls :meth:`guard_piece` once per delivered piece (``multi_message``
-paragraphs and turns, the ``off`` message, the final ``partial`` text): the hook, then
-redaction again with the delivered history as context (:mod:`orchestrator.policy.pieces`).
-Status lines and notices go through :meth:`redact_line`.
+Each delivered piece (``multi_message`` paragraphs and turns, the ``off`` message, the final
+``partial`` text) crosses :meth:`guard_piece` once: the hook, then redaction again with the
+delivered history as context (:mod:`orchestrator.policy.pieces`). The delivery driver takes
+those two steps apart — :meth:`hook_piece` (user code) in a worker thread with
+:attr:`hook_timeout_secs`, then :meth:`redact_piece` on the event loop. Status lines and notices
+go through :meth:`redact_line`.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Protocol
 
 from orchestrator.policy.catalogue import Redactor, marker
 from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
-from orchestrator.policy.hook import Hook, run_hook
+from orchestrator.policy.hook import Hook, call_hook, run_hook
 from orchestrator.policy.pieces import PieceHistory
 from orchestrator.policy.views import aligned
 from orchestrator.policy.window import RedactionWindow
@@ -95,6 +97,7 @@ class ReplyPolicy:
         chat_id: the chat id passed to the hook.
         render: the channel's renderer of the final text (text as displayed); each delivered
             piece is also checked as it displays. ``None``: the raw text only.
+        hook_timeout_secs: how long one call of the hook may take (``policy.hook_timeout_secs``).
     """
 
     def __init__(
@@ -106,7 +109,9 @@ class ReplyPolicy:
         channel: str = "",
         chat_id: str = "",
         render: Renderer | None = None,
+        hook_timeout_secs: float = 5.0,
     ) -> None:
+        self.hook_timeout_secs = hook_timeout_secs
         self._redactor = redactor if redactor is not None else Redactor()
         self._render = render
         self._emitted = ""  # what the window emitted since the last delivered piece
@@ -188,6 +193,9 @@ class ReplyPolicy:
             if hooked is None:
                 return None
             text = hooked
+        return self._guarded(text, separator)
+
+    def _guarded(self, text: str, separator: str) -> str:
         guarded = self._pieces.guard(text, separator)
         if self._render is not None:
             guarded = redact_rendered(self._redactor, guarded, self._render)
@@ -209,6 +217,28 @@ class ReplyPolicy:
         self._emitted = self._emitted[drop:]
         self._trimmed += drop
         return gap if not gap.strip() else _PARAGRAPH_BREAK
+
+    @property
+    def has_hook(self) -> bool:
+        return self._hook is not None
+
+    def hook_piece(self, text: str) -> str | None:
+        """The hook alone on one piece (``text`` unchanged without one); safe to call in a worker
+        thread (it touches no policy state).
+
+        Raises:
+            Exception: whatever the hook raised, or ``TypeError`` for an output that is neither
+                ``str`` nor ``None``.
+        """
+        if self._hook is None:
+            return text
+        return call_hook(self._hook, self._channel, self._chat_id, text)
+
+    def redact_piece(self, text: str) -> str:
+        """The hook's output redacted again with the delivered history as context, joined by
+        the separator delivered before it (found in the emitted text; a text the hook rewrote
+        is joined directly), and checked as the channel renders it; recorded as delivered."""
+        return self._guarded(text, self._separator(text))
 
     def redact_line(self, text: str) -> str:
         """A status line, notice or approval prompt, redacted on its own (as it is and as it

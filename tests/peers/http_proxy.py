@@ -10,6 +10,10 @@ copies bytes both ways until either side closes (RFC 9112 §3.2.2). For an ``htt
 ``host:port``, answers 200 and then copies the TLS bytes both ways. So an answer that reaches
 the client proves the client used the proxy.
 
+With ``upstream=(host, port)`` every request goes there, whatever host its target names: a test
+can then give a client a base URL whose host does not exist (``telegram.invalid``, RFC 6761),
+which only the proxy can reach.
+
 Limit (enough for the tests): one upstream per client connection; later requests on a
 kept-alive connection are copied to the same upstream as they are (absolute-form, which
 :class:`tests.peers.provider_server.ProviderServer` accepts) and are not recorded.
@@ -28,13 +32,17 @@ __all__ = ["HttpProxy"]
 class HttpProxy:
     """Forwarding proxy, an async context manager.
 
+    Args:
+        upstream: ``(host, port)`` every request is sent to instead of the host it names.
+
     Attributes:
         url: ``http://127.0.0.1:<port>``, set on entry: the value for ``HTTP_PROXY``.
         targets: the request targets received, one per client connection: an absolute URL, or
             ``host:port`` for a ``CONNECT``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, upstream: tuple[str, int] | None = None) -> None:
+        self.upstream = upstream
         self.url = ""
         self.targets: list[str] = []
         self._server: asyncio.Server | None = None
@@ -84,7 +92,8 @@ class HttpProxy:
             writer.write(b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\n\r\n")
             await writer.drain()
             return
-        up_reader, up_writer = await asyncio.open_connection(parts.hostname, parts.port or 80)
+        host, port = self.upstream or (parts.hostname, parts.port or 80)
+        up_reader, up_writer = await asyncio.open_connection(host, port)
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         up_writer.write(f"{method} {path or '/'} {version}\r\n".encode("latin-1"))
         try:

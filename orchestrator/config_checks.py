@@ -1,0 +1,109 @@
+"""The config checks that need the runtime (DESIGN §6): what ``relaybot run`` would reject after
+the schema, found by ``relaybot check-config`` too, in the same pass and at the same
+``FILE:LINE`` as schema errors (:mod:`config.checks`).
+
+* ``agent.tools``: every name is a tool this version offers;
+* ``policy``: the ``on_message_sending`` hook imports, every ``extra_secret_patterns`` entry and
+  every guardrail can be built;
+* ``channels``: a warning for each channel whose kind has no adapter in this version (its start
+  would fail).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from typing import Any
+
+from channels.registry import CHANNEL_CLASSES
+from config.checks import CheckResult, SectionCheck
+from config.errors import Loc
+from config.models import PolicyConfig
+from orchestrator.policy import OutboundPolicy, PolicyError, TermList
+from orchestrator.policy.hook import load_hook
+from orchestrator.policy.outbound import extra_shapes
+from orchestrator.tools import ToolRegistry, builtin_tools
+
+__all__ = ["RUN_CHECKS", "available_channel_kinds"]
+
+
+def _tools(names: list[str]) -> CheckResult:
+    available = ", ".join(sorted(builtin_tools())) or "none"
+    for index, name in enumerate(names):
+        try:
+            ToolRegistry.from_names([name])
+        except KeyError:
+            yield (index,), f"unknown tool (available: {available})"
+
+
+def _policy(policy: PolicyConfig) -> CheckResult:
+    found = False
+    if policy.on_message_sending:
+        try:
+            load_hook(policy.on_message_sending)
+        except PolicyError as exc:
+            found = True
+            yield _relative(exc.key), exc.message
+    for index, pattern in enumerate(policy.extra_secret_patterns):
+        try:
+            extra_shapes([pattern])
+        except PolicyError as exc:
+            found = True
+            loc = _relative(exc.key)
+            yield ("extra_secret_patterns", index, *loc[2:]), exc.message
+    for index, guardrail in enumerate(policy.guardrails):
+        try:
+            TermList.from_config(guardrail)
+        except ValueError as exc:
+            found = True
+            yield ("guardrails", index, "terms"), str(exc)
+    if not found:  # anything else the daemon's own construction would refuse
+        try:
+            OutboundPolicy.from_config(policy)
+        except PolicyError as exc:
+            yield _relative(exc.key), exc.message
+
+
+_PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def _relative(key: str) -> Loc:
+    """``policy.extra_secret_patterns[0].regex`` → ``("extra_secret_patterns", 0, "regex")``."""
+    loc: list[str | int] = []
+    for match in _PART.finditer(key):
+        name, index = match.groups()
+        loc.append(int(index) if index is not None else name)
+    return tuple(loc[1:] if loc[:1] == ["policy"] else loc)
+
+
+def available_channel_kinds() -> frozenset[str]:
+    """The channel kinds whose adapter module exists in this version."""
+    kinds = set()
+    for kind, target in CHANNEL_CLASSES.items():
+        module = target.partition(":")[0]
+        try:
+            if importlib.util.find_spec(module) is not None:
+                kinds.add(kind)
+        except (ImportError, ValueError):
+            continue
+    return frozenset(kinds)
+
+
+def _channels(channels: dict[str, Any]) -> CheckResult:
+    available = available_channel_kinds()
+    for name, channel in channels.items():
+        kind = channel.get("kind") if isinstance(channel, dict) else None
+        if isinstance(kind, str) and kind in CHANNEL_CLASSES and kind not in available:
+            yield (
+                (name, "kind"),
+                f"channel kind {kind!r} cannot start in this version (its adapter is not built "
+                "yet): relaybot run stops with exit 1",
+            )
+
+
+RUN_CHECKS: tuple[SectionCheck, ...] = (
+    SectionCheck(("agent", "tools"), list[str], _tools),
+    SectionCheck(("policy",), PolicyConfig, _policy),
+    SectionCheck(("channels",), dict[str, Any], _channels, warning=True),
+)
+"""The checks ``relaybot check-config`` and ``relaybot run`` pass to the loader."""

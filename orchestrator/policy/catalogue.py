@@ -313,9 +313,7 @@ class Redactor:
                     )
                     if hit.end <= hit.start:
                         continue
-                    if order >= first_broken and not (
-                        hit.start in at_break or hit.end in at_break
-                    ):
+                    if order >= first_broken and not (hit.start in at_break or hit.end in at_break):
                         continue  # a break view adds only the matches a break bounds
                 found.append((hit.start, order, hit))
         if held is not None:

@@ -81,8 +81,10 @@ class ChannelHealth:
 class InboundMessage:
     """A message a user sent to the bot.
 
-    ``sender_name`` is ``"@handle"`` when the network verifies it (``allowed_users`` may name
-    it), otherwise a display name the user chose (shown, never used for access).
+    ``sender_name`` is what the chat shows of the sender: ``"@handle"`` or a display name the
+    user chose (never used for access: a display name may itself start with ``@``).
+    ``sender_handle`` is the handle the network verifies (without ``@``), or ``None``; with
+    ``sender_id`` it is all that ``allowed_users`` matches.
     ``thread_id`` is the thread the message was written in (the Telegram forum topic, the
     Matrix thread root, the Discord thread; ``None`` elsewhere): a conversation is keyed by
     (channel, chat_id, thread_id) and every write of the reply goes to that thread.
@@ -103,6 +105,7 @@ class InboundMessage:
     thread_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
     update_ids: tuple[int, ...] = ()
+    sender_handle: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -223,7 +223,8 @@ class SecretPatternConfig(_Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="shown in the marker")
     regex: str = Field(description="Python regular expression matching the whole secret")
     keywords: list[str] = Field(
-        default_factory=list, description="literal prefixes used as a prefilter"
+        default_factory=list,
+        description="literals every match holds; a hint only (every pattern is searched)",
     )
 
     @field_validator("regex")

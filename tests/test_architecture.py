@@ -41,6 +41,8 @@ CORES = [
     "orchestrator/delivery/events.py",
     "orchestrator/delivery/splitting.py",
     "orchestrator/policy/catalogue.py",
+    "orchestrator/policy/shapes.py",
+    "orchestrator/policy/views.py",
     "orchestrator/policy/window.py",
     "orchestrator/policy/pieces.py",
     "channels/telegram_format.py",

@@ -320,7 +320,8 @@ async def test_inbound_messages(
     server.inject_message(CHAT, "hello", user_id=7, username="alice")
     direct = await _next_inbound(server, inbox)
     expected = InboundMessage("tg", "111", "7", "@alice", "hello", "1", True, False)
-    assert direct == replace(expected, update_ids=(1000,))  # the peer's first update id
+    # the peer's first update id; the username Telegram verified
+    assert direct == replace(expected, update_ids=(1000,), sender_handle="alice")
 
     server.inject_message(-5, "just chatting", username=None, first_name="Bob")
     group = await _next_inbound(server, inbox)
@@ -330,6 +331,7 @@ async def test_inbound_messages(
         False,
         "Bob",
     )
+    assert group.sender_handle is None  # no username: a display name only, never for access
     server.inject_message(-5, "hey @Relay_Test_Bot what time is it?")
     assert (await _next_inbound(server, inbox)).mentions_bot
     server.inject_message(-5, "@someone_else hi")

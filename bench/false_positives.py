@@ -1,5 +1,5 @@
-"""False positives of the leak catalogue (DESIGN §4 "Shapes are specific") on ordinary prose and
-code that is on every machine: the Python standard library's sources and the README/METADATA
+"""False positives of the leak catalogue (architecture §4 "Shapes are specific") on ordinary prose
+and code that is on every machine: the Python standard library's sources and the README/METADATA
 files of the installed distributions (site-packages).
 
 Every match is classified as a *documentation placeholder* (the text says it is not a real

@@ -1,4 +1,4 @@
-"""Throughput of the live redaction window (DESIGN §4) for answers of 4 KB, 64 KB and 1 MB.
+"""Throughput of the live redaction window (architecture §4) for answers of 4 KB, 64 KB and 1 MB.
 
 Prints bytes/s and the cost per byte for each size; the per-byte cost must stay within 2x across
 sizes (the window is linear: it rescans only its unsettled tail, every 32 bytes, and prunes the

@@ -1,4 +1,4 @@
-"""The inbound side of the Telegram channel: updates → :class:`InboundMessage` (DESIGN §3).
+"""The inbound side of the Telegram channel: updates → :class:`InboundMessage` (architecture §3).
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""Who may talk to the bot (DESIGN §3 "Access")."""
+"""Who may talk to the bot (architecture §3 "Access")."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The config checks that need the runtime (DESIGN §6): what ``relaybot run`` would reject after
-the schema, found by ``relaybot check-config`` too, in the same pass and at the same
+"""The config checks that need the runtime (architecture §6): what ``relaybot run`` would reject
+after the schema, found by ``relaybot check-config`` too, in the same pass and at the same
 ``FILE:LINE`` as schema errors (:mod:`config.checks`).
 
 * ``agent.tools``: every name is a tool this version offers;

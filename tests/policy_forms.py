@@ -1,4 +1,4 @@
-"""The forms a secret may be written in (DESIGN §4 "What the reader sees is what is checked")
+"""The forms a secret may be written in (architecture §4 "What the reader sees is what is checked")
 and a reader's view of a shown text, for the outbound-policy tests.
 
 Each *form* rewrites a planted secret as a model may write it: as Markdown (emphasis, escapes,

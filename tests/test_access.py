@@ -1,4 +1,4 @@
-"""Access control (DESIGN §3 "Access"): ids and verified handles, never display names."""
+"""Access control (architecture §3 "Access"): ids and verified handles, never display names."""
 
 from __future__ import annotations
 

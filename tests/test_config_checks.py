@@ -1,6 +1,6 @@
 """Config problems found after the schema, channel-specific checks and oversized files, all
-reported in one pass as ``FILE:LINE: key.path: message`` (DESIGN §6). The command-line cases run
-the real ``relaybot`` command."""
+reported in one pass as ``FILE:LINE: key.path: message`` (architecture §6). The command-line cases
+run the real ``relaybot`` command."""
 
 from __future__ import annotations
 

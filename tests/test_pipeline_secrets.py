@@ -105,7 +105,7 @@ async def test_c18_key_split_between_two_messages(tmp_path: Path, mode: str) -> 
 async def test_an_approval_prompt_never_shows_a_key_in_the_tool_arguments(
     tmp_path: Path, mode: str
 ) -> None:
-    """Tool arguments shown in a chat cross the policy (DESIGN §4), in every form the model's
+    """Tool arguments shown in a chat cross the policy (architecture §4), in every form the model's
     JSON may hold them; what goes to the tool stays as the model wrote it."""
     arguments = '{"timezone": "sk\\u002dant\\u002dapi03-AAAABBBBCCCCDDDDEEEEFFFFGGGG", "x": 1}'
     first = tool_call_stream("current_time", arguments, narration="One moment.")

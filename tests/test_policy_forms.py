@@ -1,5 +1,5 @@
-"""What the reader sees is what is checked (DESIGN §4), as a property of the whole policy and the
-delivery engine: a random secret of every shape, written in a random form (Markdown, entities,
+"""What the reader sees is what is checked (architecture §4), as a property of the whole policy and
+the delivery engine: a random secret of every shape, written in a random form (Markdown, entities,
 JSON escapes, percent-encoding, invisible characters, full width, a link inside it, quoted), at a
 random position in prose, split at random delta boundaries and across tool rounds, in every
 mode. No state a user could see — every send and edit, as sent and as the client renders a

@@ -1,4 +1,5 @@
-"""ReplyPolicy (DESIGN §4): rounds and restarts, delivered pieces, the hook, guardrails, logs."""
+"""ReplyPolicy (architecture §4): rounds and restarts, delivered pieces, the hook, guardrails,
+logs."""
 
 from __future__ import annotations
 

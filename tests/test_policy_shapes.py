@@ -1,4 +1,4 @@
-"""Shapes are specific, forms are read as a reader reads them (DESIGN §4), and extra patterns
+"""Shapes are specific, forms are read as a reader reads them (architecture §4), and extra patterns
 are bounded: the cases of the outbound-policy issue, one by one, on the redactor and the reply
 policy (the same cases run through the Telegram wire in ``test_policy_telegram_e2e.py``)."""
 

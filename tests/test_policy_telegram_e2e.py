@@ -1,5 +1,5 @@
-"""The outbound-policy cases through the Telegram wire (DESIGN §3 "Access", §4): the real daemon
-against the local Bot API peer and a local Chat Completions server, in ``partial``,
+"""The outbound-policy cases through the Telegram wire (architecture §3 "Access", §4): the real
+daemon against the local Bot API peer and a local Chat Completions server, in ``partial``,
 ``multi_message`` and ``off``. Every write the peer received — sends and edits, as Telegram
 displays them (text + entities: the visible text is the ``text`` parameter) — is read as a reader
 reads it (:func:`tests.policy_forms.reader_view`) and must hold no part of a secret."""

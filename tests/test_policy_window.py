@@ -1,4 +1,4 @@
-"""The live redaction window (DESIGN §4): holdback, rescans, runs, rounds, restarts, memory.
+"""The live redaction window (architecture §4): holdback, rescans, runs, rounds, restarts, memory.
 
 The two hypothesis properties are the contract: for random texts mixing prose, multibyte text,
 negatives and every secret shape, cut into random deltas with random round ends and failed

@@ -1,4 +1,4 @@
-"""The hook's verdict on a piece, off the event loop (DESIGN §1, §4 "The hook"): the I/O half.
+"""The hook's verdict on a piece, off the event loop (architecture §1, §4 "The hook"): the I/O half.
 
 Theory of operation
 -------------------
@@ -37,11 +37,11 @@ __all__ = ["DEFAULT_HOOK_TIMEOUT_SECS", "PiecePolicy", "guard_piece"]
 log = logging.getLogger(__name__)
 
 DEFAULT_HOOK_TIMEOUT_SECS = 5.0
-"""``policy.hook_timeout_secs`` by default (DESIGN §4 "The hook")."""
+"""``policy.hook_timeout_secs`` by default (architecture §4 "The hook")."""
 
 
 class PiecePolicy(Protocol):
-    """What delivery needs of the reply's outbound policy (DESIGN §4)."""
+    """What delivery needs of the reply's outbound policy (architecture §4)."""
 
     @property
     def has_hook(self) -> bool:

@@ -1,4 +1,4 @@
-"""The leak catalogue and the redactor (DESIGN §4 "Leak catalogue").
+"""The leak catalogue and the redactor (architecture §4 "Leak catalogue").
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""The outbound policy of the whole daemon, built once from ``policy`` config (DESIGN §4, §6).
+"""The outbound policy of the whole daemon, built once from ``policy`` config (architecture §4, §6).
 
 It owns what every reply shares — the compiled catalogue (built-in shapes, then
 ``extra_secret_patterns``, then the terms of ``redact`` guardrails), the hook and the
@@ -29,7 +29,7 @@ __all__ = ["OutboundPolicy", "extra_shapes", "telegram_visible_text"]
 
 def telegram_visible_text(markdown: str) -> str:
     """The text Telegram displays for the formatted final ``markdown`` (today's only renderer
-    of a formatted final; DESIGN §3 "Formatting")."""
+    of a formatted final; architecture §3 "Formatting")."""
     return markdown_to_telegram(markdown).text
 
 

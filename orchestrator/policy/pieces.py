@@ -1,4 +1,4 @@
-"""Per delivered piece: redact again with the delivered history as context (DESIGN §4).
+"""Per delivered piece: redact again with the delivered history as context (architecture §4).
 
 Theory of operation
 -------------------

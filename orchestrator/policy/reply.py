@@ -1,4 +1,4 @@
-"""Per-reply outbound policy: the seam the turn loop and the delivery engine use (DESIGN §4).
+"""Per-reply outbound policy: the seam the turn loop and the delivery engine use (architecture §4).
 
 Theory of operation
 -------------------

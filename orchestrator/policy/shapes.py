@@ -1,5 +1,5 @@
-"""The built-in secret shapes and the checks of extra ones (DESIGN §4 "Leak catalogue", "Shapes
-are specific"); data and pure functions.
+"""The built-in secret shapes and the checks of extra ones (architecture §4 "Leak catalogue",
+"Shapes are specific"); data and pure functions.
 
 Each :class:`SecretShape` is a pattern in the third-party ``regex`` module's syntax (Python's
 ``re`` plus partial matching, possessive quantifiers and time bounds), its keywords, and for the

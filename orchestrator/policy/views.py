@@ -1,4 +1,4 @@
-"""Views of a text as a reader sees it, each mapped back to the raw text (DESIGN §4 "What the
+"""Views of a text as a reader sees it, each mapped back to the raw text (architecture §4 "What the
 reader sees is what is checked"); pure functions.
 
 Theory of operation

@@ -1,4 +1,4 @@
-"""The live redaction window (DESIGN §4 "Live redaction window"); sans-I/O.
+"""The live redaction window (architecture §4 "Live redaction window"); sans-I/O.
 
 Theory of operation
 -------------------
@@ -96,7 +96,7 @@ class WindowState:
             round: ``"open"`` (a possible secret start, unresolved), ``"held"`` (this attempt
             made it no secret: held to the end of the round); ``None`` otherwise.
         breaks: where rounds after the first start (indices into ``text``, at or after
-            ``settled``): word boundaries for keywords (DESIGN §4 "Scope").
+            ``settled``): word boundaries for keywords (architecture §4 "Scope").
     """
 
     text: str = ""

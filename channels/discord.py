@@ -1,4 +1,4 @@
-"""The Discord channel (``kind: discord``) on unmodified discord.py 2.x (DESIGN §3).
+"""The Discord channel (``kind: discord``) on unmodified discord.py 2.x (architecture §3).
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""Approval prompts with buttons for the Discord channel (``discord.ui.View``, DESIGN §5).
+"""Approval prompts with buttons for the Discord channel (``discord.ui.View``, architecture §5).
 
 A prompt message carries two buttons, ✅ Approve and ❌ Deny, with ``custom_id``\\ s unique to
 that prompt. discord.py dispatches a press (INTERACTION_CREATE, component type 2) to the view's

@@ -1,4 +1,4 @@
-"""discord.py's errors mapped to ours, once, at the seam (DESIGN §3 "Network errors").
+"""discord.py's errors mapped to ours, once, at the seam (architecture §3 "Network errors").
 
 discord.py's REST layer (``discord.http.HTTPClient.request``) already waits out a 429 that
 carries a ``Via`` header (sleeping ``retry_after`` and trying again, up to 5 tries, while the

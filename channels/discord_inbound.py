@@ -1,4 +1,4 @@
-"""What a Discord message or application command becomes for the orchestrator (DESIGN §3
+"""What a Discord message or application command becomes for the orchestrator (architecture §3
 "Contract", "Access").
 
 :class:`InboundReader` turns discord.py's ``Message`` and ``Interaction`` objects into

@@ -1,5 +1,5 @@
 """End-to-end harness for Discord: the real daemon against the local Discord peer (REST v10 +
-Gateway) and a local provider server, both on 127.0.0.1 (DESIGN §3, §8).
+Gateway) and a local provider server, both on 127.0.0.1 (architecture §3, §8).
 
 :func:`running_bot` starts a :class:`~tests.peers.discord.DiscordServer` and a
 :class:`~tests.peers.provider_server.ProviderServer`, loads a YAML config pointing the ``dc``
@@ -9,7 +9,7 @@ as ``relaybot run`` does. The channel is the real adapter (READY without discord
 wait) that also counts finished replies. Leaving the block stops the daemon and checks it
 exited 0.
 
-:func:`assert_spacing` holds DESIGN §3 "Spacing" from the peer's record of every request.
+:func:`assert_spacing` holds architecture §3 "Spacing" from the peer's record of every request.
 Times are real (real sockets): tests keep the intervals short.
 """
 

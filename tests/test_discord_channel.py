@@ -1,4 +1,4 @@
-"""The Discord adapter on its own against the local peer (DESIGN §3 "Contract", "Access",
+"""The Discord adapter on its own against the local peer (architecture §3 "Contract", "Access",
 "Discord specifics"): start and its failures, what becomes an :class:`InboundMessage`, the
 primitives and their errors, approvals with buttons."""
 

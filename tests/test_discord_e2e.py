@@ -1,5 +1,5 @@
 """Discord end to end through ``Daemon.run``: the real adapter on unmodified discord.py against the
-local REST + Gateway peer, a local provider server behind it (DESIGN §3 "Discord specifics").
+local REST + Gateway peer, a local provider server behind it (architecture §3 "Discord specifics").
 
 A streamed reply is one message edited in place; a thread message is answered in its thread;
 guild messages are answered only when they mention or reply to the bot; ``@everyone`` in a

@@ -1,8 +1,9 @@
-"""Discord end to end, long answers and faults (DESIGN §3 "Limits", "Network errors"; case C16):
-a 9000-character answer in ``partial`` arrives as messages of at most 2000 characters whose
-concatenation is the answer, a code fence balanced across a cut; a 429 on the 3rd send is waited
-out inside discord.py's call (the write stays in flight) and no part is dropped or reordered; a
-gateway drop mid-answer is RESUMEd and the answer completes once. Real time, real sockets.
+"""Discord end to end, long answers and faults (architecture §3 "Limits", "Network errors"; field
+case C16): a 9000-character answer in ``partial`` arrives as messages of at most 2000 characters
+whose concatenation is the answer, a code fence balanced across a cut; a 429 on the 3rd send is
+waited out inside discord.py's call (the write stays in flight) and no part is dropped or
+reordered; a gateway drop mid-answer is RESUMEd and the answer completes once. Real time, real
+sockets.
 """
 
 from __future__ import annotations

@@ -203,7 +203,7 @@ class AgentConfig(_Strict):
         "notice instead of an answer",
     )
     approval_timeout_secs: float = Field(
-        default=300,
+        default=120,
         gt=0,
         description="seconds an approval prompt waits for the user's answer; then not approved",
     )

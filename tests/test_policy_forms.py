@@ -150,3 +150,49 @@ def test_a_paragraph_break_between_delivered_pieces_stays_a_break(mode: str) -> 
 def test_an_emphasis_inside_a_key_is_read_through(mode: str) -> None:
     chat = deliver(mode, ["the key sk_live_**51HqQXZJ", "VWKY13579abcd** here, done."])
     assert not leaks(chat, "sk_live_51HqQXZJVWKY13579abcd")
+
+
+_PEM_BODY = ("MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi", "QXZJVWKY13579QXZJVWKY13579==")
+_ANT = "sk-ant-api03-QXZJVWKY13579QXZJVWKY13579QXZJ"
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    ("answer", "secrets"),
+    [
+        pytest.param(
+            "Here is the config:\n\n```yaml\ntls:\n  key: |\n"
+            "    -----BEGIN RSA PRIVATE KEY-----\n"
+            f"    {_PEM_BODY[0]}\n    {_PEM_BODY[1]}\n"
+            "    -----END RSA PRIVATE KEY-----\n```\n\nApply it.",
+            _PEM_BODY,
+            id="pem-indented-in-a-fence",
+        ),
+        pytest.param(
+            'Set PRIVATE_KEY="-----BEGIN RSA PRIVATE KEY----- '
+            f'{_PEM_BODY[0]} {_PEM_BODY[1]} -----END RSA PRIVATE KEY-----" and restart.',
+            _PEM_BODY,
+            id="pem-flattened-onto-one-line",
+        ),
+        pytest.param(
+            f"-----BEGIN RSA PRIVATE KEY-----\n{_PEM_BODY[0] * 8}\n"
+            "-----END RSA PRIVATE KEY-----\nThat is all.",
+            (_PEM_BODY[0][16:],),
+            id="pem-body-line-longer-than-128",
+        ),
+        pytest.param(f"Key: {_ANT[:20]}\u061c{_ANT[20:]} here.", (_ANT,), id="arabic-letter-mark"),
+        pytest.param(f"Key: {_ANT[:20]}\ufe0f{_ANT[20:]} here.", (_ANT,), id="variation-selector"),
+        pytest.param(f"Key: {_ANT[:20]}\U000e0020{_ANT[20:]} here.", (_ANT,), id="tag-character"),
+        pytest.param(
+            "key ⓢⓚ-ⓐⓝⓣ-api03-QXZJVWKY13579QXZJVWKY13579QXZJ x", (_ANT,), id="circled-letters"
+        ),
+    ],
+)
+def test_keys_in_shapes_and_forms_found_in_the_field_never_show(
+    mode: str, answer: str, secrets: tuple[str, ...]
+) -> None:
+    """Delta by delta (4 characters), every state and write as the client shows it."""
+    chat = deliver(mode, [answer[i : i + 4] for i in range(0, len(answer), 4)])
+    for secret in secrets:
+        assert not leaks(chat, secret)
+    assert any("[REDACTED:" in text for text in chat.visible())

@@ -30,9 +30,12 @@ __all__ = [
 _B = r"(?<![A-Za-z0-9])"
 _URL_VALUE = r"[^\s&#\"'<>`()\[\]{}]"
 _URL_KEYS = ("key", "api_key", "apikey", "token", "secret", "access_token", "password")
-# A Markdown quote prefix ("> ", nested) at the start of a line of a quoted PEM block.
-_Q = r"(?:[ \t]{0,3}>[ \t]?){0,4}"
-_PEM_LINE_END = r"[ \t]*(?:\r?\n|\Z)"
+# What may stand before a line of a PEM block: indentation (a key inside YAML, JSON or a code
+# block) and Markdown quote prefixes ("> ", nested).
+_Q = r"[ \t]{0,16}(?:>[ \t]{0,4}){0,4}"
+# Between the header and the body and between body lines: a line end, or spaces where a key was
+# flattened onto one line (``"-----BEGIN … KEY----- MIIE… -----END … KEY-----"``).
+_PEM_LINE_END = r"(?:[ \t]*(?:\r?\n|\Z)|[ \t]+)"
 _PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]{1,10} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
 _PEM_END = r"-----END (?:[A-Z0-9]{1,10} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
 _B64 = r"[A-Za-z0-9+/=]"
@@ -97,12 +100,12 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         + _PEM_LINE_END
         + rf"(?:{_Q}[A-Za-z0-9-]{{1,40}}: [^\r\n]{{0,200}}\r?\n){{0,8}}"  # Proc-Type:, Version:
         + rf"(?:{_Q}[ \t]*\r?\n)?"
-        + rf"{_Q}{_B64}{{16,128}}"  # the body's first line: 16 base64 characters at least
-        + rf"(?:{_PEM_LINE_END}{_Q}{_B64}{{1,128}}){{0,400}}"
+        + rf"{_Q}{_B64}{{16,4096}}"  # the body's first line: 16 base64 characters at least
+        + rf"(?:{_PEM_LINE_END}{_Q}{_B64}{{1,4096}}){{0,400}}"
         + rf"(?:{_PEM_LINE_END}{_Q}{_PEM_END})?",
         ("-----BEGIN",),
         # what more text could extend: body lines, then an END line begun
-        open_tail=rf"(?:[ \t]*\r?\n[ \t>]*{_B64}{{0,128}})*[ \t]*(?:\r?\n)?[ \t>]*"
+        open_tail=rf"(?:(?:[ \t]*\r?\n|[ \t]+)[ \t>]*{_B64}{{0,4096}})*[ \t]*(?:\r?\n)?[ \t>]*"
         r"(?:-{1,5}(?:E(?:N(?:D(?: [A-Z0-9 ]{0,60}-{0,5})?)?)?)?)?",
     ),
     SecretShape("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_-]{20,512}", ("sk-ant-",)),

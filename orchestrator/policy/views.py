@@ -55,12 +55,16 @@ __all__ = ["BREAK", "View", "aligned", "has_tokens", "held_from", "normalised", 
 BREAK = "\x00"
 """What a break is in a view: no pattern's character class holds it."""
 
-_INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+_INVISIBLE = (
+    "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
+    "\ufe00-\ufe0f\ufeff\U000e0000-\U000e007f"
+)
 
 
 # Characters whose NFKC form is ASCII and that a model writes: full-width forms (``ｓｋ－``) and
-# mathematical alphanumerics (``𝐬𝐤``). Other compatibility characters are left as they are.
-_COMPAT = "\uff01-\uff5e\U0001d400-\U0001d7ff"
+# mathematical alphanumerics (``𝐬𝐤``), circled letters (``ⓢⓚ``). Other compatibility characters
+# are left as they are.
+_COMPAT = "\u24b6-\u24e9\uff01-\uff5e\U0001d400-\U0001d7ff"
 # What may start a token: a cheap test first (the standard ``re`` engine scans a small class
 # at hundreds of MB/s), the full token pattern only where it finds something.
 _TRIGGER = re.compile("[&\\\\%\\[\\]" + _INVISIBLE + _COMPAT + "]")
@@ -155,7 +159,11 @@ def _decode(token: str) -> str:
     return unicodedata.normalize("NFKC", token)
 
 
-_INVISIBLE_SET = frozenset(regex.findall("[" + _INVISIBLE + "]", "".join(map(chr, range(0x10000)))))
+_INVISIBLE_SET = frozenset(
+    regex.findall(
+        "[" + _INVISIBLE + "]", "".join(map(chr, [*range(0x10000), *range(0xE0000, 0xE0080)]))
+    )
+)
 
 
 @dataclass(frozen=True, slots=True)

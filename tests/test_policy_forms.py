@@ -186,6 +186,19 @@ _ANT = "sk-ant-api03-QXZJVWKY13579QXZJVWKY13579QXZJ"
         pytest.param(
             "key ⓢⓚ-ⓐⓝⓣ-api03-QXZJVWKY13579QXZJVWKY13579QXZJ x", (_ANT,), id="circled-letters"
         ),
+        pytest.param(
+            "Key: sk-ant-**api03**-QXZJVWKY13579QXZJVWKY13579QXZJ ok",
+            (_ANT,),
+            id="emphasis-before-a-dash",
+        ),
+        pytest.param(f"Your key `{_ANT[:7]}`{_ANT[7:]} ok", (_ANT,), id="code-span-inside"),
+        pytest.param(f"Key: [{_ANT[:20]}][1]{_ANT[20:]} ok", (_ANT,), id="reference-link"),
+        pytest.param(
+            "Put this in the file:\n\n    -----BEGIN RSA PRIVATE KEY-----\n"
+            f"    {_PEM_BODY[0]}\n    {_PEM_BODY[1]}\n    -----END RSA PRIVATE KEY-----\n\nDone.",
+            _PEM_BODY,
+            id="pem-indented-in-prose",
+        ),
     ],
 )
 def test_keys_in_shapes_and_forms_found_in_the_field_never_show(

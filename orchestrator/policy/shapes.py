@@ -101,7 +101,9 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         + rf"(?:{_Q}[A-Za-z0-9-]{{1,40}}: [^\r\n]{{0,200}}\r?\n){{0,8}}"  # Proc-Type:, Version:
         + rf"(?:{_Q}[ \t]*\r?\n)?"
         + rf"{_Q}{_B64}{{16,4096}}"  # the body's first line: 16 base64 characters at least
-        + rf"(?:{_PEM_LINE_END}{_Q}{_B64}{{1,4096}}){{0,400}}"
+        # later lines: any length after a line end; on one flattened line, chunks of 16 at least
+        # (so a word after the block is never taken as a chunk of it)
+        + rf"(?:[ \t]*(?:\r?\n|\Z){_Q}{_B64}{{1,4096}}|[ \t]+{_B64}{{16,4096}}){{0,400}}"
         + rf"(?:{_PEM_LINE_END}{_Q}{_PEM_END})?",
         ("-----BEGIN",),
         # what more text could extend: body lines, then an END line begun

@@ -68,15 +68,15 @@ _COMPAT = "\u24b6-\u24e9\uff01-\uff5e\U0001d400-\U0001d7ff"
 # What may start a token: a cheap test first (the standard ``re`` engine scans a small class
 # at hundreds of MB/s), the full token pattern only where it finds something.
 _TRIGGER = re.compile("[&\\\\%\\[\\]" + _INVISIBLE + _COMPAT + "]")
-_EMPHASIS = re.compile("[*~]{1,3}[A-Za-z0-9]")
+_EMPHASIS = re.compile("[*~`]{1,3}[A-Za-z0-9_-]")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 _TOKEN = regex.compile(
     r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
     r"|\\u[0-9a-fA-F]{4}|\\[nrtbf]|\\[!-/:-@\[-`{-~]"
     r"|%[0-7][0-9A-Fa-f]"
-    r"|\]\([^()\s]{0,2048}\)|\[(?!REDACTED:)"
-    r"|(?<=[A-Za-z0-9_-])[*~]{1,3}(?=[A-Za-z0-9])"
+    r"|\]\([^()\s]{0,2048}\)|\]\[[^\[\]\s]{0,64}\]|\[(?!REDACTED:)"
+    r"|(?<=[A-Za-z0-9_-])[*~`]{1,3}(?=[A-Za-z0-9_-])"
     r"|[" + _INVISIBLE + r"]+"
     r"|[" + _COMPAT + r"]"
 )
@@ -135,7 +135,7 @@ def has_tokens(text: str, start: int = 0) -> bool:
     found = _TRIGGER.search(text, start)
     if found is not None and _TOKEN.search(text, found.start()) is not None:
         return True
-    if text.find("*", start) < 0 and text.find("~", start) < 0:
+    if text.find("*", start) < 0 and text.find("~", start) < 0 and text.find("`", start) < 0:
         return False
     return any(  # an emphasis delimiter inside a word
         m.start() > 0 and text[m.start() - 1] in _WORD for m in _EMPHASIS.finditer(text, start)
@@ -154,7 +154,7 @@ def _decode(token: str) -> str:
         return _JSON_CONTROL.get(second, second) if len(token) == 2 else token
     if lead == "%":
         return chr(int(token[1:], 16))
-    if lead in "[]*~" or lead in _INVISIBLE_SET:
+    if lead in "[]*~`" or lead in _INVISIBLE_SET:
         return ""
     return unicodedata.normalize("NFKC", token)
 

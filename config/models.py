@@ -1,12 +1,12 @@
-"""Pydantic models of the YAML config file (DESIGN §6). Unknown keys are errors everywhere.
+"""Pydantic models of the YAML config file (architecture §6). Unknown keys are errors everywhere.
 
 Secrets are :class:`~pydantic.SecretStr` (``api_key``, ``token``, ``access_token``,
 ``secret_token``): call ``.get_secret_value()`` where the value is used. Durations carry their
 unit in the key (``_ms``, ``_secs``). Error messages raised here never quote the input value.
 Load files through :func:`config.loader.load_config`, which adds line numbers to every error.
 Class docstrings and ``description``s end up in the JSON Schema (``relaybot schema``): they speak
-to the person writing the file. Sections: providers and agent DESIGN §2/§5, policy §4, channels
-§3, storage and server §7.
+to the person writing the file. Sections: providers and agent architecture §2/§5, policy §4,
+channels §3, storage and server §7.
 """
 
 from __future__ import annotations
@@ -142,6 +142,9 @@ class ProviderConfig(_Strict):
         default=None, description="where the model supports it"
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
+    max_connections: int = Field(
+        default=1000, ge=1, description="connection pool size: replies streamed at once"
+    )
     vision: bool = Field(
         default=True,
         description="the model reads images; false: images are left out of requests and the "
@@ -161,7 +164,7 @@ class ProviderConfig(_Strict):
 
     @property
     def idle_timeout_secs(self) -> float:
-        """The byte-idle bound (DESIGN §2): 300 s (Anthropic 90 s), raised by a larger
+        """The byte-idle bound (architecture §2): 300 s (Anthropic 90 s), raised by a larger
         ``timeout_secs`` when not set explicitly."""
         if self.stream_idle_timeout_secs is not None:
             return self.stream_idle_timeout_secs
@@ -199,6 +202,11 @@ class AgentConfig(_Strict):
         description="a message kept waiting over a restart for longer than this gets a short "
         "notice instead of an answer",
     )
+    approval_timeout_secs: float = Field(
+        default=120,
+        gt=0,
+        description="seconds an approval prompt waits for the user's answer; then not approved",
+    )
     max_image_bytes: int = Field(
         default=10485760,
         gt=0,
@@ -220,7 +228,8 @@ class SecretPatternConfig(_Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="shown in the marker")
     regex: str = Field(description="Python regular expression matching the whole secret")
     keywords: list[str] = Field(
-        default_factory=list, description="literal prefixes used as a prefilter"
+        default_factory=list,
+        description="literals every match holds; a hint only (every pattern is searched)",
     )
 
     @field_validator("regex")
@@ -391,22 +400,64 @@ class DiscordChannelConfig(_StreamModeChannel):
     """A Discord bot (discord.py)."""
 
     kind: Literal["discord"]
-    token: SecretStr
-    api_base_url: str | None = Field(default=None, description="REST API root (tests)")
-    gateway_url: str | None = Field(default=None, description="Gateway URL (tests)")
+    token: SecretStr = Field(description="bot token (developer portal, Bot, Reset Token)")
+    api_base_url: str | None = Field(
+        default=None,
+        description="REST API root, e.g. a proxy's (default https://discord.com/api/v10); "
+        "discord.py reads it process-wide: one Discord bot per process",
+    )
+    gateway_url: str | None = Field(
+        default=None,
+        description="Gateway WebSocket URL (default wss://gateway.discord.gg/); process-wide",
+    )
     allowed_users: list[str | int] = Field(
         default_factory=list,
         description='numeric Discord user ids (snowflakes) allowed to talk to the bot; "*" = '
         "everyone; empty = nobody",
     )
+    allowed_guilds: list[str | int] = Field(
+        default_factory=list,
+        description="numeric guild (server) ids the bot answers in; empty = every guild",
+    )
+    allowed_channels: list[str | int] = Field(
+        default_factory=list,
+        description="numeric channel ids the bot answers in (a thread counts as its parent "
+        "channel); empty = every channel; direct messages are not affected",
+    )
+    message_content_intent: bool = Field(
+        default=True,
+        description="request the privileged Message Content intent (enable it in the developer "
+        "portal); without it guild messages that do not mention the bot arrive empty",
+    )
 
-    @field_validator("allowed_users")
+    @field_validator("api_base_url")
     @classmethod
-    def _snowflakes(cls, value: list[str | int]) -> list[str | int]:
+    def _api_url(cls, value: str | None) -> str | None:
+        return None if value is None else _check_http_url(value)
+
+    @field_validator("gateway_url")
+    @classmethod
+    def _ws_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("ws://", "wss://")):
+            raise ValueError("expected a ws:// or wss:// URL")
+        return value
+
+    @field_validator("allowed_users", "allowed_guilds", "allowed_channels")
+    @classmethod
+    def _snowflakes(cls, value: list[str | int], info: ValidationInfo) -> list[str | int]:
         # Discord names can be changed by their owner: only the immutable ids identify a user.
-        bad = [index for index, entry in enumerate(value) if not _is_snowflake_or_star(entry)]
+        what = {"allowed_users": "user", "allowed_guilds": "guild", "allowed_channels": "channel"}
+        star = info.field_name == "allowed_users"
+        bad = [
+            index
+            for index, entry in enumerate(value)
+            if not _is_snowflake_or_star(entry) or (entry == "*" and not star)
+        ]
         if bad:
+            kind = what[info.field_name or "allowed_users"]
             message = 'expected a numeric Discord user id or "*"'
+            if not star:
+                message = f"expected a numeric Discord {kind} id"
             raise LocatedValueError(*(((index,), message) for index in bad))
         return value
 

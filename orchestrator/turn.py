@@ -18,7 +18,7 @@ text with ``⏹ Stopped.`` after it; :meth:`TurnRunner.cancel_all` (shutdown) do
 the interrupted marker. Either way the round that was running is recorded (``stopped`` or
 ``interrupted``) and the conversation's history gets the user's message and what was said.
 
-Where the reply goes can change under it (DESIGN §3 "Network errors"): when the chat moved (a
+Where the reply goes can change under it (architecture §3 "Network errors"): when the chat moved (a
 Telegram group became a supergroup) delivery follows it, and the turn moves its conversation —
 the rest of its reply, its history and the messages waiting behind it — to the new chat id
 (``on_moved``, the daemon's). When the chat or thread is gone (a deleted forum topic) the model

@@ -1,5 +1,5 @@
 """Sentence ends as cut points, after paragraph and line boundaries and before word boundaries
-(DESIGN §3 "Limits"): ``. ! ?`` followed by a space, and ``。！？`` with no space."""
+(architecture §3 "Limits"): ``. ! ?`` followed by a space, and ``。！？`` with no space."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a reply goes changes under it, through the Telegram wire server (DESIGN §3 "Network
+"""Where a reply goes changes under it, through the Telegram wire server (architecture §3 "Network
 errors", §5): a group that becomes a supergroup mid-answer (400 with
 ``parameters.migrate_to_chat_id``), and a forum topic deleted mid-answer (400 "message thread
 not found").

@@ -1,5 +1,5 @@
 """Chinese text split at a sentence end through the Telegram wire server, in every mode
-(DESIGN §3 "Limits"): 6000 characters with ``。`` every 70–90 are cut after the last full stop
+(architecture §3 "Limits"): 6000 characters with ``。`` every 70–90 are cut after the last full stop
 within 4096 UTF-16 units, never mid-sentence, and together they are the text exactly."""
 
 from __future__ import annotations

@@ -7,6 +7,8 @@ Hierarchy::
     ├── MessageNotModified    the edit equals what is shown; callers treat it as success
     ├── MessageTooLong        over the platform limit (limit, length in the channel's unit)
     ├── MessageGone           the message to edit or delete no longer exists (the user deleted it)
+    ├── ChatMoved             the chat has a new id (a Telegram group became a supergroup)
+    ├── DestinationGone       the chat or thread the reply goes to no longer exists
     ├── ChannelTimeout        no answer in time; the write MAY have landed (never blindly re-send)
     ├── ChannelUnavailable    refused outright (5xx, connection refused): it did NOT land
     ├── ChannelStartError     the channel could not start (bad token, unreachable server)
@@ -22,6 +24,8 @@ __all__ = [
     "ChannelTimeout",
     "ChannelUnavailable",
     "ChannelWriteFailed",
+    "ChatMoved",
+    "DestinationGone",
     "MessageGone",
     "MessageNotModified",
     "MessageTooLong",
@@ -55,6 +59,20 @@ class MessageTooLong(ChannelError):
 
 class MessageGone(ChannelError):
     pass
+
+
+class ChatMoved(ChannelError):
+    """The chat moved to ``new_chat_id`` (Telegram ``parameters.migrate_to_chat_id``: a group
+    upgraded to a supergroup); the write did not land, and the old chat takes no more."""
+
+    def __init__(self, new_chat_id: str, message: str = "") -> None:
+        super().__init__(message or f"the chat moved to {new_chat_id}")
+        self.new_chat_id = new_chat_id
+
+
+class DestinationGone(ChannelError):
+    """The chat or thread written to no longer exists (a deleted forum topic): nothing more of
+    the reply can be delivered there."""
 
 
 class ChannelTimeout(ChannelError):

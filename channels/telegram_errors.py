@@ -10,7 +10,14 @@ import datetime as dtm
 import logging
 import warnings
 
-from telegram.error import BadRequest, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import (
+    BadRequest,
+    ChatMigrated,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+    TimedOut,
+)
 
 from channels.errors import (
     ChannelError,
@@ -18,6 +25,8 @@ from channels.errors import (
     ChannelTimeout,
     ChannelUnavailable,
     ChannelWriteFailed,
+    ChatMoved,
+    DestinationGone,
     MessageGone,
     MessageNotModified,
     MessageTooLong,
@@ -27,6 +36,8 @@ from config.limits import TELEGRAM_MAX_TEXT_LENGTH
 __all__ = ["is_parse_error", "quiet_rate_limiter_log", "translate_error"]
 
 _GONE = ("message to edit not found", "message to delete not found", "message can't be edited")
+_DESTINATION_GONE = ("message thread not found",)
+"""The forum topic was deleted (or closed to the bot): no write reaches it any more."""
 
 
 def _description(exc: TelegramError) -> str:
@@ -48,12 +59,16 @@ def translate_error(exc: TelegramError, *, length: int = 0) -> ChannelError:
             value: int | float | dtm.timedelta = exc.retry_after
         seconds = value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
         return ChannelRateLimited(seconds)
+    if isinstance(exc, ChatMigrated):  # 400 with parameters.migrate_to_chat_id
+        return ChatMoved(str(exc.new_chat_id), f"the group became a supergroup: {exc}")
     if isinstance(exc, TimedOut):
         return ChannelTimeout(f"no answer from the Bot API in time: {exc}")
     text = _description(exc)
     if isinstance(exc, BadRequest):
         if text.startswith("message is not modified"):
             return MessageNotModified(str(exc))
+        if text.startswith(_DESTINATION_GONE):
+            return DestinationGone(str(exc))
         if text.startswith(_GONE):
             return MessageGone(str(exc))
         if text.startswith("message is too long"):

@@ -107,6 +107,7 @@ class Daemon:
             store=self._store,
             policies=self.policy,
             on_round=self.metrics.observe_round,
+            on_moved=self._chat_moved,
         )
         self._chain = chain
         self._vision = config.providers[config.agent.providers[0]].vision
@@ -187,6 +188,13 @@ class Daemon:
             print(f"relaybot: an answer could not be produced: {self._unanswered}", file=sys.stderr)
             return 1
         return 0
+
+    async def _chat_moved(self, channel: str, old_chat_id: str, new_chat_id: str) -> None:
+        """A chat moved (a Telegram group became a supergroup); the turn moved its history and
+        the store's waiting messages: the queued ones move too."""
+        log.info("%s:%s is %s from now on", channel, old_chat_id, new_chat_id)
+        if self._dispatcher is not None:
+            self._dispatcher.move(channel, old_chat_id, new_chat_id)
 
     def _start_failed(self, name: str, cause: str) -> int:
         first_line = cause.strip().splitlines()[0] if cause.strip() else "unknown error"

@@ -37,7 +37,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -118,8 +118,9 @@ CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (channel, chat_id, thr
 @dataclass(frozen=True, slots=True)
 class RoundRecord:
     """One model round. ``ttft_ms`` (milliseconds) is ``None`` for rounds without text and
-    blocking rounds; ``outcome`` is ``ok``, ``tool_calls``, ``interrupted``, ``refused`` or
-    ``stopped`` (``/stop``); ``writes_sent`` counts sends, edits and deletes during the round."""
+    blocking rounds; ``outcome`` is ``ok``, ``tool_calls``, ``interrupted``, ``refused``,
+    ``stopped`` (``/stop``) or ``undelivered`` (the reply's chat or thread was gone);
+    ``writes_sent`` counts sends, edits and deletes during the round."""
 
     channel: str
     chat_id: str
@@ -295,9 +296,10 @@ class Store:
 
     # -- rounds -------------------------------------------------------------------------
 
-    def record_round(self, record: RoundRecord) -> None:
+    def record_round(self, record: RoundRecord) -> int:
+        """Store ``record``; returns its row id (for :meth:`set_round_outcome`)."""
         with self._lock:
-            self._db.execute(
+            cursor = self._db.execute(
                 "INSERT INTO rounds (channel, chat_id, thread_id, provider, attempts, ttft_ms,"
                 " input_tokens, output_tokens, cached_tokens, writes_sent, finish_reason,"
                 " outcome, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -317,6 +319,34 @@ class Store:
                     time.time(),
                 ),
             )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def set_round_outcome(self, round_id: int, outcome: str) -> None:
+        """Change a stored round's outcome (e.g. ``undelivered``: its reply's chat or thread
+        was gone)."""
+        with self._lock:
+            self._db.execute("UPDATE rounds SET outcome = ? WHERE id = ?", (outcome, round_id))
+
+    def move_conversation(self, channel: str, old_chat_id: str, new_chat_id: str) -> None:
+        """A chat got a new id (a Telegram group became a supergroup): its history, in every
+        thread, and its waiting messages belong to ``new_chat_id`` from now on."""
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE messages SET chat_id = ? WHERE channel = ? AND chat_id = ?",
+                (new_chat_id, channel, old_chat_id),
+            )
+            rows = self._db.execute(
+                "SELECT id, message FROM waiting WHERE channel = ? AND chat_id = ?",
+                (channel, old_chat_id),
+            ).fetchall()
+            for row_id, text in rows:
+                # The message id is the old chat's: nothing to reply to in the new one.
+                moved = replace(decode_inbound(text), chat_id=new_chat_id, message_id=None)
+                self._db.execute(
+                    "UPDATE waiting SET chat_id = ?, message = ? WHERE id = ?",
+                    (new_chat_id, encode_inbound(moved), row_id),
+                )
 
     def rounds(self, channel: str | None = None) -> list[RoundRecord]:
         query = (
@@ -431,8 +461,14 @@ class AsyncStore:
     async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
         await self._run(partial(self.sync.reset, channel, chat_id, thread_id))
 
-    async def record_round(self, record: RoundRecord) -> None:
-        await self._run(partial(self.sync.record_round, record))
+    async def record_round(self, record: RoundRecord) -> int:
+        return await self._run(partial(self.sync.record_round, record))
+
+    async def set_round_outcome(self, round_id: int, outcome: str) -> None:
+        await self._run(partial(self.sync.set_round_outcome, round_id, outcome))
+
+    async def move_conversation(self, channel: str, old_chat_id: str, new_chat_id: str) -> None:
+        await self._run(partial(self.sync.move_conversation, channel, old_chat_id, new_chat_id))
 
     async def add_waiting(self, message: InboundMessage) -> int:
         return await self._run(partial(self.sync.add_waiting, message))

@@ -18,6 +18,12 @@ text with ``⏹ Stopped.`` after it; :meth:`TurnRunner.cancel_all` (shutdown) do
 the interrupted marker. Either way the round that was running is recorded (``stopped`` or
 ``interrupted``) and the conversation's history gets the user's message and what was said.
 
+Where the reply goes can change under it (architecture §3 "Network errors"): when the chat moved (a
+Telegram group became a supergroup) delivery follows it, and the turn moves its conversation —
+the rest of its reply, its history and the messages waiting behind it — to the new chat id
+(``on_moved``, the daemon's). When the chat or thread is gone (a deleted forum topic) the model
+work stops and the turn is ``undelivered``, its last round too.
+
 A leading ``<think>…</think>`` block is reasoning (:class:`orchestrator.think.ThinkFilter`).
 Tool arguments are never redacted; tool results go to the model unredacted and reach the chat
 only as status lines through the policy.
@@ -26,7 +32,8 @@ only as status lines through the policy.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import anyio
 
@@ -73,6 +80,7 @@ SUMMARY_REQUEST = (
 SHUTDOWN_CAUSE = "the bot is shutting down"
 STOPPED_CAUSE = "stopped by the user"
 STOPPED_MARKER = "⏹ Stopped."
+UNDELIVERED_CAUSE = "the chat or topic is gone"
 NO_ANSWER_CAUSE = "the model sent no answer"
 FINISH_CAUSES = {
     "length": "the model stopped before finishing",
@@ -91,6 +99,8 @@ class TurnRunner:
             used off the event loop).
         policies: makes one outbound policy per reply.
         on_round: called with each round's record after it is stored (metrics).
+        on_moved: awaited with (channel, old chat id, new chat id) when a reply's chat moved
+            (the daemon moves the conversation's waiting messages and history).
     """
 
     def __init__(
@@ -102,7 +112,9 @@ class TurnRunner:
         store: Store | AsyncStore,
         policies: ReplyPolicyFactory,
         on_round: Callable[[RoundRecord], None] | None = None,
+        on_moved: Callable[[str, str, str], Awaitable[None]] | None = None,
     ) -> None:
+        self.on_moved = on_moved
         self._agent = agent
         self._rounds = rounds
         self._tools = tools
@@ -144,18 +156,25 @@ class TurnRunner:
             try:
                 with turn.scope:
                     await self._answer(turn)
-                self._release(key, turn)  # the model work is over: nothing left to stop
+                # The model work is over: nothing left to stop (the key moves with the chat).
+                self._release(conversation_key(channel.name, turn.inbound), turn)
                 if turn.scope.cancelled_caught:
                     await self._cut_short(turn)
             except Exception:
                 log.exception("turn failed in %s", turn.where)
                 turn.interrupt("the bot failed")
             finally:
-                self._release(key, turn)
+                self._release(conversation_key(channel.name, turn.inbound), turn)
                 with anyio.CancelScope(shield=True):
                     await self._store.append(
-                        channel.name, inbound.chat_id, turn.new_messages, inbound.thread_id
+                        channel.name, turn.inbound.chat_id, turn.new_messages, inbound.thread_id
                     )
+        if turn.driver.stats.unreachable and turn.outcome.outcome != "undelivered":
+            # The answer was complete, its delivery was not (e.g. the one message of "off").
+            turn.outcome.outcome, turn.outcome.cause = "undelivered", UNDELIVERED_CAUSE
+            if turn.last_round_id is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._store.set_round_outcome(turn.last_round_id, "undelivered")
         return turn.outcome
 
     def _release(self, key: ConversationKey, turn: TurnState) -> None:
@@ -164,15 +183,40 @@ class TurnRunner:
 
     def _begin(self, channel: Channel, inbound: InboundMessage) -> TurnState:
         policy = self._policies.new_reply(channel.name, inbound.chat_id)
+        turns: list[TurnState] = []  # the turn, once built (the driver's callbacks need it)
+
+        async def moved(new_chat_id: str) -> None:
+            await self._move(turns[0], new_chat_id)
+
+        def unreachable() -> None:
+            self._cancel(turns[0], UNDELIVERED_CAUSE)
+
         driver = DeliveryDriver(
             channel,
             inbound.chat_id,
             policy,
             reply_to=inbound.message_id,
             thread_id=inbound.thread_id,
+            on_moved=moved,
+            on_unreachable=unreachable,
         )
         user = ChatMessage("user", inbound.text, images=image_parts(inbound))
-        return TurnState(channel, inbound, policy, driver, [], [user])
+        turns.append(TurnState(channel, inbound, policy, driver, [], [user]))
+        return turns[0]
+
+    async def _move(self, turn: TurnState, new_chat_id: str) -> None:
+        """The reply's chat moved: the turn belongs to the new chat id from now on (its
+        records, its history, ``/stop`` from there), and so does its conversation."""
+        name, old = turn.channel.name, turn.inbound.chat_id
+        old_key = conversation_key(name, turn.inbound)
+        turn.inbound = replace(turn.inbound, chat_id=new_chat_id)
+        if self._running.get(old_key) is turn:
+            del self._running[old_key]
+            self._running[conversation_key(name, turn.inbound)] = turn
+        with anyio.CancelScope(shield=True):
+            await self._store.move_conversation(name, old, new_chat_id)
+            if self.on_moved is not None:
+                await self.on_moved(name, old, new_chat_id)
 
     async def _cut_short(self, turn: TurnState) -> None:
         """After :meth:`stop` or :meth:`cancel_all`: record the round that was running, keep
@@ -180,14 +224,18 @@ class TurnRunner:
         stopped = turn.stop_cause == STOPPED_CAUSE
         cut = turn.open_round
         text = cut.sink.end() if cut is not None else ""  # what the think filter held, too
+        undelivered = turn.stop_cause == UNDELIVERED_CAUSE
         if stopped:
             log.info("answer stopped in %s", turn.where)
             turn.interrupt(STOPPED_CAUSE, marker=STOPPED_MARKER, kind="stopped")
+        elif undelivered:
+            turn.interrupt(UNDELIVERED_CAUSE, kind="undelivered")
         else:
             turn.interrupt(turn.stop_cause or SHUTDOWN_CAUSE)
         self._keep_text(turn, text)
         if cut is not None:
-            await self._record(turn, None, "stopped" if stopped else "interrupted")
+            outcome = "stopped" if stopped else "interrupted"
+            await self._record(turn, None, "undelivered" if undelivered else outcome)
 
     # -- the rounds -----------------------------------------------------------------------
 
@@ -350,6 +398,6 @@ class TurnRunner:
             outcome=outcome,
         )
         with anyio.CancelScope(shield=True):
-            await self._store.record_round(record)
+            turn.last_round_id = await self._store.record_round(record)
         if self._on_round is not None:
             self._on_round(record)

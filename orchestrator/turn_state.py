@@ -26,7 +26,8 @@ def conversation_key(channel: str, message: InboundMessage) -> ConversationKey:
 
 @dataclass
 class TurnOutcome:
-    """How a turn ended: ``ok``, ``interrupted``, ``refused`` or ``stopped``; its rounds."""
+    """How a turn ended: ``ok``, ``interrupted``, ``refused``, ``stopped`` or ``undelivered``
+    (the chat or thread was gone); its rounds."""
 
     outcome: str = "ok"
     cause: str | None = None
@@ -59,6 +60,7 @@ class TurnState:
     said: bool = False  # some visible text in any round of this reply
     pending_text: str = ""  # the visible text of the last round served
     open_round: OpenRound | None = None
+    last_round_id: int | None = None  # the store row of the last round recorded
 
     @property
     def where(self) -> str:

@@ -34,7 +34,8 @@ retried with the newest text (``UNKNOWN``: not an identical edit), up to ``MAX_A
 that timed out may have landed without our knowing its id: we never send a second draft, previews
 stop (``ORPHANED``), and at the end the final text is sent as a new message. A write refused
 outright (5xx, connection refused, "message to edit not found") is retried after
-``REFUSED_BACKOFF_SECS``; after ``MAX_ATTEMPTS`` the message is *retired*: its text and the
+``REFUSED_BACKOFF_SECS``; after ``MAX_ATTEMPTS`` (at once when the chat moved: a group became a
+supergroup, and the old chat's messages cannot be edited) the message is *retired*: its text and the
 messages after it go out as new messages, after the retired ones were deleted (so the chat
 keeps its order and never shows a stale preview above the answer). A rejected formatted write
 is retried once plain; a rejected plain preview is given up until its text changes, a rejected
@@ -319,6 +320,8 @@ class DraftPlanner:
                 self._shrink(flight)
             case Effect.PLAIN:
                 self._rejected(flight)
+            case Effect.MOVED:
+                self._moved(flight)
         return 0.0
 
     def deferred(self) -> None:
@@ -355,6 +358,17 @@ class DraftPlanner:
             else:
                 slot.abandoned = flight.form
         return 0.0
+
+    def _moved(self, flight: _InFlight) -> None:
+        """The chat moved: a send goes again (to the new chat); a message of the old chat is
+        retired (its text and those after it go out anew there), without a delete of it."""
+        slot, write = flight.slot, flight.write
+        if write.kind == "delete":
+            self._forget(slot)
+        elif write.kind == "edit" and slot in self._slots:
+            self._retire(self._slots.index(slot))
+            if slot in self._stale:
+                self._stale.remove(slot)
 
     def _rejected(self, flight: _InFlight) -> None:
         slot, write = flight.slot, flight.write

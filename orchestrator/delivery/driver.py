@@ -16,8 +16,11 @@ delivery's :class:`~orchestrator.delivery.engine.DeliveryStats` once the engine 
 Channel errors become write outcomes here, once: ``ChannelRateLimited`` →
 ``rate_limited`` (with its ``retry_after``), ``MessageNotModified`` → ``not_modified``,
 ``MessageTooLong`` → ``too_long``, ``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``,
-``ChannelUnavailable`` → ``refused``, any other ``ChannelError`` (or an unexpected exception
-from an adapter, logged with its traceback) → ``failed``. Typing failures are logged and ignored.
+``ChannelUnavailable`` → ``refused``, ``ChatMoved`` → ``moved`` (the reply's chat id becomes the
+new one, ``on_moved`` is awaited with it; at most :data:`MAX_MOVES` times), ``DestinationGone`` →
+``unreachable`` (``on_unreachable`` is called: the turn stops its model work), any other
+``ChannelError`` (or an unexpected exception from an adapter, logged with its traceback) →
+``failed``. Typing failures are logged and ignored.
 
 Cancelling ``run`` abandons the reply: a write in progress may or may not land, a hook still
 running is abandoned in its thread, and nothing more is written.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import anyio
 import anyio.abc
@@ -38,6 +41,8 @@ from channels.errors import (
     ChannelRateLimited,
     ChannelTimeout,
     ChannelUnavailable,
+    ChatMoved,
+    DestinationGone,
     MessageGone,
     MessageNotModified,
     MessageTooLong,
@@ -58,9 +63,20 @@ from orchestrator.delivery.events import (
 from orchestrator.delivery.hooks import PiecePolicy, guard_piece
 from orchestrator.delivery.settings import DeliverySettings
 
-__all__ = ["DeliveryDriver"]
+__all__ = ["MAX_MOVES", "DeliveryDriver"]
 
 log = logging.getLogger(__name__)
+
+MAX_MOVES = 3
+"""Chat moves one reply follows; a further ``ChatMoved`` is a failed write."""
+
+
+async def _stay(chat_id: str) -> None:
+    return None
+
+
+def _ignore() -> None:
+    return None
 
 
 class DeliveryDriver:
@@ -77,6 +93,9 @@ class DeliveryDriver:
             (``anyio.current_time``, which is ``time.monotonic`` on asyncio and virtual time
             under ``looptime``).
         settings: override ``DeliverySettings.from_channel(channel)``.
+        on_moved: awaited with the new chat id when the chat moved (a Telegram group became a
+            supergroup): the conversation moves with it.
+        on_unreachable: called once when the chat or thread is gone (a deleted forum topic).
     """
 
     def __init__(
@@ -89,9 +108,15 @@ class DeliveryDriver:
         thread_id: str | None = None,
         clock: Callable[[], float] | None = None,
         settings: DeliverySettings | None = None,
+        on_moved: Callable[[str], Awaitable[None]] = _stay,
+        on_unreachable: Callable[[], None] = _ignore,
     ) -> None:
         self._channel = channel
         self._chat_id = chat_id
+        self._origin = chat_id
+        self._moves = 0
+        self._on_moved = on_moved
+        self._on_unreachable = on_unreachable
         self._reply_to = reply_to
         self._thread_id = thread_id
         self._clock = clock or anyio.current_time
@@ -105,6 +130,11 @@ class DeliveryDriver:
         self._changed: anyio.Event | None = None
         self._closed = False
         self._hooks: anyio.abc.TaskGroup | None = None
+
+    @property
+    def chat_id(self) -> str:
+        """The chat the reply is written to (the new id once the chat moved)."""
+        return self._chat_id
 
     @property
     def writes_sent(self) -> int:
@@ -143,7 +173,7 @@ class DeliveryDriver:
             self._closed = True
             self._notify()
         stats = self.engine.stats
-        if stats.writes_given_up:
+        if stats.writes_given_up and not stats.unreachable:
             log.warning(
                 "delivery to %s:%s gave up %d write(s)",
                 self._channel.name,
@@ -215,6 +245,11 @@ class DeliveryDriver:
     async def _typing(self) -> None:
         try:
             await self._channel.send_typing(self._chat_id, thread_id=self._thread_id)
+        except DestinationGone as exc:  # the thread is gone: so is the rest of the reply
+            self._gone("SendTyping", exc)
+            self.engine.destination_gone()
+        except ChatMoved as exc:  # the next write is refused too, and follows the move
+            log.debug("typing in %s:%s: %s", self._channel.name, self._chat_id, exc)
         except Exception as exc:  # typing is best effort
             log.debug("typing in %s:%s failed: %s", self._channel.name, self._chat_id, exc)
 
@@ -231,8 +266,12 @@ class DeliveryDriver:
                         thread_id=self._thread_id,
                     )
                     self._reply_to = None  # only the first message answers the user's
-                    self._refs[ref.message_id] = ref
-                    return WriteSucceeded(ref.message_id)
+                    # Ids are per chat: after a move, the new chat's are qualified by it.
+                    key = ref.message_id
+                    if ref.chat_id != self._origin:
+                        key = f"{ref.chat_id}/{ref.message_id}"
+                    self._refs[key] = ref
+                    return WriteSucceeded(key)
                 case EditMessage(message_id=message_id, text=text, formatted=formatted):
                     await channel.edit_message(self._ref(message_id), text, formatted=formatted)
                 case DeleteMessage(message_id=message_id):
@@ -249,6 +288,15 @@ class DeliveryDriver:
             return WriteFailed("rate_limited", exc.retry_after)
         except MessageNotModified:
             return WriteFailed("not_modified")
+        except ChatMoved as exc:
+            if self._moves >= MAX_MOVES:
+                self._log_failure(kind, exc)
+                return WriteFailed("failed")
+            await self._moved(exc.new_chat_id)
+            return WriteFailed("moved")
+        except DestinationGone as exc:
+            self._gone(kind, exc)
+            return WriteFailed("unreachable")
         except MessageTooLong as exc:
             self._log_failure(kind, exc)
             return WriteFailed("too_long")
@@ -267,6 +315,30 @@ class DeliveryDriver:
         except Exception:
             log.exception("%s in %s:%s raised", kind, channel.name, self._chat_id)
             return WriteFailed("failed")
+
+    def _gone(self, kind: str, exc: ChannelError) -> None:
+        log.warning(
+            "%s in %s:%s failed: %s; the rest of the reply is not delivered",
+            kind,
+            self._channel.name,
+            self._chat_id,
+            exc,
+        )
+        self._on_unreachable()
+
+    async def _moved(self, new_chat_id: str) -> None:
+        if new_chat_id == self._chat_id:
+            return
+        log.info(
+            "%s:%s moved to %s (a supergroup); the reply continues there",
+            self._channel.name,
+            self._chat_id,
+            new_chat_id,
+        )
+        self._moves += 1
+        self._chat_id = new_chat_id
+        self._reply_to = None  # a message id of the old chat
+        await self._on_moved(new_chat_id)
 
     def _ref(self, message_id: str) -> MessageRef:
         return self._refs.get(message_id) or MessageRef(self._chat_id, message_id)

@@ -58,7 +58,8 @@ Event table (``handle(event, now)``)::
     WriteFailed(r, ra)   rate_limited: wait ra s (above);              same
                          not_modified on an edit: success;
                          refused: planner, after its back-off;
-                         timeout/gone/too_long/failed: planner
+                         timeout/gone/too_long/failed/moved: planner;
+                         unreachable: no more writes (nor typing)
     PieceGuarded(i, t)   the verdict on piece i (t None: cancelled)    same
     PieceWithheld(i)     the hook failed on piece i: withheld notice   same
     (WriteSucceeded/WriteFailed with nothing in flight: DeliveryProtocolError)
@@ -128,6 +129,7 @@ class DeliveryStats:
         writes_refused: writes refused outright (5xx, connection refused), retried.
         resent_as_new: messages whose edits kept failing, their text sent as a new message.
         pieces_withheld: pieces replaced by the withheld notice (the hook failed).
+        unreachable: 1 when a write found the chat or thread gone (the rest was not written).
     """
 
     writes_sent: int
@@ -141,6 +143,7 @@ class DeliveryStats:
     writes_refused: int = 0
     resent_as_new: int = 0
     pieces_withheld: int = 0
+    unreachable: int = 0
 
 
 def _as_is(text: str) -> str:
@@ -184,6 +187,7 @@ class DeliveryEngine:
         self._blocked_until = float("-inf")
         self._backoff_until = float("-inf")
         self._last_typing_at: float | None = None
+        self._unreachable = False
 
     # -- state ----------------------------------------------------------------------------
 
@@ -202,6 +206,11 @@ class DeliveryEngine:
         return self._over
 
     @property
+    def unreachable(self) -> bool:
+        """A write found the chat or thread gone: nothing more of the reply is written."""
+        return self._unreachable
+
+    @property
     def write_in_flight(self) -> bool:
         return self._in_flight is not None
 
@@ -209,6 +218,8 @@ class DeliveryEngine:
     def pending(self) -> bool:
         """A write is in flight or waiting for its time, or a verdict is awaited (typing not
         counted). Changes nothing."""
+        if self._unreachable:
+            return False
         return (
             self._in_flight is not None
             or self._guarding is not None
@@ -261,6 +272,9 @@ class DeliveryEngine:
                     wait = self._settings.interval if retry_after is None else retry_after
                     self._blocked_until = max(self._blocked_until, now + wait)
                     self._planner.deferred()
+                elif reason == "unreachable":
+                    self._unreachable = True
+                    self._counters.unreachable += 1
                 else:  # "not_modified" on an edit is success, without an edit made
                     backoff = self._planner.failed(reason)
                     self._backoff_until = max(self._backoff_until, now + backoff)
@@ -298,6 +312,13 @@ class DeliveryEngine:
             case AnswerRefused(notice=notice):
                 self._end(Ending("refused", self._redact_line(notice)))
 
+    def destination_gone(self) -> None:
+        """The chat or thread is gone, found by something other than a write (the typing
+        indicator): as ``WriteFailed("unreachable")``, nothing more is written."""
+        if not self._unreachable:
+            self._unreachable = True
+            self._counters.unreachable += 1
+
     def _verdict(self, piece_id: int, text: str | None, *, withheld: bool) -> None:
         if piece_id != self._guarding:
             return  # not awaited (it timed out, or was dropped): ignored
@@ -325,6 +346,8 @@ class DeliveryEngine:
         needed, at most one write, possibly ``SendTyping``, and ``SleepUntil`` last when waiting
         for time to pass."""
         actions: list[Action] = []
+        if self._unreachable:
+            return actions
         if self._guarding is None:
             request = self._planner.guard_request()
             if request is not None:

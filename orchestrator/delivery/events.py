@@ -102,7 +102,15 @@ class WriteSucceeded:
 
 
 WriteFailure = Literal[
-    "rate_limited", "not_modified", "too_long", "gone", "timeout", "refused", "failed"
+    "rate_limited",
+    "not_modified",
+    "too_long",
+    "gone",
+    "timeout",
+    "refused",
+    "failed",
+    "moved",
+    "unreachable",
 ]
 """Why a write failed, by error class (architecture §3 "Network errors"):
 
@@ -111,7 +119,11 @@ WriteFailure = Literal[
 - ``gone``: the message to edit or delete does not exist (deleted, or not found);
 - ``timeout``: no answer in time, the write may have landed;
 - ``refused``: refused outright (5xx, connection refused): it did not land;
-- ``failed``: any other rejection (a 4xx such as "can't parse entities").
+- ``failed``: any other rejection (a 4xx such as "can't parse entities");
+- ``moved``: the chat has a new id (the caller writes there from now on); the write did not
+  land, and messages in the old chat can no longer be edited;
+- ``unreachable``: the chat or thread no longer exists (a deleted forum topic): nothing more
+  of the reply can be written.
 """
 
 

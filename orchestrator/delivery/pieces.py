@@ -35,7 +35,8 @@ Failures, by :data:`~orchestrator.delivery.planning.FAILURE_EFFECTS`: a send tha
 assumed to have landed (re-sending could duplicate it); one refused outright (5xx, connection
 refused) is retried after ``REFUSED_BACKOFF_SECS``, up to ``MAX_ATTEMPTS`` tries; ``too_long``
 splits that message again with a quarter less room; a rejected formatted message is retried once
-plain, then given up; a rate limit keeps it at the head of the queue.
+plain, then given up; a rate limit keeps it at the head of the queue, and so does a moved chat
+(the message goes to the new chat).
 
 The text before the cursor is settled in the transcript: cutting costs the length of the text
 not yet sent (under a message), whatever the length of the answer.
@@ -385,6 +386,8 @@ class QueuePlanner:
                 if item.tries < MAX_ATTEMPTS:
                     return REFUSED_BACKOFF_SECS[item.tries - 1]
                 self._give_up(item)
+            case Effect.MOVED:
+                pass  # it did not land: sent again, to the new chat, at once
             case Effect.PLAIN | Effect.SHOWN:
                 if item.formatted and not item.plain:
                     item.plain = True

@@ -222,6 +222,7 @@ class Counters:
     writes_refused: int = 0
     resent_as_new: int = 0
     pieces_withheld: int = 0
+    unreachable: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +267,10 @@ class Effect(Enum):
     """Too long for the platform: laid out again with a quarter less room."""
     PLAIN = "plain"
     """Rejected: a formatted write is retried once plain; a plain one is given up."""
+    MOVED = "moved"
+    """The chat moved (a group became a supergroup): a send goes again, to the new chat, at
+    once; a message in the old chat can no longer be edited, so its text goes out as a new
+    message; a delete there is moot."""
 
 
 FAILURE_EFFECTS: dict[tuple[WriteKind, WriteFailure], Effect] = {
@@ -287,9 +292,13 @@ FAILURE_EFFECTS: dict[tuple[WriteKind, WriteFailure], Effect] = {
     ("delete", "timeout"): Effect.UNCONFIRMED,
     ("delete", "refused"): Effect.RETRY,
     ("delete", "failed"): Effect.PLAIN,
+    ("send", "moved"): Effect.MOVED,
+    ("edit", "moved"): Effect.MOVED,
+    ("delete", "moved"): Effect.MOVED,
 }
-"""By kind of write and error class (architecture §3 "Network errors"). ``rate_limited`` is not
-here: the engine waits it out and the planner writes its newest state then."""
+"""By kind of write and error class (architecture §3 "Network errors"). ``rate_limited`` and
+``unreachable`` are not here: the engine waits the first out (the planner writes its newest state
+then) and stops the reply's writes on the second."""
 
 
 class Planner(Protocol):

@@ -10,13 +10,15 @@ this order of preference (all within the limit, measured in the channel's unit):
    spaces), so the whitespace stays at the end of the earlier message and the next message
    starts with text;
 2. a line boundary: just after a ``"\\n"``;
-3. a word boundary: just after a run of spaces or tabs;
-4. a hard cut at the limit, never inside a code point (Python indexes code points, so a UTF-16
+3. a sentence end: just after ``. ! ?`` and the spaces after them (closing quotes and brackets
+   may come between), or just after ``。！？`` (no space follows them in CJK text);
+4. a word boundary: just after a run of spaces or tabs;
+5. a hard cut at the limit, never inside a code point (Python indexes code points, so a UTF-16
    surrogate pair is never split), nor before a combining mark, a zero-width joiner or a
    variation selector (so an accented letter or an emoji sequence stays whole), nor between the
    two halves of a lone-surrogate pair.
 
-A boundary of kinds 1–3 is taken only when it keeps the message at least ``MIN_FILL`` full;
+A boundary of kinds 1–4 is taken only when it keeps the message at least ``MIN_FILL`` full;
 otherwise the latest boundary of any kind is used, and only then a hard cut.
 
 Code fences (CommonMark fenced code blocks, ````` ``` ````` or ``~~~``) stay balanced: when a cut
@@ -54,6 +56,7 @@ MIN_FILL = 0.5
 
 _OPENER = re.compile(r"^ {0,3}(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)$")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
+_SENTENCE = re.compile(r"[.!?][\"')\]»”’]*[^\S\n]+|[。！？][\"')\]»”’」』）〕】]*[^\S\n]*")
 _WORD = re.compile(r"[^\S\n]+")
 _ZWJ = "\u200d"
 _NO_CUT_BEFORE = frozenset("\u200d\ufe0e\ufe0f")
@@ -196,12 +199,14 @@ class Chunk:
 
 
 def _boundaries(text: str, start: int, stop: int) -> list[list[int]]:
-    """Candidate cuts in ``(start, stop]``, latest first: paragraph, line and word boundaries."""
+    """Candidate cuts in ``(start, stop]``, latest first: paragraph, line, sentence and word
+    boundaries."""
     window = text[start:stop]
     paragraphs = [start + m.end() for m in _PARAGRAPH.finditer(window)]
     lines = [start + i + 1 for i, ch in enumerate(window) if ch == "\n"]
+    sentences = [start + m.end() for m in _SENTENCE.finditer(window)]
     words = [start + m.end() for m in _WORD.finditer(window)]
-    return [sorted(kind, reverse=True) for kind in (paragraphs, lines, words)]
+    return [sorted(kind, reverse=True) for kind in (paragraphs, lines, sentences, words)]
 
 
 def find_cut(

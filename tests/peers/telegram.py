@@ -32,6 +32,12 @@ Semantics kept from Telegram:
 * Files (:mod:`tests.peers.telegram_files`): getFile answers a ``file_path`` (400 "file is too
   big" over 20 MB, as the cloud server), and the bytes are served at
   ``/file/bot<token>/<file_path>``; :attr:`files` records every download.
+* A group migrated by :meth:`~TelegramBotApiServer.migrate_chat` answers every write (send,
+  edit, delete, chat action) with 400 "group chat was upgraded to a supergroup chat" and
+  ``parameters.migrate_to_chat_id``, the new supergroup's id; the supergroup is a new chat
+  (its message ids start again). A forum topic removed by :meth:`delete_topic` answers every
+  write to it, and every edit or delete of a message in it, with 400 "message thread not
+  found".
 * While :attr:`competing` is set, getUpdates answers 409 "Conflict: terminated by other
   getUpdates request; ..." (another instance polls the bot).
 * Not emulated: Telegram trims whitespace around a text and auto-detects links in bot messages;
@@ -105,6 +111,7 @@ from tests.peers.telegram_wire import (
     POLLING_CONFLICT,
     QUERY_INVALID,
     TEXT_EMPTY,
+    THREAD_NOT_FOUND,
     TOO_LONG,
     UNAUTHORIZED,
     WEBHOOK_CONFLICT,
@@ -162,6 +169,8 @@ class TelegramBotApiServer:
         self.webhook_url = ""
         self._webhook_secret: str | None = None
         self._chats: dict[int, _Chat] = {}
+        self._migrated: dict[int, int] = {}  # group id -> its supergroup's id
+        self._deleted_topics: set[tuple[int, int]] = set()
         self._states: dict[int, list[tuple[str, ...]]] = {}
         self._updates: list[dict[str, Any]] = []
         self._confirmed = 0  # every update_id below this was confirmed
@@ -239,6 +248,18 @@ class TelegramBotApiServer:
                 obj["title"] = title or f"Group {chat_id}"
             self._chats[chat_id] = _Chat(obj)
         return self._chats[chat_id].obj
+
+    def migrate_chat(self, chat_id: int, new_chat_id: int) -> None:
+        """Group ``chat_id`` becomes supergroup ``new_chat_id``: writes to the group are
+        refused with ``migrate_to_chat_id`` from now on."""
+        self.open_chat(new_chat_id, chat_type="supergroup", title=f"Supergroup {new_chat_id}")
+        self._migrated[chat_id] = new_chat_id
+        self._notify()
+
+    def delete_topic(self, chat_id: int, topic_id: int) -> None:
+        """Forum topic ``topic_id`` of ``chat_id`` is deleted: writes to it are refused."""
+        self._deleted_topics.add((chat_id, topic_id))
+        self._notify()
 
     def inject_message(
         self,
@@ -591,9 +612,18 @@ class TelegramBotApiServer:
     # -- methods -------------------------------------------------------------------------------
 
     def _chat(self, params: dict[str, Any]) -> _Chat:
-        chat = self._chats.get(params.get("chat_id"))  # type: ignore[arg-type]
+        chat_id = params.get("chat_id")
+        if chat_id in self._migrated:
+            raise _Rejection(ApiError.migrated(self._migrated[chat_id]))  # type: ignore[index]
+        chat = self._chats.get(chat_id)  # type: ignore[arg-type]
         if chat is None:
             raise _Rejection(CHAT_NOT_FOUND)
+        topic = params.get("message_thread_id")
+        if topic is None and params.get("message_id") is not None:
+            target = chat.messages.get(params["message_id"])
+            topic = target.raw.get("message_thread_id") if target is not None else None
+        if topic is not None and (chat.obj["id"], int(topic)) in self._deleted_topics:
+            raise _Rejection(THREAD_NOT_FOUND)
         return chat
 
     def _markup(self, params: dict[str, Any]) -> tuple[str, tuple[dict[str, Any], ...]]:
@@ -626,7 +656,9 @@ class TelegramBotApiServer:
         reply = params.get("reply_parameters")
         reply_to = reply.get("message_id") if isinstance(reply, dict) else None
         if reply_to is not None and reply_to not in chat.messages:
-            raise _Rejection(ApiError.bad_request("message to be replied not found"))
+            if not (isinstance(reply, dict) and reply.get("allow_sending_without_reply")):
+                raise _Rejection(ApiError.bad_request("message to be replied not found"))
+            reply_to = None
         markup = params.get("reply_markup")
         msg = self._store(
             chat.obj["id"],

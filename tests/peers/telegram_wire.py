@@ -29,6 +29,7 @@ __all__ = [
     "POLLING_CONFLICT",
     "QUERY_INVALID",
     "TEXT_EMPTY",
+    "THREAD_NOT_FOUND",
     "TOO_LONG",
     "UNAUTHORIZED",
     "WEBHOOK_CONFLICT",
@@ -83,6 +84,13 @@ class ApiError:
     def bad_request(cls, detail: str) -> ApiError:
         return cls(400, f"Bad Request: {detail}")
 
+    @classmethod
+    def migrated(cls, new_chat_id: int) -> ApiError:
+        """A write to a group that became a supergroup (``parameters.migrate_to_chat_id``,
+        https://core.telegram.org/bots/api#responseparameters)."""
+        description = "Bad Request: group chat was upgraded to a supergroup chat"
+        return cls(400, description, {"migrate_to_chat_id": new_chat_id})
+
 
 NOT_MODIFIED = ApiError.bad_request(
     "message is not modified: specified new message content and reply markup are exactly the "
@@ -94,6 +102,7 @@ EDIT_NOT_FOUND = ApiError.bad_request("message to edit not found")
 DELETE_NOT_FOUND = ApiError.bad_request("message to delete not found")
 CANT_BE_EDITED = ApiError.bad_request("message can't be edited")
 CHAT_NOT_FOUND = ApiError.bad_request("chat not found")
+THREAD_NOT_FOUND = ApiError.bad_request("message thread not found")
 QUERY_INVALID = ApiError.bad_request(
     "query is too old and response timeout expired or query ID is invalid"
 )

@@ -8,6 +8,9 @@ import pytest
 
 __all__: list[str] = []
 
+pytest_plugins = ["tests.peers.synapse_fixtures"]
+"""The Synapse homeserver fixtures (``synapse``, ``synapse_default_limits``), DESIGN §8."""
+
 _ENV_VARS = (
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",

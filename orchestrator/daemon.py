@@ -140,6 +140,7 @@ class Daemon:
                 )
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
+            self.channels[name].state = self._store.channel_state(name)
         stale = await self._queue_waiting()
         started: list[Channel] = []
         for name, channel in self.channels.items():

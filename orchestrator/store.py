@@ -37,7 +37,7 @@ from channels.base import InboundMessage
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
-__all__ = ["AsyncStore", "RoundRecord", "Store", "WaitingMessage"]
+__all__ = ["AsyncStore", "ChannelStateRows", "RoundRecord", "Store", "WaitingMessage"]
 
 _T = TypeVar("_T")
 
@@ -73,6 +73,12 @@ CREATE TABLE IF NOT EXISTS rounds (
     outcome TEXT NOT NULL,
     created_at REAL NOT NULL,
     thread_id TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS channel_state (
+    channel TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (channel, key)
 );
 CREATE TABLE IF NOT EXISTS waiting (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -308,6 +314,38 @@ class Store:
             WaitingMessage(row[0], InboundMessage(**json.loads(row[1])), row[2]) for row in rows
         ]
 
+    # -- channel state (e.g. the Matrix sync token) ---------------------------------------
+
+    def get_state(self, channel: str, key: str) -> str | None:
+        """The value a channel kept under ``key``, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM channel_state WHERE channel = ? AND key = ?", (channel, key)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_state(self, channel: str, key: str, value: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO channel_state (channel, key, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (channel, key) DO UPDATE SET value = excluded.value",
+                (channel, key, value),
+            )
+
+
+class ChannelStateRows:
+    """One channel's rows of the store's channel state: :class:`channels.base.ChannelState`."""
+
+    def __init__(self, store: AsyncStore, channel: str) -> None:
+        self._store = store
+        self._channel = channel
+
+    async def get(self, key: str) -> str | None:
+        return await self._store._run(partial(self._store.sync.get_state, self._channel, key))
+
+    async def set(self, key: str, value: str) -> None:
+        await self._store._run(partial(self._store.sync.set_state, self._channel, key, value))
+
 
 class AsyncStore:
     """:class:`Store` for the event loop: the same calls as coroutines, each run on a worker
@@ -350,6 +388,10 @@ class AsyncStore:
 
     async def waiting(self) -> list[WaitingMessage]:
         return await self._run(self.sync.waiting)
+
+    def channel_state(self, channel: str) -> ChannelStateRows:
+        """The state rows of ``channel`` (what the adapter keeps across restarts)."""
+        return ChannelStateRows(self, channel)
 
 
 def _row_to_record(row: tuple[Any, ...]) -> RoundRecord:

@@ -121,6 +121,7 @@ providers:
     model: m
 agent:
   providers: [main]
+  tools: [current_time]
 channels:
   mx:
     kind: matrix

@@ -133,6 +133,7 @@ class MatrixChannel(Channel):
         self._approvals: dict[str, _Approval] = {}
         self._warned_encrypted: set[str] = set()
         self._serving: anyio.CancelScope | None = None
+        self._stopped = anyio.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -219,6 +220,7 @@ class MatrixChannel(Channel):
 
     async def stop(self) -> None:
         """Stop syncing and close the HTTP session. Idempotent."""
+        self._stopped.set()
         if self._serving is not None:
             self._serving.cancel()
         client, self._client = self._client, None
@@ -246,7 +248,8 @@ class MatrixChannel(Channel):
                     continue
                 if response is not None:
                     _LOG.warning("%s: sync refused: %s", self.name, response.message)
-                await anyio.sleep(backoff)
+                with anyio.move_on_after(backoff):  # or until stop()
+                    await self._stopped.wait()
                 backoff = min(backoff * 2, 30.0)
 
     # -- inbound --------------------------------------------------------------------------

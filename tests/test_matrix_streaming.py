@@ -15,7 +15,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.matrix_harness import PATH, World, matrix_world, running_bot
+from tests.matrix_harness import PATH, matrix_world, running_bot
 from tests.peers.matrix_client import resolve_edits
 from tests.peers.synapse import SynapseHomeserver
 from tests.telegram_harness import pieces_of, reply, text_stream, tool_call_stream, words

@@ -53,13 +53,10 @@ from nio.crypto import ENCRYPTION_ENABLED
 
 from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, Rendering
 from channels.errors import (
-    ChannelRateLimited,
     ChannelStartError,
     ChannelTimeout,
     ChannelUnavailable,
     ChannelWriteFailed,
-    MessageGone,
-    MessageTooLong,
 )
 from channels.limits import MATRIX_LIMITS
 from channels.matrix_events import (
@@ -72,6 +69,7 @@ from channels.matrix_events import (
     thread_root,
 )
 from channels.matrix_format import markdown_to_html, message_content
+from channels.matrix_nio import InviteAwareClient, build_client, translate
 from config.models import MatrixChannelConfig
 
 __all__ = ["LIVE_KEY", "SYNC_FILTER", "MatrixChannel"]
@@ -126,28 +124,17 @@ class MatrixChannel(Channel):
         self.request_timeout_secs = request_timeout_secs
         self.approval_timeout_secs: float = 300.0
         """How long :meth:`request_approval` waits for an answer, in seconds."""
-        self._client: nio.AsyncClient | None = None
+        self._client: InviteAwareClient | None = None
         self._display_name = ""
         self._first_start_ms = 0
         self._own: deque[str] = deque(maxlen=_OWN_EVENTS_KEPT)
         self._approvals: dict[str, _Approval] = {}
         self._warned_encrypted: set[str] = set()
+        self._refused: set[str] = set()
         self._serving: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
 
     # -- lifecycle ------------------------------------------------------------------------
-
-    def _build(self, device_id: str | None) -> nio.AsyncClient:
-        config = nio.AsyncClientConfig(
-            max_limit_exceeded=0,
-            max_timeouts=0,
-            encryption_enabled=False,
-            store_sync_tokens=False,
-            request_timeout=self.request_timeout_secs,
-        )
-        return nio.AsyncClient(
-            self.config.homeserver, self.config.user_id, device_id=device_id or "", config=config
-        )
 
     async def _get(self, key: str) -> str | None:
         return await self.state.get(key) if self.state is not None else None
@@ -167,7 +154,12 @@ class MatrixChannel(Channel):
         if not ENCRYPTION_ENABLED:
             _LOG.info("%s: matrix-nio without e2e support: encrypted rooms are refused", self.name)
         device = self.config.device_id or await self._get(_DEVICE)
-        client = self._build(device)
+        client = build_client(
+            self.config.homeserver,
+            self.config.user_id,
+            device,
+            request_timeout_secs=self.request_timeout_secs,
+        )
         try:
             await self._login(client)
             profile = await client.get_displayname(self.config.user_id)
@@ -192,7 +184,7 @@ class MatrixChannel(Channel):
             raise
         self._client = client
 
-    async def _login(self, client: nio.AsyncClient) -> None:
+    async def _login(self, client: InviteAwareClient) -> None:
         host = self.config.homeserver
         try:
             if self.config.access_token is not None:
@@ -261,13 +253,11 @@ class MatrixChannel(Channel):
     def _allowed_room(self, room_id: str) -> bool:
         return not self.config.allowed_rooms or room_id in self.config.allowed_rooms
 
-    async def _handle_invites(self, client: nio.AsyncClient, response: nio.SyncResponse) -> None:
+    async def _handle_invites(self, client: InviteAwareClient, response: nio.SyncResponse) -> None:
         for room_id, info in response.rooms.invite.items():
-            inviter, encrypted = None, False
+            inviter, encrypted = None, room_id in client.encrypted_invites
             for event in info.invite_state:
                 source = getattr(event, "source", {})
-                if source.get("type") == "m.room.encryption":
-                    encrypted = True
                 if (
                     source.get("type") == "m.room.member"
                     and source.get("state_key") == self.config.user_id
@@ -278,6 +268,9 @@ class MatrixChannel(Channel):
             elif not self._allowed_room(room_id):
                 _LOG.info("%s: ignoring an invite to %s: not in allowed_rooms", self.name, room_id)
             elif encrypted and not ENCRYPTION_ENABLED:
+                if room_id in self._refused:
+                    continue
+                self._refused.add(room_id)
                 _LOG.warning(
                     "%s: not joining the encrypted room %s: install matrix-nio[e2e]",
                     self.name,
@@ -288,7 +281,7 @@ class MatrixChannel(Channel):
                 if not isinstance(joined, nio.JoinResponse):
                     _LOG.warning("%s: could not join %s: %s", self.name, room_id, joined.message)
 
-    async def _handle(self, client: nio.AsyncClient, response: nio.SyncResponse) -> None:
+    async def _handle(self, client: InviteAwareClient, response: nio.SyncResponse) -> None:
         await self._handle_invites(client, response)
         for room_id, room in response.rooms.join.items():
             if not self._allowed_room(room_id):
@@ -296,7 +289,9 @@ class MatrixChannel(Channel):
             for event in room.timeline.events:
                 await self._on_event(client, room_id, event.source)
 
-    async def _on_event(self, client: nio.AsyncClient, room_id: str, event: dict[str, Any]) -> None:
+    async def _on_event(
+        self, client: InviteAwareClient, room_id: str, event: dict[str, Any]
+    ) -> None:
         sender, kind = event.get("sender"), event.get("type")
         content = event.get("content")
         if not isinstance(content, dict) or not isinstance(sender, str):
@@ -365,7 +360,7 @@ class MatrixChannel(Channel):
 
     # -- primitives -----------------------------------------------------------------------
 
-    def _connected(self) -> nio.AsyncClient:
+    def _connected(self) -> InviteAwareClient:
         if self._client is None:
             raise ChannelWriteFailed(f"channel {self.name!r} is not started")
         return self._client
@@ -381,7 +376,7 @@ class MatrixChannel(Channel):
         except aiohttp.ClientError as exc:  # the request may have reached the server
             raise ChannelTimeout(f"the connection failed: {exc}") from exc
         if isinstance(response, nio.ErrorResponse):
-            raise _translate(response, length)
+            raise translate(response, length)
         return response
 
     def _live(self, formatted: bool) -> bool:
@@ -391,7 +386,7 @@ class MatrixChannel(Channel):
         notice = self.config.notice_previews and not formatted and self.stream_mode == "partial"
         return "m.notice" if notice else "m.text"
 
-    def _refuse_encrypted(self, client: nio.AsyncClient, room_id: str) -> None:
+    def _refuse_encrypted(self, client: InviteAwareClient, room_id: str) -> None:
         room = client.rooms.get(room_id)
         if room is not None and room.encrypted and not ENCRYPTION_ENABLED:
             raise ChannelWriteFailed(f"{room_id} is encrypted; install matrix-nio[e2e]")
@@ -476,19 +471,3 @@ class MatrixChannel(Channel):
         """The final form of ``text`` (its ``formatted_body``) and its length in characters of
         ``body`` (what the 4000-character limit counts)."""
         return Rendering(markdown_to_html(text), len(text))
-
-
-def _translate(response: nio.ErrorResponse, length: int) -> Exception:
-    """An error response as the channel error the engine acts on (DESIGN §3)."""
-    code = str(response.status_code or "")
-    status = getattr(getattr(response, "transport_response", None), "status", 0) or 0
-    if code == "M_LIMIT_EXCEEDED" or status == 429:
-        retry_after_ms = response.retry_after_ms if response.retry_after_ms is not None else 5000
-        return ChannelRateLimited(retry_after_ms / 1000)
-    if code == "M_TOO_LARGE":
-        return MessageTooLong(MATRIX_LIMITS.max_length, length)
-    if code == "M_NOT_FOUND":
-        return MessageGone(f"{code}: {response.message}")
-    if status >= 500:
-        return ChannelUnavailable(f"the homeserver answered {status}: {response.message}")
-    return ChannelWriteFailed(f"{code or status}: {response.message}")

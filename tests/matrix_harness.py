@@ -45,6 +45,11 @@ class ObservedMatrixChannel(MatrixChannel):
         super().__init__(name, config, on_inbound, sync_timeout_ms=1000, request_timeout_secs=10)
         self.replies_finished = 0
         self._finished = anyio.Event()
+        self.started = anyio.Event()
+
+    async def start(self) -> None:
+        await super().start()
+        self.started.set()
 
     async def reply_finished(self, chat_id: str) -> None:
         self.replies_finished += 1
@@ -75,6 +80,18 @@ class World:
     tmp_path: Path
     events: list[dict[str, Any]] = field(default_factory=list)
     daemon: Daemon | None = None
+    password_login: bool = False
+
+    @property
+    def credentials(self) -> str:
+        """The channel's login keys (YAML lines): the access token and device, or the
+        password."""
+        if self.password_login:
+            return f'    password: "{self.bot_user.password}"\n'
+        return (
+            f'    access_token: "{self.bot_user.access_token}"\n'
+            f'    device_id: "{self.bot_user.device_id}"\n'
+        )
 
     @property
     def channel(self) -> ObservedMatrixChannel:
@@ -111,7 +128,9 @@ class World:
             if e["sender"] == self.bot_user.user_id and e["type"] == "m.room.message"
         ]
 
-    def config_text(self, mode: str, interval_ms: int, delay_ms: int, extra: str = "") -> str:
+    def config_text(
+        self, mode: str, interval_ms: int, delay_ms: int, extra: str = "", agent: str = ""
+    ) -> str:
         return f"""\
 providers:
   main:
@@ -122,14 +141,12 @@ providers:
 agent:
   providers: [main]
   tools: [current_time]
-channels:
+{agent}channels:
   mx:
     kind: matrix
     homeserver: "{self.server.base_url}"
     user_id: "{self.bot_user.user_id}"
-    access_token: "{self.bot_user.access_token}"
-    device_id: "{self.bot_user.device_id}"
-    stream_mode: {mode}
+{self.credentials}    stream_mode: {mode}
     draft_update_interval_ms: {interval_ms}
     multi_message_delay_ms: {delay_ms}
     allowed_users: ["{self.human_user.user_id}"]
@@ -167,9 +184,12 @@ async def running_bot(
     interval_ms: int = 200,
     delay_ms: int = 200,
     extra: str = "",
+    agent: str = "",
+    wait_joined: bool = True,
 ) -> AsyncIterator[Daemon]:
-    """The daemon serving ``mx``; returns once the bot has joined the room."""
-    text = world.config_text(mode, interval_ms, delay_ms, extra)
+    """The daemon serving ``mx`` (``extra``: more channel keys, ``agent``: more agent keys,
+    YAML lines); returns once the bot has joined the room."""
+    text = world.config_text(mode, interval_ms, delay_ms, extra, agent)
     config = load_config_text(text, source_name="e2e.yaml", environ={})
     daemon = Daemon(config, storage_path=world.tmp_path / "relaybot.db", channel_factory=_channels)
     world.daemon = daemon
@@ -190,7 +210,9 @@ async def running_bot(
                 joined = isinstance(members, nio.JoinedMembersResponse) and any(
                     m.user_id == world.bot_user.user_id for m in members.members
                 )
-                if (joined and "mx" in daemon.channels) or done.is_set():
+                channel = daemon.channels.get("mx")
+                started = isinstance(channel, ObservedMatrixChannel) and channel.started.is_set()
+                if (started and (joined or not wait_joined)) or done.is_set():
                     break
                 await anyio.sleep(0.1)
         assert not done.is_set(), "the daemon did not start"

@@ -17,7 +17,8 @@ import pytest
 
 from channels.matrix import LIVE_KEY
 from tests.matrix_harness import PATH, World, matrix_world, running_bot
-from tests.peers.matrix_client import nio_client, resolve_edits
+from tests.peers.matrix_client import SYNC_FILTER, nio_client, resolve_edits
+from tests.peers.provider_server import Reply
 from tests.peers.synapse import SynapseHomeserver
 from tests.telegram_harness import pieces_of, reply, text_stream, tool_call_stream, words
 
@@ -39,13 +40,14 @@ def _asked(world: World) -> list[str]:
     return asked
 
 
-async def test_password_login_and_nothing_from_before_the_first_start(
+async def test_password_login_no_answer_to_old_messages_or_notices(
     synapse: SynapseHomeserver, tmp_path: Path
 ) -> None:
     async with matrix_world(synapse, tmp_path, [reply(text_stream(["Fresh."]))]) as world:
         world.password_login = True
         await world.send({"msgtype": "m.text", "body": "an old message"})
         async with running_bot(world):
+            await world.send({"msgtype": "m.notice", "body": "another bot's notice"})
             await world.ask("a new one")
             await anyio.sleep(1.5)  # another sync: the old message stays unanswered
         events = await world.bot_events()
@@ -212,3 +214,25 @@ async def test_an_encrypted_room_is_refused_with_one_log_line(
     refusals = [r for r in caplog.records if "not joining the encrypted room" in r.getMessage()]
     assert len(refusals) == 1
     assert "matrix-nio[e2e]" in refusals[0].getMessage()
+
+
+async def test_typing_shows_while_the_model_works(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    body, cuts = text_stream(["Thought about it."])
+    slow = Reply(body=body, cuts=cuts, header_delay_secs=2.0)
+    async with matrix_world(synapse, tmp_path, [slow]) as world:
+        async with running_bot(world):
+            before = world.channel.replies_finished
+            await world.send({"msgtype": "m.text", "body": "think hard"})
+            typing: set[str] = set()
+            with anyio.fail_after(15):
+                while world.bot_user.user_id not in typing:
+                    response = await world.human.sync(timeout=1000, sync_filter=SYNC_FILTER)
+                    assert isinstance(response, nio.SyncResponse), response
+                    room = response.rooms.join.get(world.room_id)
+                    for event in room.ephemeral if room is not None else []:
+                        if isinstance(event, nio.TypingNoticeEvent):
+                            typing.update(event.users)
+            with anyio.fail_after(15):
+                await world.channel.wait_replies(before + 1)

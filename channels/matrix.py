@@ -21,8 +21,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   ``mentions_bot`` for ``m.mentions``, the MXID or display name in the body, or a reply to one
   of our events; ``thread_id`` the thread root. ``allowed_rooms`` (when set) filters rooms;
   the orchestrator applies ``allowed_users`` and ``respond_in_groups``. Invites from allowed
-  users (to allowed rooms) are joined; an encrypted room is refused with one log line when
-  matrix-nio's e2e support (libolm) is absent.
+  users (to allowed rooms) are joined; an encrypted room is refused with one log line (this
+  version builds its clients without e2e; the line says to install matrix-nio[e2e] when libolm
+  is absent), and nothing is ever sent into one.
 * **Writes.** One request per primitive, no splitting, no waiting: clients are built with
   ``max_limit_exceeded=0`` and ``max_timeouts=0``, so ``M_LIMIT_EXCEEDED`` becomes
   :class:`ChannelRateLimited` (``retry_after_ms`` / 1000 s) and the engine honours it
@@ -86,6 +87,12 @@ _FIRST_FILTER: dict[str, Any] = {**SYNC_FILTER, "room": {"timeline": {"limit": 1
 LIVE_KEY = "org.matrix.msc4357.live"
 _TOKEN, _DEVICE, _FIRST_START = "sync_token", "device_id", "first_start_ms"
 _OWN_EVENTS_KEPT = 2000
+_E2E_CAUSE = (
+    "end-to-end encryption is not supported by this version"
+    if ENCRYPTION_ENABLED
+    else "install matrix-nio[e2e]"
+)
+"""Why encrypted rooms are refused: the clients are built without e2e in any case."""
 
 
 @dataclass
@@ -151,8 +158,7 @@ class MatrixChannel(Channel):
         """
         if self._client is not None:
             return
-        if not ENCRYPTION_ENABLED:
-            _LOG.info("%s: matrix-nio without e2e support: encrypted rooms are refused", self.name)
+        _LOG.info("%s: encrypted rooms are refused (%s)", self.name, _E2E_CAUSE)
         device = self.config.device_id or await self._get(_DEVICE)
         client = build_client(
             self.config.homeserver,
@@ -267,14 +273,12 @@ class MatrixChannel(Channel):
                 _LOG.info("%s: ignoring an invite to %s from %s", self.name, room_id, inviter)
             elif not self._allowed_room(room_id):
                 _LOG.info("%s: ignoring an invite to %s: not in allowed_rooms", self.name, room_id)
-            elif encrypted and not ENCRYPTION_ENABLED:
+            elif encrypted:
                 if room_id in self._refused:
                     continue
                 self._refused.add(room_id)
                 _LOG.warning(
-                    "%s: not joining the encrypted room %s: install matrix-nio[e2e]",
-                    self.name,
-                    room_id,
+                    "%s: not joining the encrypted room %s: %s", self.name, room_id, _E2E_CAUSE
                 )
             else:
                 joined = await client.join(room_id)
@@ -388,8 +392,8 @@ class MatrixChannel(Channel):
 
     def _refuse_encrypted(self, client: InviteAwareClient, room_id: str) -> None:
         room = client.rooms.get(room_id)
-        if room is not None and room.encrypted and not ENCRYPTION_ENABLED:
-            raise ChannelWriteFailed(f"{room_id} is encrypted; install matrix-nio[e2e]")
+        if room is not None and room.encrypted:  # never plaintext into an encrypted room
+            raise ChannelWriteFailed(f"{room_id} is encrypted: {_E2E_CAUSE}")
 
     async def _send_message(
         self,

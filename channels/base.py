@@ -15,7 +15,10 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
 __all__ = [
+    "IMAGE_TYPES",
+    "Attachment",
     "Channel",
+    "ChannelHealth",
     "ChannelLimits",
     "ChannelState",
     "InboundHandler",
@@ -42,6 +45,39 @@ class MessageRef:
     message_id: str
 
 
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image MIME types every built-in provider accepts (Chat Completions, Responses, Anthropic
+and Ollama all take JPEG, PNG, GIF and WebP)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """An image a user sent: ``data`` (the file's bytes) and its ``mime_type``.
+
+    ``size`` is the file's size in bytes as the network announced it (``None`` when unknown).
+    ``data`` is empty when the channel did not fetch the file: it was larger than the
+    channel's ``max_image_bytes`` or its type is not one of :data:`IMAGE_TYPES`; the
+    orchestrator then refuses the message with a one-line notice (DESIGN §3 "attachments").
+    """
+
+    mime_type: str
+    data: bytes = b""
+    size: int | None = None
+
+    @property
+    def fetched(self) -> bool:
+        return bool(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelHealth:
+    """A channel's state for ``/healthz``: ``ok``, or ``degraded`` with a one-line ``reason``
+    (e.g. getUpdates answering 409 Conflict while another instance polls the bot)."""
+
+    state: Literal["ok", "degraded"] = "ok"
+    reason: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class InboundMessage:
     """A message a user sent to the bot.
@@ -51,6 +87,10 @@ class InboundMessage:
     ``thread_id`` is the thread the message was written in (the Telegram forum topic, the
     Matrix thread root, the Discord thread; ``None`` elsewhere): a conversation is keyed by
     (channel, chat_id, thread_id) and every write of the reply goes to that thread.
+    ``attachments`` are the images sent with it (an album's images together; ``text`` is the
+    caption). ``update_ids`` are the network's ids of the updates that carried it (Telegram
+    ``update_id``; several for an album): the orchestrator answers each update once, even when
+    the network delivers it again.
     """
 
     channel: str
@@ -62,6 +102,8 @@ class InboundMessage:
     is_direct: bool = True
     mentions_bot: bool = False
     thread_id: str | None = None
+    attachments: tuple[Attachment, ...] = ()
+    update_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +160,19 @@ class Channel(ABC):
     """What one message holds in ``multi_message`` mode: a paragraph (Matrix, Discord) or a
     completed model turn (Telegram)."""
 
+    max_image_bytes: int = 10 * 1024 * 1024
+    """Images above this many bytes are not fetched (the daemon sets ``agent.max_image_bytes``)."""
+
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         self.name = name
         self.config = config
         self._on_inbound = on_inbound
         self.state: ChannelState | None = None
         """Set by the daemon before :meth:`start`; ``None``: nothing survives a restart."""
+
+    def health(self) -> ChannelHealth:
+        """The channel's state for ``/healthz`` (default: ``ok``). Never blocks."""
+        return ChannelHealth()
 
     # -- capabilities derived from the config (DESIGN §3 "Contract") -------------------------
 

@@ -25,10 +25,15 @@ The adapter executes primitive writes; the delivery engine decides what to write
   connection is :class:`~channels.errors.ChannelUnavailable` (it did not land).
 * **Errors** match the description case-insensitively by prefix (PTB capitalises it, Telegram
   appends details): :func:`translate_error`.
-* **Inbound.** Text messages become :class:`InboundMessage` (``is_direct``: a private chat;
-  ``mentions_bot``: @mentioned, ``/cmd@bot`` or a reply to the bot). The orchestrator applies
-  ``allowed_users`` and ``respond_in_groups``. Updates are handled one at a time, so the
-  inbound handler must return quickly (the orchestrator queues).
+* **Inbound** (:mod:`channels.telegram_inbound`). Texts, photos, image documents and albums
+  become :class:`InboundMessage` (``is_direct``: a private chat; ``mentions_bot``: @mentioned
+  in the text or caption, ``/cmd@bot`` or a reply to the bot; images as ``attachments``,
+  downloaded from ``base_file_url``; ``update_ids`` for the orchestrator's dedupe). The
+  orchestrator applies ``allowed_users`` and ``respond_in_groups``. Updates are handled one
+  at a time, so the inbound handler must return quickly (the orchestrator queues).
+* **Health.** getUpdates goes through a watched request object: while it fails (409 Conflict
+  when another instance polls, 5xx, unreachable) :meth:`TelegramChannel.health` is
+  ``degraded`` with the reason, and ``/healthz`` answers 503.
 * **Approvals.** A prompt with ✅/❌ buttons; a press by an allowed user in that chat is answered
   (answerCallbackQuery) and resolves the wait; after ``approval_timeout_secs`` the answer is
   ``None``. The prompt is then edited to show the outcome, without buttons.
@@ -56,7 +61,7 @@ from telegram import (
     Update,
     User,
 )
-from telegram.constants import ChatAction, ChatType
+from telegram.constants import ChatAction
 from telegram.error import (
     InvalidToken,
     NetworkError,
@@ -65,12 +70,13 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, Rendering
+from channels.base import Channel, ChannelHealth, InboundHandler, MessageRef, Rendering
 from channels.base import utf16_len as _utf16_len
 from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
 from channels.limits import TELEGRAM_LIMITS
 from channels.telegram_errors import quiet_rate_limiter_log, translate_error
 from channels.telegram_format import FormattedText, markdown_to_telegram, to_html
+from channels.telegram_inbound import InboundReader, PollHealth, file_base_url
 from config.models import TelegramChannelConfig
 
 __all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts"]
@@ -99,14 +105,6 @@ class TelegramTimeouts:
     write_secs: float = 5.0
     pool_secs: float = 1.0
     long_poll_secs: int = 10
-
-
-def _topic(message: Message) -> str | None:
-    """The forum topic of ``message``: ``message_thread_id`` counts only with
-    ``is_topic_message`` (elsewhere Telegram sets it for reply threads too)."""
-    if message.is_topic_message and message.message_thread_id is not None:
-        return str(message.message_thread_id)
-    return None
 
 
 def _thread(thread_id: str | None) -> int | None:
@@ -155,7 +153,26 @@ class TelegramChannel(Channel):
         """How long :meth:`request_approval` waits for a press, in seconds."""
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._me: User | None = None
+        self._starting: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._approvals: dict[str, _Approval] = {}
+        self._polling = PollHealth()
+        self._reader = InboundReader(
+            name,
+            on_inbound,
+            media_group_wait_ms=config.media_group_wait_ms,
+            spawn=self._spawn,
+            respond_in_groups=config.respond_in_groups,
+        )
+
+    def _spawn(self, work: Awaitable[None]) -> object:
+        """Run ``work`` as a task of the PTB application (awaited when it stops)."""
+        app = self._app or self._starting
+        assert app is not None, "updates are handled only while the application runs"
+        return app.create_task(work)
+
+    def health(self) -> ChannelHealth:
+        """``degraded`` while getUpdates fails (e.g. 409: another instance polls the bot)."""
+        return self._polling.state
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -163,12 +180,17 @@ class TelegramChannel(Channel):
         quiet_rate_limiter_log()
         builder = ApplicationBuilder().token(self.config.token.get_secret_value())
         builder.base_url(self.config.base_url).rate_limiter(AIORateLimiter(max_retries=0))
+        builder.base_file_url(file_base_url(self.config.base_url, self.config.base_file_url))
+        bounds: dict[str, float] = {}
         for kind in ("connect", "read", "write", "pool"):  # the same bounds for getUpdates
-            seconds = getattr(self.timeouts, f"{kind}_secs")
+            seconds = bounds[f"{kind}_timeout"] = getattr(self.timeouts, f"{kind}_secs")
             getattr(builder, f"{kind}_timeout")(seconds)
-            getattr(builder, f"get_updates_{kind}_timeout")(seconds)
         if self.config.proxy:  # every Bot API call, long polling included
-            builder.proxy(self.config.proxy).get_updates_proxy(self.config.proxy)
+            builder.proxy(self.config.proxy)
+        # getUpdates goes through a request object of its own, watched for /healthz; it gets
+        # the same bounds and proxy (PTB refuses get_updates_* settings beside it).
+        polling = self._polling.request(**bounds, proxy=self.config.proxy or None)
+        builder.get_updates_request(polling)
         return builder.build()
 
     def _start_failure(self, exc: BaseException) -> str:
@@ -203,6 +225,9 @@ class TelegramChannel(Channel):
                 await app.bot.shutdown()
             raise ChannelStartError(self._start_failure(exc)) from None  # PTB's text has the token
         self._me = app.bot.bot
+        self._reader.me, self._reader.bot = self._me, app.bot
+        self._reader.max_image_bytes = self.max_image_bytes
+        self._starting = app
         try:
             await app.bot.set_my_commands(COMMANDS)
         except TelegramError as exc:
@@ -216,7 +241,7 @@ class TelegramChannel(Channel):
             await app.stop()
             await app.shutdown()
             raise ChannelStartError(self._start_failure(exc)) from None
-        self._app = app
+        self._app, self._starting = app, None
 
     async def _start_updates(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
         assert app.updater is not None
@@ -263,45 +288,7 @@ class TelegramChannel(Channel):
         if update.callback_query is not None:
             await self._on_callback(update.callback_query)
         elif update.message is not None:
-            inbound = self._inbound(update.message)
-            if inbound is not None:
-                await self._on_inbound(inbound)
-
-    def _addressed_to_me(self, name: str) -> bool:
-        return self._me is not None and name.lower() == f"@{self._me.username}".lower()
-
-    def _inbound(self, message: Message) -> InboundMessage | None:
-        user, text = message.from_user, message.text
-        if user is None or text is None or self._me is None:
-            return None
-        mentions = bool(
-            message.reply_to_message is not None
-            and message.reply_to_message.from_user is not None
-            and message.reply_to_message.from_user.id == self._me.id
-        )
-        for entity, value in message.parse_entities().items():
-            if entity.type == MessageEntity.MENTION and self._addressed_to_me(value):
-                mentions = True
-            elif entity.type == MessageEntity.TEXT_MENTION and entity.user is not None:
-                mentions = mentions or entity.user.id == self._me.id
-            elif entity.type == MessageEntity.BOT_COMMAND and entity.offset == 0:
-                command, _, target = value.partition("@")
-                if target and self._addressed_to_me(f"@{target}"):
-                    mentions = True
-                    text = command + text[len(value) :]  # "/reset@this_bot x" -> "/reset x"
-        return InboundMessage(
-            channel=self.name,
-            chat_id=str(message.chat.id),
-            sender_id=str(user.id),
-            # "@handle" is verified by Telegram and may be matched by allowed_users; a display
-            # name is chosen freely by the user and never is.
-            sender_name=f"@{user.username}" if user.username else user.full_name,
-            text=text,
-            message_id=str(message.message_id),
-            is_direct=message.chat.type == ChatType.PRIVATE,
-            mentions_bot=mentions,
-            thread_id=_topic(message),
-        )
+            await self._reader.on_message(update.message, update.update_id)
 
     def _allowed(self, user: User) -> bool:
         """``allowed_users`` for button presses (the orchestrator never sees them)."""

@@ -142,6 +142,11 @@ class ProviderConfig(_Strict):
         default=None, description="where the model supports it"
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
+    vision: bool = Field(
+        default=True,
+        description="the model reads images; false: images are left out of requests and the "
+        "user is told in one line that images are not supported",
+    )
 
     @field_validator("base_url")
     @classmethod
@@ -193,6 +198,11 @@ class AgentConfig(_Strict):
         gt=0,
         description="a message kept waiting over a restart for longer than this gets a short "
         "notice instead of an answer",
+    )
+    max_image_bytes: int = Field(
+        default=10485760,
+        gt=0,
+        description="bytes; an image above this is refused with a one-line message, not sent",
     )
 
     @model_validator(mode="after")
@@ -325,6 +335,17 @@ class TelegramChannelConfig(_StreamModeChannel):
         default=None,
         description="proxy for every Bot API call, passed to python-telegram-bot: http://, "
         "https://, socks5:// or socks5h://HOST:PORT (user:password@ allowed); null = none",
+    )
+    base_file_url: str | None = Field(
+        default=None,
+        description='file downloads; default: base_url with "/bot" at its end replaced by '
+        '"/file/bot" (the token is appended)',
+    )
+    media_group_wait_ms: int = Field(
+        default=1000,
+        ge=0,
+        description="milliseconds: an album's photos arriving within this of each other form "
+        "one message",
     )
 
     _proxy = field_validator("proxy")(_check_proxy_url)

@@ -11,7 +11,10 @@ the interrupted marker), stops the channels and returns 0.
 
 Every message is kept in the store's waiting messages until its turn starts (DESIGN §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
-those older than ``agent.stale_after_secs`` get a short notice instead. ``/stop`` is not queued:
+those older than ``agent.stale_after_secs`` get a short notice instead. A message is taken once
+per update id (the store keeps the ids seen), so a redelivered update is not answered again.
+Images are screened when the message's turn comes (:mod:`orchestrator.images`: too large, or no
+vision, is one line to the user). ``/stop`` is not queued:
 it cuts the running answer of its conversation short (DESIGN §3 "Stop"), and the next waiting
 message runs.
 
@@ -39,6 +42,7 @@ from config.models import RelaybotConfig
 from orchestrator.access import AccessControl
 from orchestrator.dispatch import Dispatcher
 from orchestrator.http_server import HttpServer
+from orchestrator.images import screen_images
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.rounds import ChainEntry, RoundRunner
@@ -105,6 +109,8 @@ class Daemon:
             on_round=self.metrics.observe_round,
         )
         self._chain = chain
+        self._vision = config.providers[config.agent.providers[0]].vision
+        self.metrics.health = lambda: {n: c.health() for n, c in self.channels.items()}
         self.channels: dict[str, Channel] = {}
         self._access: dict[str, AccessControl] = {}
         self._dispatcher: Dispatcher | None = None
@@ -141,6 +147,7 @@ class Daemon:
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
             self.channels[name].state = self._store.channel_state(name)
+            self.channels[name].max_image_bytes = self.config.agent.max_image_bytes
         stale = await self._queue_waiting()
         started: list[Channel] = []
         for name, channel in self.channels.items():
@@ -244,6 +251,10 @@ class Daemon:
         if not self._access[name].allows(message):
             await channel.reply_finished(message.chat_id)
             return
+        if not await self._store.mark_seen(name, message.update_ids):
+            log.info("%s:%s: update delivered again; answered once", name, message.chat_id)
+            await channel.reply_finished(message.chat_id)
+            return
         if _command(message.text) == "/stop":  # also while stopping: it ends a running answer
             await self._stop_answer(channel, message)
             return
@@ -314,6 +325,16 @@ class Daemon:
         await self._say(channel, message, text)
 
     async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
+        answered, notice = screen_images(
+            message, max_bytes=self.config.agent.max_image_bytes, vision=self._vision
+        )
+        if notice is not None:
+            await self._say(channel, message, notice)
+        if answered is None:
+            with anyio.CancelScope(shield=True):
+                await channel.reply_finished(message.chat_id)
+            return
+        message = answered
         command = _command(message.text)
         if command in ("/start", "/help", "/reset"):
             try:

@@ -1,18 +1,43 @@
-"""Prometheus metrics and the ``/healthz`` + ``/metrics`` endpoint (DESIGN §6 ``server``)."""
+"""Prometheus metrics and the ``/healthz`` + ``/metrics`` endpoint (DESIGN §6 ``server``).
+
+``GET /healthz`` answers ``{"status": "ok" | "degraded", "channels": {name: {"state": ...,
+"reason": ...}}}`` (``reason`` only when degraded): 200 while every channel is ``ok``, 503 while
+any is not (DESIGN §7: a channel retrying a transient failure, or getUpdates answering 409
+Conflict while another instance polls the bot).
+"""
 
 from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.exposition import generate_latest
 
+from channels.base import ChannelHealth
 from orchestrator.http_server import HttpRequest, HttpResponse
 from orchestrator.store import RoundRecord
 
-__all__ = ["Metrics"]
+__all__ = ["Metrics", "health_body"]
+
+
+def health_body(states: Mapping[str, ChannelHealth]) -> tuple[int, bytes]:
+    """The ``/healthz`` status code and JSON body for the channels' ``states``."""
+    channels: dict[str, dict[str, str]] = {}
+    for name, health in states.items():
+        entry: dict[str, str] = {"state": health.state}
+        if health.state != "ok":
+            entry["reason"] = health.reason or "unknown"
+        channels[name] = entry
+    ok = all(health.state == "ok" for health in states.values())
+    body = {"status": "ok" if ok else "degraded", "channels": channels}
+    return (200 if ok else 503), json.dumps(body).encode()
 
 
 class Metrics:
     def __init__(self) -> None:
+        self.health: Callable[[], Mapping[str, ChannelHealth]] = dict
+        """The channels' states by name (the daemon points it at its channels)."""
         self.registry = CollectorRegistry()
         self.rounds = Counter(
             "relaybot_rounds",
@@ -44,7 +69,8 @@ class Metrics:
     async def handle(self, request: HttpRequest) -> HttpResponse:
         path = request.target.split("?", 1)[0]
         if request.method == "GET" and path == "/healthz":
-            return HttpResponse(200, b'{"status":"ok"}')
+            status, body = health_body(self.health())
+            return HttpResponse(status, body)
         if request.method == "GET" and path == "/metrics":
             return HttpResponse(
                 200, generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST

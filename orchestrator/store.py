@@ -1,5 +1,6 @@
 """The SQLite store (DESIGN §7): conversation history per (channel, chat, thread), the messages
-waiting behind a running answer, and one row per model round.
+waiting behind a running answer, the update ids already seen (dedupe), and one row per model
+round.
 
 Theory of operation
 -------------------
@@ -13,6 +14,15 @@ The file is private: a missing directory is created with mode 0700 (each missing
 the database file with mode 0600 (an existing file is narrowed to 0600). SQLite gives its WAL and
 shared-memory files the database file's mode.
 
+A waiting message is JSON of its :class:`InboundMessage` fields; its attachments' bytes are base64
+text there (RFC 4648), so a queued photo survives a restart. History keeps a user message's text
+and, for its images, only a note of how many there were (``[2 images]``): the bytes are sent in
+the turn they arrived with, not again.
+
+Seen update ids (:meth:`Store.mark_seen`) are kept per channel, the newest
+:data:`SEEN_UPDATES_KEPT` of each: a webhook retry or an update offered again by getUpdates after
+a restart is recognised and answered once.
+
 A conversation's ``thread_id`` is ``None`` outside threads; the tables hold ``''`` for it.
 Databases written before threads and waiting messages existed gain the new columns and tables
 on open.
@@ -20,6 +30,7 @@ on open.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import sqlite3
@@ -33,16 +44,27 @@ from typing import Any, TypeVar
 
 import anyio
 
-from channels.base import InboundMessage
+from channels.base import Attachment, InboundMessage
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
-__all__ = ["AsyncStore", "ChannelStateRows", "RoundRecord", "Store", "WaitingMessage"]
+__all__ = [
+    "SEEN_UPDATES_KEPT",
+    "AsyncStore",
+    "ChannelStateRows",
+    "RoundRecord",
+    "Store",
+    "WaitingMessage",
+    "decode_inbound",
+    "encode_inbound",
+]
 
 _T = TypeVar("_T")
 
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
+SEEN_UPDATES_KEPT = 10_000
+"""Update ids kept per channel for dedupe (the newest; older ones are pruned)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -87,6 +109,12 @@ CREATE TABLE IF NOT EXISTS waiting (
     thread_id TEXT NOT NULL DEFAULT '',
     message TEXT NOT NULL,
     received_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS seen_updates (
+    channel TEXT NOT NULL,
+    update_id INTEGER NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (channel, update_id)
 );
 """
 _INDEXES = """
@@ -149,6 +177,37 @@ def _private_file(path: Path) -> None:
 
 def _key(thread_id: str | None) -> str:
     return thread_id or ""
+
+
+def encode_inbound(message: InboundMessage) -> str:
+    """``message`` as JSON of its fields; attachment bytes as base64 text."""
+    fields = asdict(message)
+    fields["attachments"] = [
+        {"mime_type": a.mime_type, "data": base64.b64encode(a.data).decode("ascii"), "size": a.size}
+        for a in message.attachments
+    ]
+    return json.dumps(fields)
+
+
+def decode_inbound(text: str) -> InboundMessage:
+    """The inverse of :func:`encode_inbound` (also reads rows written before attachments and
+    update ids existed). Raises ``ValueError`` on a malformed row."""
+    fields = json.loads(text)
+    fields["attachments"] = tuple(
+        Attachment(a["mime_type"], base64.b64decode(a["data"]), a.get("size"))
+        for a in fields.get("attachments", ())
+    )
+    fields["update_ids"] = tuple(fields.get("update_ids", ()))
+    return InboundMessage(**fields)
+
+
+def _stored_content(message: ChatMessage) -> str:
+    """What history keeps of a message: its text, and a note of its images' count."""
+    count = len(message.images)
+    if not count:
+        return message.content
+    note = "[1 image]" if count == 1 else f"[{count} images]"
+    return f"{note}\n{message.content}" if message.content else note
 
 
 class Store:
@@ -215,7 +274,7 @@ class Store:
                 chat_id,
                 _key(thread_id),
                 m.role,
-                m.content,
+                _stored_content(m),
                 json.dumps([[c.id, c.name, c.arguments] for c in m.tool_calls])
                 if m.tool_calls
                 else None,
@@ -283,8 +342,7 @@ class Store:
 
     def add_waiting(self, message: InboundMessage, received_at: float | None = None) -> int:
         """Keep ``message`` until its turn starts; returns its row id. ``received_at``: Unix
-        seconds (default now). The message is stored as JSON of its fields, so every field of
-        :class:`InboundMessage` must be JSON-serialisable (raises ``TypeError`` otherwise)."""
+        seconds (default now). The message is stored as :func:`encode_inbound` JSON."""
         with self._lock:
             cursor = self._db.execute(
                 "INSERT INTO waiting (channel, chat_id, thread_id, message, received_at)"
@@ -293,7 +351,7 @@ class Store:
                     message.channel,
                     message.chat_id,
                     _key(message.thread_id),
-                    json.dumps(asdict(message)),
+                    encode_inbound(message),
                     time.time() if received_at is None else received_at,
                 ),
             )
@@ -310,9 +368,44 @@ class Store:
             rows = self._db.execute(
                 "SELECT id, message, received_at FROM waiting ORDER BY id"
             ).fetchall()
-        return [
-            WaitingMessage(row[0], InboundMessage(**json.loads(row[1])), row[2]) for row in rows
-        ]
+        return [WaitingMessage(row[0], decode_inbound(row[1]), row[2]) for row in rows]
+
+    # -- seen updates (dedupe, DESIGN §7) -------------------------------------------------
+
+    def mark_seen(self, channel: str, update_ids: tuple[int, ...]) -> bool:
+        """Record ``update_ids`` as seen on ``channel``; False when one of them was seen
+        before (the message was already taken: drop it). Keeps the newest
+        :data:`SEEN_UPDATES_KEPT` ids per channel."""
+        if not update_ids:
+            return True
+        now = time.time()
+        marks = "?, " * (len(update_ids) - 1) + "?"
+        with self._lock, self._db:
+            seen = self._db.execute(
+                f"SELECT 1 FROM seen_updates WHERE channel = ? AND update_id IN ({marks})",
+                (channel, *update_ids),
+            ).fetchone()
+            if seen is not None:
+                return False
+            self._db.executemany(
+                "INSERT INTO seen_updates (channel, update_id, seen_at) VALUES (?, ?, ?)",
+                [(channel, update_id, now) for update_id in update_ids],
+            )
+            self._db.execute(
+                "DELETE FROM seen_updates WHERE channel = ? AND update_id <= ("
+                " SELECT update_id FROM seen_updates WHERE channel = ?"
+                " ORDER BY update_id DESC LIMIT 1 OFFSET ?)",
+                (channel, channel, SEEN_UPDATES_KEPT),
+            )
+        return True
+
+    def seen_count(self, channel: str) -> int:
+        """How many update ids of ``channel`` are kept."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM seen_updates WHERE channel = ?", (channel,)
+            ).fetchone()
+        return int(row[0])
 
     # -- channel state (e.g. the Matrix sync token) ---------------------------------------
 
@@ -388,6 +481,9 @@ class AsyncStore:
 
     async def waiting(self) -> list[WaitingMessage]:
         return await self._run(self.sync.waiting)
+
+    async def mark_seen(self, channel: str, update_ids: tuple[int, ...]) -> bool:
+        return await self._run(partial(self.sync.mark_seen, channel, update_ids))
 
     def channel_state(self, channel: str) -> ChannelStateRows:
         """The state rows of ``channel`` (what the adapter keeps across restarts)."""

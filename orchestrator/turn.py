@@ -39,6 +39,7 @@ from orchestrator.delivery.events import (
     ToolFinished,
     ToolStarted,
 )
+from orchestrator.images import image_parts
 from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
 from orchestrator.store import AsyncStore, RoundRecord, Store
@@ -169,7 +170,7 @@ class TurnRunner:
             reply_to=inbound.message_id,
             thread_id=inbound.thread_id,
         )
-        user = ChatMessage("user", inbound.text)
+        user = ChatMessage("user", inbound.text, images=image_parts(inbound))
         return TurnState(channel, inbound, policy, driver, [], [user])
 
     async def _cut_short(self, turn: TurnState) -> None:

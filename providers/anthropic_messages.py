@@ -14,8 +14,10 @@ API's shape:
   its ``provider_items`` verbatim when they are Anthropic content blocks (thinking blocks must
   return unchanged);
 * a tool result → a ``tool_result`` block with the call's ``tool_use_id``, inside a *user*
-  message; consecutive messages of one role are merged into one, because the API wants user and
-  assistant turns to alternate and all results of one assistant turn in the next user turn;
+  message; a user message's images are ``image`` blocks with a base64 source, before its text
+  (none with ``vision: false``); consecutive messages of one role are merged into one, because
+  the API wants user and assistant turns to alternate and all results of one assistant turn
+  in the next user turn;
 * ``max_tokens`` is required: the configured value, else 4096 (more with extended thinking);
 * ``reasoning_effort`` turns on extended thinking with a budget of 1024/4096/16384 tokens.
 
@@ -90,7 +92,26 @@ def _assistant_blocks(message: ChatMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _to_turns(messages: tuple[ChatMessage, ...]) -> tuple[str, list[dict[str, Any]]]:
+def _user_blocks(message: ChatMessage, vision: bool) -> list[dict[str, Any]]:
+    """A user message's blocks: each image as an ``image`` block with a base64 source, then
+    its text (https://docs.anthropic.com/en/docs/build-with-claude/vision puts images first)."""
+    blocks: list[dict[str, Any]] = []
+    if vision:
+        blocks.extend(
+            {
+                "type": "image",
+                "source": {"type": "base64", "media_type": image.mime_type, "data": image.base64()},
+            }
+            for image in message.images
+        )
+    if message.content:
+        blocks.append({"type": "text", "text": message.content})
+    return blocks
+
+
+def _to_turns(
+    messages: tuple[ChatMessage, ...], *, vision: bool = True
+) -> tuple[str, list[dict[str, Any]]]:
     """(system text, alternating user/assistant messages with block lists)."""
     system: list[str] = []
     turns: list[dict[str, Any]] = []
@@ -113,7 +134,7 @@ def _to_turns(messages: tuple[ChatMessage, ...]) -> tuple[str, list[dict[str, An
             blocks = [result]
         else:
             role = "user"
-            blocks = [{"type": "text", "text": message.content}] if message.content else []
+            blocks = _user_blocks(message, vision)
         if not blocks:
             continue  # the API rejects empty messages and empty text blocks
         if turns and turns[-1]["role"] == role:
@@ -127,7 +148,7 @@ def build_messages_body(
     config: ProviderConfig, request: ChatRequest, *, stream: bool
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/messages`` for ``request``."""
-    system, turns = _to_turns(request.messages)
+    system, turns = _to_turns(request.messages, vision=config.vision)
     budget = _THINKING_BUDGETS.get(config.reasoning_effort or "")
     max_tokens = config.max_tokens or (DEFAULT_MAX_TOKENS + (budget or 0))
     body: dict[str, Any] = {

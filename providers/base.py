@@ -7,6 +7,7 @@ one provider fold to equal responses for the same answer: :func:`fold` is that f
 
 from __future__ import annotations
 
+import base64
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ __all__ = [
     "ChatMessage",
     "ChatRequest",
     "CompletionResponse",
+    "ImagePart",
     "ModelProvider",
     "ResponseFolder",
     "ToolSpec",
@@ -46,6 +48,28 @@ class ToolSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image in a user message: the file's bytes and its MIME type (``image/jpeg``, …).
+
+    Each provider sends it in its own shape (DESIGN §2/§3): Chat Completions an ``image_url``
+    content part with a data URL, Responses an ``input_image`` item, Anthropic an ``image`` block
+    with a base64 source, Ollama the base64 text in ``images``. A provider configured with
+    ``vision: false`` sends none.
+    """
+
+    mime_type: str
+    data: bytes
+
+    def base64(self) -> str:
+        """The bytes in standard base64 (RFC 4648 §4, with padding)."""
+        return base64.b64encode(self.data).decode("ascii")
+
+    def data_url(self) -> str:
+        """``data:<mime>;base64,<data>`` (RFC 2397)."""
+        return f"data:{self.mime_type};base64,{self.base64()}"
+
+
+@dataclass(frozen=True, slots=True)
 class ChatMessage:
     """One conversation message in provider-neutral form.
 
@@ -61,6 +85,7 @@ class ChatMessage:
     tool_call_id: str | None = None
     name: str | None = None
     provider_items: tuple[dict[str, Any], ...] = ()
+    images: tuple[ImagePart, ...] = ()
 
 
 def own_provider_items(

@@ -13,6 +13,7 @@ The request maps our neutral messages as Ollama expects them:
   arguments as an *object* (Ollama rejects JSON text there);
 * a tool result → ``{"role": "tool", "content": ..., "tool_name": ...}`` (Ollama matches results
   by tool name; our generated call ids never reach it);
+* a user message's images → ``images``: a list of base64 texts (none with ``vision: false``);
 * tools → ``{"type": "function", "function": {...}}``; ``max_tokens`` → ``options.num_predict``;
   ``reasoning_effort`` → ``think`` (the level, for models that think).
 
@@ -43,7 +44,7 @@ def _arguments_object(arguments: str) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _to_messages(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
+def _to_messages(messages: tuple[ChatMessage, ...], *, vision: bool = True) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}  # call id → tool name, for results that lack the name
     for message in messages:
@@ -60,7 +61,10 @@ def _to_messages(messages: tuple[ChatMessage, ...]) -> list[dict[str, Any]]:
             name = message.name or names.get(message.tool_call_id or "", "")
             out.append({"role": "tool", "content": message.content, "tool_name": name})
         else:
-            out.append({"role": message.role, "content": message.content})
+            entry = {"role": message.role, "content": message.content}
+            if message.images and vision:
+                entry["images"] = [image.base64() for image in message.images]
+            out.append(entry)
     return out
 
 
@@ -70,7 +74,7 @@ def build_chat_body(
     """The JSON body of ``POST /api/chat`` for ``request``."""
     body: dict[str, Any] = {
         "model": config.model,
-        "messages": _to_messages(request.messages),
+        "messages": _to_messages(request.messages, vision=config.vision),
         "stream": stream,
     }
     if request.tools:

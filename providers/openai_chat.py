@@ -21,7 +21,8 @@ a key is configured.
 
 Conversation mapping: ``system``/``user`` messages as they are; ``assistant`` messages with
 ``tool_calls`` (``content: null`` when they hold no text); ``tool`` messages with the
-``tool_call_id`` they answer. Tools use the ``{"type": "function", "function": {...}}`` shape.
+``tool_call_id`` they answer; a user message's images as ``image_url`` content parts with data
+URLs (unless ``vision: false``). Tools use the ``{"type": "function", "function": {...}}`` shape.
 """
 
 from __future__ import annotations
@@ -64,8 +65,10 @@ def tool_to_wire(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def message_to_wire(message: ChatMessage) -> dict[str, Any]:
-    """One conversation message in Chat Completions shape.
+def message_to_wire(message: ChatMessage, *, vision: bool = True) -> dict[str, Any]:
+    """One conversation message in Chat Completions shape. A user message with images (and
+    ``vision``) has a content array: its text as a ``text`` part, then each image as an
+    ``image_url`` part holding a ``data:`` URL.
 
     Raises:
         ValueError: a ``tool`` message without ``tool_call_id``.
@@ -87,6 +90,15 @@ def message_to_wire(message: ChatMessage) -> dict[str, Any]:
                 for call in message.tool_calls
             ],
         }
+    if message.role == "user" and message.images and vision:
+        parts: list[dict[str, Any]] = []
+        if message.content:
+            parts.append({"type": "text", "text": message.content})
+        parts.extend(
+            {"type": "image_url", "image_url": {"url": image.data_url()}}
+            for image in message.images
+        )
+        return {"role": "user", "content": parts}
     return {"role": message.role, "content": message.content}
 
 
@@ -97,7 +109,7 @@ def build_request_body(
     ``tools`` only when offered (some compatible servers reject an empty list)."""
     body: dict[str, Any] = {
         "model": config.model,
-        "messages": [message_to_wire(m) for m in request.messages],
+        "messages": [message_to_wire(m, vision=config.vision) for m in request.messages],
         "stream": stream,
     }
     if stream:

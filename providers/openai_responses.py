@@ -72,7 +72,8 @@ def _assistant_items(message: ChatMessage) -> list[dict[str, Any]]:
 def build_responses_body(
     config: ProviderConfig, request: ChatRequest, *, stream: bool
 ) -> dict[str, Any]:
-    """The JSON body of ``POST /v1/responses`` for ``request``."""
+    """The JSON body of ``POST /v1/responses`` for ``request``. A user message's images are
+    ``input_image`` parts (data URLs) after its ``input_text`` (none with ``vision: false``)."""
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
     for message in request.messages:
@@ -91,6 +92,15 @@ def build_responses_body(
                     "output": message.content,
                 }
             )
+        elif message.images and config.vision:
+            # https://platform.openai.com/docs/guides/images-vision: input_text + input_image
+            content: list[dict[str, Any]] = []
+            if message.content:
+                content.append({"type": "input_text", "text": message.content})
+            content.extend(
+                {"type": "input_image", "image_url": image.data_url()} for image in message.images
+            )
+            items.append({"role": "user", "content": content})
         else:
             items.append({"role": "user", "content": message.content})
     body: dict[str, Any] = {"model": config.model, "input": items, "stream": stream}

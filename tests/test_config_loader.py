@@ -214,7 +214,8 @@ def test_multiple_errors_are_all_reported_sorted_by_line(tmp_path: Path) -> None
     assert _errors(tmp_path, text) == [
         "FILE:5: channels.tg.colour: unknown key (expected one of: draft_update_interval_ms, "
         "allowed_users, respond_in_groups, show_reasoning, show_tool_status, stream_mode, "
-        "multi_message_delay_ms, kind, token, base_url, webhook, proxy)",
+        "multi_message_delay_ms, kind, token, base_url, webhook, proxy, base_file_url, "
+        "media_group_wait_ms)",
         "FILE:9: providers.main.api_key: environment variable MISSING_KEY is not set",
         "FILE:10: providers.main.model: expected a string",
         "FILE:11: providers.main.timeout_secs: must be greater than 0",

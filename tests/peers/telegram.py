@@ -11,7 +11,7 @@ exact descriptions (:mod:`tests.peers.telegram_wire`, which also holds :class:`A
 :class:`Call` and :class:`BotMessage`, re-exported here). Point the client's
 ``base_url`` at :attr:`TelegramBotApiServer.base_url` (the token is appended to it).
 
-Methods: getMe, logOut, close, setWebhook, deleteWebhook, getWebhookInfo, getUpdates,
+Methods: getMe, logOut, close, setWebhook, deleteWebhook, getWebhookInfo, getUpdates, getFile,
 sendMessage, editMessageText, deleteMessage, sendChatAction, answerCallbackQuery, setMyCommands,
 getMyCommands, deleteMyCommands. Anything else is 404 "Not Found"; a wrong token is 401
 "Unauthorized" (python-telegram-bot raises ``InvalidToken`` for both).
@@ -29,6 +29,11 @@ Semantics kept from Telegram:
   found") sent by the bot ("message can't be edited") and a change of text, entities or reply
   markup ("message is not modified: ..."); an edit without ``reply_markup`` removes the
   keyboard. Deleting a missing message is "message to delete not found".
+* Files (:mod:`tests.peers.telegram_files`): getFile answers a ``file_path`` (400 "file is too
+  big" over 20 MB, as the cloud server), and the bytes are served at
+  ``/file/bot<token>/<file_path>``; :attr:`files` records every download.
+* While :attr:`competing` is set, getUpdates answers 409 "Conflict: terminated by other
+  getUpdates request; ..." (another instance polls the bot).
 * Not emulated: Telegram trims whitespace around a text and auto-detects links in bot messages;
   the peer keeps texts as sent.
 
@@ -37,7 +42,11 @@ Test hooks (all synchronous unless marked async):
 * :meth:`~TelegramBotApiServer.open_chat` registers a chat; :meth:`inject_message` delivers a
   user's text message (private or group; a ``@username`` mention and a leading ``/command`` get
   their entities as Telegram adds them; ``reply_to_message_id`` makes it a reply) and returns
-  the Message object; :meth:`inject_callback_query` presses an inline button of a bot message
+  the Message object; :meth:`inject_photo`, :meth:`inject_document` and :meth:`inject_album`
+  send images (with a caption, whose mentions get ``caption_entities``);
+  :meth:`offer_again` offers every update again (a restart that lost its confirmation) and
+  ``await`` :meth:`post_again` POSTs an update to the webhook once more (Telegram's retry);
+  :meth:`inject_callback_query` presses an inline button of a bot message
   and returns the query id.
 * :meth:`fail` (``method``, ``call=N``, an :class:`ApiError`) makes the N-th call of that method
   (1-based, counted over all chats) fail without being applied, e.g.
@@ -76,6 +85,7 @@ from typing import Any
 
 from aiohttp import ClientSession, ClientTimeout, web
 
+from tests.peers.telegram_files import FileStore, photo_sizes
 from tests.peers.telegram_markup import (
     MarkupError,
     Parsed,
@@ -92,6 +102,7 @@ from tests.peers.telegram_wire import (
     EDIT_NOT_FOUND,
     NOT_FOUND,
     NOT_MODIFIED,
+    POLLING_CONFLICT,
     QUERY_INVALID,
     TEXT_EMPTY,
     TOO_LONG,
@@ -165,6 +176,9 @@ class TelegramBotApiServer:
         self._runner: web.AppRunner | None = None
         self._delivery: asyncio.Task[None] | None = None
         self.url = ""
+        self.files = FileStore()
+        self.competing = False
+        """While True, getUpdates answers 409 as when another instance polls the bot."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -252,12 +266,124 @@ class TelegramBotApiServer:
         if m := _LEADING_COMMAND_RE.match(text):
             entities.insert(0, {"type": "bot_command", "offset": 0, "length": len(m[0])})
         msg = self._store(chat_id, text, from_bot=False, sender=sender, entities=tuple(entities))
+        self._push_user_message(msg, reply_to_message_id, topic_id)
+        return msg.raw
+
+    def _push_user_message(
+        self, msg: BotMessage, reply_to_message_id: int | None, topic_id: int | None
+    ) -> None:
+        chat_id = msg.chat_id
         if reply_to_message_id is not None:
             msg.raw["reply_to_message"] = self._chats[chat_id].messages[reply_to_message_id].raw
         if topic_id is not None:
             msg.raw.update(message_thread_id=topic_id, is_topic_message=True)
         self._push_update({"message": msg.raw})
+
+    def inject_media(
+        self,
+        chat_id: int,
+        media: dict[str, Any],
+        *,
+        caption: str | None = None,
+        media_group_id: str | None = None,
+        user_id: int = 111,
+        username: str | None = "alice",
+        chat_type: str | None = None,
+        reply_to_message_id: int | None = None,
+        topic_id: int | None = None,
+    ) -> dict[str, Any]:
+        """A user sends a message carrying ``media`` (``{"photo": [...]}`` or
+        ``{"document": {...}}``, from :attr:`files`), with ``caption`` (its mentions and a
+        leading command as ``caption_entities``); returns the Message object."""
+        self.open_chat(chat_id, chat_type=chat_type)
+        sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": "Alice"}
+        if username:
+            sender["username"] = username
+        msg = self._store(chat_id, "", from_bot=False, sender=sender)
+        del msg.raw["text"]
+        msg.raw.update(media)
+        if caption:
+            msg.text = caption
+            msg.raw["caption"] = caption
+            entities = [
+                {"type": "mention", "offset": utf16_len(caption[: m.start()]), "length": len(m[0])}
+                for m in _MENTION_RE.finditer(caption)
+            ]
+            if entities:
+                msg.raw["caption_entities"] = entities
+        if media_group_id is not None:
+            msg.raw["media_group_id"] = media_group_id
+        self._push_user_message(msg, reply_to_message_id, topic_id)
         return msg.raw
+
+    def inject_photo(
+        self,
+        chat_id: int,
+        sizes: list[tuple[int, int, bytes]] | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """A user sends a photo: ``sizes`` as ``(width, height, bytes)`` per resolution
+        (default :func:`~tests.peers.telegram_files.photo_sizes`); ``kwargs`` as
+        :meth:`inject_media`."""
+        photo = self.files.photo(sizes if sizes is not None else photo_sizes(b"photo"))
+        return self.inject_media(chat_id, {"photo": photo}, **kwargs)
+
+    def inject_document(
+        self,
+        chat_id: int,
+        data: bytes,
+        *,
+        mime_type: str,
+        file_name: str,
+        size: int | None = None,
+        announce: bool = True,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        """A user sends a file as a document (``size`` overrides its size; ``announce=False``
+        leaves ``file_size`` out of the Document)."""
+        document = self.files.document(
+            data, mime_type=mime_type, file_name=file_name, size=size, announce=announce
+        )
+        return self.inject_media(chat_id, {"document": document}, **kwargs)
+
+    def inject_album(
+        self, chat_id: int, pictures: list[bytes], *, caption: str | None = None, **kwargs: Any
+    ) -> list[dict[str, Any]]:
+        """A user sends ``pictures`` as one album: one update per photo, one
+        ``media_group_id``, the caption on the first (as Telegram sends it)."""
+        group = f"album{next(self._update_ids)}"
+        return [
+            self.inject_photo(
+                chat_id,
+                photo_sizes(picture, (320, 1280)),
+                caption=caption if index == 0 else None,
+                media_group_id=group,
+                **kwargs,
+            )
+            for index, picture in enumerate(pictures)
+        ]
+
+    def offer_again(self) -> None:
+        """Offer every update again, as after a restart whose last confirmation never
+        reached Telegram (getUpdates confirms an update only by a later call's ``offset``)."""
+        self._confirmed = 0
+        self._notify()
+
+    async def post_again(self, update_id: int) -> int:
+        """POST update ``update_id`` to the webhook once more (Telegram's retry after a
+        failed or slow delivery); returns the webhook's HTTP status."""
+        update = next(u for u in self._updates if u["update_id"] == update_id)
+        headers = {}
+        if self._webhook_secret:
+            headers["X-Telegram-Bot-Api-Secret-Token"] = self._webhook_secret
+        async with ClientSession(timeout=ClientTimeout(total=5)) as session:
+            async with session.post(self.webhook_url, json=update, headers=headers) as response:
+                return response.status
+
+    @property
+    def updates(self) -> list[dict[str, Any]]:
+        """Every update pushed so far, in order."""
+        return list(self._updates)
 
     def inject_callback_query(
         self,
@@ -397,6 +523,9 @@ class TelegramBotApiServer:
                 await self._closing.wait()
 
     async def _handle(self, request: web.Request) -> web.Response:
+        download = re.fullmatch(r"(.*)/file/bot([^/]+)/(.+)", request.path)
+        if download is not None:
+            return self._download(*download.groups())
         match = re.fullmatch(r"/bot([^/]+)/([A-Za-z]+)", request.path)
         if match is None:
             return web.json_response(NOT_FOUND.body(), status=404)
@@ -431,6 +560,14 @@ class TelegramBotApiServer:
             body = {"ok": True, "result": outcome}
         self._notify()
         return web.json_response(body, status=call.status)
+
+    def _download(self, prefix: str, token: str, path: str) -> web.Response:
+        """``[prefix]/file/bot<token>/<file_path>``: the bytes, or 404 as Telegram answers."""
+        data = self.files.download(path, prefix) if token == self.token else None
+        self._notify()
+        if data is None:
+            return web.json_response(NOT_FOUND.body(), status=404)
+        return web.Response(body=data, content_type="application/octet-stream")
 
     def _matching_fault(self, call: Call) -> _Fault:
         for index, (method, where, fault) in enumerate(self._matching_faults):
@@ -568,9 +705,17 @@ class TelegramBotApiServer:
         self.commands = []
         return True
 
+    def _get_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        answer = self.files.get_file(params)
+        if isinstance(answer, ApiError):
+            raise _Rejection(answer)
+        return answer
+
     async def _get_updates(self, params: dict[str, Any]) -> list[dict[str, Any]]:
         if self.webhook_url:
             raise _Rejection(WEBHOOK_CONFLICT)
+        if self.competing:
+            raise _Rejection(POLLING_CONFLICT)
         offset = params.get("offset")
         if isinstance(offset, int) and offset > 0:
             self._confirmed = max(self._confirmed, offset)
@@ -651,6 +796,7 @@ _METHODS: dict[str, Callable[[_S, dict[str, Any]], Any]] = {
     "deletewebhook": _S._delete_webhook,
     "getwebhookinfo": _S._get_webhook_info,
     "getupdates": _S._get_updates,
+    "getfile": _S._get_file,
     "sendmessage": _S._send_message,
     "editmessagetext": _S._edit_message_text,
     "deletemessage": _S._delete_message,

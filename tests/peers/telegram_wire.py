@@ -26,6 +26,7 @@ __all__ = [
     "EDIT_NOT_FOUND",
     "NOT_FOUND",
     "NOT_MODIFIED",
+    "POLLING_CONFLICT",
     "QUERY_INVALID",
     "TEXT_EMPTY",
     "TOO_LONG",
@@ -98,6 +99,11 @@ QUERY_INVALID = ApiError.bad_request(
 )
 UNAUTHORIZED = ApiError(401, "Unauthorized")
 NOT_FOUND = ApiError(404, "Not Found")
+POLLING_CONFLICT = ApiError(
+    409,
+    "Conflict: terminated by other getUpdates request; make sure that only one bot instance "
+    "is running",
+)
 WEBHOOK_CONFLICT = ApiError(
     409,
     "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to "

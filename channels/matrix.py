@@ -52,7 +52,14 @@ import anyio
 import nio
 from nio.crypto import ENCRYPTION_ENABLED
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, Rendering
+from channels.base import (
+    Channel,
+    ChannelHealth,
+    InboundHandler,
+    InboundMessage,
+    MessageRef,
+    Rendering,
+)
 from channels.errors import (
     ChannelStartError,
     ChannelTimeout,
@@ -140,6 +147,7 @@ class MatrixChannel(Channel):
         self._refused: set[str] = set()
         self._serving: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
+        self._sync_problem: str | None = None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -225,6 +233,12 @@ class MatrixChannel(Channel):
         if client is not None:
             await client.close()
 
+    def health(self) -> ChannelHealth:
+        """``degraded`` with the cause while ``/sync`` fails; ``ok`` once a sync succeeds."""
+        if self._sync_problem is not None:
+            return ChannelHealth("degraded", self._sync_problem)
+        return ChannelHealth()
+
     async def serve(self) -> None:
         """The sync loop: each batch's events handed on, then its token saved. Failures are
         logged and retried with backoff (1 s doubling to 30 s)."""
@@ -238,13 +252,16 @@ class MatrixChannel(Channel):
                     )
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     response = None
-                    _LOG.warning("%s: sync failed: %s", self.name, exc)
+                    self._sync_problem = f"sync failed: {exc or type(exc).__name__}"
+                    _LOG.warning("%s: %s", self.name, self._sync_problem)
                 if isinstance(response, nio.SyncResponse):
+                    self._sync_problem = None
                     await self._handle(client, response)
                     await self._set(_TOKEN, response.next_batch)
                     backoff = 1.0
                     continue
                 if response is not None:
+                    self._sync_problem = f"sync refused: {response.status_code or response.message}"
                     _LOG.warning("%s: sync refused: %s", self.name, response.message)
                 with anyio.move_on_after(backoff):  # or until stop()
                     await self._stopped.wait()

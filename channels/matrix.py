@@ -14,7 +14,10 @@ The adapter executes primitive writes; the delivery engine decides what to write
   that returns), so a restart neither answers an old message again nor misses one sent while
   it was down. On the very first start (no token) one sync only takes the token: events from
   before the bot first ran are never answered; the first start's time is kept too, and older
-  events are skipped whatever the token.
+  events are skipped whatever the token. The first sync after each start takes the rooms' full
+  state (``full_state``: member counts decide what is a direct room); a ``limited`` timeline
+  (more than 200 events since the last sync) is completed with ``/messages`` back to the
+  previous token.
 * **Inbound.** ``m.text`` messages (not ``m.notice``: other bots', not edits, not our own)
   become :class:`InboundMessage`: ``chat_id`` the room id, ``sender_id`` and ``sender_name``
   the MXID (the homeserver verifies it), ``is_direct`` for rooms of at most two members,
@@ -94,6 +97,7 @@ _FIRST_FILTER: dict[str, Any] = {**SYNC_FILTER, "room": {"timeline": {"limit": 1
 LIVE_KEY = "org.matrix.msc4357.live"
 _TOKEN, _DEVICE, _FIRST_START = "sync_token", "device_id", "first_start_ms"
 _OWN_EVENTS_KEPT = 2000
+_GAP_PAGES = 20
 _E2E_CAUSE = (
     "end-to-end encryption is not supported by this version"
     if ENCRYPTION_ENABLED
@@ -148,6 +152,7 @@ class MatrixChannel(Channel):
         self._serving: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
         self._sync_problem: str | None = None
+        self._synced = False  # the first sync after start takes the rooms' full state
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -246,9 +251,12 @@ class MatrixChannel(Channel):
         with anyio.CancelScope() as self._serving:
             while self._client is not None:
                 client = self._client
+                since: str | None = client.next_batch
                 try:
                     response = await client.sync(
-                        timeout=self.sync_timeout_ms, sync_filter=SYNC_FILTER
+                        timeout=self.sync_timeout_ms,
+                        sync_filter=SYNC_FILTER,
+                        full_state=not self._synced or None,
                     )
                 except (aiohttp.ClientError, TimeoutError) as exc:
                     response = None
@@ -256,7 +264,8 @@ class MatrixChannel(Channel):
                     _LOG.warning("%s: %s", self.name, self._sync_problem)
                 if isinstance(response, nio.SyncResponse):
                     self._sync_problem = None
-                    await self._handle(client, response)
+                    self._synced = True
+                    await self._handle(client, response, since)
                     await self._set(_TOKEN, response.next_batch)
                     backoff = 1.0
                     continue
@@ -302,13 +311,37 @@ class MatrixChannel(Channel):
                 if not isinstance(joined, nio.JoinResponse):
                     _LOG.warning("%s: could not join %s: %s", self.name, room_id, joined.message)
 
-    async def _handle(self, client: InviteAwareClient, response: nio.SyncResponse) -> None:
+    async def _handle(
+        self, client: InviteAwareClient, response: nio.SyncResponse, since: str | None
+    ) -> None:
         await self._handle_invites(client, response)
         for room_id, room in response.rooms.join.items():
             if not self._allowed_room(room_id):
                 continue
+            if room.timeline.limited and since and room.timeline.prev_batch:
+                for source in await self._gap(client, room_id, room.timeline.prev_batch, since):
+                    await self._on_event(client, room_id, source)
             for event in room.timeline.events:
                 await self._on_event(client, room_id, event.source)
+
+    async def _gap(
+        self, client: InviteAwareClient, room_id: str, start: str, since: str
+    ) -> list[dict[str, Any]]:
+        """The events a ``limited`` sync left out (more than the filter's 200 arrived since
+        ``since``, e.g. while the bot was down), oldest first: ``/messages`` backwards from the
+        timeline's ``prev_batch`` to the previous sync token, at most
+        :data:`_GAP_PAGES` pages of 100 (Client-Server API "Syncing", limited timelines)."""
+        gap: list[dict[str, Any]] = []
+        for _ in range(_GAP_PAGES):
+            page = await client.room_messages(room_id, start, end=since, limit=100)
+            if not isinstance(page, nio.RoomMessagesResponse):
+                _LOG.warning("%s: could not fetch missed events of %s", self.name, room_id)
+                break
+            gap.extend(event.source for event in page.chunk)
+            if not page.chunk or not page.end or page.end == start:
+                break
+            start = page.end
+        return gap[::-1]
 
     async def _on_event(
         self, client: InviteAwareClient, room_id: str, event: dict[str, Any]

@@ -115,6 +115,19 @@ class World:
             await self.channel.wait_replies(before + 1)
         return event_id
 
+    async def add_member(self) -> MatrixUser:
+        """A third user joins the room (it then has more than two members)."""
+        third = self.server.register()
+        invited = await self.human.room_invite(self.room_id, third.user_id)
+        assert isinstance(invited, nio.RoomInviteResponse), invited
+        client = nio_client(self.server, third)
+        try:
+            joined = await client.join(self.room_id)
+            assert isinstance(joined, nio.JoinResponse), joined
+        finally:
+            await client.close()
+        return third
+
     async def timeline(self) -> list[dict[str, Any]]:
         """Every event of the room the human's client has seen, oldest first."""
         self.events.extend(await sync_timeline(self.human, self.room_id))

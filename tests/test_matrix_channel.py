@@ -17,7 +17,7 @@ import pytest
 
 from channels.matrix import LIVE_KEY
 from tests.matrix_harness import PATH, World, matrix_world, running_bot
-from tests.peers.matrix_client import SYNC_FILTER, nio_client, resolve_edits
+from tests.peers.matrix_client import SYNC_FILTER, resolve_edits
 from tests.peers.provider_server import Reply
 from tests.peers.synapse import SynapseHomeserver
 from tests.telegram_harness import pieces_of, reply, text_stream, tool_call_stream, words
@@ -55,23 +55,11 @@ async def test_password_login_no_answer_to_old_messages_or_notices(
     assert _asked(world) == ["a new one"]
 
 
-async def _third_member(world: World) -> None:
-    third = world.server.register()
-    invited = await world.human.room_invite(world.room_id, third.user_id)
-    assert isinstance(invited, nio.RoomInviteResponse), invited
-    client = nio_client(world.server, third)
-    try:
-        joined = await client.join(world.room_id)
-        assert isinstance(joined, nio.JoinResponse), joined
-    finally:
-        await client.close()
-
-
 async def test_in_a_room_of_three_only_a_mention_is_answered_as_a_reply(
     synapse: SynapseHomeserver, tmp_path: Path
 ) -> None:
     async with matrix_world(synapse, tmp_path, [reply(text_stream(["Here."]))]) as world:
-        await _third_member(world)
+        await world.add_member()
         async with running_bot(world):
             await world.ask("talking among ourselves")  # finished at once: not addressed
             asked = await world.ask(

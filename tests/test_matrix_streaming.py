@@ -7,6 +7,7 @@ Real sockets, real time: intervals and counts are scaled down.
 
 from __future__ import annotations
 
+import json
 import logging
 from itertools import pairwise
 from pathlib import Path
@@ -140,6 +141,34 @@ async def test_a_restart_mid_conversation_answers_nothing_twice(
         requests = world.provider.requests_to(PATH)
     assert [b.strip() for b in _shown(events)] == ["Answer one.", "Answer two."]
     assert len(requests) == 2
+
+
+async def test_a_restart_after_more_than_a_sync_page_misses_nothing(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    """While the bot is down, a question and then 210 other messages arrive: more than the
+    sync filter's 200, so the sync after the restart is ``limited`` and the question is only
+    in the gap the adapter fetches with ``/messages``."""
+    replies = [reply(text_stream(["Answer one."])), reply(text_stream(["Caught up."]))]
+    async with matrix_world(synapse, tmp_path, replies) as world:
+        await world.add_member()  # a room of three: unaddressed chatter is not answered
+        mention = {"m.mentions": {"user_ids": [world.bot_user.user_id]}}
+        async with running_bot(world):
+            await world.ask("one", **mention)
+        await world.send({"msgtype": "m.text", "body": "the missed question", **mention})
+        for n in range(210):
+            await world.send({"msgtype": "m.text", "body": f"chatter {n}"})
+        async with running_bot(world):
+            with anyio.fail_after(60):
+                while True:
+                    if len(world.provider.requests_to(PATH)) >= 2:
+                        break
+                    await anyio.sleep(0.2)
+            await anyio.sleep(1.0)
+        asked = [
+            json.loads(r.body)["messages"][-1]["content"] for r in world.provider.requests_to(PATH)
+        ]
+    assert asked == ["one", "the missed question"]
 
 
 async def test_a_secret_split_across_two_paragraphs_never_shows(

@@ -47,7 +47,6 @@ import contextlib
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -70,8 +69,9 @@ from channels.errors import (
     ChannelWriteFailed,
 )
 from channels.limits import MATRIX_LIMITS
+from channels.matrix_approvals import Approvals
+from channels.matrix_content import LIVE_KEY, edit_content, send_content
 from channels.matrix_events import (
-    approval_answer,
     is_edit,
     mentions_user,
     reaction_answer,
@@ -79,7 +79,7 @@ from channels.matrix_events import (
     strip_reply_fallback,
     thread_root,
 )
-from channels.matrix_format import markdown_to_html, message_content
+from channels.matrix_format import markdown_to_html
 from channels.matrix_nio import InviteAwareClient, build_client, translate
 from config.models import MatrixChannelConfig
 
@@ -94,7 +94,6 @@ SYNC_FILTER: dict[str, Any] = {
 }
 """The ``/sync`` filter: a timeline limit (200 events) above the default of 10."""
 _FIRST_FILTER: dict[str, Any] = {**SYNC_FILTER, "room": {"timeline": {"limit": 1}}}
-LIVE_KEY = "org.matrix.msc4357.live"
 _TOKEN, _DEVICE, _FIRST_START = "sync_token", "device_id", "first_start_ms"
 _OWN_EVENTS_KEPT = 2000
 _GAP_PAGES = 20
@@ -104,13 +103,6 @@ _E2E_CAUSE = (
     else "install matrix-nio[e2e]"
 )
 """Why encrypted rooms are refused: the clients are built without e2e in any case."""
-
-
-@dataclass
-class _Approval:
-    room_id: str
-    answered: anyio.Event = field(default_factory=anyio.Event)
-    answer: bool | None = None
 
 
 class MatrixChannel(Channel):
@@ -146,7 +138,7 @@ class MatrixChannel(Channel):
         self._display_name = ""
         self._first_start_ms = 0
         self._own: deque[str] = deque(maxlen=_OWN_EVENTS_KEPT)
-        self._approvals: dict[str, _Approval] = {}
+        self._approvals = Approvals()
         self._warned_encrypted: set[str] = set()
         self._refused: set[str] = set()
         self._serving: anyio.CancelScope | None = None
@@ -363,7 +355,7 @@ class MatrixChannel(Channel):
         if kind == "m.reaction":
             answer = reaction_answer(content)
             if answer is not None and self._allowed_user(sender):
-                self._answer(answer[0], answer[1])
+                self._approvals.answer(*answer)
             return
         if kind != "m.room.message" or content.get("msgtype") != "m.text" or is_edit(content):
             return
@@ -372,7 +364,7 @@ class MatrixChannel(Channel):
             return
         replied = reply_target(content)
         text = strip_reply_fallback(body) if replied else body
-        if self._approval_reply(room_id, sender, replied, text):
+        if self._allowed_user(sender) and self._approvals.answer_text(room_id, replied, text):
             return
         matrix_room = client.rooms.get(room_id)
         members = matrix_room.member_count if matrix_room is not None else 2
@@ -390,27 +382,6 @@ class MatrixChannel(Channel):
                 thread_id=thread_root(content),
             )
         )
-
-    def _approval_reply(self, room_id: str, sender: str, replied: str | None, text: str) -> bool:
-        """True when the message answers an open approval prompt (then it is not a question)."""
-        answer = approval_answer(text)
-        if answer is None or not self._allowed_user(sender):
-            return False
-        target = replied
-        if target not in self._approvals:
-            open_here = [key for key, a in self._approvals.items() if a.room_id == room_id]
-            target = open_here[0] if len(open_here) == 1 else None
-        if target is None:
-            return False
-        return self._answer(target, answer)
-
-    def _answer(self, prompt_id: str, answer: bool) -> bool:
-        approval = self._approvals.get(prompt_id)
-        if approval is None or approval.answered.is_set():
-            return False
-        approval.answer = answer
-        approval.answered.set()
-        return True
 
     # -- primitives -----------------------------------------------------------------------
 
@@ -456,20 +427,16 @@ class MatrixChannel(Channel):
     ) -> MessageRef:
         client = self._connected()
         self._refuse_encrypted(client, chat_id)
-        content = message_content(text, formatted=formatted, msgtype=self._msgtype(formatted))
-        if self._live(formatted):
-            content[LIVE_KEY] = {}
-        if thread_id is not None:
-            content["m.relates_to"] = {
-                "rel_type": "m.thread",
-                "event_id": thread_id,
-                "is_falling_back": reply_to is None,
-                "m.in_reply_to": {"event_id": reply_to or thread_id},
-            }
-        elif reply_to is not None:
-            room = client.rooms.get(chat_id)
-            if room is not None and room.member_count > 2:
-                content["m.relates_to"] = {"m.in_reply_to": {"event_id": reply_to}}
+        room = client.rooms.get(chat_id)
+        content = send_content(
+            text,
+            formatted=formatted,
+            msgtype=self._msgtype(formatted),
+            live=self._live(formatted),
+            thread_id=thread_id,
+            reply_to=reply_to,
+            group=room is not None and room.member_count > 2,
+        )
         sent = await self._call(
             client.room_send(chat_id, "m.room.message", content), length=len(text)
         )
@@ -478,18 +445,13 @@ class MatrixChannel(Channel):
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
         client = self._connected()
-        new = message_content(text, formatted=formatted, msgtype=self._msgtype(formatted))
-        if self._live(formatted):
-            new[LIVE_KEY] = {}
-        html = markdown_to_html(text) if formatted else new["formatted_body"]
-        content = {
-            **new,
-            "body": f"* {text}",
-            "formatted_body": f"* {html}",
-            "m.new_content": new,
-            "m.relates_to": {"rel_type": "m.replace", "event_id": ref.message_id},
-        }
-        content.pop(LIVE_KEY, None)
+        content = edit_content(
+            ref.message_id,
+            text,
+            formatted=formatted,
+            msgtype=self._msgtype(formatted),
+            live=self._live(formatted),
+        )
         await self._call(client.room_send(ref.chat_id, "m.room.message", content), length=len(text))
 
     async def _delete_message(self, ref: MessageRef) -> None:
@@ -508,12 +470,12 @@ class MatrixChannel(Channel):
         ref = await self._send_message(
             chat_id, question, formatted=False, reply_to=None, thread_id=thread_id
         )
-        approval = self._approvals[ref.message_id] = _Approval(chat_id)
+        approval = self._approvals.open(chat_id, ref.message_id)
         try:
             with anyio.move_on_after(self.approval_timeout_secs):
                 await approval.answered.wait()
         finally:
-            del self._approvals[ref.message_id]
+            self._approvals.close(ref.message_id)
         outcome = {True: "✅ Approved", False: "❌ Denied", None: "⌛ No answer: not approved"}
         with contextlib.suppress(Exception):  # the answer stands either way
             await self._edit_message(

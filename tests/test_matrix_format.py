@@ -16,6 +16,8 @@ from channels.errors import (
     MessageGone,
     MessageTooLong,
 )
+from channels.matrix_approvals import Approvals
+from channels.matrix_content import LIVE_KEY, edit_content, send_content
 from channels.matrix_events import (
     approval_answer,
     is_edit,
@@ -132,3 +134,50 @@ def test_a_5xx_answer_did_not_land() -> None:
     response = nio.ErrorResponse("bad gateway")
     response.transport_response = Transport()
     assert isinstance(translate(response, 0), ChannelUnavailable)
+
+
+def test_send_content_relations() -> None:
+    common: dict[str, Any] = {"formatted": True, "msgtype": "m.text", "live": False}
+    direct = send_content("hi", thread_id=None, reply_to="$q", group=False, **common)
+    assert "m.relates_to" not in direct
+    group = send_content("hi", thread_id=None, reply_to="$q", group=True, **common)
+    assert group["m.relates_to"] == {"m.in_reply_to": {"event_id": "$q"}}
+    thread = send_content("hi", thread_id="$root", reply_to=None, group=True, **common)
+    assert thread["m.relates_to"] == {
+        "rel_type": "m.thread",
+        "event_id": "$root",
+        "is_falling_back": True,
+        "m.in_reply_to": {"event_id": "$root"},
+    }
+    live = send_content(
+        "hi", thread_id=None, reply_to=None, group=False, **{**common, "live": True}
+    )
+    assert live[LIVE_KEY] == {}
+
+
+def test_edit_content_is_an_m_replace_with_new_content() -> None:
+    edit = edit_content("$e", "**x**", formatted=True, msgtype="m.text", live=False)
+    assert edit["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$e"}
+    assert edit["body"] == "* **x**"
+    assert edit["formatted_body"] == "* <strong>x</strong>"
+    assert edit["m.new_content"]["body"] == "**x**"
+    assert edit["m.new_content"]["formatted_body"] == "<strong>x</strong>"
+    assert LIVE_KEY not in edit["m.new_content"]
+    preview = edit_content("$e", "x", formatted=False, msgtype="m.notice", live=True)
+    assert preview["m.new_content"][LIVE_KEY] == {}
+    assert preview["m.new_content"]["msgtype"] == "m.notice"
+    assert LIVE_KEY not in preview
+
+
+async def test_approvals_take_the_first_answer_only() -> None:
+    approvals = Approvals()
+    one = approvals.open("!r", "$p1")
+    assert not approvals.answer_text("!r", None, "what?")
+    assert approvals.answer_text("!r", None, "yes")  # the only prompt open in the room
+    assert one.answer is True and one.answered.is_set()
+    assert not approvals.answer("$p1", False)
+    approvals.open("!r", "$p2")
+    approvals.open("!r", "$p3")
+    assert not approvals.answer_text("!r", None, "no")  # two open: which one?
+    assert approvals.answer_text("!r", "$p3", "no")
+    assert not approvals.answer_text("!other", None, "no")

@@ -142,6 +142,9 @@ class ProviderConfig(_Strict):
         default=None, description="where the model supports it"
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
+    max_connections: int = Field(
+        default=1000, ge=1, description="connection pool size: replies streamed at once"
+    )
     vision: bool = Field(
         default=True,
         description="the model reads images; false: images are left out of requests and the "

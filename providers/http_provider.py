@@ -6,7 +6,8 @@ Theory of operation
 Responses, Anthropic Messages, Ollama chat). It owns:
 
 * the httpx client: the one passed in (the caller closes it), else one made by
-  :func:`providers.transport.make_client` and closed by :meth:`HttpModelProvider.aclose`;
+  :func:`providers.transport.make_client` with a pool of ``config.max_connections`` and closed
+  by :meth:`HttpModelProvider.aclose`;
 * the endpoint URL, ``{base_url}{endpoint}``;
 * the request headers: ``accept`` (:attr:`HttpModelProvider.stream_media_type` when streaming,
   JSON otherwise) plus the key's header, ``Authorization: Bearer`` when a key is configured
@@ -58,7 +59,9 @@ class HttpModelProvider(ModelProvider):
         self.name = name
         self.config = config
         self._owns_client = client is None
-        self._client = client if client is not None else make_client()
+        self._client = (
+            client if client is not None else make_client(max_connections=config.max_connections)
+        )
         self._url = f"{config.resolved_base_url}{self.endpoint}"
 
     def supports_streaming(self) -> bool:

@@ -1,25 +1,42 @@
-"""HTTP transport shared by the providers: timeouts and the mapping of failures to our errors.
+"""HTTP transport shared by the providers: timeouts, the pool and the mapping of failures.
 
 Theory of operation
 -------------------
 DESIGN §2 "Timeouts": connecting is bounded by 10 s; waiting for the response headers and reading
 an error body are bounded by ``timeout_secs``; the body of a stream is bounded by a *byte-idle*
-timeout (``stream_idle_timeout_secs``) that every received read resets, so a long answer that keeps
+timeout (``stream_idle_timeout_secs``) that every read resets, so a long answer that keeps
 arriving is never cut by a total deadline. httpx's own read timeout would also bound the headers
-by the idle value, so we give httpx no read timeout and apply both bounds as anyio scopes.
+by the idle value, so we give httpx no read timeout and apply both bounds ourselves.
+
+The idle bound is one watchdog per stream (:class:`IdleWatchdog`), not a cancel scope per read:
+a read only stores the loop's time; one timer per idle period compares that time with the bound
+and, when it is exceeded while a read is waiting, cancels the reading task, which the read turns
+into :class:`providers.errors.ProviderTimeout` (phase ``"idle"``). A scope per read cost more
+than the whole decode (bench/README.md).
+
+The pool holds ``max_connections`` connections per provider (default 1000, DESIGN §2) and waiting
+for one is unbounded: it is not the model's time. The headers bound starts when the connection
+is acquired (httpcore's first trace event), so a queued request is never "the model did not
+answer in time"; an httpx ``PoolTimeout`` from a client with a pool bound is a
+:class:`providers.errors.ProviderConnectionError`, not a timeout.
 
 Every httpx exception is translated once, here, with ``raise ... from exc`` (STYLE §5).
+The watchdog needs the asyncio event loop (uvloop included), the loop relaybot runs on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import math
+import ssl
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+import httpcore
 import httpx
 
 from providers.bounded_json import parse_json
@@ -34,10 +51,13 @@ from providers.errors import (
     StreamProtocolError,
     snippet,
 )
+from providers.net_backend import AsyncioBackend
 
 __all__ = [
     "CONNECT_TIMEOUT_SECS",
+    "DEFAULT_MAX_CONNECTIONS",
     "BodyStream",
+    "IdleWatchdog",
     "error_from_status",
     "make_client",
     "open_stream",
@@ -49,16 +69,51 @@ CONNECT_TIMEOUT_SECS = 10.0
 """Connect timeout in seconds (DESIGN §2)."""
 
 
-def make_client(base_url: str | None = None) -> httpx.AsyncClient:
-    """An httpx client with the connect bound only; reads are bounded by our scopes.
+DEFAULT_MAX_CONNECTIONS = 1000
+"""Connections per provider's pool when the config sets none (DESIGN §2)."""
+
+
+def make_client(
+    base_url: str | None = None,
+    *,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    network_backend: httpcore.AsyncNetworkBackend | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> httpx.AsyncClient:
+    """An httpx client with the connect bound only; reads are bounded by our watchdog and scopes.
+
+    The pool holds up to ``max_connections`` connections, all of which may be kept alive
+    between replies (idle ones close after httpx's 5 s); waiting for one is unbounded. Its
+    sockets are :class:`providers.net_backend.AsyncioBackend`'s unless ``network_backend``
+    says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice). TLS verifies with
+    ``ssl_context``, by default httpx's.
 
     The environment is honoured as the openai and anthropic SDKs honour it (their clients are
     ``httpx.AsyncClient`` with httpx's default ``trust_env=True``): ``HTTPS_PROXY``,
-    ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose the proxy per URL, and
-    ``SSL_CERT_FILE``/``SSL_CERT_DIR`` the CA certificates (DESIGN §2 "Wire formats").
+    ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose the proxy per URL (a proxied URL goes
+    through httpx's own proxy transport), and ``SSL_CERT_FILE``/``SSL_CERT_DIR`` the CA
+    certificates (DESIGN §2 "Wire formats").
     """
-    timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=60.0)
-    return httpx.AsyncClient(timeout=timeout, base_url=base_url or "", trust_env=True)
+    timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=None)
+    limits = httpx.Limits(
+        max_connections=max_connections, max_keepalive_connections=max_connections
+    )
+    client = httpx.AsyncClient(
+        timeout=timeout, limits=limits, base_url=base_url or "", trust_env=True
+    )
+    direct = client._transport
+    if isinstance(direct, httpx.AsyncHTTPTransport):
+        # httpx takes no network backend: the pool of its direct (unproxied) transport is
+        # rebuilt with the same settings and ours; proxied URLs keep httpx's proxy transports.
+        pool = direct._pool
+        direct._pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=network_backend or AsyncioBackend(),
+        )
+    return client
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -109,34 +164,116 @@ def error_from_status(
     return ProviderBadRequest(text, status_code=status, code=code)
 
 
+class IdleWatchdog:
+    """The byte-idle bound of one stream: one timer per idle period, not one scope per read.
+
+    Call :meth:`reading` right before awaiting a read and :meth:`read_done` after it (both
+    cheap: a clock read and a flag). When ``idle_secs`` seconds pass after a read started and it
+    is still waiting, the timer cancels the reading task; :meth:`expired_by` tells the read
+    that the ``CancelledError`` it caught was the watchdog's (and clears that cancellation), so
+    it can raise the timeout instead. A cancellation from anywhere else is never taken for it.
+    While the consumer works between reads nothing is bounded. :meth:`stop` cancels the timer.
+    """
+
+    __slots__ = ("_expired", "_handle", "_idle", "_last", "_loop", "_reading", "_task")
+
+    def __init__(self, idle_secs: float) -> None:
+        self._idle = idle_secs
+        self._loop = asyncio.get_running_loop()
+        self._last = self._loop.time()
+        self._reading = False
+        self._expired = False
+        self._task: asyncio.Task[Any] | None = None
+        self._handle: asyncio.TimerHandle | None = None
+        if math.isfinite(idle_secs):
+            self._handle = self._loop.call_at(self._last + idle_secs, self._check)
+
+    def reading(self) -> None:
+        """A read is about to be awaited by the current task."""
+        self._last = self._loop.time()
+        self._reading = True
+        if self._task is None:
+            self._task = asyncio.current_task()
+
+    def read_done(self) -> None:
+        """The read returned (or raised)."""
+        self._reading = False
+
+    def expired_by(self) -> bool:
+        """True when the ``CancelledError`` being handled is the watchdog's alone.
+
+        Then that cancellation is withdrawn (``Task.uncancel``); when another one is also
+        pending, it stays and this returns False, so the caller re-raises it.
+        """
+        if not self._expired or self._task is None:
+            return False
+        self._expired = False
+        return self._task.uncancel() == 0
+
+    def stop(self) -> None:
+        """Cancel the timer (idempotent)."""
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _check(self) -> None:
+        now = self._loop.time()
+        due = self._last + self._idle
+        if not self._reading:
+            # The consumer is busy between reads: the next read, whenever it starts, is due
+            # no earlier than one bound from now.
+            self._handle = self._loop.call_at(now + self._idle, self._check)
+        elif now >= due - 1e-3 and self._task is not None:
+            self._handle = None
+            self._expired = True
+            self._task.cancel()
+        else:  # a read started after the timer was set: look again when it is due
+            self._handle = self._loop.call_at(due, self._check)
+
+
 class BodyStream:
-    """The body of a 2xx streaming response, read with the byte-idle bound."""
+    """The body of a 2xx streaming response, read under the byte-idle bound (seconds)."""
 
     def __init__(self, response: httpx.Response, idle_timeout_secs: float) -> None:
         self._response = response
         self._idle = idle_timeout_secs
-        self._iter = response.aiter_bytes()
+        # Without a content coding the raw bytes are the body: skip httpx's decoder layer.
+        coding = response.headers.get("content-encoding", "identity").strip().lower()
+        plain = coding in ("", "identity")
+        self._iter = response.aiter_raw() if plain else response.aiter_bytes()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
 
     async def _chunks(self) -> AsyncIterator[bytes]:
-        while True:
-            try:
-                with anyio.fail_after(self._idle):
-                    chunk = await self._iter.__anext__()
-            except StopAsyncIteration:
-                return
-            except TimeoutError as exc:
-                raise ProviderTimeout(
-                    f"no bytes for {self._idle:g} s (stream_idle_timeout_secs)", phase="idle"
-                ) from exc
-            except httpx.TransportError as exc:
-                raise ProviderConnectionError(f"connection broke while reading: {exc!r}") from exc
-            except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
-                raise StreamProtocolError(f"the body could not be decoded: {exc}") from exc
-            if chunk:
-                yield chunk
+        watchdog = IdleWatchdog(self._idle)
+        read = self._iter.__anext__
+        try:
+            while True:
+                watchdog.reading()
+                try:
+                    chunk = await read()
+                except StopAsyncIteration:
+                    return
+                except asyncio.CancelledError:
+                    if watchdog.expired_by():
+                        raise ProviderTimeout(
+                            f"no bytes for {self._idle:g} s (stream_idle_timeout_secs)",
+                            phase="idle",
+                        ) from None
+                    raise
+                except httpx.TransportError as exc:
+                    raise ProviderConnectionError(
+                        f"connection broke while reading: {exc!r}"
+                    ) from exc
+                except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
+                    raise StreamProtocolError(f"the body could not be decoded: {exc}") from exc
+                finally:
+                    watchdog.read_done()
+                if chunk:
+                    yield chunk
+        finally:
+            watchdog.stop()
 
 
 @asynccontextmanager
@@ -151,23 +288,41 @@ async def open_stream(
 ) -> AsyncIterator[BodyStream]:
     """POST ``json_body`` and yield the 2xx body as a :class:`BodyStream`.
 
+    ``timeout_secs`` bounds the headers from the moment a pooled connection is acquired (the
+    wait for one is not bounded here), then the error body of a non-2xx answer.
+
     Raises:
         ProviderTimeout: connect (10 s) or headers/error body (``timeout_secs``) took too long.
-        ProviderConnectionError: could not connect.
+        ProviderConnectionError: could not connect, or a pool bound of the client ran out.
         ProviderError: a typed error for a non-2xx answer (see :func:`error_from_status`).
     """
     request = client.build_request("POST", url, json=json_body, headers=headers)
+    scope = anyio.CancelScope()
+    acquired = False
+
+    async def on_trace(name: str, info: dict[str, Any]) -> None:
+        # httpcore's first event (connect or send headers) comes once a pooled connection is
+        # ours: the headers bound starts there, so waiting in the pool is not counted.
+        nonlocal acquired
+        if not acquired:
+            acquired = True
+            scope.deadline = anyio.current_time() + timeout_secs
+
+    request.extensions["trace"] = on_trace
+    if not isinstance(getattr(client, "_transport", None), httpx.AsyncHTTPTransport):
+        # Not httpcore (a mounted or mock transport): no trace events, bound from now.
+        scope.deadline = anyio.current_time() + timeout_secs
     try:
-        with anyio.fail_after(timeout_secs):
+        with scope:
             response = await client.send(request, stream=True)
-    except TimeoutError as exc:
-        raise ProviderTimeout(
-            f"no response headers within {timeout_secs:g} s", phase="headers"
-        ) from exc
+    except httpx.PoolTimeout as exc:
+        raise ProviderConnectionError(f"no free connection to {url}: {exc!r}") from exc
     except httpx.TimeoutException as exc:
         raise ProviderTimeout(f"connect timed out: {exc!r}", phase="connect") from exc
     except httpx.TransportError as exc:
         raise ProviderConnectionError(f"could not connect to {url}: {exc!r}") from exc
+    if scope.cancelled_caught:
+        raise ProviderTimeout(f"no response headers within {timeout_secs:g} s", phase="headers")
     try:
         if response.status_code >= 300:
             try:
@@ -201,6 +356,8 @@ async def post_json(
             response = await client.post(url, json=json_body, headers=headers)
     except TimeoutError as exc:
         raise ProviderTimeout(f"no answer within {timeout_secs:g} s", phase="total") from exc
+    except httpx.PoolTimeout as exc:
+        raise ProviderConnectionError(f"no free connection to {url}: {exc!r}") from exc
     except httpx.TimeoutException as exc:
         raise ProviderTimeout(f"connect timed out: {exc!r}", phase="connect") from exc
     except httpx.TransportError as exc:

@@ -1,0 +1,235 @@
+"""``python -m bench``: every benchmark, then one summary table (figures and targets).
+
+Sections: parse (:mod:`bench.parse`), pipeline (:mod:`bench.pipeline`), scale
+(:mod:`bench.scale`), redaction (``bench/redaction.py``, called, at 4 KB / 64 KB / 1 MB with
+deltas of 3–6 characters), and every other ``bench/*.py`` script that exposes ``main()``
+(``delivery``, ``decoders``, ``false_positives``... when present), run as they are.
+
+``--smoke`` runs tiny sizes (a few seconds; the SDK clients only when installed), for the test
+suite. ``--only parse,scale`` picks sections. Under 5 minutes in full on 2 shared cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import math
+import random
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import parse, pipeline, scale
+
+BENCH = Path(__file__).resolve().parent
+OWN = {"__init__", "__main__", "channels", "parse", "pipeline", "scale", "server", "streams"}
+SECTIONS = ("parse", "pipeline", "scale", "redaction", "extra")
+
+Row = tuple[str, str, str, str]  # figure, value, target, met
+
+
+def _have(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _fmt(value: float, unit: str = "") -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "n/a"
+    return f"{value:,.2f}{unit}" if abs(value) < 100 else f"{value:,.0f}{unit}"
+
+
+def _met(ok: bool | None) -> str:
+    return "-" if ok is None else ("yes" if ok else "NO")
+
+
+def _parse(smoke: bool) -> list[Row]:
+    sdks = _have("openai") and _have("anthropic")
+    if smoke:
+        with parse.running_server() as url:
+            figures = {
+                c: v[0] for c, v in parse.measure(url, ("ours_openai_chat",), 200, 1).items()
+            }
+        print("parse (smoke): " + ", ".join(f"{c} {v:.1f} µs/event" for c, v in figures.items()))
+        return [(f"parse {c} µs/event", _fmt(v), "", "-") for c, v in figures.items()]
+    if not sdks:
+        raise SystemExit("the parse section needs the SDKs: pip install -e '.[bench]'")
+    s = parse.run()
+    rows: list[Row] = [
+        ("parse ours openai_chat µs/event", _fmt(s["ours_openai_chat"]), "", "-"),
+        ("parse openai SDK µs/event", _fmt(s["sdk_openai"]), "", "-"),
+        ("openai_ratio (SDK / ours)", _fmt(s["openai_ratio"]), ">= 5",
+         _met(s["openai_ratio"] >= 5)),
+        ("parse ours anthropic µs/event", _fmt(s["ours_anthropic"]), "", "-"),
+        ("parse anthropic SDK µs/event", _fmt(s["sdk_anthropic"]), "", "-"),
+        ("anthropic_ratio (SDK / ours)", _fmt(s["anthropic_ratio"]), ">= 1.5",
+         _met(s["anthropic_ratio"] >= 1.5)),
+        ("parse ours responses µs/event", _fmt(s["ours_openai_responses"]), "", "-"),
+        ("parse ours ollama µs/event", _fmt(s["ours_ollama"]), "", "-"),
+        ("trickled ours openai_chat µs/event", _fmt(s["trickle_ours_openai_chat"]), "", "-"),
+        ("trickled ours openai_chat on uvloop",
+         _fmt(s["trickle_ours_openai_chat_uvloop"]), "", "-"),
+        ("trickled openai_ratio", _fmt(s["trickle_openai_ratio"]), "", "-"),
+        ("trickled ours anthropic µs/event", _fmt(s["trickle_ours_anthropic"]), "", "-"),
+        ("trickled anthropic_ratio", _fmt(s["trickle_anthropic_ratio"]), "", "-"),
+    ]  # fmt: skip
+    for key in ("openai_chat", "anthropic"):
+        if f"decode_orjson_{key}" in s:
+            rows.append(
+                (f"JSON parse {key} json/orjson/json_fast µs",
+                 f"{s[f'decode_json_{key}']:.2f} / {s[f'decode_orjson_{key}']:.2f} / "
+                 f"{s[f'decode_json_fast_{key}']:.2f}", "", "-")
+            )  # fmt: skip
+    return rows
+
+
+def _pipeline(smoke: bool) -> list[Row]:
+    lengths = (200,) if smoke else (1000, 8000)
+    s = pipeline.run(lengths, 1 if smoke else 5)
+    rows: list[Row] = []
+    for n in lengths:
+        mean = s[f"{n}_mean"]
+        rows.append((f"pipeline {n} deltas: mean µs/delta", _fmt(mean), "< 25", _met(mean < 25)))
+        rows.append((f"pipeline {n} deltas: median / p99 µs",
+                     f"{_fmt(s[f'{n}_median'])} / {_fmt(s[f'{n}_p99'])}", "", "-"))  # fmt: skip
+        rows.append((f"pipeline {n}: policy / delivery / rest µs",
+                     f"{_fmt(s[f'{n}_policy'])} / {_fmt(s[f'{n}_delivery'])} / "
+                     f"{_fmt(s[f'{n}_rest'])}", "", "-"))  # fmt: skip
+    return rows
+
+
+def _scale(smoke: bool) -> list[Row]:
+    ns = (3,) if smoke else (100, 500, 1000)
+    s = scale.run(ns, 10 if smoke else 186, () if smoke or not _have("uvloop") else (500,))
+    rows: list[Row] = []
+    for n in ns:
+        p = f"asyncio_{n}"
+        done = int(s[f"{p}_completed"])
+        rows.append((f"scale N={n}: completed", f"{done}/{n}", "all" if n == 1000 else "",
+                     _met(done == n) if n == 1000 else "-"))  # fmt: skip
+        rows.append((f"scale N={n}: TTFT p99 / lag p50 / p99 ms",
+                     f"{_fmt(s[f'{p}_ttft_p99_ms'])} / {_fmt(s[f'{p}_lag_p50_ms'])} / "
+                     f"{_fmt(s[f'{p}_lag_p99_ms'])}", "", "-"))  # fmt: skip
+        rows.append((f"scale N={n}: peak RSS MB / KB per conv / µs per delta",
+                     f"{_fmt(s[f'{p}_peak_rss_mb'])} / {_fmt(s[f'{p}_rss_per_conv_kb'])} / "
+                     f"{_fmt(s[f'{p}_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
+    if "uvloop_500_completed" in s:
+        rows.append(("scale N=500 on uvloop: lag p99 ms / µs per delta",
+                     f"{_fmt(s['uvloop_500_lag_p99_ms'])} / "
+                     f"{_fmt(s['uvloop_500_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
+    per_conv = s[f"asyncio_{ns[-1]}_rss_per_conv_kb"]
+    rows.append((f"RSS per conversation (N={ns[-1]}) KB", _fmt(per_conv), "< 100",
+                 _met(per_conv < 100)))  # fmt: skip
+    sustained = s["sustained_deltas_per_s"]
+    rows.append(("deltas/s sustained, lag p99 < 100 ms", _fmt(sustained), ">= 25,000",
+                 _met(sustained >= 25_000)))  # fmt: skip
+    rows.append(("deltas/s per core from CPU per delta", _fmt(s["capacity_deltas_per_s"]),
+                 ">= 25,000", _met(s["capacity_deltas_per_s"] >= 25_000)))  # fmt: skip
+    return rows
+
+
+def _redaction(smoke: bool) -> list[Row]:
+    """``bench/redaction.py``'s window timing at three sizes, fed deltas of 3–6 characters."""
+    module = importlib.import_module("bench.redaction")
+    answer: Callable[[int], str] | None = getattr(module, "answer", None)
+    time_window = getattr(module, "time_window", None)
+    if answer is None or time_window is None:
+        return _run_main("redaction", module.main)
+    from orchestrator.policy import Redactor
+
+    redactor = Redactor()
+    sizes = (("4 KB", 4096),) if smoke else (("4 KB", 4096), ("64 KB", 65536), ("1 MB", 2**20))
+    rows: list[Row] = []
+    print("redaction window, deltas of 3-6 characters: ns/byte")
+    for label, size in sizes:
+        text = answer(size)
+        rng = random.Random(3)
+        pieces, pos = [], 0
+        while pos < len(text):
+            step = rng.randint(3, 6)
+            pieces.append(text[pos : pos + step])
+            pos += step
+        repeats = 1 if smoke else max(3, (4 * 2**20) // size // 8)
+        seconds = time_window(redactor, pieces, repeats)
+        ns_per_byte = seconds / len(text.encode()) * 1e9
+        print(f"  {label:>6}: {ns_per_byte:7.1f} ns/byte ({len(pieces)} deltas)")
+        rows.append((f"redaction {label} ns/byte", _fmt(ns_per_byte), "", "-"))
+    return rows
+
+
+def _run_main(name: str, fn: Callable[[], object]) -> list[Row]:
+    """Run another script's ``main()`` as it is; its output is shown, its exit code noted."""
+    start = time.process_time()
+    saved = sys.argv
+    sys.argv = [f"bench/{name}.py"]
+    try:
+        code = fn()
+    except SystemExit as exc:
+        code = exc.code
+    finally:
+        sys.argv = saved
+    cpu = time.process_time() - start
+    return [(f"{name}.py main()", f"exit {code or 0}, {cpu:.1f} s CPU", "exit 0",
+             _met(not code))]  # fmt: skip
+
+
+def _extra(smoke: bool) -> list[Row]:
+    rows: list[Row] = []
+    for path in sorted(BENCH.glob("*.py")):
+        name = path.stem
+        if name in OWN or name == "redaction":
+            continue
+        module = importlib.import_module(f"bench.{name}")
+        if callable(getattr(module, "main", None)):
+            print(f"{name}:")
+            rows += _run_main(name, module.main)
+    return rows
+
+
+RUNNERS: dict[str, Callable[[bool], list[Row]]] = {
+    "parse": _parse,
+    "pipeline": _pipeline,
+    "scale": _scale,
+    "redaction": _redaction,
+    "extra": _extra,
+}
+
+
+def table(rows: list[Row]) -> str:
+    """The summary table as text."""
+    head: Row = ("figure", "value", "target", "met")
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(4)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *rows]]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes (a few seconds)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    chosen = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(chosen) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    if args.smoke and "extra" in chosen:
+        chosen.remove("extra")  # other scripts have no tiny sizes
+    started = time.monotonic()
+    rows: list[Row] = []
+    for section in chosen:
+        print(f"== {section}", flush=True)
+        rows += RUNNERS[section](args.smoke)
+    print()
+    if args.smoke:  # tiny sizes say nothing about the targets
+        rows = [(figure, value, "", "-") for figure, value, _, _ in rows]
+    print(f"summary ({time.monotonic() - started:.0f} s wall)")
+    print(table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        raise SystemExit(main())

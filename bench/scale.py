@@ -1,0 +1,212 @@
+"""Scale: N concurrent conversations streaming at 50 deltas/s through the whole pipeline.
+
+For each N (default 100, 500, 1000) a fresh client process (pinned to one core with
+``taskset``) starts N conversations at once against the loopback server (:mod:`bench.server`,
+on the other core): ``openai_chat`` provider with its default pool, the real round runner, turn
+loop, outbound policy, store (SQLite in a temporary directory) and delivery driver, into one
+:class:`bench.channels.RecordingChannel` (``partial`` mode, one write per second per chat as
+Telegram's default). Each answer is about 2 KB: ``deltas`` deltas of 11 characters, each
+carrying its send time, one per 20 ms.
+
+Figures per N: conversations completed (``ok``), TTFT p99 (start of the turn to the chat's
+first write, ms), edit lag p50/p99 (how late a write came against when it was due: the draft
+interval after the previous write, or when the server sent the delta that released its new
+text, whichever is later; see :mod:`bench.channels`; ms), peak RSS of
+the process and peak RSS per conversation above the process's RSS before the conversations
+started (KB), CPU per delta (process CPU time / deltas delivered, µs). The deltas per second
+one core sustains is the largest offered load (N × 50) whose edit lag p99 stayed under
+100 ms; ``capacity`` is 1e6 / CPU per delta.
+
+Usage: ``python -m bench.scale [--n 100 500 1000] [--deltas 186] [--uvloop]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+__all__ = ["main", "run"]
+
+ROOT = Path(__file__).resolve().parents[1]
+RATE = 50  # deltas per second per conversation
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() // 1024
+
+
+def _pct(values: list[float], q: int) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100)[q - 1]
+
+
+async def _client(url: str, n: int, deltas: int) -> dict[str, float]:
+    import anyio
+
+    from bench.channels import RecordingChannel, StampingPolicies
+    from channels.base import InboundMessage
+    from config.models import AgentConfig, PolicyConfig, ProviderConfig
+    from orchestrator.policy import OutboundPolicy
+    from orchestrator.rounds import ChainEntry, RoundRunner
+    from orchestrator.store import Store
+    from orchestrator.tools import ToolRegistry
+    from orchestrator.turn import TurnRunner
+    from providers.registry import build_provider
+
+    gap_us = 1_000_000 // RATE
+    config = ProviderConfig(
+        kind="openai_chat",
+        base_url=url + "/v1",
+        api_key="sk-bench",
+        model=f"bench:{deltas}:{gap_us}:1",
+    )
+    provider = build_provider("bench", config)
+    outcomes: list[str] = []
+    starts: dict[str, float] = {}
+    channel = RecordingChannel()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(Path(tmp) / "bench.db")
+        turns = TurnRunner(
+            agent=AgentConfig(providers=["bench"], tools=[]),
+            rounds=RoundRunner([ChainEntry(provider, config)]),
+            tools=ToolRegistry({}),
+            store=store,
+            policies=StampingPolicies(OutboundPolicy.from_config(PolicyConfig()), channel),
+        )
+
+        async def conversation(i: int) -> None:
+            chat = f"c{i}"
+            starts[chat] = time.monotonic()
+            inbound = InboundMessage("bench", chat, "u1", "user", "tell me", f"m{i}")
+            outcomes.append((await turns.run(channel, inbound)).outcome)
+
+        base_rss = _rss_kb()
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        async with anyio.create_task_group() as group:
+            for i in range(n):
+                group.start_soon(conversation, i)
+        cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        await provider.aclose()
+        store.close()
+    if outcomes and not channel.first_write:
+        raise RuntimeError("the channel got no write: its primitives no longer match Channel's")
+    ttft = [
+        (channel.first_write[c] - s) * 1000 for c, s in starts.items() if c in channel.first_write
+    ]
+    lags = [lag * 1000 for lag in channel.lags]
+    completed = outcomes.count("ok")
+    return {
+        "n": n,
+        "completed": completed,
+        "failed": n - completed,
+        "ttft_p99_ms": _pct(ttft, 99),
+        "lag_p50_ms": _pct(lags, 50),
+        "lag_p99_ms": _pct(lags, 99),
+        "peak_rss_mb": peak_kb / 1024,
+        "rss_per_conv_kb": (peak_kb - base_rss) / n,
+        "cpu_us_per_delta": cpu / max(1, completed * deltas) * 1e6,
+        "wall_s": wall,
+        "writes": channel.writes,
+    }
+
+
+def client_main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--client", action="store_true")
+    parser.add_argument("--url", required=True)
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--deltas", type=int, default=186)
+    parser.add_argument("--uvloop", action="store_true")
+    args = parser.parse_args(argv)
+    coro = _client(args.url, args.n, args.deltas)
+    if args.uvloop:
+        import uvloop
+
+        result = uvloop.run(coro)
+    else:
+        result = asyncio.run(coro)
+    print(json.dumps(result))
+    return 0
+
+
+def measure(
+    url: str, n: int, deltas: int, *, uvloop: bool = False, core: int = 1
+) -> dict[str, float]:
+    from bench.parse import _pin
+
+    cmd = [*_pin(core), sys.executable, "-m", "bench.scale", "--client", "--url", url,
+           "--n", str(n), "--deltas", str(deltas)] + (["--uvloop"] if uvloop else [])  # fmt: skip
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(f"scale N={n} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def run(
+    ns: tuple[int, ...] = (100, 500, 1000), deltas: int = 186, uvloop_n: tuple[int, ...] = ()
+) -> dict[str, float]:
+    """The scale section; returns the summary figures."""
+    from bench.parse import running_server
+
+    rows = []
+    with running_server() as url:
+        for n in ns:
+            rows.append(("asyncio", measure(url, n, deltas)))
+        for n in uvloop_n:
+            rows.append(("uvloop", measure(url, n, deltas, uvloop=True)))
+    print(f"scale: N conversations at {RATE} deltas/s, {deltas} deltas of 11 characters each")
+    print(f"  {'loop':8} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
+          f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'wall s':>7}")  # fmt: skip
+    summary: dict[str, float] = {}
+    sustained = 0
+    for loop, r in rows:
+        print(
+            f"  {loop:8} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
+            f"{r['lag_p50_ms']:6.0f}ms {r['lag_p99_ms']:6.0f}ms {r['peak_rss_mb']:7.0f}MB "
+            f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['wall_s']:7.1f}"
+        )
+        prefix = f"{loop}_{int(r['n'])}"
+        for key in ("completed", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
+                    "peak_rss_mb", "rss_per_conv_kb", "cpu_us_per_delta"):  # fmt: skip
+            summary[f"{prefix}_{key}"] = r[key]
+        if loop == "asyncio" and r["lag_p99_ms"] < 100 and r["failed"] == 0:
+            sustained = max(sustained, int(r["n"]) * RATE)
+    asyncio_rows = [r for loop, r in rows if loop == "asyncio"]
+    cpu = min(r["cpu_us_per_delta"] for r in asyncio_rows)
+    summary["sustained_deltas_per_s"] = sustained
+    summary["capacity_deltas_per_s"] = 1e6 / cpu
+    print(
+        f"  sustained with edit lag p99 < 100 ms: {sustained} deltas/s; "
+        f"capacity from CPU per delta: {1e6 / cpu:.0f} deltas/s per core"
+    )
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--client" in argv:
+        return client_main(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[100, 500, 1000])
+    parser.add_argument("--deltas", type=int, default=186)
+    parser.add_argument("--uvloop", type=int, nargs="*", default=[], help="N to run on uvloop")
+    args = parser.parse_args(argv)
+    run(tuple(args.n), args.deltas, tuple(args.uvloop))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

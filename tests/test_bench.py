@@ -1,0 +1,74 @@
+"""The benchmark runner (bench/): its bodies decode to the text they were built from, with our
+providers over real HTTP from the bench's own loopback server, and ``python -m bench --smoke``
+runs every section end to end and prints the summary table (figures only: no timing asserts)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.parse import running_server
+from bench.streams import FORMATS, deltas, read_stamps, stamp
+from config.models import ProviderConfig
+from providers.base import ChatMessage, ChatRequest
+from providers.events import Final, TextDelta
+from providers.registry import build_provider
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_stamp_reads_back_as_its_time_to_the_microsecond() -> None:
+    text = "".join(stamp(t) for t in (1.0, 12_345.678901, 987_654.000001))
+    assert len(stamp(1.0)) == 11
+    assert read_stamps(text) == pytest.approx([1.0, 12_345.678901, 987_654.000001], abs=1e-6)
+
+
+def test_deltas_are_three_to_six_characters() -> None:
+    assert {len(d) for d in deltas(500)} <= {3, 4, 5, 6}
+
+
+@pytest.mark.parametrize("kind", sorted(FORMATS))
+@pytest.mark.parametrize("gap_us", [0, 300])
+def test_every_bench_stream_decodes_to_its_deltas(kind: str, gap_us: int) -> None:
+    import asyncio
+
+    async def read(url: str) -> tuple[str, list[object]]:
+        base = url if kind == "ollama" else url + "/v1"
+        config = ProviderConfig(kind=kind, base_url=base, api_key="k", model=f"bench:50:{gap_us}:0")  # type: ignore[arg-type]
+        provider = build_provider("bench", config)
+        text, finals = [], []
+        try:
+            async for event in provider.stream(ChatRequest(messages=(ChatMessage("user", "hi"),))):
+                if isinstance(event, TextDelta):
+                    text.append(event.chunk.delta)
+                elif isinstance(event, Final):
+                    finals.append(event)
+        finally:
+            await provider.aclose()
+        return "".join(text), finals
+
+    with running_server(core=0) as url:
+        text, finals = asyncio.run(read(url))
+    assert text == "".join(deltas(50))
+    assert finals == [Final("stop", finals[0].raw_finish_reason)]  # type: ignore[union-attr]
+
+
+def test_the_smoke_run_prints_the_summary_table() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "bench", "--smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = out.stdout.split("summary (", 1)[1]
+    for figure in ("parse ours_openai_chat", "pipeline 200 deltas", "scale N=3: completed",
+                   "redaction 4 KB"):  # fmt: skip
+        assert figure in summary
+    assert "3/3" in summary  # every smoke conversation completed
+    assert "n/a" not in summary  # and every figure was measured

@@ -1,0 +1,166 @@
+"""The providers' network backend (providers/net_backend.py) under httpx, over real sockets on
+127.0.0.1: TLS, bodies larger than its read buffer read slowly, connection reuse and refusal,
+a server that closes an idle kept-alive connection, and a body cut short."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+import trustme
+
+from providers.errors import ProviderConnectionError
+from providers.net_backend import READ_BUFFER_BYTES
+from providers.transport import make_client, open_stream
+
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def serving(handler: Handler, tls: ssl.SSLContext | None = None) -> AsyncIterator[int]:
+    async def quiet(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A handler still waiting when the test ends is cancelled: end it without noise.
+        try:
+            await handler(reader, writer)
+        except (asyncio.CancelledError, asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(quiet, "127.0.0.1", 0, ssl=tls)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bool:
+    """Read one request (head and Content-Length body); False at EOF."""
+    head = await reader.readuntil(b"\r\n\r\n") if not reader.at_eof() else b""
+    if not head:
+        return False
+    length = 0
+    for line in head.decode().split("\r\n"):
+        if line.lower().startswith("content-length:"):
+            length = int(line.split(":")[1])
+    await reader.readexactly(length)
+    return True
+
+
+def reply(body: bytes, *, close: bool = False) -> bytes:
+    connection = b"close" if close else b"keep-alive"
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"content-length: %d\r\nconnection: %s\r\n\r\n%s" % (len(body), connection, body)
+    )
+
+
+async def read_body(client_url: str, **client: object) -> bytes:
+    async with make_client(**client) as http:  # type: ignore[arg-type]
+        opening = open_stream(
+            http, client_url, json_body={}, headers={}, timeout_secs=10, idle_timeout_secs=10
+        )
+        async with opening as body:
+            return b"".join([chunk async for chunk in body])
+
+
+async def test_a_stream_over_tls_arrives_whole() -> None:
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_ctx)
+    client_ctx = ssl.create_default_context()
+    ca.configure_trust(client_ctx)
+    body = b"".join(b"data: %d\n\n" % i for i in range(2000))
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(reply(body))
+        await writer.drain()
+        writer.close()
+
+    async with serving(handler, server_ctx) as port:
+        got = await read_body(f"https://localhost:{port}/v1/x", ssl_context=client_ctx)
+    assert got == body
+
+
+async def test_a_tls_server_with_an_untrusted_certificate_is_a_connection_error() -> None:
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    trustme.CA().issue_cert("localhost").configure_cert(server_ctx)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    async with serving(handler, server_ctx) as port:
+        with pytest.raises(ProviderConnectionError):
+            await read_body(f"https://localhost:{port}/v1/x")
+
+
+async def test_a_body_larger_than_the_read_buffer_read_slowly_arrives_intact() -> None:
+    body = bytes(range(256)) * (3 * READ_BUFFER_BYTES // 256)
+    seen = bytearray()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(reply(body))
+        await writer.drain()
+        writer.close()
+
+    async with serving(handler) as port, make_client() as http:
+        opening = open_stream(
+            http, f"http://127.0.0.1:{port}/x", json_body={}, headers={},
+            timeout_secs=10, idle_timeout_secs=10,
+        )  # fmt: skip
+        async with opening as stream:
+            async for chunk in stream:
+                seen += chunk
+                await asyncio.sleep(0.001)  # the socket fills while the consumer works
+    assert bytes(seen) == body
+
+
+async def test_kept_alive_connections_are_reused_and_a_closed_one_is_not() -> None:
+    # Each connection serves three requests, then the server closes it (after a reply that
+    # said keep-alive): the fourth request must see the idle connection closed and open anew.
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        for _ in range(3):
+            if not await read_request(reader):
+                break
+            writer.write(reply(b"data: x\n\n"))
+            await writer.drain()
+        writer.close()
+
+    async with serving(handler) as port, make_client() as http:
+        url = f"http://127.0.0.1:{port}/x"
+        seen = []
+        for _ in range(4):
+            async with open_stream(
+                http, url, json_body={}, headers={}, timeout_secs=5, idle_timeout_secs=5
+            ) as body:
+                assert b"".join([c async for c in body]) == b"data: x\n\n"
+            seen.append(connections)
+            await asyncio.sleep(0.05)  # the close reaches the client
+    assert seen == [1, 1, 1, 2]
+
+
+async def test_a_refused_connection_is_a_connection_error() -> None:
+    async with serving(lambda r, w: asyncio.sleep(0)) as port:
+        pass  # closed: nothing listens on the port now
+    with pytest.raises(ProviderConnectionError):
+        await read_body(f"http://127.0.0.1:{port}/x")
+
+
+async def test_a_body_cut_short_is_a_connection_error() -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        whole = reply(b"data: 1\n\ndata: 2\n\n")
+        writer.write(whole[:-5])
+        await writer.drain()
+        writer.close()
+
+    async with serving(handler) as port:
+        with pytest.raises(ProviderConnectionError):
+            await read_body(f"http://127.0.0.1:{port}/x")

@@ -1,4 +1,4 @@
-"""Cost of the provider decoders (DESIGN §2 "Wire formats": bounded and linear).
+"""Cost of the provider decoders (architecture §2 "Wire formats": bounded and linear).
 
 Three measurements:
 

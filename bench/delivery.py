@@ -1,4 +1,4 @@
-"""Delivery engine cost per delta for answers of 2 KB, 22 KB and 259 KB (DESIGN §3).
+"""Delivery engine cost per delta for answers of 2 KB, 22 KB and 259 KB (architecture §3).
 
 The engine keeps its layout incrementally (an append costs its own length; frozen messages are
 never laid out again), so the cost per delta must stay flat with the answer's length: within

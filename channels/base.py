@@ -1,4 +1,4 @@
-"""The channel seam (DESIGN §3): what every chat network adapter provides.
+"""The channel seam (architecture §3): what every chat network adapter provides.
 
 A channel adapter executes primitive writes (send, edit, delete, typing) and turns the network's
 updates into :class:`InboundMessage`. It never decides *what* to write: the delivery engine does.
@@ -57,7 +57,7 @@ class Attachment:
     ``size`` is the file's size in bytes as the network announced it (``None`` when unknown).
     ``data`` is empty when the channel did not fetch the file: it was larger than the
     channel's ``max_image_bytes`` or its type is not one of :data:`IMAGE_TYPES`; the
-    orchestrator then refuses the message with a one-line notice (DESIGN §3 "attachments").
+    orchestrator then refuses the message with a one-line notice (architecture §3 "attachments").
     """
 
     mime_type: str
@@ -82,8 +82,10 @@ class ChannelHealth:
 class InboundMessage:
     """A message a user sent to the bot.
 
-    ``sender_name`` is ``"@handle"`` when the network verifies it (``allowed_users`` may name
-    it), otherwise a display name the user chose (shown, never used for access).
+    ``sender_name`` is what the chat shows of the sender: ``"@handle"`` or a display name the
+    user chose (never used for access: a display name may itself start with ``@``).
+    ``sender_handle`` is the handle the network verifies (without ``@``), or ``None``; with
+    ``sender_id`` it is all that ``allowed_users`` matches.
     ``thread_id`` is the thread the message was written in (the Telegram forum topic, the
     Matrix thread root, the Discord thread; ``None`` elsewhere): a conversation is keyed by
     (channel, chat_id, thread_id) and every write of the reply goes to that thread.
@@ -104,6 +106,7 @@ class InboundMessage:
     thread_id: str | None = None
     attachments: tuple[Attachment, ...] = ()
     update_ids: tuple[int, ...] = ()
+    sender_handle: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +122,7 @@ class ChannelLimits:
 
 @dataclass(frozen=True, slots=True)
 class Rendering:
-    """A Markdown text as the platform shows it when it is sent formatted (DESIGN §3
+    """A Markdown text as the platform shows it when it is sent formatted (architecture §3
     "Formatting and splitting").
 
     Attributes:
@@ -174,7 +177,7 @@ class Channel(ABC):
         """The channel's state for ``/healthz`` (default: ``ok``). Never blocks."""
         return ChannelHealth()
 
-    # -- capabilities derived from the config (DESIGN §3 "Contract") -------------------------
+    # -- capabilities derived from the config (architecture §3 "Contract") -------------------------
 
     @property
     def stream_mode(self) -> StreamMode:

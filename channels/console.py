@@ -2,8 +2,8 @@
 
 On a terminal the draft is rewritten in place (rich's ``Live``) and the final answer is rendered
 as Markdown. When stdout is not a terminal only final answers are printed, one block per reply.
-Only this channel reads stdin (DESIGN §7); end of input ends its :meth:`serve` once the running
-answer is delivered.
+Only this channel reads stdin (architecture §7); end of input ends its :meth:`serve` once the
+running answer is delivered.
 
 Input: when stdin and stdout are both terminals, a banner greets the user and each line is read
 with GNU readline behind a ``you>`` prompt that readline itself draws, so line editing (Ctrl-U,

@@ -1,4 +1,4 @@
-"""Channel errors (DESIGN §3).
+"""Channel errors (architecture §3).
 
 Hierarchy::
 

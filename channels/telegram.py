@@ -1,4 +1,4 @@
-"""The Telegram channel (``kind: telegram``) on python-telegram-bot v22 (DESIGN §3).
+"""The Telegram channel (``kind: telegram``) on python-telegram-bot v22 (architecture §3).
 
 Theory of operation
 -------------------
@@ -7,7 +7,7 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Transport.** One PTB ``Application``: long polling, or PTB's webhook server when ``webhook``
   is set; ``base_url`` passes through (a self-hosted Bot API server works). PTB's
   ``AIORateLimiter`` keeps the global limits with ``max_retries=0``, so every ``RetryAfter``
-  reaches the engine, which honours it exactly (DESIGN §3 "Network errors").
+  reaches the engine, which honours it exactly (architecture §3 "Network errors").
 * **Start.** ``Application.initialize`` calls getMe; a rejected token or an unreachable server
   is a :class:`ChannelStartError` with a one-line cause, never the token. ``/start``,
   ``/reset`` and ``/stop`` are registered with setMyCommands and reach the orchestrator as
@@ -17,11 +17,11 @@ The adapter executes primitive writes; the delivery engine decides what to write
   pass it back, so the reply stays in the topic.
 * **Writes.** One platform write per call, no splitting and no waiting: the delivery engine
   decides every message boundary with :meth:`TelegramChannel.render` and honours every
-  ``RetryAfter`` itself (DESIGN §1, §3). Previews are plain. A formatted write sends the
+  ``RetryAfter`` itself (architecture §1, §3). Previews are plain. A formatted write sends the
   model's Markdown as visible text + entities (:mod:`channels.telegram_format`); one whose
   rendering is longer than a message is refused as :class:`MessageTooLong` before any request.
   "can't parse entities" fails the write (:class:`ChannelWriteFailed`): the engine writes that
-  one message again plain, an interval later (DESIGN §3 "Spacing"). A 5xx answer or a refused
+  one message again plain, an interval later (architecture §3 "Spacing"). A 5xx answer or a refused
   connection is :class:`~channels.errors.ChannelUnavailable` (it did not land).
 * **Errors** match the description case-insensitively by prefix (PTB capitalises it, Telegram
   appends details): :func:`translate_error`.

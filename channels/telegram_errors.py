@@ -1,4 +1,4 @@
-"""Telegram's errors mapped to ours, once, at the seam (DESIGN §3 "Network errors").
+"""Telegram's errors mapped to ours, once, at the seam (architecture §3 "Network errors").
 
 python-telegram-bot capitalises the Bot API's descriptions and Telegram appends details, so
 descriptions are matched case-insensitively by prefix.
@@ -35,7 +35,7 @@ def _description(exc: TelegramError) -> str:
 
 
 def translate_error(exc: TelegramError, *, length: int = 0) -> ChannelError:
-    """Map a python-telegram-bot error to ours (DESIGN §3), once, at the seam.
+    """Map a python-telegram-bot error to ours (architecture §3), once, at the seam.
 
     Args:
         exc: what PTB raised.
@@ -62,7 +62,7 @@ def translate_error(exc: TelegramError, *, length: int = 0) -> ChannelError:
         # PTB raises a bare NetworkError for an error answer other than 400/401/403/404/409 (a
         # 5xx: the server refused the write) and, as "httpx.<Error>: ...", for a transport
         # failure. A refused connection did not land; a connection lost after the request was
-        # sent may have (DESIGN §3 "Network errors").
+        # sent may have (architecture §3 "Network errors").
         cause = str(exc)
         if not cause.startswith("httpx.") or cause.startswith("httpx.ConnectError"):
             return ChannelUnavailable(f"{type(exc).__name__}: {exc}")

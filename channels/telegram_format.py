@@ -13,11 +13,11 @@ Telegram counts.
   :class:`FormattedText`. Heading emoji are switched off so a heading costs no extra length.
 * Nothing here splits text: the delivery engine decides every message boundary, measuring each
   message with the channel's renderer (``TelegramChannel.render``), so each formatted write is
-  one message (DESIGN §3 "Formatting and splitting").
+  one message (architecture §3 "Formatting and splitting").
 * :func:`to_html` renders a :class:`FormattedText` as Telegram HTML: the canonical form used to
   compare formatted states and for logs.
 
-Pure functions, no I/O (DESIGN §1).
+Pure functions, no I/O (architecture §1).
 """
 
 from __future__ import annotations

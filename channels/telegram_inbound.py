@@ -1,4 +1,4 @@
-"""The inbound side of the Telegram channel: updates → :class:`InboundMessage` (DESIGN §3).
+"""The inbound side of the Telegram channel: updates → :class:`InboundMessage` (architecture §3).
 
 Theory of operation
 -------------------
@@ -201,6 +201,7 @@ class InboundReader:
             # "@handle" is verified by Telegram and may be matched by allowed_users; a display
             # name is chosen freely by the user and never is.
             sender_name=f"@{user.username}" if user.username else user.full_name,
+            sender_handle=user.username or None,
             text=own_text if text is None else text,
             message_id=str(message.message_id),
             is_direct=message.chat.type == ChatType.PRIVATE,

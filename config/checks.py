@@ -1,4 +1,4 @@
-"""Checks made after schema validation, reported like schema errors (DESIGN §6).
+"""Checks made after schema validation, reported like schema errors (architecture §6).
 
 Some problems can only be found by code outside this package: a tool name is checked against the
 tool registry, a hook path by importing it, a channel kind by looking for its adapter. The

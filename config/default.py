@@ -1,4 +1,4 @@
-"""The embedded default config of ``relaybot run`` without a config file (DESIGN §7).
+"""The embedded default config of ``relaybot run`` without a config file (architecture §7).
 
 ``config/default.yaml`` holds what is fixed: the console channel only, no metrics server. What
 depends on the run is added here: the provider (OpenAI with ``OPENAI_API_KEY``, else Anthropic with

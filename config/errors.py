@@ -1,4 +1,4 @@
-"""Errors of the config loader (DESIGN §6).
+"""Errors of the config loader (architecture §6).
 
 Hierarchy::
 

@@ -1,9 +1,9 @@
-"""Platform message limits (DESIGN §3 "Limits"): the one place they are written down.
+"""Platform message limits (architecture §3 "Limits"): the one place they are written down.
 
 Each constant names its unit and its source. This module is plain data so that both the channel
 adapters (``channels/limits.py`` builds their ``ChannelLimits`` from it) and the documentation's
 channel capability table (``config/schema.py``) read the same numbers, while imports keep
-pointing one way (DESIGN §1: channels → config).
+pointing one way (architecture §1: channels → config).
 """
 
 from __future__ import annotations

@@ -142,7 +142,7 @@ def format_errors(error: ConfigError) -> str:
 def default_config(
     environ: Mapping[str, str] | None = None, *, demo_base_url: str | None = None
 ) -> RelaybotConfig:
-    """The embedded default config of ``relaybot run`` without a file (DESIGN §7).
+    """The embedded default config of ``relaybot run`` without a file (architecture §7).
 
     ``config/default.yaml`` (the console channel only, no metrics server) completed by
     :func:`config.default.default_data`: with ``OPENAI_API_KEY`` set, the ``openai`` provider

@@ -1,4 +1,4 @@
-"""Config error messages from pydantic errors (DESIGN §6: they never echo a value).
+"""Config error messages from pydantic errors (architecture §6: they never echo a value).
 
 Every message is written from the error's type and context (the expected type, the bound, the
 allowed keys), never from its input: the input may be a secret or come from the environment.

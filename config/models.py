@@ -1,12 +1,12 @@
-"""Pydantic models of the YAML config file (DESIGN §6). Unknown keys are errors everywhere.
+"""Pydantic models of the YAML config file (architecture §6). Unknown keys are errors everywhere.
 
 Secrets are :class:`~pydantic.SecretStr` (``api_key``, ``token``, ``access_token``,
 ``secret_token``): call ``.get_secret_value()`` where the value is used. Durations carry their
 unit in the key (``_ms``, ``_secs``). Error messages raised here never quote the input value.
 Load files through :func:`config.loader.load_config`, which adds line numbers to every error.
 Class docstrings and ``description``s end up in the JSON Schema (``relaybot schema``): they speak
-to the person writing the file. Sections: providers and agent DESIGN §2/§5, policy §4, channels
-§3, storage and server §7.
+to the person writing the file. Sections: providers and agent architecture §2/§5, policy §4,
+channels §3, storage and server §7.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ class ProviderConfig(_Strict):
 
     @property
     def idle_timeout_secs(self) -> float:
-        """The byte-idle bound (DESIGN §2): 300 s (Anthropic 90 s), raised by a larger
+        """The byte-idle bound (architecture §2): 300 s (Anthropic 90 s), raised by a larger
         ``timeout_secs`` when not set explicitly."""
         if self.stream_idle_timeout_secs is not None:
             return self.stream_idle_timeout_secs
@@ -223,7 +223,8 @@ class SecretPatternConfig(_Strict):
     name: str = Field(pattern=r"^[a-z][a-z0-9_]*$", description="shown in the marker")
     regex: str = Field(description="Python regular expression matching the whole secret")
     keywords: list[str] = Field(
-        default_factory=list, description="literal prefixes used as a prefilter"
+        default_factory=list,
+        description="literals every match holds; a hint only (every pattern is searched)",
     )
 
     @field_validator("regex")

@@ -1,4 +1,4 @@
-"""The config's JSON Schema and the channel capability table of the docs (DESIGN §6).
+"""The config's JSON Schema and the channel capability table of the docs (architecture §6).
 
 Both are generated from the models, so the docs cannot drift from the code: ``README.md`` holds
 the table between ``<!-- capabilities:start -->`` and ``<!-- capabilities:end -->`` and a test

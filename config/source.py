@@ -1,4 +1,4 @@
-"""Read a YAML config text into plain data, remembering the line of every key (DESIGN §6).
+"""Read a YAML config text into plain data, remembering the line of every key (architecture §6).
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""Who may talk to the bot (DESIGN §3 "Access")."""
+"""Who may talk to the bot (architecture §3 "Access")."""
 
 from __future__ import annotations
 
@@ -47,9 +47,10 @@ class AccessControl:
     def _is_allowed_sender(self, message: InboundMessage) -> bool:
         if self._everyone:
             return True
-        # Only the id and a verified "@handle" count: a display name is chosen freely by the
-        # user (a first name "alice" or "999" must not pass for the user alice or the id 999).
+        # Only the id and the handle the network verified count: a display name is chosen
+        # freely by the user ("alice", "999", even "@alice" must not pass for the user alice or
+        # the id 999), so ``sender_name`` is never looked at.
         names = {message.sender_id.lower()}
-        if message.sender_name.startswith("@"):
-            names.add(message.sender_name[1:].lower())
+        if message.sender_handle:
+            names.add(message.sender_handle.lstrip("@").lower())
         return bool(names & self._allowed)

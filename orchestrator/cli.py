@@ -1,4 +1,4 @@
-"""The ``relaybot`` command (DESIGN §6, §7).
+"""The ``relaybot`` command (architecture §6, §7).
 
 ``relaybot run [--config FILE]``   serve (``RELAYBOT_CONFIG`` also names the file); with no file,
                                    the embedded default: the console channel with OpenAI

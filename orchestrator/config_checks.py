@@ -1,10 +1,11 @@
-"""The config checks that need the runtime (DESIGN §6): what ``relaybot run`` would reject after
-the schema, found by ``relaybot check-config`` too, in the same pass and at the same
+"""The config checks that need the runtime (architecture §6): what ``relaybot run`` would reject
+after the schema, found by ``relaybot check-config`` too, in the same pass and at the same
 ``FILE:LINE`` as schema errors (:mod:`config.checks`).
 
 * ``agent.tools``: every name is a tool this version offers;
 * ``policy``: the ``on_message_sending`` hook imports, every ``extra_secret_patterns`` entry and
-  every guardrail can be built;
+  every guardrail can be built — each part checked on its own, so one invalid part does not hide
+  the problems of the others;
 * ``channels``: a warning for each channel whose kind has no adapter in this version (its start
   would fail).
 """
@@ -13,18 +14,23 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from channels.registry import CHANNEL_CLASSES
 from config.checks import CheckResult, SectionCheck
 from config.errors import Loc
-from config.models import PolicyConfig
+from config.models import GuardrailConfig, PolicyConfig, SecretPatternConfig
 from orchestrator.policy import OutboundPolicy, PolicyError, TermList
 from orchestrator.policy.hook import load_hook
 from orchestrator.policy.outbound import extra_shapes
 from orchestrator.tools import ToolRegistry, builtin_tools
 
 __all__ = ["RUN_CHECKS", "available_channel_kinds"]
+
+_Entry = TypeVar("_Entry", bound=BaseModel)
 
 
 def _tools(names: list[str]) -> CheckResult:
@@ -36,32 +42,54 @@ def _tools(names: list[str]) -> CheckResult:
             yield (index,), f"unknown tool (available: {available})"
 
 
-def _policy(policy: PolicyConfig) -> CheckResult:
-    found = False
-    if policy.on_message_sending:
+def _hook(path: str | None) -> CheckResult:
+    if path:
         try:
-            load_hook(policy.on_message_sending)
+            load_hook(path)
         except PolicyError as exc:
-            found = True
-            yield _relative(exc.key), exc.message
-    for index, pattern in enumerate(policy.extra_secret_patterns):
+            yield (), exc.message
+
+
+def _valid_entries(entries: list[Any], shape: type[_Entry]) -> Iterator[tuple[int, _Entry]]:
+    """The entries of a list that are valid on their own (the schema reports the others)."""
+    adapter = TypeAdapter(shape)
+    for index, entry in enumerate(entries):
+        try:
+            yield index, adapter.validate_python(entry)
+        except ValidationError:
+            continue
+
+
+def _patterns(patterns: list[Any]) -> CheckResult:
+    for index, pattern in _valid_entries(patterns, SecretPatternConfig):
         try:
             extra_shapes([pattern])
         except PolicyError as exc:
-            found = True
-            loc = _relative(exc.key)
-            yield ("extra_secret_patterns", index, *loc[2:]), exc.message
-    for index, guardrail in enumerate(policy.guardrails):
+            yield (index, *_relative(exc.key)[2:]), exc.message
+
+
+def _guardrails(guardrails: list[Any]) -> CheckResult:
+    for index, guardrail in _valid_entries(guardrails, GuardrailConfig):
         try:
             TermList.from_config(guardrail)
         except ValueError as exc:
-            found = True
-            yield ("guardrails", index, "terms"), str(exc)
-    if not found:  # anything else the daemon's own construction would refuse
-        try:
-            OutboundPolicy.from_config(policy)
-        except PolicyError as exc:
-            yield _relative(exc.key), exc.message
+            yield (index, "terms"), str(exc)
+
+
+def _policy(policy: PolicyConfig) -> CheckResult:
+    """Anything else the daemon's own construction of a valid section would refuse (what the
+    checks of its parts found is not said twice)."""
+    parts = (
+        list(_hook(policy.on_message_sending))
+        or list(_patterns(list(policy.extra_secret_patterns)))
+        or list(_guardrails(list(policy.guardrails)))
+    )
+    if parts:
+        return
+    try:
+        OutboundPolicy.from_config(policy)
+    except PolicyError as exc:
+        yield _relative(exc.key), exc.message
 
 
 _PART = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
@@ -103,6 +131,9 @@ def _channels(channels: dict[str, Any]) -> CheckResult:
 
 RUN_CHECKS: tuple[SectionCheck, ...] = (
     SectionCheck(("agent", "tools"), list[str], _tools),
+    SectionCheck(("policy", "on_message_sending"), str | None, _hook),
+    SectionCheck(("policy", "extra_secret_patterns"), list[Any], _patterns),
+    SectionCheck(("policy", "guardrails"), list[Any], _guardrails),
     SectionCheck(("policy",), PolicyConfig, _policy),
     SectionCheck(("channels",), dict[str, Any], _channels, warning=True),
 )

@@ -1,4 +1,4 @@
-"""The daemon (DESIGN §7): start every channel, answer messages, stop gracefully.
+"""The daemon (architecture §7): start every channel, answer messages, stop gracefully.
 
 Theory of operation
 -------------------
@@ -9,13 +9,13 @@ end of its input. Shutdown stops taking messages, lets running turns finish for 
 ``SHUTDOWN_GRACE_SECS``, then cuts the model work of any turn still running (its reply ends with
 the interrupted marker), stops the channels and returns 0.
 
-Every message is kept in the store's waiting messages until its turn starts (DESIGN §5): the
+Every message is kept in the store's waiting messages until its turn starts (architecture §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
 those older than ``agent.stale_after_secs`` get a short notice instead. A message is taken once
 per update id (the store keeps the ids seen), so a redelivered update is not answered again.
 Images are screened when the message's turn comes (:mod:`orchestrator.images`: too large, or no
 vision, is one line to the user). ``/stop`` is not queued:
-it cuts the running answer of its conversation short (DESIGN §3 "Stop"), and the next waiting
+it cuts the running answer of its conversation short (architecture §3 "Stop"), and the next waiting
 message runs.
 
 Every task has an owner: the root task group spans the whole run.
@@ -182,7 +182,8 @@ class Daemon:
         await self.stopping.wait()
         await self._shutdown(started)
         if self._input_ended and self._unanswered and not _stdin_is_terminal():
-            # A piped run whose answer could not be produced fails, with the cause (DESIGN §7).
+            # A piped run whose answer could not be produced fails, with the cause (architecture
+            # §7).
             print(f"relaybot: an answer could not be produced: {self._unanswered}", file=sys.stderr)
             return 1
         return 0
@@ -194,7 +195,7 @@ class Daemon:
 
     async def _serve_channel(self, channel: Channel, console_only: bool) -> None:
         await channel.serve()
-        if console_only:  # end of input ends a console-only run (DESIGN §7)
+        if console_only:  # end of input ends a console-only run (architecture §7)
             self._input_ended = not self.stopping.is_set()
             self.stopping.set()
 
@@ -295,7 +296,8 @@ class Daemon:
 
     async def _queue_waiting(self) -> list[WaitingMessage]:
         """Queue the messages a previous run left waiting, oldest first, ahead of any new one
-        (DESIGN §5); returns the stale ones, which get a notice instead once the channels run."""
+        (architecture §5); returns the stale ones, which get a notice instead once the channels
+        run."""
         assert self._dispatcher is not None
         stale_after = self.config.agent.stale_after_secs
         stale: list[WaitingMessage] = []

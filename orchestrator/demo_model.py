@@ -1,4 +1,4 @@
-"""The built-in demo model: a tiny OpenAI Chat Completions server on 127.0.0.1 (DESIGN §7).
+"""The built-in demo model: a tiny OpenAI Chat Completions server on 127.0.0.1 (architecture §7).
 
 It lets ``relaybot run`` work on a fresh machine with no API key: the real ``openai_chat``
 provider talks to it over the real wire format (SSE ``chat.completion.chunk`` events ending with

@@ -1,4 +1,4 @@
-"""One turn at a time per conversation; later messages queue (DESIGN §5).
+"""One turn at a time per conversation; later messages queue (architecture §5).
 
 Theory of operation
 -------------------

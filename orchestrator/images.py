@@ -1,4 +1,4 @@
-"""What happens to the images of an inbound message before its turn (DESIGN §3 "attachments").
+"""What happens to the images of an inbound message before its turn (architecture §3 "attachments").
 
 Pure: :func:`screen_images` takes the message, the byte bound and whether the serving model reads
 images, and returns the message to answer (or ``None``) and the one line to tell the user (or

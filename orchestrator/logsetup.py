@@ -1,6 +1,6 @@
 """Logging: readable lines by default, JSON with ``--log-format json``; every line redacted.
 
-Every record passes through the outbound redactor (DESIGN §4 "Logs pass through the same
+Every record passes through the outbound redactor (architecture §4 "Logs pass through the same
 redactor"): the formatted message and any exception text are redacted before they are written.
 """
 

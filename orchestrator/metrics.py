@@ -1,8 +1,8 @@
-"""Prometheus metrics and the ``/healthz`` + ``/metrics`` endpoint (DESIGN §6 ``server``).
+"""Prometheus metrics and the ``/healthz`` + ``/metrics`` endpoint (architecture §6 ``server``).
 
 ``GET /healthz`` answers ``{"status": "ok" | "degraded", "channels": {name: {"state": ...,
 "reason": ...}}}`` (``reason`` only when degraded): 200 while every channel is ``ok``, 503 while
-any is not (DESIGN §7: a channel retrying a transient failure, or getUpdates answering 409
+any is not (architecture §7: a channel retrying a transient failure, or getUpdates answering 409
 Conflict while another instance polls the bot).
 """
 

@@ -1,4 +1,4 @@
-"""Where one model round's stream events go (DESIGN §5): visible text through the reply's
+"""Where one model round's stream events go (architecture §5): visible text through the reply's
 outbound policy into delivery, tool status of provider-run tools, nothing of the reasoning."""
 
 from __future__ import annotations

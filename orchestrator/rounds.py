@@ -1,4 +1,4 @@
-"""One model round across the provider chain, with the failure rules of DESIGN §2.
+"""One model round across the provider chain, with the failure rules of architecture §2.
 
 Theory of operation
 -------------------
@@ -18,7 +18,7 @@ provider:
    * a timeout (connect, headers or idle) is never sent again to the same provider;
    * failure *after* it, or nothing left to try: the next provider serves the round.
 3. Every second or later attempt of the round is preceded by ``sink.restart()`` so delivery drops
-   what it holds of the failed attempt (DESIGN §4 "Restart").
+   what it holds of the failed attempt (architecture §4 "Restart").
 4. An OpenAI Chat Completions provider that rejects tools combined with a reasoning effort (400
    ``invalid_request_error`` naming ``reasoning_effort``) is tried once more through the Responses
    API with the same key and base URL, and that is logged.
@@ -92,7 +92,7 @@ class RoundFailed(Exception):
 
 
 def user_cause(error: BaseException | None) -> str:
-    """A few words for the interrupted marker (DESIGN §3)."""
+    """A few words for the interrupted marker (architecture §3)."""
     if isinstance(error, (StreamTruncated, StreamProtocolError)):
         return "the model stopped before finishing"
     if isinstance(error, ProviderTimeout):

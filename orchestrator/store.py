@@ -1,6 +1,6 @@
-"""The SQLite store (DESIGN §7): conversation history per (channel, chat, thread), the messages
-waiting behind a running answer, the update ids already seen (dedupe), and one row per model
-round.
+"""The SQLite store (architecture §7): conversation history per (channel, chat, thread), the
+messages waiting behind a running answer, the update ids already seen (dedupe), and one row per
+model round.
 
 Theory of operation
 -------------------
@@ -338,7 +338,7 @@ class Store:
             rows = self._db.execute(query + " ORDER BY id", args).fetchall()
         return [_row_to_record(row) for row in rows]
 
-    # -- waiting messages (DESIGN §5) -----------------------------------------------------
+    # -- waiting messages (architecture §5) -----------------------------------------------------
 
     def add_waiting(self, message: InboundMessage, received_at: float | None = None) -> int:
         """Keep ``message`` until its turn starts; returns its row id. ``received_at``: Unix
@@ -370,7 +370,7 @@ class Store:
             ).fetchall()
         return [WaitingMessage(row[0], decode_inbound(row[1]), row[2]) for row in rows]
 
-    # -- seen updates (dedupe, DESIGN §7) -------------------------------------------------
+    # -- seen updates (dedupe, architecture §7) -------------------------------------------------
 
     def mark_seen(self, channel: str, update_ids: tuple[int, ...]) -> bool:
         """Record ``update_ids`` as seen on ``channel``; False when one of them was seen

@@ -1,4 +1,4 @@
-"""Separate a leading ``<think>…</think>`` block from visible content (DESIGN §5). Pure.
+"""Separate a leading ``<think>…</think>`` block from visible content (architecture §5). Pure.
 
 Theory of operation
 -------------------

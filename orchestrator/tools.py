@@ -1,4 +1,4 @@
-"""The tool registry and the built-in tools (DESIGN §5).
+"""The tool registry and the built-in tools (architecture §5).
 
 A tool is an async callable taking the parsed JSON arguments and returning text for the model.
 Failures the model can act on (bad arguments, an unknown time zone) are returned as tool errors —

@@ -1,4 +1,5 @@
-"""The turn loop (DESIGN §5): one inbound message → rounds of model calls and tools → one reply.
+"""The turn loop (architecture §5): one inbound message → rounds of model calls and tools → one
+reply.
 
 Theory of operation
 -------------------
@@ -11,7 +12,7 @@ status, runs (approval first where configured), its result is appended, and a fr
 starts. After ``max_tool_rounds`` rounds with tools, one last call without tools asks for a
 summary.
 
-A running turn can be cut short: :meth:`TurnRunner.stop` (``/stop``, DESIGN §3 "Stop") cancels
+A running turn can be cut short: :meth:`TurnRunner.stop` (``/stop``, architecture §3 "Stop") cancels
 that conversation's model work — the provider stream is closed — and the reply keeps its visible
 text with ``⏹ Stopped.`` after it; :meth:`TurnRunner.cancel_all` (shutdown) does the same with
 the interrupted marker. Either way the round that was running is recorded (``stopped`` or

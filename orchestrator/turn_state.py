@@ -1,4 +1,4 @@
-"""The state of one running turn (DESIGN §5): the conversation it belongs to, the reply's
+"""The state of one running turn (architecture §5): the conversation it belongs to, the reply's
 policy and delivery driver, the messages it adds to the history, and how it ended."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ __all__ = ["ConversationKey", "TurnOutcome", "TurnState", "conversation_key"]
 
 
 ConversationKey = tuple[str, str, str | None]
-"""(channel name, chat id, thread id): one conversation (DESIGN §3)."""
+"""(channel name, chat id, thread id): one conversation (architecture §3)."""
 
 
 def conversation_key(channel: str, message: InboundMessage) -> ConversationKey:

@@ -1,10 +1,10 @@
-"""The Anthropic Messages API provider (``kind: anthropic``; DESIGN §2).
+"""The Anthropic Messages API provider (``kind: anthropic``; architecture §2).
 
 Theory of operation
 -------------------
 ``POST {base_url}/v1/messages`` (https://docs.anthropic.com/en/api/messages) with the headers
 ``x-api-key`` and ``anthropic-version: 2023-06-01``. ``base_url`` follows the Anthropic SDK's
-convention (DESIGN §2): ``https://api.anthropic.com``, so a value copied from
+convention (architecture §2): ``https://api.anthropic.com``, so a value copied from
 ``ANTHROPIC_BASE_URL`` or a proxy's docs works; one that already ends in ``/v1`` is accepted and
 never doubled (:func:`messages_url`). The request maps our neutral messages to the
 API's shape:

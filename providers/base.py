@@ -1,4 +1,4 @@
-"""The provider seam: requests, the folded response and :class:`ModelProvider` (DESIGN §2).
+"""The provider seam: requests, the folded response and :class:`ModelProvider` (architecture §2).
 
 A provider turns a :class:`ChatRequest` into stream events (:meth:`ModelProvider.stream`) or one
 :class:`CompletionResponse` (:meth:`ModelProvider.complete`). The stream and the blocking call of
@@ -51,7 +51,7 @@ class ToolSpec:
 class ImagePart:
     """An image in a user message: the file's bytes and its MIME type (``image/jpeg``, …).
 
-    Each provider sends it in its own shape (DESIGN §2/§3): Chat Completions an ``image_url``
+    Each provider sends it in its own shape (architecture §2/§3): Chat Completions an ``image_url``
     content part with a data URL, Responses an ``input_image`` item, Anthropic an ``image`` block
     with a base64 source, Ollama the base64 text in ``images``. A provider configured with
     ``vision: false`` sends none.
@@ -93,8 +93,8 @@ def own_provider_items(
 ) -> list[dict[str, Any]]:
     """Copies of ``message.provider_items`` to send back verbatim, when every one ``is_own``.
 
-    DESIGN §2: a provider gets its own output items back unchanged (Responses ``reasoning`` and
-    ``function_call`` items, Anthropic thinking blocks). ``[]`` when there are none or some are
+    architecture §2: a provider gets its own output items back unchanged (Responses ``reasoning``
+    and ``function_call`` items, Anthropic thinking blocks). ``[]`` when there are none or some are
     another provider's (a fallback answered that round): the caller rebuilds the message from
     its text and tool calls instead.
     """

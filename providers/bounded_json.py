@@ -1,4 +1,4 @@
-"""Bounded JSON parsing for every provider decoder (pure, sans-I/O; DESIGN §2 "Wire formats").
+"""Bounded JSON parsing for every provider decoder (pure, sans-I/O; architecture §2 "Wire formats").
 
 Theory of operation
 -------------------

@@ -2,7 +2,7 @@
 
 Streams report failures after HTTP 200 as error objects: OpenAI-compatible ``{"error": {...}}``
 chunks, Anthropic ``error`` events, Responses ``error``/``response.failed`` events, Ollama
-``{"error": "..."}`` lines. DESIGN §2 types them like HTTP failures: rate limits are retryable
+``{"error": "..."}`` lines. architecture §2 types them like HTTP failures: rate limits are retryable
 (``ProviderRateLimited``), ``server_error``/``overloaded_error`` are ``ProviderServerError``.
 
 One table serves every wire format: :func:`error_from_code` types a code (and, from
@@ -47,7 +47,7 @@ _BAD_REQUEST_CODES = frozenset(
 def error_from_code(
     code: str | None, message: str | None, *, what: str, status: int | None = None
 ) -> ProviderError:
-    """Type an error the provider sent inside a 2xx body by its code (DESIGN §2 "Failures").
+    """Type an error the provider sent inside a 2xx body by its code (architecture §2 "Failures").
 
     Rate limits (``code``, or ``status`` 429) → :class:`ProviderRateLimited` (``retry_after``
     unknown); authentication/permission (or 401/403) → :class:`ProviderAuthError`; invalid
@@ -78,7 +78,7 @@ def error_from_code(
 
 
 def error_from_event(error: Any) -> ProviderError:
-    """Map an error object the provider sent *inside* a 2xx body to a typed error (DESIGN §2).
+    """Map an error object the provider sent *inside* a 2xx body to a typed error (architecture §2).
 
     ``error`` is the error object of the event: ``{"type"|"code": ..., "message": ...}``
     (OpenAI-compatible ``{"error": {...}}`` chunks, Anthropic ``error`` events, Responses

@@ -1,4 +1,4 @@
-"""Provider errors (DESIGN §2).
+"""Provider errors (architecture §2).
 
 Hierarchy::
 

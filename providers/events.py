@@ -1,4 +1,4 @@
-"""Stream events a provider yields, in order of arrival (DESIGN §2).
+"""Stream events a provider yields, in order of arrival (architecture §2).
 
 A streaming call is an async iterator of :data:`StreamEvent`. It ends with exactly one
 :class:`Final` when the provider ended the stream properly; any other end raises a

@@ -10,8 +10,8 @@ the reducer. It yields the events of a read, then raises the reducer's failure i
 the stream badly.
 
 When the reducer decodes the terminal signal, iteration ends at once and the response is closed:
-the socket is never awaited for an EOF that a server may not send (DESIGN §2, C08 B). Closing the
-iterator early (``aclose()``, or cancelling the task iterating it) closes the HTTP response; no
+the socket is never awaited for an EOF that a server may not send (architecture §2, C08 B). Closing
+the iterator early (``aclose()``, or cancelling the task iterating it) closes the HTTP response; no
 request is re-sent.
 
 ``provider_items`` exposes the reducer's opaque items once the stream is done, so the caller can

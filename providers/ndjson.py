@@ -10,7 +10,7 @@ lines; :meth:`NDJSONDecoder.close` returns a last line the server did not termin
 the caller's: a line that is not JSON is a protocol error, except a cut last line, which the
 provider reports as truncation when its terminal record never came.
 
-Bounds (DESIGN §2): a line longer than :data:`MAX_FRAME_BYTES` (8 MiB) is a
+Bounds (architecture §2): a line longer than :data:`MAX_FRAME_BYTES` (8 MiB) is a
 :class:`StreamProtocolError`. An unterminated line is kept as a list of reads, joined once when
 its LF arrives, so its cost is linear in its length and its memory at most 8 MiB plus one read.
 """

@@ -11,7 +11,7 @@ costs more than parsing the event (bench/README.md). This backend implements htt
 received data is queued as it arrives (reading is paused only above :data:`READ_BUFFER_BYTES`),
 and a read returns the oldest queued piece, or waits on one future for the next.
 
-* timeouts (httpcore's ``timeout`` arguments: connect, write; reads pass none, DESIGN §2) are
+* timeouts (httpcore's ``timeout`` arguments: connect, write; reads pass none, architecture §2) are
   ``asyncio.timeout`` scopes, raised as httpcore's ``ConnectTimeout``/``ReadTimeout``/
   ``WriteTimeout``; socket errors as ``ConnectError``/``ReadError``/``WriteError``, which httpx
   maps to its own exceptions as usual;

@@ -1,4 +1,4 @@
-"""The Ollama native chat provider (``kind: ollama``; DESIGN §2).
+"""The Ollama native chat provider (``kind: ollama``; architecture §2).
 
 Theory of operation
 -------------------

@@ -14,7 +14,7 @@ a key is configured.
   :class:`providers.http_stream.ReducedStream`, as the other formats do. It returns as soon as
   ``[DONE]`` arrives, without waiting for the server to close the socket; after a
   ``finish_reason``, EOF, the idle timeout or a dropped connection also end the stream properly
-  (DESIGN §2).
+  (architecture §2).
 * :meth:`OpenAIChatProvider.complete` sends ``stream: false`` (no ``stream_options``: OpenAI
   rejects them on a blocking call); the same reducer folds ``choices[0].message``, so both give
   equal :class:`CompletionResponse` objects for the same answer.
@@ -137,7 +137,7 @@ def parse_completion(payload: Any) -> CompletionResponse:
 def rejects_reasoning_effort(error: ProviderError) -> bool:
     """True for the 400 some OpenAI models send for tools combined with a reasoning effort.
 
-    DESIGN §2: on that error the round is retried once through the Responses API.
+    architecture §2: on that error the round is retried once through the Responses API.
     """
     return isinstance(error, ProviderBadRequest) and "reasoning_effort" in error.message
 
@@ -172,7 +172,7 @@ async def _ending_after_finish(
     reducer: ChatCompletionsStreamReducer,
 ) -> AsyncIterator[AsyncIterable[bytes]]:
     """The body of ``opening``, whose reads end as at EOF when, after a ``finish_reason``, the
-    idle timeout fires or the connection drops (DESIGN §2: the answer is whole then)."""
+    idle timeout fires or the connection drops (architecture §2: the answer is whole then)."""
     async with opening as body:
         yield _reads_until_broken_after_finish(body, reducer)
 

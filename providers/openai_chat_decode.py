@@ -232,7 +232,7 @@ class ChatCompletionsStreamReducer(StreamReducer):
                 if self._calls:
                     message += f" ({len(self._calls)} unfinished tool call(s) dropped)"
                 raise StreamTruncated(message)
-            yield _DONE  # DESIGN §2: after a finish_reason, EOF ends the stream properly
+            yield _DONE  # architecture §2: after a finish_reason, EOF ends the stream properly
 
     def _answer_objects(self, answer: Any) -> Iterable[Any]:
         """A blocking ``chat.completion`` as the one chunk its stream would add up to, then

@@ -1,4 +1,4 @@
-"""The OpenAI Responses API provider (``kind: openai_responses``; DESIGN §2).
+"""The OpenAI Responses API provider (``kind: openai_responses``; architecture §2).
 
 Theory of operation
 -------------------
@@ -128,7 +128,7 @@ class OpenAIResponsesProvider(HttpModelProvider):
     """``kind: openai_responses``: the Responses API over SSE (streaming) or JSON (blocking).
 
     Also built by the turn loop from an ``openai_chat`` config (same key and base URL) to retry a
-    round that a model rejected for combining tools with a reasoning effort (DESIGN §2).
+    round that a model rejected for combining tools with a reasoning effort (architecture §2).
     """
 
     endpoint = "/responses"

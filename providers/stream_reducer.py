@@ -11,12 +11,13 @@ lines, :meth:`StreamReducer._frames`) and the meaning of one decoded JSON object
 Failures never lose events: when a read completes a text delta and then an error event, ``feed``
 returns the delta and keeps the error in :attr:`StreamReducer.failure`; the driver yields the
 events, then calls :meth:`StreamReducer.raise_failure`. So the events seen before a failure are
-the same at every split of the body, which the turn loop's retry rule (DESIGN §2 "Failures": the
-first non-empty text delta divides retry from fallback) depends on.
+the same at every split of the body, which the turn loop's retry rule (architecture §2 "Failures":
+the first non-empty text delta divides retry from fallback) depends on.
 
 Blocking answers are folded by the same reducer (:meth:`StreamReducer.answer`): a subclass says
 which wire objects the answer stands for (:meth:`StreamReducer._answer_objects`), so a stream and
-a blocking call of the same answer give equal responses by construction (DESIGN §2 "Contract").
+a blocking call of the same answer give equal responses by construction (architecture §2
+"Contract").
 
 Typed, always: a wire field of the wrong JSON type is a :class:`StreamProtocolError` (the
 reducers check the fields they dispatch on; :data:`_WRONG_SHAPE` catches the rest), and all JSON
@@ -54,7 +55,7 @@ class StreamReducer(ABC):
         done: the terminal signal was decoded (``Final`` was returned).
         failure: the error that ended the stream, raised by :meth:`raise_failure`.
         provider_items: opaque output items to send back verbatim with the assistant message
-            (DESIGN §2; Responses ``reasoning``/``function_call`` items, Anthropic thinking
+            (architecture §2; Responses ``reasoning``/``function_call`` items, Anthropic thinking
             blocks), set when the terminal signal is decoded; ``()`` otherwise.
     """
 

@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-DESIGN §2 "Timeouts": connecting is bounded by 10 s; waiting for the response headers and reading
-an error body are bounded by ``timeout_secs``; the body of a stream is bounded by a *byte-idle*
-timeout (``stream_idle_timeout_secs``) that every read resets, so a long answer that keeps
-arriving is never cut by a total deadline. httpx's own read timeout would also bound the headers
-by the idle value, so we give httpx no read timeout and apply both bounds ourselves.
+architecture §2 "Timeouts": connecting is bounded by 10 s; waiting for the response headers and
+reading an error body are bounded by ``timeout_secs``; the body of a stream is bounded by a
+*byte-idle* timeout (``stream_idle_timeout_secs``) that every read resets, so a long answer that
+keeps arriving is never cut by a total deadline. httpx's own read timeout would also bound the
+headers by the idle value, so we give httpx no read timeout and apply both bounds ourselves.
 
 The idle bound is one watchdog per stream (:class:`IdleWatchdog`), not a cancel scope per read:
 a read only stores the loop's time; one timer per idle period compares that time with the bound
@@ -14,13 +14,13 @@ and, when it is exceeded while a read is waiting, cancels the reading task, whic
 into :class:`providers.errors.ProviderTimeout` (phase ``"idle"``). A scope per read cost more
 than the whole decode (bench/README.md).
 
-The pool holds ``max_connections`` connections per provider (default 1000, DESIGN §2) and waiting
-for one is unbounded: it is not the model's time. The headers bound starts when the connection
-is acquired (httpcore's first trace event), so a queued request is never "the model did not
-answer in time"; an httpx ``PoolTimeout`` from a client with a pool bound is a
+The pool holds ``max_connections`` connections per provider (default 1000, architecture §2) and
+waiting for one is unbounded: it is not the model's time. The headers bound starts when the
+connection is acquired (httpcore's first trace event), so a queued request is never "the model
+did not answer in time"; an httpx ``PoolTimeout`` from a client with a pool bound is a
 :class:`providers.errors.ProviderConnectionError`, not a timeout.
 
-Every httpx exception is translated once, here, with ``raise ... from exc`` (STYLE §5).
+Every httpx exception is translated once, here, with ``raise ... from exc``.
 The watchdog needs the asyncio event loop (uvloop included), the loop relaybot runs on.
 """
 
@@ -66,11 +66,11 @@ __all__ = [
 ]
 
 CONNECT_TIMEOUT_SECS = 10.0
-"""Connect timeout in seconds (DESIGN §2)."""
+"""Connect timeout in seconds (architecture §2)."""
 
 
 DEFAULT_MAX_CONNECTIONS = 1000
-"""Connections per provider's pool when the config sets none (DESIGN §2)."""
+"""Connections per provider's pool when the config sets none (architecture §2)."""
 
 
 def make_client(
@@ -92,7 +92,7 @@ def make_client(
     ``httpx.AsyncClient`` with httpx's default ``trust_env=True``): ``HTTPS_PROXY``,
     ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose the proxy per URL (a proxied URL goes
     through httpx's own proxy transport), and ``SSL_CERT_FILE``/``SSL_CERT_DIR`` the CA
-    certificates (DESIGN §2 "Wire formats").
+    certificates (architecture §2 "Wire formats").
     """
     timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=None)
     limits = httpx.Limits(
@@ -151,7 +151,7 @@ def _error_fields(body: bytes) -> tuple[str | None, str | None, Any]:
 def error_from_status(
     status: int, body: bytes, headers: httpx.Headers | None = None
 ) -> ProviderError:
-    """Map a non-2xx answer to a typed error (DESIGN §2 "Failures")."""
+    """Map a non-2xx answer to a typed error (architecture §2 "Failures")."""
     code, message, _ = _error_fields(body)
     text = f"HTTP {status}" + (f": {message}" if message else "")
     if status in (401, 403):

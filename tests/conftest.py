@@ -1,4 +1,4 @@
-"""Shared test fixtures: a clean environment and the recorded provider streams (DESIGN §8)."""
+"""Shared test fixtures: a clean environment and the recorded provider streams (architecture §8)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 __all__: list[str] = []
 
 pytest_plugins = ["tests.peers.synapse_fixtures"]
-"""The Synapse homeserver fixtures (``synapse``, ``synapse_default_limits``), DESIGN §8."""
+"""The Synapse homeserver fixtures (``synapse``, ``synapse_default_limits``), architecture §8."""
 
 _ENV_VARS = (
     "OPENAI_API_KEY",

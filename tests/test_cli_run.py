@@ -1,5 +1,5 @@
 """``relaybot run`` as a process: the embedded default, end of input, SIGTERM, start failures
-(DESIGN §7). Each test starts the real command with a clean environment."""
+(architecture §7). Each test starts the real command with a clean environment."""
 
 from __future__ import annotations
 
@@ -309,7 +309,7 @@ server:
 async def test_questions_queued_at_sigterm_are_answered_once_after_a_restart(
     tmp_path: Path,
 ) -> None:
-    """DESIGN §5: SIGTERM while an answer runs and two questions wait behind it; the running
+    """architecture §5: SIGTERM while an answer runs and two questions wait behind it; the running
     answer finishes, the process exits 0 keeping both in the store; the next start answers
     each exactly once, in order."""
     import asyncio

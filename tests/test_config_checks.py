@@ -1,6 +1,6 @@
 """Config problems found after the schema, channel-specific checks and oversized files, all
-reported in one pass as ``FILE:LINE: key.path: message`` (DESIGN §6). The command-line cases run
-the real ``relaybot`` command."""
+reported in one pass as ``FILE:LINE: key.path: message`` (architecture §6). The command-line cases
+run the real ``relaybot`` command."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ policy:
   on_message_sending: no_such_module_here:hook
   guardrails:
     - {kind: term_list, terms: ["  "]}
+  extra_secret_patterns:
+    - {name: broken, regex: "([a-z", keywords: [ab]}
 channels:
   term: {kind: console}
   mx:
@@ -71,10 +73,12 @@ def test_every_problem_of_a_file_is_reported_in_one_pass_with_its_line(tmp_path:
         f"{path}:8: policy.on_message_sending: cannot import 'no_such_module_here': "
         "No module named 'no_such_module_here'",
         f"{path}:10: policy.guardrails[0].terms: term_list needs at least one non-empty term",
-        f"{path}:15: channels.mx.homeserver: expected an http:// or https:// URL",
-        f"{path}:16: channels.mx.user_id: "
+        f"{path}:12: policy.extra_secret_patterns[0].regex: pattern 'broken' does not compile: "
+        "unterminated character set at position 1",
+        f"{path}:17: channels.mx.homeserver: expected an http:// or https:// URL",
+        f"{path}:18: channels.mx.user_id: "
         'expected a Matrix user id "@name:server", e.g. "@bot:example.org"',
-        f'{path}:21: channels.dc.allowed_users[3]: expected a numeric Discord user id or "*"',
+        f'{path}:23: channels.dc.allowed_users[3]: expected a numeric Discord user id or "*"',
     ]
     assert "hunter2" not in result.stdout + result.stderr
     assert result.stdout == ""

@@ -1,4 +1,5 @@
-"""``relaybot check-config`` / ``run --config`` print the loader's messages (DESIGN §6, §7)."""
+"""``relaybot check-config`` / ``run --config`` print the loader's messages (architecture §6,
+§7)."""
 
 from __future__ import annotations
 

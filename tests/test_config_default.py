@@ -1,4 +1,4 @@
-"""The embedded default config of ``relaybot run`` without a file (DESIGN §7)."""
+"""The embedded default config of ``relaybot run`` without a file (architecture §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``config/example.yaml`` validates and shows every key of the config (DESIGN §6)."""
+"""``config/example.yaml`` validates and shows every key of the config (architecture §6)."""
 
 from __future__ import annotations
 

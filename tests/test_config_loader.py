@@ -1,4 +1,5 @@
-"""The config loader's messages: ``FILE:LINE: key.path: message``, never a value (DESIGN §6)."""
+"""The config loader's messages: ``FILE:LINE: key.path: message``, never a value (architecture
+§6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""JSON Schema, the generated channel capability table and the platform limits (DESIGN §3, §6)."""
+"""JSON Schema, the generated channel capability table and the platform limits (architecture §3,
+§6)."""
 
 from __future__ import annotations
 

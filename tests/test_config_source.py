@@ -1,4 +1,5 @@
-"""Reading YAML with line numbers and ``${VAR}`` interpolation (config/source.py, DESIGN §6)."""
+"""Reading YAML with line numbers and ``${VAR}`` interpolation (config/source.py, architecture
+§6)."""
 
 from __future__ import annotations
 

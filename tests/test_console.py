@@ -1,5 +1,5 @@
 """The console channel, driven as a process would drive it but in-process: lines in, answers out
-(DESIGN §7: only the console reads stdin; end of input ends its serve loop)."""
+(architecture §7: only the console reads stdin; end of input ends its serve loop)."""
 
 from __future__ import annotations
 

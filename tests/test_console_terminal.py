@@ -1,6 +1,6 @@
 """The console on a real terminal (a pty read through a VT100 emulator): the screen a person sees
-after line-editing keys, ``/help``, an unknown command and Ctrl-D (DESIGN §7). Each test runs the
-real ``relaybot run`` on the embedded default (the demo model)."""
+after line-editing keys, ``/help``, an unknown command and Ctrl-D (architecture §7). Each test runs
+the real ``relaybot run`` on the embedded default (the demo model)."""
 
 from __future__ import annotations
 

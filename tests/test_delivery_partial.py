@@ -1,4 +1,4 @@
-"""The delivery engine in ``partial`` mode, scripted on a fake clock (DESIGN §3, §4)."""
+"""The delivery engine in ``partial`` mode, scripted on a fake clock (architecture §3, §4)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Streaming invariants of the delivery engine on random scripts, modes, limits and failures.
 
-What the chat must show, defined precisely (DESIGN §3):
+What the chat must show, defined precisely (architecture §3):
 
 - *Additions*: the splitter closes a code fence at a cut (``"```"``, after a newline) and reopens
   it at the top of the next message (its opening line); a draft's status line and the

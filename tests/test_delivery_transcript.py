@@ -1,5 +1,6 @@
 """The incremental transcript: whatever is settled or rebased, it reads as the plain string it
-models (DESIGN §3: delivery cost per delta flat with the answer, without changing the text)."""
+models (architecture §3: delivery cost per delta flat with the answer, without changing the
+text)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """The delivery engine as h11 is: the hook's verdict as an action and an event, pure queries,
-failures by error class, boundaries decided with the channel's renderer (DESIGN §1, §3, §4)."""
+failures by error class, boundaries decided with the channel's renderer (architecture §1, §3,
+§4)."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def test_a_verdict_not_awaited_is_ignored() -> None:
 
 @pytest.mark.parametrize("mode", ["partial", "multi_message", "off"])
 def test_a_failed_hook_withholds_its_piece(mode: str) -> None:
-    """DESIGN §4 "The hook": partial edits the draft to the notice; off and multi_message
+    """architecture §4 "The hook": partial edits the draft to the notice; off and multi_message
     replace the piece by it; the rest of the answer still goes out."""
     settings = DeliverySettings(mode=mode, multi_message_unit="turn")
     run = ScriptedDelivery(settings, guard=GuardStub(_raise))

@@ -1,4 +1,4 @@
-"""The dispatcher (DESIGN §5 "one turn at a time"): conversations keyed by (channel, chat,
+"""The dispatcher (architecture §5 "one turn at a time"): conversations keyed by (channel, chat,
 thread), kept messages forgotten when their turn starts, a held start."""
 
 from __future__ import annotations

@@ -229,11 +229,6 @@ def test_every_old_citation_would_resolve_in_the_document(
     assert broken == []
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="the citations of the outside design file are pointed at docs/architecture.md in one "
-    "mechanical pass once the work in flight has landed",
-)
 def test_no_file_outside_docs_cites_the_outside_design_file(files: list[Path]) -> None:
     citing = [
         str(path.relative_to(REPO))

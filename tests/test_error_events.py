@@ -1,4 +1,4 @@
-"""The one table that types errors sent inside a 2xx body (DESIGN §2 "Failures")."""
+"""The one table that types errors sent inside a 2xx body (architecture §2 "Failures")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Provider failure rules through the whole pipeline (DESIGN §2 "Failures", §4 "Restart").
+"""Provider failure rules through the whole pipeline (architecture §2 "Failures", §4 "Restart").
 
 Provider A streams enough text for a visible draft, then dies; provider B serves the round. The
 chat must end showing only B's answer (partial), or A's pieces followed by ``(answer restarted)``
@@ -146,7 +146,7 @@ DEEP = "[" * 100_000
 async def test_a_malformed_body_is_a_protocol_error_and_the_next_provider_answers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: str, path: str, stream_data: str
 ) -> None:
-    """DESIGN §2: a protocol error before any text is retried as a blocking call (which gets a
+    """architecture §2: a protocol error before any text is retried as a blocking call (which gets a
     malformed body too), then the next provider serves the round."""
     async with ProviderServer() as server:
         server.script(

@@ -95,7 +95,8 @@ async def test_aclose_closes_only_the_client_the_provider_made(
     assert owned._client.is_closed
 
 
-# -- the environment, as the vendor SDKs read it (DESIGN §2) -----------------------------------
+# -- the environment, as the vendor SDKs read it (architecture §2)
+# -----------------------------------
 
 ANSWER = Reply.json(
     {"choices": [{"index": 0, "message": {"content": "via"}, "finish_reason": "stop"}]}

@@ -1,4 +1,4 @@
-"""NDJSONDecoder: complete lines out of any split of the body (DESIGN §2)."""
+"""NDJSONDecoder: complete lines out of any split of the body (architecture §2)."""
 
 from __future__ import annotations
 
@@ -105,7 +105,8 @@ def test_property_any_split_gives_the_same_lines(
     assert decode(*pieces) == lines
 
 
-# -- bounds (DESIGN §2: a line larger than 8 MiB is a protocol error) --------------------------
+# -- bounds (architecture §2: a line larger than 8 MiB is a protocol error)
+# --------------------------
 
 READ = 64 * 1024
 

@@ -1,4 +1,4 @@
-"""OpenAIChatProvider over real HTTP against the scripted provider peer (DESIGN §2, §8).
+"""OpenAIChatProvider over real HTTP against the scripted provider peer (architecture §2, §8).
 
 Byte-level splitting is covered exhaustively by ``test_openai_chat_decode``; here recorded bodies
 go through httpx at a few chosen offsets (line ends, inside a multibyte character) with delays,

@@ -1,4 +1,5 @@
-"""The whole reply pipeline end to end (issue: foundation; DESIGN §3 "What the chat shows", §5).
+"""The whole reply pipeline end to end (issue: foundation; architecture §3 "What the chat shows",
+§5).
 
 A local OpenAI-compatible server replays recorded streams over real HTTP; the reply goes through
 the real round runner, turn loop, outbound policy and delivery driver into a recording channel.

@@ -99,3 +99,28 @@ async def test_c18_key_split_between_two_messages(tmp_path: Path, mode: str) -> 
     joined = " ".join(t.strip() for t in ch.chat.visible())
     assert "[REDACTED:anthropic_key] end" in joined
     assert all(len(t) <= 380 for t in ch.chat.visible())
+
+
+@pytest.mark.parametrize("mode", ["partial", "off", "multi_message"])
+async def test_an_approval_prompt_never_shows_a_key_in_the_tool_arguments(
+    tmp_path: Path, mode: str
+) -> None:
+    """Tool arguments shown in a chat cross the policy (architecture §4), in every form the model's
+    JSON may hold them; what goes to the tool stays as the model wrote it."""
+    arguments = '{"timezone": "sk\\u002dant\\u002dapi03-AAAABBBBCCCCDDDDEEEEFFFFGGGG", "x": 1}'
+    first = tool_call_stream("current_time", arguments, narration="One moment.")
+    async with ProviderServer() as server:
+        server.script(PATH, [Reply(body=first), Reply(body=deltas("Done."))])
+        turns, _ = make_turns(
+            tmp_path, [provider_config(server)], require_approval=["current_time"]
+        )
+        config = FakeChannelConfig(
+            stream_mode=mode,  # type: ignore[arg-type]
+            draft_update_interval_ms=60,
+            multi_message_delay_ms=60,
+        )
+        ch = RecordingChannel(config, approvals=[False])
+        await turns.run(ch, InboundMessage("fake", "c", "u", "u", "go", "1"))
+    assert len(ch.prompts) == 1
+    assert "AAAABBBB" not in ch.prompts[0] and "[REDACTED:anthropic_key]" in ch.prompts[0]
+    assert_never_shown(ch, "AAAABBBBCCCCDDDDEEEEFFFFGGGG")

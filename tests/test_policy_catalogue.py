@@ -1,4 +1,5 @@
-"""The leak catalogue (DESIGN §4): shapes, order, markers, boundaries, prefilter, prefix closure."""
+"""The leak catalogue (architecture §4): shapes, order, markers, boundaries, prefilter, prefix
+closure."""
 
 from __future__ import annotations
 

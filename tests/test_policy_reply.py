@@ -1,4 +1,5 @@
-"""ReplyPolicy (DESIGN §4): rounds and restarts, delivered pieces, the hook, guardrails, logs."""
+"""ReplyPolicy (architecture §4): rounds and restarts, delivered pieces, the hook, guardrails,
+logs."""
 
 from __future__ import annotations
 
@@ -79,10 +80,10 @@ def test_a_clean_piece_after_a_redacted_one_is_sent_unchanged() -> None:
 def test_only_the_last_512_characters_of_history_are_context() -> None:
     policy = ReplyPolicy(hook=lambda channel, chat, text: text)
     policy.guard_piece("AKIAABCD" + "EFGH")  # a key start, delivered (the hook allowed it)
-    assert policy.guard_piece("IJKLMNOPQRST rest") == "[REDACTED:aws_access_key] rest"
+    assert policy.guard_piece("IJKLMNOP rest") == "[REDACTED:aws_access_key] rest"
     policy.guard_piece("AKIAABCDEFGH")
     policy.guard_piece(" " * 600)
-    assert policy.guard_piece("IJKLMNOPQRST") == "IJKLMNOPQRST"
+    assert policy.guard_piece("IJKLMNOP") == "IJKLMNOP"
 
 
 def test_redact_line_masks_status_lines_and_notices() -> None:

@@ -1,4 +1,4 @@
-"""Image parts on the wire, in each provider's own format (DESIGN §2/§3 "attachments"): a user
+"""Image parts on the wire, in each provider's own format (architecture §2/§3 "attachments"): a user
 message with a caption and two images, sent through the real provider to the local server,
 and the request body the server read asserted. With ``vision: false`` no image part is sent.
 """

@@ -1,4 +1,4 @@
-"""The provider failure rules of DESIGN §2, through real HTTP to local providers.
+"""The provider failure rules of architecture §2, through real HTTP to local providers.
 
 Each test scripts a local OpenAI-compatible server and runs one round through
 :class:`RoundRunner`; backoff sleeps are recorded instead of waited, except where the test is

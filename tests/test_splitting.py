@@ -1,4 +1,4 @@
-"""The splitter: boundaries, limits in UTF-16 code units, code fences (DESIGN §3 "Limits")."""
+"""The splitter: boundaries, limits in UTF-16 code units, code fences (architecture §3 "Limits")."""
 
 from __future__ import annotations
 

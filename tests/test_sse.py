@@ -1,4 +1,5 @@
-"""SSEDecoder: the WHATWG event-stream algorithm, fed in every split (DESIGN §2, cases C07-C10)."""
+"""SSEDecoder: the WHATWG event-stream algorithm, fed in every split (architecture §2, cases
+C07-C10)."""
 
 from __future__ import annotations
 
@@ -305,7 +306,8 @@ def test_property_any_split_gives_the_same_events(
     assert decode(*pieces) == expected
 
 
-# -- bounds (DESIGN §2: a line or event larger than 8 MiB is a protocol error) ----------------
+# -- bounds (architecture §2: a line or event larger than 8 MiB is a protocol error)
+# ----------------
 
 READ = 64 * 1024
 

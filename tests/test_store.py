@@ -1,4 +1,4 @@
-"""The SQLite store: history survives a restart; one row per round (DESIGN §7)."""
+"""The SQLite store: history survives a restart; one row per round (architecture §7)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Synapse peer itself: what a real homeserver does with the events the Matrix channel sends.
 
 Two matrix-nio clients (``max_limit_exceeded=0``): the bot and a human, in a room the human
-created. These tests pin the wire facts the adapter relies on (DESIGN §3 "Matrix specifics",
+created. These tests pin the wire facts the adapter relies on (architecture §3 "Matrix specifics",
 §8): ``m.replace`` edits as a client resolves them, thread relations, the 10-event default of a
 plain ``/sync``, and the shape of a real ``429 M_LIMIT_EXCEEDED``.
 """

@@ -1,5 +1,5 @@
 """The Telegram adapter against the local Bot API peer, with the real python-telegram-bot client
-over HTTP on 127.0.0.1 (DESIGN §3, §8; cases C12–C15)."""
+over HTTP on 127.0.0.1 (architecture §3, §8; cases C12–C15)."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ async def test_timed_out_edit_landed(
 async def test_unparseable_entities_fail_the_write_for_the_engine_to_resend_plain(
     server: TelegramBotApiServer, channel: TelegramChannel
 ) -> None:
-    """The engine resends that message plain an interval later (DESIGN §3 "Spacing"): the
+    """The engine resends that message plain an interval later (architecture §3 "Spacing"): the
     adapter writes nothing more itself."""
     other = await channel.send_message(str(CHAT), "**other**", formatted=True)
     ref = await channel.send_message(str(CHAT), "preview")
@@ -253,7 +253,7 @@ async def test_c14_every_preview_and_the_final_edit_are_accepted(
 async def test_a_formatted_write_longer_than_a_message_is_never_split(
     server: TelegramBotApiServer, channel: TelegramChannel, markdown: str
 ) -> None:
-    """The engine decides every boundary (DESIGN §3): the adapter refuses a text it was not
+    """The engine decides every boundary (architecture §3): the adapter refuses a text it was not
     given to fit, before any request, and never writes it in parts."""
     assert channel.render(markdown).length > 4096
     with pytest.raises(MessageTooLong):
@@ -284,7 +284,7 @@ async def test_render_measures_what_telegram_counts(
 async def test_a_flood_limit_is_raised_at_once_never_waited(
     server: TelegramBotApiServer, channel: TelegramChannel
 ) -> None:
-    """The engine's spacing governs (DESIGN §1): one request, the 429 raised as it came."""
+    """The engine's spacing governs (architecture §1): one request, the 429 raised as it came."""
     server.fail("sendMessage", call=1, error=ApiError.flood(7))
     with pytest.raises(ChannelRateLimited) as caught:
         await channel.send_message(str(CHAT), "**hello**", formatted=True)
@@ -320,7 +320,8 @@ async def test_inbound_messages(
     server.inject_message(CHAT, "hello", user_id=7, username="alice")
     direct = await _next_inbound(server, inbox)
     expected = InboundMessage("tg", "111", "7", "@alice", "hello", "1", True, False)
-    assert direct == replace(expected, update_ids=(1000,))  # the peer's first update id
+    # the peer's first update id; the username Telegram verified
+    assert direct == replace(expected, update_ids=(1000,), sender_handle="alice")
 
     server.inject_message(-5, "just chatting", username=None, first_name="Bob")
     group = await _next_inbound(server, inbox)
@@ -330,6 +331,7 @@ async def test_inbound_messages(
         False,
         "Bob",
     )
+    assert group.sender_handle is None  # no username: a display name only, never for access
     server.inject_message(-5, "hey @Relay_Test_Bot what time is it?")
     assert (await _next_inbound(server, inbox)).mentions_bot
     server.inject_message(-5, "@someone_else hi")

@@ -1,4 +1,4 @@
-"""Conversations through the Telegram wire server (DESIGN §3 "Stop", thread ids; §5 waiting
+"""Conversations through the Telegram wire server (architecture §3 "Stop", thread ids; §5 waiting
 messages): the real daemon, the Bot API peer and a local Chat Completions server, real time.
 
 * ``/stop`` mid-answer closes the provider connection at once, keeps the text shown so far with

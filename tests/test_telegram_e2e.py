@@ -1,5 +1,5 @@
-"""Telegram end to end through ``Daemon.run`` (issue #4; DESIGN §3; cases C12–C14): the local Bot
-API peer receives every write python-telegram-bot makes for the real daemon, whose provider is a
+"""Telegram end to end through ``Daemon.run`` (issue #4; architecture §3; cases C12–C14): the local
+Bot API peer receives every write python-telegram-bot makes for the real daemon, whose provider is a
 local Chat Completions server. Each test ends with :func:`assert_chat_invariants`.
 
 Real sockets, real time: intervals are scaled down (150 ms instead of Telegram's 1000 ms).

@@ -1,5 +1,5 @@
 """Telegram end to end through ``Daemon.run`` where delivery used to lose text or stall (issue
-#10; DESIGN §3 "Network errors", §4 "The hook"): 5xx answers on the final edit, on every edit
+#10; architecture §3 "Network errors", §4 "The hook"): 5xx answers on the final edit, on every edit
 and on a ``multi_message`` send end with the whole answer in the chat; a hook that sleeps 3 s in
 one chat leaves another chat's writes their spacing. Real time, real sockets.
 """

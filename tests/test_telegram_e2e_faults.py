@@ -1,5 +1,5 @@
-"""Telegram end to end through ``Daemon.run`` when the network pushes back (issue #4; DESIGN §3,
-§4, §7; cases C15, C18): flood control, an edit answered 12 s after it landed, secrets split
+"""Telegram end to end through ``Daemon.run`` when the network pushes back (issue #4; architecture
+§3, §4, §7; cases C15, C18): flood control, an edit answered 12 s after it landed, secrets split
 across deltas and messages, and ``relaybot run`` with a token the server refuses. Each reply test
 ends with :func:`assert_chat_invariants`.
 """

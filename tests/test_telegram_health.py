@@ -1,5 +1,5 @@
-"""``/healthz`` through the Telegram wire server (DESIGN §7; issue: it said ``ok`` during a 409
-conflict): while getUpdates answers 409 Conflict (another instance polls the bot) the channel
+"""``/healthz`` through the Telegram wire server (architecture §7; issue: it said ``ok`` during a
+409 conflict): while getUpdates answers 409 Conflict (another instance polls the bot) the channel
 is ``degraded`` with the reason and ``/healthz`` answers 503; once it answers again, 200.
 """
 

@@ -1,4 +1,4 @@
-"""Images through the Telegram wire server (DESIGN §3 "attachments"; issue: photos got no
+"""Images through the Telegram wire server (architecture §3 "attachments"; issue: photos got no
 reply): the real daemon, the Bot API peer (photos, image documents, albums, getFile and
 ``/file/bot<token>/<path>`` downloads) and a local Chat Completions server.
 """

@@ -1,6 +1,6 @@
 """The Telegram channel's ``proxy:`` option reaches python-telegram-bot: every Bot API call,
 long polling included, goes through a local forward proxy in front of the Bot API peer
-(DESIGN §6 ``channels.*.proxy``)."""
+(architecture §6 ``channels.*.proxy``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Redelivered updates through the Telegram wire server (DESIGN §7 dedupe; issue: answered
+"""Redelivered updates through the Telegram wire server (architecture §7 dedupe; issue: answered
 twice): a webhook POST of the same update twice, and updates getUpdates offers again after a
 restart, are each answered once. The store keeps the ids it saw, bounded per channel.
 """

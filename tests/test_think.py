@@ -1,4 +1,4 @@
-"""``<think>`` separation (DESIGN §5, case C03), at every split of the content: a block is
+"""``<think>`` separation (architecture §5, case C03), at every split of the content: a block is
 reasoning only when it opens the answer (after optional whitespace); later it is text."""
 
 from __future__ import annotations

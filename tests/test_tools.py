@@ -1,4 +1,4 @@
-"""The tool registry and ``current_time`` (DESIGN §5)."""
+"""The tool registry and ``current_time`` (architecture §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The stream bounds of providers/transport.py over real HTTP (DESIGN §2 "Timeouts"): one idle
+"""The stream bounds of providers/transport.py over real HTTP (architecture §2 "Timeouts"): one idle
 watchdog per stream (a silent stream fails at the bound, a stream that keeps sending never does,
 whatever its length, and no timer is armed per read) and a pool sized for concurrent replies
 whose waits are not model timeouts."""

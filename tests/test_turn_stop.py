@@ -1,5 +1,5 @@
-"""``TurnRunner.stop`` (DESIGN §3 "Stop") through the real pipeline: a local provider server, the
-round runner, policy and delivery into a recording channel."""
+"""``TurnRunner.stop`` (architecture §3 "Stop") through the real pipeline: a local provider server,
+the round runner, policy and delivery into a recording channel."""
 
 from __future__ import annotations
 

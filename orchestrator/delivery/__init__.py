@@ -1,4 +1,4 @@
-"""Delivery: how one reply reaches one chat (DESIGN §3, §4).
+"""Delivery: how one reply reaches one chat (architecture §3, §4).
 
 - :mod:`~orchestrator.delivery.events`: the events fed to the engine and the actions it returns.
 - :mod:`~orchestrator.delivery.engine`: :class:`DeliveryEngine`, the sans-I/O state machine

@@ -1,4 +1,4 @@
-"""Carries out a delivery engine's actions through a channel (DESIGN §3): the I/O half.
+"""Carries out a delivery engine's actions through a channel (architecture §3): the I/O half.
 
 Theory of operation
 -------------------
@@ -13,7 +13,7 @@ slow hook stalls neither this chat's typing nor any other chat; or a wait until 
 ``SleepUntil`` deadline or the next :meth:`feed`, whichever comes first. ``run`` returns the
 delivery's :class:`~orchestrator.delivery.engine.DeliveryStats` once the engine is finished.
 
-Channel errors become write outcomes here, once (STYLE §5): ``ChannelRateLimited`` →
+Channel errors become write outcomes here, once: ``ChannelRateLimited`` →
 ``rate_limited`` (with its ``retry_after``), ``MessageNotModified`` → ``not_modified``,
 ``MessageTooLong`` → ``too_long``, ``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``,
 ``ChannelUnavailable`` → ``refused``, any other ``ChannelError`` (or an unexpected exception

@@ -1,4 +1,4 @@
-"""The delivery engine: sans-I/O, like h11's ``Connection`` (DESIGN §3, §4; STYLE §2).
+"""The delivery engine: sans-I/O, like h11's ``Connection`` (architecture §3, §4).
 
 Theory of operation
 -------------------

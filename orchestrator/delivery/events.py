@@ -1,4 +1,4 @@
-"""Events fed to the delivery engine and the actions it returns (DESIGN §3, STYLE §2).
+"""Events fed to the delivery engine and the actions it returns (architecture §3).
 
 Events are facts (nouns or past tense); actions are imperatives. All are frozen dataclasses.
 The engine keeps at most one write in flight per chat: after it returns a write action the
@@ -68,7 +68,8 @@ class RoundEnded:
 
 @dataclass(frozen=True, slots=True)
 class Restarted:
-    """The round is being served again (DESIGN §2): drop what is held of it (DESIGN §4)."""
+    """The round is being served again (architecture §2): drop what is held of it (architecture
+    §4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +81,7 @@ class AnswerEnded:
 class AnswerInterrupted:
     """The reply ended without a proper answer; ``cause`` is a few words for the user.
     ``marker`` is the whole line shown after the text instead of ``⚠️ Answer interrupted:
-    <cause>`` (``⏹ Stopped.`` when the user stopped it, DESIGN §3 "Stop")."""
+    <cause>`` (``⏹ Stopped.`` when the user stopped it, architecture §3 "Stop")."""
 
     cause: str
     marker: str | None = None
@@ -103,7 +104,7 @@ class WriteSucceeded:
 WriteFailure = Literal[
     "rate_limited", "not_modified", "too_long", "gone", "timeout", "refused", "failed"
 ]
-"""Why a write failed, by error class (DESIGN §3 "Network errors"):
+"""Why a write failed, by error class (architecture §3 "Network errors"):
 
 - ``rate_limited``: wait ``retry_after`` seconds; ``not_modified``: the edit shows that already;
 - ``too_long``: the platform counted more than the renderer did;
@@ -133,7 +134,7 @@ class PieceGuarded:
 
 @dataclass(frozen=True, slots=True)
 class PieceWithheld:
-    """The hook raised or timed out on piece ``piece_id``: it fails closed (DESIGN §4 "The
+    """The hook raised or timed out on piece ``piece_id``: it fails closed (architecture §4 "The
     hook"), and the piece is replaced by :data:`~orchestrator.delivery.planning.WITHHELD_NOTICE`."""
 
     piece_id: int

@@ -1,4 +1,4 @@
-"""The hook's verdict on a piece, off the event loop (DESIGN §1, §4 "The hook"): the I/O half.
+"""The hook's verdict on a piece, off the event loop (architecture §1, §4 "The hook"): the I/O half.
 
 Theory of operation
 -------------------
@@ -10,7 +10,8 @@ thread, bounded by the policy's ``hook_timeout_secs``:
   → ``PieceGuarded(piece_id, redacted)``; it returns ``None`` → ``PieceGuarded(piece_id, None)``
   (the piece is cancelled);
 - it raises, or does not answer in time: it fails closed → ``PieceWithheld(piece_id)`` (logged).
-  The thread is abandoned; whatever it returns later is never used.
+  The thread is abandoned; whatever it returns later is never used. It is a daemon thread, so
+  a hook that never returns cannot keep the process alive past a shutdown.
 
 With no hook configured the output is only redacted, on the loop, without a thread.
 
@@ -20,11 +21,14 @@ Delivery imports nothing from the policy: the driver is handed any object of the
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import logging
-from typing import Protocol
+import threading
+from collections.abc import Callable
+from typing import Protocol, TypeVar
 
 import anyio
-import anyio.to_thread
 
 from orchestrator.delivery.events import GuardPiece, PieceGuarded, PieceWithheld
 
@@ -33,11 +37,11 @@ __all__ = ["DEFAULT_HOOK_TIMEOUT_SECS", "PiecePolicy", "guard_piece"]
 log = logging.getLogger(__name__)
 
 DEFAULT_HOOK_TIMEOUT_SECS = 5.0
-"""``policy.hook_timeout_secs`` by default (DESIGN §4 "The hook")."""
+"""``policy.hook_timeout_secs`` by default (architecture §4 "The hook")."""
 
 
 class PiecePolicy(Protocol):
-    """What delivery needs of the reply's outbound policy (DESIGN §4)."""
+    """What delivery needs of the reply's outbound policy (architecture §4)."""
 
     @property
     def has_hook(self) -> bool:
@@ -76,9 +80,7 @@ async def guard_piece(
     timeout = policy.hook_timeout_secs
     try:
         with anyio.fail_after(timeout):
-            verdict = await anyio.to_thread.run_sync(
-                policy.hook_piece, piece.text, abandon_on_cancel=True
-            )
+            verdict = await _run_in_daemon_thread(policy.hook_piece, piece.text)
     except TimeoutError:
         log.error(
             "on_message_sending did not answer within %g s in %s; that piece is withheld",
@@ -92,3 +94,37 @@ async def guard_piece(
     if verdict is None:
         return PieceGuarded(piece.piece_id, None)
     return PieceGuarded(piece.piece_id, policy.redact_piece(verdict))
+
+
+_T = TypeVar("_T")
+
+
+async def _run_in_daemon_thread(func: Callable[[str], _T], arg: str) -> _T:
+    """``func(arg)`` in a thread of its own, awaited without blocking the loop.
+
+    Unlike a pooled worker thread, a daemon thread that never returns neither holds a worker
+    nor delays the interpreter's exit. Cancelling the wait abandons the thread.
+
+    Raises:
+        Exception: whatever ``func`` raised.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[_T] = loop.create_future()
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():  # else the wait was cancelled: nobody reads the verdict
+            outcome()
+
+    def work() -> None:
+        result: Callable[[], None]
+        try:
+            result = functools.partial(future.set_result, func(arg))
+        except BaseException as exc:  # handed to the awaiting task
+            result = functools.partial(future.set_exception, exc)
+        try:
+            loop.call_soon_threadsafe(settle, result)
+        except RuntimeError:  # the loop is closed (shutdown): nobody waits any more
+            pass
+
+    threading.Thread(target=work, name="on_message_sending", daemon=True).start()
+    return await future

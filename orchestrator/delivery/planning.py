@@ -1,11 +1,11 @@
-"""Pieces shared by the delivery engine and its two planners (DESIGN §3).
+"""Pieces shared by the delivery engine and its two planners (architecture §3).
 
 The engine (:mod:`orchestrator.delivery.engine`) owns time, the write in flight and the event
 table; a *planner* owns the layout of one mode and says which write comes next:
 :class:`~orchestrator.delivery.drafts.DraftPlanner` for ``partial``,
 :class:`~orchestrator.delivery.pieces.QueuePlanner` for ``off`` and ``multi_message``. Both read
 the reply's visible text from one :class:`Transcript`, and both turn a failed write into one
-:class:`Effect` by the same table, :data:`FAILURE_EFFECTS` (DESIGN §3 "Network errors").
+:class:`Effect` by the same table, :data:`FAILURE_EFFECTS` (architecture §3 "Network errors").
 """
 
 from __future__ import annotations
@@ -50,10 +50,10 @@ PARAGRAPH_BREAK = "\n\n"
 
 RESTARTED_NOTICE = "(answer restarted)"
 """Sent in ``multi_message`` before a new attempt's first piece when the failed one showed some
-(DESIGN §4 "Restart")."""
+(architecture §4 "Restart")."""
 
 WITHHELD_NOTICE = "⚠️ Part of this answer was withheld."
-"""What replaces a piece whose hook raised or timed out (DESIGN §4 "The hook")."""
+"""What replaces a piece whose hook raised or timed out (architecture §4 "The hook")."""
 
 MAX_ATTEMPTS = 3
 """Tries of one write that timed out or was refused before it is given up (a refused edit: its
@@ -61,13 +61,13 @@ text then goes out as a new message)."""
 
 REFUSED_BACKOFF_SECS = (1.0, 3.0)
 """Waits before the 2nd and 3rd try of a refused write, in seconds: with the spacing, three tries
-within about 10 s (DESIGN §3 "Network errors")."""
+within about 10 s (architecture §3 "Network errors")."""
 
 WriteKind = Literal["send", "edit", "delete"]
 
 
 def interrupted_marker(cause: str) -> str:
-    """The line that follows an interrupted answer (DESIGN §3 "Interrupted answers")."""
+    """The line that follows an interrupted answer (architecture §3 "Interrupted answers")."""
     return f"⚠️ Answer interrupted: {cause}"
 
 
@@ -102,7 +102,7 @@ class Transcript:
     """The reply's visible text: every round's emitted text, later rounds after a blank line.
 
     ``round_start`` is the length of the text before the current round (its separator not
-    included), where :meth:`restart` cuts back to (DESIGN §4 "Restart").
+    included), where :meth:`restart` cuts back to (architecture §4 "Restart").
 
     Appending costs the length of the appended text, whatever the length of the whole: the text
     before :attr:`base` (moved forward by :meth:`settle` once a planner no longer reads it) is
@@ -288,8 +288,8 @@ FAILURE_EFFECTS: dict[tuple[WriteKind, WriteFailure], Effect] = {
     ("delete", "refused"): Effect.RETRY,
     ("delete", "failed"): Effect.PLAIN,
 }
-"""By kind of write and error class (DESIGN §3 "Network errors"). ``rate_limited`` is not here:
-the engine waits it out and the planner writes its newest state then."""
+"""By kind of write and error class (architecture §3 "Network errors"). ``rate_limited`` is not
+here: the engine waits it out and the planner writes its newest state then."""
 
 
 class Planner(Protocol):

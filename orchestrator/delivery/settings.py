@@ -1,4 +1,5 @@
-"""What the delivery engine needs to know about one channel (DESIGN §3 "Defaults", "Limits")."""
+"""What the delivery engine needs to know about one channel (architecture §3 "Defaults",
+"Limits")."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ class DeliverySettings:
         typing_interval_ms: how often the typing indicator is renewed while nothing new shows.
         render: the channel's pure renderer (``Channel.render``): Markdown in, the formatted
             form and its length in ``limits.unit`` out. The engine decides every message
-            boundary with it, and an edit whose form equals what is shown is not sent (DESIGN
-            §3). ``None``: formatting shows like the plain text.
+            boundary with it, and an edit whose form equals what is shown is not sent
+            (architecture §3). ``None``: formatting shows like the plain text.
 
     Raises:
         ValueError: a limit under 16 units (too small to split into), or a cap under 1.

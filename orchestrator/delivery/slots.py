@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-A slot is one chat message of the reply (DESIGN §3 "What the chat shows"). Its state says what we
-know of that message; every change of state is a :class:`Step` looked up in :data:`TRANSITIONS`
+A slot is one chat message of the reply (architecture §3 "What the chat shows"). Its state says what
+we know of that message; every change of state is a :class:`Step` looked up in :data:`TRANSITIONS`
 (a step that is not in the table is a bug: :func:`advance` raises ``KeyError``)::
 
     state       step                    next        meaning

@@ -1,4 +1,4 @@
-"""Where to cut a text that outgrows a message (DESIGN §3 "Limits", "What the chat shows").
+"""Where to cut a text that outgrows a message (architecture §3 "Limits", "What the chat shows").
 
 Theory of operation
 -------------------

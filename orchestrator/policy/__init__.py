@@ -1,4 +1,4 @@
-"""The outbound policy (DESIGN §4): every text that leaves for a chat crosses it.
+"""The outbound policy (architecture §4): every text that leaves for a chat crosses it.
 
 - :mod:`~orchestrator.policy.catalogue`: the leak catalogue and the :class:`Redactor`;
 - :mod:`~orchestrator.policy.window`: the live redaction window (sans-I/O);

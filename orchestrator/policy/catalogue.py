@@ -1,4 +1,4 @@
-"""The leak catalogue and the redactor (DESIGN §4 "Leak catalogue").
+"""The leak catalogue and the redactor (architecture §4 "Leak catalogue").
 
 Theory of operation
 -------------------
@@ -18,8 +18,14 @@ literal-led single pattern runs at hundreds of MB/s.
 Prefilter: a shape is searched only if one of its keywords occurs in the text (case-insensitive
 keywords for shapes marked so), so text without any candidate keyword costs one ``str`` search
 per keyword and no regular expression at all. A keyword counts only at a word boundary; the
-patterns enforce that with ``(?<![A-Za-z0-9_])``, an ASCII boundary, so a key glued to Japanese
-text is still a key while ``task-list`` holds no ``sk-`` key.
+patterns enforce that with ``(?<![A-Za-z0-9])``, an ASCII boundary, so a key glued to Japanese
+text or opened by a Markdown ``_`` is still a key while ``task-list`` holds no ``sk-`` key.
+*Breaks* (round starts) are boundaries too: the text is matched once more with a break there.
+
+Views: each text is also matched as a reader reads it (:mod:`~orchestrator.policy.views`) and
+each match is mapped back to the raw characters it came from. With ``open_end``, a token begun at
+the end of the text (``&#11``) ends the views before it and is held as a possible secret start;
+a shape's ``open_tail`` keeps open a complete match that more text could still extend.
 
 Prefix closure (for the live window): scanning with ``open_end=True`` treats the text as a prefix
 of a longer text. A shape whose match is *partial* (the ``regex`` module's ``partial=True``: the
@@ -34,123 +40,38 @@ secret start. Every repetition is bounded, so an open match is at most a few KB 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import logging
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
 
+from orchestrator.policy.shapes import (
+    BUILTIN_SHAPES,
+    EXTRA_PATTERN_TIMEOUT_SECS,
+    SecretShape,
+    check_backtracking,
+    compile_shape,
+    marker,
+)
+from orchestrator.policy.views import View, has_tokens, held_from, normalised
+
 __all__ = [
     "BUILTIN_SHAPES",
+    "EXTRA_PATTERN_TIMEOUT_SECS",
     "Hit",
     "Redactor",
     "Scan",
     "SecretShape",
+    "check_backtracking",
     "compile_shape",
     "marker",
 ]
 
-# Not preceded by an ASCII word character: the "word boundary" a keyword must stand at.
-_B = r"(?<![A-Za-z0-9_])"
-_URL_KEYS = ("key", "api_key", "apikey", "token", "secret", "access_token", "password")
+log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True, slots=True)
-class SecretShape:
-    """One kind of secret.
-
-    Attributes:
-        name: the ``<name>`` of the ``[REDACTED:<name>]`` marker.
-        pattern: a ``regex``-module pattern; a group named ``secret`` limits what is replaced.
-        keywords: literals that every match contains (the prefilter); empty means the pattern is
-            searched in every text. For the live window each keyword must sit at or after the
-            start of the match.
-        ignore_case: compare ``keywords`` case-insensitively (the pattern carries its own flags).
-    """
-
-    name: str
-    pattern: str
-    keywords: tuple[str, ...] = ()
-    ignore_case: bool = False
-
-
-BUILTIN_SHAPES: tuple[SecretShape, ...] = (
-    SecretShape(
-        "url_credential",
-        r"(?<=[?&])(?i:" + "|".join(_URL_KEYS) + r")=(?P<secret>[^\s&#\"'<>`()\[\]{}]{1,2048})",
-        tuple(f"{key}=" for key in _URL_KEYS),
-        ignore_case=True,
-    ),
-    # scheme://user:PASSWORD@host → scheme://[REDACTED:url_password]@host (the user goes too).
-    SecretShape(
-        "url_password", r"(?<=:)//(?P<secret>[^\s/:@?#]{0,256}:[^\s/@]{1,256})(?=@)", ("//",)
-    ),
-    SecretShape(
-        "private_key",
-        r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----"
-        r"(?:[A-Za-z0-9+/=\s:,.-]{0,16384}?-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----"
-        r"|[A-Za-z0-9+/=\s:,.-]{0,16384})",  # no END line: up to the first non-PEM character
-        ("-----BEGIN",),
-    ),
-    SecretShape("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_-]{20,512}", ("sk-ant-",)),
-    SecretShape("openai_key", _B + r"sk-[A-Za-z0-9_-]{20,512}", ("sk-",)),
-    SecretShape(
-        "stripe_key",
-        _B + r"(?:sk_live|sk_test|rk_live|pk_live)_[A-Za-z0-9]{10,255}",
-        ("sk_live_", "sk_test_", "rk_live_", "pk_live_"),
-    ),
-    SecretShape("aws_access_key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16,128}", ("AKIA", "ASIA")),
-    SecretShape(
-        "github_token",
-        _B + r"(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})",
-        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-    ),
-    SecretShape("gitlab_token", _B + r"glpat-[A-Za-z0-9_-]{20,255}", ("glpat-",)),
-    SecretShape(
-        "slack_token",
-        _B + r"(?:xox[A-Za-z0-9]-|xapp-)[A-Za-z0-9-]{10,255}",
-        ("xox", "xapp-"),
-    ),
-    SecretShape("google_api_key", _B + r"AIza[0-9A-Za-z_-]{30,255}", ("AIza",)),
-    SecretShape("huggingface_token", _B + r"hf_[A-Za-z0-9]{20,255}", ("hf_",)),
-    SecretShape("sendgrid_key", _B + r"SG\.[A-Za-z0-9_-]{16,255}\.[A-Za-z0-9_-]{16,255}", ("SG.",)),
-    SecretShape(
-        "telegram_bot_token",
-        # Also right after "bot", as in Bot API URLs: https://api.telegram.org/bot<token>/getMe
-        r"(?:(?<=[Bb]ot)|(?<![A-Za-z0-9_]))[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
-        tuple(f"{digit}:" for digit in "0123456789"),
-    ),
-    SecretShape(
-        "jwt",
-        _B + r"eyJ[A-Za-z0-9_-]{5,8192}\.[A-Za-z0-9_-]{5,8192}\.[A-Za-z0-9_-]{0,8192}",
-        ("eyJ",),
-    ),
-    SecretShape(
-        "bearer",
-        _B + r"(?i:bearer)[ \t]{1,8}(?P<secret>[A-Za-z0-9._~+/-]{16,8192}={0,8})",
-        ("bearer",),
-        ignore_case=True,
-    ),
-)
-
-
-def marker(name: str) -> str:
-    """The text that replaces a secret of shape ``name``."""
-    return f"[REDACTED:{name}]"
-
-
-def compile_shape(shape: SecretShape) -> regex.Pattern[str]:
-    """Compile ``shape.pattern``.
-
-    Raises:
-        ValueError: the pattern does not compile, or it matches the empty string.
-    """
-    try:
-        compiled = regex.compile(shape.pattern)
-    except regex.error as exc:
-        raise ValueError(f"secret pattern {shape.name!r}: invalid regex: {exc}") from exc
-    if compiled.search("") is not None:
-        raise ValueError(f"secret pattern {shape.name!r}: matches the empty string")
-    return compiled
+VIEW_CONTEXT_CHARS = 16
+"""Raw characters before a scan's start from which its views are built (look-behind context)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +110,18 @@ class Scan:
 
 
 class _Compiled:
-    __slots__ = ("always", "ignore_case", "keywords", "name", "pattern", "prefixes", "secret")
+    __slots__ = (
+        "always",
+        "ignore_case",
+        "keywords",
+        "name",
+        "pattern",
+        "prefixes",
+        "secret",
+        "tail",
+        "timed_out",
+        "timeout",
+    )
 
     def __init__(self, shape: SecretShape) -> None:
         self.name = shape.name
@@ -200,10 +132,40 @@ class _Compiled:
         self.keywords = words
         self.prefixes = tuple({k[:i] for k in words for i in range(1, len(k))})
         self.always = not words
+        self.timeout = shape.timeout_secs
+        self.timed_out = False
+        self.tail = regex.compile(shape.open_tail) if shape.open_tail else None
+
+    def search(self, text: str, pos: int, partial: bool) -> regex.Match[str] | None:
+        if self.timeout is None:
+            return self.pattern.search(text, pos, partial=partial)
+        return self.pattern.search(text, pos, partial=partial, timeout=self.timeout)
+
+
+class _TimedOut:
+    """A search of ``shape`` from ``start`` on that ran out of time."""
+
+    __slots__ = ("shape", "start")
+
+    def __init__(self, shape: _Compiled, start: int) -> None:
+        self.shape = shape
+        self.start = start
 
 
 class Redactor:
     """Redacts text with an ordered catalogue of shapes; sans-I/O and reusable.
+
+    Every text is matched as it is and as a reader sees it (:mod:`~orchestrator.policy.views`:
+    entities, JSON escapes and percent-encoding decoded, Markdown escapes and link syntax gone,
+    invisible characters removed, NFKC); a match in a view replaces the raw characters it came
+    from. Overlapping matches of different views are merged into one replacement.
+
+    *Breaks* (raw positions, e.g. where a round of the reply starts) are word boundaries for
+    keywords: the text is matched once more with a break inserted there, while a key running
+    across the break is still caught in the text as it is.
+
+    A shape with a time bound whose search times out redacts the searched text from where the
+    search began up to the scan's stop (conservatively), and is logged once per shape.
 
     Args:
         shapes: the catalogue, in order (default: :data:`BUILTIN_SHAPES`).
@@ -225,48 +187,57 @@ class Redactor:
         )
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
+        self._timeouts = 0  # searches that ran out of time, ever
 
     @property
     def shapes(self) -> tuple[SecretShape, ...]:
         return self._shapes
 
-    def redact(self, text: str) -> str:
-        """Replace every secret in ``text`` by its marker."""
-        return self.scan(text, 0, len(text), open_end=False).text
+    def redact(self, text: str, breaks: Sequence[int] = ()) -> str:
+        """Replace every secret in ``text`` by its marker (``breaks``: see the class)."""
+        return self.scan(text, 0, len(text), open_end=False, breaks=breaks).text
 
     def candidates(self, text: str, *, open_end: bool = False) -> tuple[str, ...]:
-        """Names of the shapes the keyword prefilter lets through for ``text``; with
+        """Names of the shapes the keyword prefilter lets through for ``text`` as it is; with
         ``open_end`` a text ending with a proper prefix of a keyword lets that shape through.
         Empty: ``text`` has no candidate keyword and no regular expression runs on it."""
         return tuple(shape.name for shape in self._candidates(text, 0, open_end))
 
-    def hits(self, text: str, start: int = 0) -> Iterator[Hit]:
-        """The settled matches of ``text[start:]`` in order (characters before ``start`` serve
-        as look-behind context only)."""
-        for hit in self._hits(text, start, open_end=False):
-            if isinstance(hit, Hit):
-                yield hit
+    def hits(self, text: str, start: int = 0, breaks: Sequence[int] = ()) -> Iterator[Hit]:
+        """The settled matches of ``text[start:]`` in order, merged across views (characters
+        before ``start`` serve as look-behind context only)."""
+        hits, _ = self._collect(text, start, len(text), open_end=False, breaks=breaks)
+        yield from hits
 
-    def scan(self, text: str, start: int, stop: int, *, open_end: bool) -> Scan:
+    def scan(
+        self,
+        text: str,
+        start: int,
+        stop: int,
+        *,
+        open_end: bool,
+        breaks: Sequence[int] = (),
+    ) -> Scan:
         """Redact ``text[start:stop]`` as far as it is settled.
 
         With ``open_end`` the text may continue: the scan ends before ``stop`` at the first
-        possible secret that reaches the end of ``text``, and at the start of any match that
-        crosses ``stop``. ``start`` must be a settled position (no match spans it).
+        possible secret that reaches the end of ``text`` (in any view), and at the start of any
+        match that crosses ``stop``. ``start`` must be a settled position (no match spans it).
+        ``breaks``: raw positions that are word boundaries (sorted).
 
         Returns:
             the output for ``text[start:cut]``; joining the outputs of consecutive scans gives
             :meth:`redact` of the whole text, whatever follows.
         """
+        hits, open_at = self._collect(text, start, stop, open_end=open_end, breaks=breaks)
+        if open_at is not None and open_at < stop:
+            stop = open_at
+        else:
+            open_at = None
         out: list[str] = []
         last = start
-        open_at: int | None = None
         first_hit: int | None = None
-        for hit in self._hits(text, start, open_end=open_end):
-            if isinstance(hit, int):  # a possible secret starts here and reaches the end
-                if hit < stop:
-                    stop = open_at = hit
-                break
+        for hit in hits:
             if hit.start >= stop:
                 break
             if hit.end > stop:
@@ -279,6 +250,91 @@ class Redactor:
                 first_hit = hit.start
         out.append(text[last:stop])
         return Scan("".join(out), stop, open_at, first_hit)
+
+    # -- views ------------------------------------------------------------------------------
+
+    def _collect(
+        self, text: str, start: int, stop: int, *, open_end: bool, breaks: Sequence[int]
+    ) -> tuple[list[Hit], int | None]:
+        """Hits of every view in raw coordinates, merged, and the first open position."""
+        begin = max(0, start - VIEW_CONTEXT_CHARS)
+        held: int | None = None
+        tokens = has_tokens(text, begin)
+        if open_end:
+            # A token begun at the end (``&#11``) may become any character: the views end before
+            # it, so what precedes it stays a possible secret start, and it is held itself.
+            held = held_from(text, start, tokens=tokens)
+            if held is not None:
+                text = text[:held]
+                stop = min(stop, held)
+                tokens = has_tokens(text, begin)
+        cuts = [b for b in breaks if start <= b <= len(text)] if breaks else breaks
+        if not tokens and not cuts:  # the usual text: the raw view alone
+            raw_hits: list[Hit] = []
+            open_raw: int | None = held
+            for hit in self._hits(text, start, stop, open_end=open_end):
+                if isinstance(hit, int):
+                    open_raw = hit if open_raw is None else min(open_raw, hit)
+                    break
+                raw_hits.append(hit)
+            return raw_hits, open_raw
+        views: list[View | None] = [None]
+        if tokens:
+            views.append(normalised(text, begin))
+        first_broken = len(views)  # the views from here on have the breaks in them
+        if cuts:
+            views.append(normalised(text, begin, cuts, decode=False))
+            if tokens:
+                views.append(normalised(text, begin, cuts))
+        at_break = frozenset(cuts)
+        found: list[tuple[int, int, Hit]] = []
+        open_at: int | None = None
+        timeouts = self._timeouts
+        for order, view in enumerate(views):
+            if self._timeouts != timeouts:
+                break  # a view timed out and masked the scanned text: the others add nothing
+            if view is None:
+                vtext, vstart, vstop = text, start, stop
+            else:
+                vtext, vstart = view.text, view.view_index(start)
+                vstop = view.view_index(stop)
+            for hit in self._hits(vtext, vstart, vstop, open_end=open_end):
+                if isinstance(hit, int):
+                    raw = hit if view is None else view.raw_start(hit)
+                    open_at = raw if open_at is None else min(open_at, raw)
+                    break
+                if view is not None:
+                    hit = Hit(
+                        hit.name,
+                        view.raw_start(hit.start),
+                        view.raw_end(hit.end),
+                        view.raw_start(hit.secret_start),
+                        view.raw_end(hit.secret_end),
+                    )
+                    if hit.end <= hit.start:
+                        continue
+                    if order >= first_broken and not (hit.start in at_break or hit.end in at_break):
+                        continue  # a break view adds only the matches a break bounds
+                found.append((hit.start, order, hit))
+        if held is not None:
+            open_at = held if open_at is None else min(open_at, held)
+        if len(views) == 1:
+            return [hit for _, _, hit in found], open_at
+        found.sort(key=lambda item: (item[0], item[1]))
+        merged: list[Hit] = []
+        for _, _, hit in found:
+            if merged and hit.start < merged[-1].end:
+                top = merged[-1]
+                merged[-1] = Hit(
+                    top.name,
+                    top.start,
+                    max(top.end, hit.end),
+                    min(top.secret_start, hit.secret_start),
+                    max(top.secret_end, hit.secret_end),
+                )
+            else:
+                merged.append(hit)
+        return merged, open_at
 
     # -- the merge of per-shape searches ----------------------------------------------------
 
@@ -298,34 +354,65 @@ class Redactor:
                     found.add(index)
         return [self._compiled[index] for index in sorted(found)]
 
-    def _hits(self, text: str, start: int, *, open_end: bool) -> Iterator[Hit | int]:
+    def _search(
+        self, shape: _Compiled, text: str, pos: int, partial: bool
+    ) -> regex.Match[str] | _TimedOut | None:
+        try:
+            return shape.search(text, pos, partial)
+        except TimeoutError:
+            if not shape.timed_out:
+                shape.timed_out = True
+                log.warning(
+                    "secret pattern %r took longer than %s s: the text it searched is redacted",
+                    shape.name,
+                    shape.timeout,
+                )
+            self._timeouts += 1
+            return _TimedOut(shape, pos)
+
+    def _hits(self, text: str, start: int, stop: int, *, open_end: bool) -> Iterator[Hit | int]:
         """Settled hits in order; with ``open_end`` a final ``int`` marks an open match."""
         shapes = self._candidates(text, start, open_end)
         if not shapes:
             return
         n = len(text)
-        heads = [shape.pattern.search(text, start, partial=open_end) for shape in shapes]
+        heads = [self._search(shape, text, start, open_end) for shape in shapes]
         while True:
             best = -1
-            for index, match in enumerate(heads):
-                if match is not None and (best < 0 or match.start() < heads[best].start()):
+            for index, head in enumerate(heads):
+                if head is not None and (best < 0 or _start(head) < _start(heads[best])):
                     best = index
             if best < 0:
                 return
-            match = heads[best]
-            assert match is not None
-            begin, end = match.span()
-            if open_end and (match.partial or end >= n):
-                yield begin
-                return
-            if end == begin:  # an empty match of a look-around pattern: not a secret
-                heads[best] = shapes[best].pattern.search(text, begin + 1, partial=open_end)
-                continue
+            head = heads[best]
             shape = shapes[best]
-            secret = match.span(shape.secret) if shape.secret is not None else (begin, end)
-            if secret[0] < 0:
-                secret = (begin, end)
-            yield Hit(shape.name, begin, end, secret[0], secret[1])
-            for index, head in enumerate(heads):
-                if head is not None and head.start() < end:
-                    heads[index] = shapes[index].pattern.search(text, end, partial=open_end)
+            if isinstance(head, _TimedOut):
+                # Conservative: everything from where the search began to the stop is masked.
+                end = max(stop, head.start + 1) if stop > head.start else n
+                yield Hit(shape.name, head.start, end, head.start, end)
+            else:
+                assert head is not None
+                begin, end = head.span()
+                if open_end and (
+                    head.partial
+                    or end >= n
+                    or (shape.tail is not None and shape.tail.fullmatch(text, end) is not None)
+                ):
+                    yield begin
+                    return
+                if end == begin:  # an empty match of a look-around pattern: not a secret
+                    heads[best] = self._search(shape, text, begin + 1, open_end)
+                    continue
+                secret = head.span(shape.secret) if shape.secret is not None else (begin, end)
+                if secret[0] < 0:
+                    secret = (begin, end)
+                yield Hit(shape.name, begin, end, secret[0], secret[1])
+            for index, other in enumerate(heads):
+                if isinstance(other, _TimedOut) and _start(other) < end:
+                    heads[index] = None  # one time-out per scan: the rest is masked already
+                elif other is not None and _start(other) < end:
+                    heads[index] = self._search(shapes[index], text, end, open_end)
+
+
+def _start(head: regex.Match[str] | _TimedOut) -> int:
+    return head.start if isinstance(head, _TimedOut) else head.start()

@@ -1,4 +1,4 @@
-"""Example ``on_message_sending`` hooks (DESIGN §4), usable as they are from the config:
+"""Example ``on_message_sending`` hooks (architecture §4), usable as they are from the config:
 
 .. code-block:: yaml
 

@@ -1,4 +1,4 @@
-"""Guardrails (DESIGN §4 "Guardrails"): screens of the complete text of a reply.
+"""Guardrails (architecture §4 "Guardrails"): screens of the complete text of a reply.
 
 ``term_list`` finds whole-word terms, case-insensitively. With ``action: deny`` a hit refuses
 the reply: it is replaced by :data:`REFUSAL_NOTICE` and the round is recorded as refused. With

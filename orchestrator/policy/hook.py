@@ -1,4 +1,4 @@
-"""The ``on_message_sending`` hook (DESIGN §4 "Hook").
+"""The ``on_message_sending`` hook (architecture §4 "Hook").
 
 ``on_message_sending(channel, chat_id, text) -> str | None`` is a plain (not ``async``) callable
 named by an import path ``"package.module:function"``. It returns the text to send, or ``None``

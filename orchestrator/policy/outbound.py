@@ -1,4 +1,4 @@
-"""The outbound policy of the whole daemon, built once from ``policy`` config (DESIGN §4, §6).
+"""The outbound policy of the whole daemon, built once from ``policy`` config (architecture §4, §6).
 
 It owns what every reply shares — the compiled catalogue (built-in shapes, then
 ``extra_secret_patterns``, then the terms of ``redact`` guardrails), the hook and the
@@ -10,28 +10,46 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from channels.telegram_format import markdown_to_telegram
 from config.models import PolicyConfig, SecretPatternConfig
-from orchestrator.policy.catalogue import BUILTIN_SHAPES, Redactor, SecretShape
+from orchestrator.policy.catalogue import (
+    BUILTIN_SHAPES,
+    EXTRA_PATTERN_TIMEOUT_SECS,
+    Redactor,
+    SecretShape,
+    check_backtracking,
+)
 from orchestrator.policy.errors import PolicyError
 from orchestrator.policy.guardrails import TermList, build_guardrails
 from orchestrator.policy.hook import Hook, load_hook
-from orchestrator.policy.reply import ReplyPolicy
+from orchestrator.policy.reply import Renderer, ReplyPolicy
 
-__all__ = ["OutboundPolicy", "extra_shapes"]
+__all__ = ["OutboundPolicy", "extra_shapes", "telegram_visible_text"]
+
+
+def telegram_visible_text(markdown: str) -> str:
+    """The text Telegram displays for the formatted final ``markdown`` (today's only renderer
+    of a formatted final; architecture §3 "Formatting")."""
+    return markdown_to_telegram(markdown).text
 
 
 def extra_shapes(patterns: Sequence[SecretPatternConfig]) -> tuple[SecretShape, ...]:
     """The shapes of ``policy.extra_secret_patterns``, each checked.
 
+    A pattern's ``keywords`` are only a hint: they do not gate its search, so a pattern whose
+    matches lack them (``zz[0-9]{8}`` with ``keywords: [yy]``) still matches. Each search runs
+    with a time bound of :data:`EXTRA_PATTERN_TIMEOUT_SECS`.
+
     Raises:
-        PolicyError: a pattern does not compile or matches the empty string; the key path and
-            the message name the pattern.
+        PolicyError: a pattern does not compile, matches the empty string or backtracks
+            catastrophically; the key path and the message name the pattern.
     """
     shapes = []
     for index, pattern in enumerate(patterns):
-        shape = SecretShape(pattern.name, pattern.regex, tuple(pattern.keywords))
+        shape = SecretShape(pattern.name, pattern.regex, timeout_secs=EXTRA_PATTERN_TIMEOUT_SECS)
         try:
             Redactor((shape,))
+            check_backtracking(shape)
         except ValueError as exc:
             raise PolicyError(f"policy.extra_secret_patterns[{index}].regex", str(exc)) from exc
         shapes.append(shape)
@@ -46,6 +64,8 @@ class OutboundPolicy:
         hook: the ``on_message_sending`` hook.
         guardrails: the guardrails; the shapes of ``redact`` lists must be in ``redactor``
             (:meth:`from_config` arranges that).
+        render: the renderer of formatted finals, as displayed (default: Telegram's); every
+            delivered piece is also checked as it displays.
     """
 
     def __init__(
@@ -54,10 +74,12 @@ class OutboundPolicy:
         *,
         hook: Hook | None = None,
         guardrails: Sequence[TermList] = (),
+        render: Renderer | None = None,
         hook_timeout_secs: float = 5.0,
     ) -> None:
         self.hook_timeout_secs = hook_timeout_secs
         self.redactor = redactor if redactor is not None else Redactor()
+        self.render = render if render is not None else telegram_visible_text
         self.hook = hook
         self.guardrails = tuple(guardrails)
 
@@ -88,6 +110,7 @@ class OutboundPolicy:
             guardrails=self.guardrails,
             channel=channel,
             chat_id=chat_id,
+            render=self.render,
             hook_timeout_secs=self.hook_timeout_secs,
         )
 

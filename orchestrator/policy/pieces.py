@@ -1,4 +1,4 @@
-"""Per delivered piece: redact again with the delivered history as context (DESIGN §4).
+"""Per delivered piece: redact again with the delivered history as context (architecture §4).
 
 Theory of operation
 -------------------
@@ -45,15 +45,18 @@ class PieceHistory:
         """The suffix of the delivered history that is kept (at least 512 characters of it)."""
         return self._history
 
-    def guard(self, text: str) -> str:
-        """Redact ``text`` with the history as context, record it as delivered, return it."""
-        context = self._history
+    def guard(self, text: str, separator: str = "") -> str:
+        """Redact ``text`` with the history as context, joined by ``separator`` (what was
+        delivered between the last piece and this one: ``""`` where the model's text ran on,
+        a paragraph break between messages), record it as delivered, return it."""
+        context = self._history + separator if self._history else ""
         joined = context + text
         start = max(0, len(context) - HISTORY_CONTEXT_CHARS)
         new = len(context)
         out: list[str] = []
         last = new
-        for hit in self._redactor.hits(joined, start):
+        breaks = (new,) if context and not separator else ()
+        for hit in self._redactor.hits(joined, start, breaks):
             if hit.end <= new:
                 continue
             out.append(joined[last : max(hit.start, new)])

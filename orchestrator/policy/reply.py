@@ -1,4 +1,4 @@
-"""Per-reply outbound policy: the seam the turn loop and the delivery engine use (DESIGN §4).
+"""Per-reply outbound policy: the seam the turn loop and the delivery engine use (architecture §4).
 
 Theory of operation
 -------------------
@@ -29,16 +29,44 @@ go through :meth:`redact_line`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from orchestrator.policy.catalogue import Redactor
+from orchestrator.policy.catalogue import Redactor, marker
 from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
 from orchestrator.policy.hook import Hook, call_hook, run_hook
 from orchestrator.policy.pieces import PieceHistory
+from orchestrator.policy.views import aligned
 from orchestrator.policy.window import RedactionWindow
 
-__all__ = ["PieceGuard", "ReplyPolicy"]
+__all__ = ["PieceGuard", "Renderer", "ReplyPolicy", "redact_rendered"]
+
+Renderer = Callable[[str], str]
+"""Markdown in, the text a client displays out (the channel's renderer of the final text)."""
+
+_PARAGRAPH_BREAK = "\n\n"
+_PROBE_CHARS = 32
+
+
+def redact_rendered(redactor: Redactor, text: str, render: Renderer) -> str:
+    """Redact ``text`` as ``render`` displays it: a secret visible only once rendered (Markdown
+    escapes, emphasis or a link inside it) has the raw characters it came from replaced."""
+    shown = render(text)
+    hits = list(redactor.hits(shown))
+    if not hits:
+        return text
+    view = aligned(text, shown)
+    out: list[str] = []
+    last = 0
+    for hit in hits:
+        begin = max(view.raw_start(hit.secret_start), last)
+        end = max(view.raw_end(hit.secret_end), begin)
+        out.append(text[last:begin])
+        out.append(marker(hit.name))
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +95,8 @@ class ReplyPolicy:
         guardrails: the configured guardrails.
         channel: the channel name passed to the hook.
         chat_id: the chat id passed to the hook.
+        render: the channel's renderer of the final text (text as displayed); each delivered
+            piece is also checked as it displays. ``None``: the raw text only.
         hook_timeout_secs: how long one call of the hook may take (``policy.hook_timeout_secs``).
     """
 
@@ -78,10 +108,14 @@ class ReplyPolicy:
         guardrails: Sequence[TermList] = (),
         channel: str = "",
         chat_id: str = "",
+        render: Renderer | None = None,
         hook_timeout_secs: float = 5.0,
     ) -> None:
         self.hook_timeout_secs = hook_timeout_secs
         self._redactor = redactor if redactor is not None else Redactor()
+        self._render = render
+        self._emitted = ""  # what the window emitted since the last delivered piece
+        self._trimmed = 0  # characters of emitted text dropped from the front of ``_emitted``
         self._window = RedactionWindow(self._redactor)
         self._pieces = PieceHistory(self._redactor)
         self._hook = hook
@@ -93,17 +127,20 @@ class ReplyPolicy:
         self._raw: list[str] = []  # the reply's raw text, kept only to screen it
         self._withheld: list[str] = []  # emitted text held back by a holding guardrail
         self._checkpoint = (self._window.checkpoint(), 0, 0)
+        self._checkpoint_emitted = 0
 
     # -- the stream ---------------------------------------------------------------------------
 
     def begin_round(self) -> None:
         """A round starts: remember where to come back to on :meth:`restart`."""
         self._checkpoint = (self._window.begin_round(), len(self._raw), len(self._withheld))
+        self._checkpoint_emitted = self._trimmed + len(self._emitted)
 
     def restart(self) -> None:
         """The round is served again: forget everything fed since :meth:`begin_round`."""
         state, raw, withheld = self._checkpoint
         self._window.rollback(state)
+        self._emitted = self._emitted[: max(0, self._checkpoint_emitted - self._trimmed)]
         del self._raw[raw:]
         del self._withheld[withheld:]
 
@@ -114,6 +151,7 @@ class ReplyPolicy:
         if self._deny:
             self._raw.append(text)
         emitted = self._window.feed(text)
+        self._emitted += emitted
         if self._holds:
             self._withheld.append(emitted)
             return ""
@@ -132,6 +170,7 @@ class ReplyPolicy:
         return self._screened(self._window.flush())
 
     def _screened(self, released: str) -> str:
+        self._emitted += released
         if self._holds:
             released = "".join(self._withheld) + released
             self._withheld.clear()
@@ -148,12 +187,36 @@ class ReplyPolicy:
     def guard_piece(self, text: str) -> str | None:
         """One delivered piece: the hook (``None`` cancels), then redaction again with the last
         512 characters of the delivered history as context. Returns what to send."""
+        separator = self._separator(text)
         if self._hook is not None:
             hooked = run_hook(self._hook, self._channel, self._chat_id, text)
             if hooked is None:
                 return None
             text = hooked
-        return self._pieces.guard(text)
+        return self._guarded(text, separator)
+
+    def _guarded(self, text: str, separator: str) -> str:
+        guarded = self._pieces.guard(text, separator)
+        if self._render is not None:
+            guarded = redact_rendered(self._redactor, guarded, self._render)
+        return guarded
+
+    def _separator(self, text: str) -> str:
+        """What was delivered between the last piece and ``text``: the gap between them in the
+        emitted text when it is whitespace (``""`` where the model's text ran on); a paragraph
+        break when something else lies between them; ``""`` (the cautious choice: a key split
+        there is one key) when ``text`` is not found in the emitted text."""
+        probe = text[:_PROBE_CHARS]
+        at = self._emitted.find(probe) if probe else -1
+        if at < 0:
+            return ""
+        gap = self._emitted[:at]
+        drop = at + len(probe)
+        if self._emitted.startswith(text[len(probe) :], drop):
+            drop += len(text) - len(probe)
+        self._emitted = self._emitted[drop:]
+        self._trimmed += drop
+        return gap if not gap.strip() else _PARAGRAPH_BREAK
 
     @property
     def has_hook(self) -> bool:
@@ -172,10 +235,12 @@ class ReplyPolicy:
         return call_hook(self._hook, self._channel, self._chat_id, text)
 
     def redact_piece(self, text: str) -> str:
-        """The hook's output redacted again with the delivered history as context; recorded as
-        delivered."""
-        return self._pieces.guard(text)
+        """The hook's output redacted again with the delivered history as context, joined by
+        the separator delivered before it (found in the emitted text; a text the hook rewrote
+        is joined directly), and checked as the channel renders it; recorded as delivered."""
+        return self._guarded(text, self._separator(text))
 
     def redact_line(self, text: str) -> str:
-        """A status line or notice, redacted on its own."""
+        """A status line, notice or approval prompt, redacted on its own (as it is and as it
+        reads: a tool's JSON arguments are decoded by the views)."""
         return self._redactor.redact(text)

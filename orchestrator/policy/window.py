@@ -1,4 +1,4 @@
-"""The live redaction window (DESIGN §4 "Live redaction window"); sans-I/O.
+"""The live redaction window (architecture §4 "Live redaction window"); sans-I/O.
 
 Theory of operation
 -------------------
@@ -19,6 +19,10 @@ on, with a few characters before it kept as look-behind context.
 
 The first two are moved back further so they never cut a user-perceived character apart (an
 emoji ZWJ sequence, a skin tone, a flag, a combining mark): a draft never shows half an emoji.
+
+Round starts after the first are *breaks* for the catalogue (word boundaries for keywords:
+"Looking it up now" + a round opening with ``AKIA…`` is caught, while a key split across the
+round start is still one key in the text as it is).
 
 ``release`` (end of a round) emits everything except a trailing possible secret start;
 ``flush`` (end of the reply) emits everything. Invariant: the concatenation of everything
@@ -91,6 +95,8 @@ class WindowState:
         carried: what the text at ``settled`` is, when it was carried over from an earlier
             round: ``"open"`` (a possible secret start, unresolved), ``"held"`` (this attempt
             made it no secret: held to the end of the round); ``None`` otherwise.
+        breaks: where rounds after the first start (indices into ``text``, at or after
+            ``settled``): word boundaries for keywords (architecture §4 "Scope").
     """
 
     text: str = ""
@@ -101,6 +107,7 @@ class WindowState:
     run_from: int = 0
     run_bytes: int = 0
     carried: Literal["open", "held"] | None = None
+    breaks: tuple[int, ...] = ()
 
 
 def _extends_previous(char: str) -> bool:
@@ -176,14 +183,14 @@ class RedactionWindow:
         """End of a round: emit all but a trailing possible secret start."""
         s = self._join()
         s.carried = None
-        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True)
+        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True, breaks=s.breaks)
         return self._advance(scan.text, scan.cut, scan.open_at)
 
     def flush(self) -> str:
         """End of the reply: emit everything."""
         s = self._join()
         s.carried = None
-        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False)
+        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False, breaks=s.breaks)
         return self._advance(scan.text, scan.cut, None)
 
     def begin_round(self) -> WindowState:
@@ -197,6 +204,8 @@ class RedactionWindow:
         s = self._join()
         if s.settled < len(s.text):
             s.carried = "open"
+        if s.text:
+            s.breaks = (*s.breaks, len(s.text))
         return replace(s)
 
     def checkpoint(self) -> WindowState:
@@ -240,7 +249,7 @@ class RedactionWindow:
         ceiling = _grapheme_start(s.text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
-        scan = self._redactor.scan(s.text, s.settled, ceiling, open_end=True)
+        scan = self._redactor.scan(s.text, s.settled, ceiling, open_end=True, breaks=s.breaks)
         if s.carried and scan.cut > s.settled and scan.first_hit != s.settled:
             s.carried = "held"
             return ""
@@ -276,5 +285,8 @@ class RedactionWindow:
             s.text = s.text[drop:]
             cut -= drop
             s.run_from = max(0, s.run_from - drop)
+            s.breaks = tuple(b - drop for b in s.breaks)
+        if s.breaks and s.breaks[0] < cut:
+            s.breaks = tuple(b for b in s.breaks if b >= cut)
         s.settled = cut
         return emitted

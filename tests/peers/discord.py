@@ -1,4 +1,4 @@
-"""A local Discord server for tests (DESIGN §8): REST v10 and the Gateway, on 127.0.0.1.
+"""A local Discord server for tests (architecture §8): REST v10 and the Gateway, on 127.0.0.1.
 
 Theory of operation
 -------------------

@@ -1,6 +1,6 @@
 """The human's side of a Matrix test: a matrix-nio client and what its timeline shows.
 
-Helpers over a :class:`~tests.peers.synapse.SynapseHomeserver` (DESIGN §8):
+Helpers over a :class:`~tests.peers.synapse.SynapseHomeserver` (architecture §8):
 :func:`nio_client` (an ``AsyncClient`` with ``max_limit_exceeded=0``), :func:`sync_timeline`
 (one ``/sync`` with :data:`SYNC_FILTER`: a plain sync returns only 10 timeline events),
 :func:`resolve_edits` (the content a client shows once ``m.replace`` edits are applied) and

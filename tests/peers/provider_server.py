@@ -1,4 +1,4 @@
-"""A local HTTP/1.1 server that replays scripted provider answers byte for byte (DESIGN §8).
+"""A local HTTP/1.1 server that replays scripted provider answers byte for byte (architecture §8).
 
 Theory of operation
 -------------------

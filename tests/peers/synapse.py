@@ -1,4 +1,4 @@
-"""A real Synapse homeserver for tests (DESIGN §8), run as a subprocess on 127.0.0.1.
+"""A real Synapse homeserver for tests (architecture §8), run as a subprocess on 127.0.0.1.
 
 Theory of operation
 -------------------

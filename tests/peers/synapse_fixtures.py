@@ -1,4 +1,5 @@
-"""Pytest plugin with the Synapse homeserver fixtures (DESIGN §8); ``tests/conftest.py`` loads it.
+"""Pytest plugin with the Synapse homeserver fixtures (architecture §8); ``tests/conftest.py`` loads
+it.
 
 * ``synapse`` (session): one homeserver with every ``rc_*`` limit relaxed;
 * ``synapse_default_limits`` (session): a second homeserver keeping Synapse's default

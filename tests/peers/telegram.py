@@ -1,4 +1,4 @@
-"""A local Telegram Bot API server for tests (DESIGN §8), speaking the real HTTP API.
+"""A local Telegram Bot API server for tests (architecture §8), speaking the real HTTP API.
 
 Theory of operation
 -------------------

@@ -1,0 +1,107 @@
+"""False positives of the leak catalogue (architecture §4 "Shapes are specific") on ordinary prose
+and code that is on every machine: the Python standard library's sources and the README/METADATA
+files of the installed distributions (site-packages).
+
+Every match is classified as a *documentation placeholder* (the text says it is not a real
+secret: ``EXAMPLE``, ``your-token``, ``xxxx``, ``<password>``, ``user:password@``, a run of one
+character, a counting sequence) or a *real false positive* (anything else: prose or code that
+the catalogue mistook for a secret). Prints the count per shape and each real false positive
+with its file and line. Target: no real false positive.
+
+Usage: ``python bench/false_positives.py [--show N]``; exit status 1 when a real false positive
+is found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import site
+import sys
+import sysconfig
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from orchestrator.policy import Redactor
+
+PLACEHOLDER = re.compile(
+    r"example|sample|dummy|fake|placeholder|your|redacted|secret|token|password|passwd|"
+    r"changeme|xxxx|\*\*\*|\.\.\.|<|>|\{|\}|\$|abcdef|123456|012345|test|demo|foo|bar|"
+    r"user(?:name)?:|pass|admin:admin|key-here|my-?key|insert|replace|value",
+    re.IGNORECASE,
+)
+
+
+URL_EXAMPLE = re.compile(r"@?(?:[a-z0-9.-]*\.)?(?:example\.(?:com|org|net)|localhost)\b")
+"""A credential in a URL to a documentation host (RFC 2606 example domains, localhost)."""
+
+
+def is_placeholder(secret: str, after: str = "") -> bool:
+    """Whether a matched secret reads as a documentation placeholder; ``after``: the text that
+    follows the match (a URL's host)."""
+    if PLACEHOLDER.search(secret) or URL_EXAMPLE.match(after):
+        return True
+    body = re.sub(r"[^A-Za-z0-9]", "", secret)
+    if not body:
+        return True
+    if len(set(body.lower())) <= max(3, len(body) // 8):  # "AAAA…", "abababab"
+        return True
+    return bool(re.search(r"(.)\1{5,}", body))
+
+
+def corpus() -> Iterator[Path]:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    yield from sorted(p for p in stdlib.rglob("*.py") if "site-packages" not in p.parts)
+    roots = {Path(p) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    roots |= {Path(p) for p in sys.path if p.endswith("site-packages")}
+    for root in sorted(r for r in roots if r.is_dir()):
+        for path in sorted(root.rglob("*")):
+            name = path.name.upper()
+            if path.is_file() and (name == "METADATA" or name.startswith("README")):
+                yield path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--show", type=int, default=20, help="real false positives to list")
+    args = parser.parse_args()
+    redactor = Redactor()
+    placeholders: Counter[str] = Counter()
+    real: Counter[str] = Counter()
+    listed: list[str] = []
+    files = size = 0
+    start = time.perf_counter()
+    for path in corpus():
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        files += 1
+        size += len(text.encode("utf-8", errors="replace"))
+        for hit in redactor.hits(text):
+            secret = text[hit.secret_start : hit.secret_end]
+            if is_placeholder(secret, text[hit.end : hit.end + 64]):
+                placeholders[hit.name] += 1
+                continue
+            real[hit.name] += 1
+            if len(listed) < args.show:
+                line = text.count("\n", 0, hit.start) + 1
+                listed.append(f"  {path}:{line}: {hit.name}: {secret[:80]!r}")
+    seconds = time.perf_counter() - start
+    print(f"corpus: {files} files, {size / 1e6:.1f} MB ({seconds:.1f} s)")
+    print(f"{'shape':<20} {'placeholders':>12} {'real':>6}")
+    for name in sorted(set(placeholders) | set(real)):
+        print(f"{name:<20} {placeholders[name]:>12} {real[name]:>6}")
+    print(f"{'total':<20} {sum(placeholders.values()):>12} {sum(real.values()):>6}")
+    if listed:
+        print("real false positives:")
+        print("\n".join(listed))
+    return 1 if real else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,209 @@
+"""The built-in secret shapes and the checks of extra ones (architecture §4 "Leak catalogue",
+"Shapes are specific"); data and pure functions.
+
+Each :class:`SecretShape` is a pattern in the third-party ``regex`` module's syntax (Python's
+``re`` plus partial matching, possessive quantifiers and time bounds), its keywords, and for the
+live window what may still extend a complete match (``open_tail``). The patterns are specific:
+a PEM block needs its base64 body; ``bearer``, ``openai_key``, ``slack_token``,
+``aws_access_key`` and the generic ``?key=`` need token-like values, so lookalikes in prose
+(``bearer tokens``, ``sk-learn-compatible``, ``xoxo-hugs-and-kisses``,
+``ASIAPACIFIC2024SUMMIT``, ``?key=pydoc``) stay.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+__all__ = [
+    "BUILTIN_SHAPES",
+    "EXTRA_PATTERN_TIMEOUT_SECS",
+    "SecretShape",
+    "check_backtracking",
+    "compile_shape",
+    "marker",
+]
+
+# Not preceded by an ASCII letter or digit: the "word boundary" a keyword must stand at. "_" counts
+# as a boundary (a Markdown emphasis delimiter: ``_sk-ant-…_`` shows the key in italics).
+_B = r"(?<![A-Za-z0-9])"
+_URL_VALUE = r"[^\s&#\"'<>`()\[\]{}]"
+_URL_KEYS = ("key", "api_key", "apikey", "token", "secret", "access_token", "password")
+# A Markdown quote prefix ("> ", nested) at the start of a line of a quoted PEM block.
+_Q = r"(?:[ \t]{0,3}>[ \t]?){0,4}"
+_PEM_LINE_END = r"[ \t]*(?:\r?\n|\Z)"
+_PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]{1,10} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = r"-----END (?:[A-Z0-9]{1,10} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
+_B64 = r"[A-Za-z0-9+/=]"
+
+
+@dataclass(frozen=True, slots=True)
+class SecretShape:
+    """One kind of secret.
+
+    Attributes:
+        name: the ``<name>`` of the ``[REDACTED:<name>]`` marker.
+        pattern: a ``regex``-module pattern; a group named ``secret`` limits what is replaced.
+        keywords: literals that every match contains (the prefilter); empty means the pattern is
+            searched in every text. For the live window each keyword must sit at or after the
+            start of the match.
+        ignore_case: compare ``keywords`` case-insensitively (the pattern carries its own flags).
+        timeout_secs: the time bound of one search (``None``: none; the built-in shapes are
+            linear). A search that times out redacts the text it searched (see
+            :class:`Redactor`).
+        open_tail: for the live window, a pattern of what may follow a complete match that
+            more text could still extend (an END line not yet complete after a PEM body): a
+            match followed by such a tail up to the end of the text is open.
+    """
+
+    name: str
+    pattern: str
+    keywords: tuple[str, ...] = ()
+    ignore_case: bool = False
+    timeout_secs: float | None = None
+    open_tail: str | None = None
+
+
+BUILTIN_SHAPES: tuple[SecretShape, ...] = (
+    SecretShape(
+        "url_credential",
+        # after "?", "&" or "#" (an OAuth implicit-grant fragment: #access_token=…); the generic
+        # "key" only with a token-like value (a digit and 8 characters, or 20): "?key=pydoc"
+        # is a search.
+        r"(?<=[?&#])(?:(?i:" + "|".join(k for k in _URL_KEYS if k != "key") + r")="
+        rf"(?P<secret>{_URL_VALUE}{{1,2048}})"
+        rf"|(?i:key)=(?P<secret>(?={_URL_VALUE}{{0,2047}}[0-9]){_URL_VALUE}{{8,2048}}"
+        rf"|{_URL_VALUE}{{20,2048}}))",
+        tuple(f"{key}=" for key in _URL_KEYS),
+        ignore_case=True,
+    ),
+    # scheme://user:PASSWORD@host → scheme://[REDACTED:url_password]@host (the user goes too).
+    # The password may hold "/" and "@": the match runs to the last "@" before a host name.
+    SecretShape(
+        "url_password",
+        r"(?<=[A-Za-z0-9]:)//(?P<secret>[^\s/:@?#]{0,256}:(?![0-9]{1,5}(?:/|\Z))"
+        r"[^\s\"'<>`]{1,256})@(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?:[^A-Za-z0-9.-]|\Z))",
+        ("//",),
+        # a later "@" in the same run would make the password longer
+        open_tail=r"[^\s\"'<>`]{0,256}",
+    ),
+    SecretShape(
+        "private_key",
+        # A header line, optional RFC 1421/4880 header lines, then a base64 body of at least one
+        # line of 16 characters; each line may carry a Markdown quote prefix ("> "). A header
+        # mentioned in prose (no body on the next line) is no match.
+        _PEM_BEGIN
+        + _PEM_LINE_END
+        + rf"(?:{_Q}[A-Za-z0-9-]{{1,40}}: [^\r\n]{{0,200}}\r?\n){{0,8}}"  # Proc-Type:, Version:
+        + rf"(?:{_Q}[ \t]*\r?\n)?"
+        + rf"{_Q}{_B64}{{16,128}}"  # the body's first line: 16 base64 characters at least
+        + rf"(?:{_PEM_LINE_END}{_Q}{_B64}{{1,128}}){{0,400}}"
+        + rf"(?:{_PEM_LINE_END}{_Q}{_PEM_END})?",
+        ("-----BEGIN",),
+        # what more text could extend: body lines, then an END line begun
+        open_tail=rf"(?:[ \t]*\r?\n[ \t>]*{_B64}{{0,128}})*[ \t]*(?:\r?\n)?[ \t>]*"
+        r"(?:-{1,5}(?:E(?:N(?:D(?: [A-Z0-9 ]{0,60}-{0,5})?)?)?)?)?",
+    ),
+    SecretShape("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_-]{20,512}", ("sk-ant-",)),
+    # A digit and a capital letter somewhere: real keys have both, "sk-learn-compatible-…" not.
+    SecretShape(
+        "openai_key",
+        _B + r"sk-(?=[A-Za-z0-9_-]{0,511}[0-9])(?=[A-Za-z0-9_-]{0,511}[A-Z])[A-Za-z0-9_-]{20,512}",
+        ("sk-",),
+    ),
+    SecretShape(
+        "stripe_key",
+        _B + r"(?:sk_live|sk_test|rk_live|pk_live)_[A-Za-z0-9]{10,255}",
+        ("sk_live_", "sk_test_", "rk_live_", "pk_live_"),
+    ),
+    # Exactly 16 characters after the prefix ("ASIAPACIFIC2024SUMMIT" is no key id).
+    SecretShape(
+        "aws_access_key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])", ("AKIA", "ASIA")
+    ),
+    SecretShape(
+        "github_token",
+        _B + r"(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})",
+        ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    SecretShape("gitlab_token", _B + r"glpat-[A-Za-z0-9_-]{20,255}", ("glpat-",)),
+    # xoxb-/xoxp-/xoxa-/xoxr-/xoxs-/xoxe- and xapp- tokens start with a numeric segment
+    # ("xoxo-hugs-and-kisses" is prose).
+    SecretShape(
+        "slack_token",
+        _B + r"(?:xox[abeprs]|xapp)-[0-9]{1,20}-[A-Za-z0-9-]{8,255}",
+        ("xox", "xapp-"),
+    ),
+    SecretShape("google_api_key", _B + r"AIza[0-9A-Za-z_-]{30,255}", ("AIza",)),
+    SecretShape("huggingface_token", _B + r"hf_[A-Za-z0-9]{20,255}", ("hf_",)),
+    SecretShape("sendgrid_key", _B + r"SG\.[A-Za-z0-9_-]{16,255}\.[A-Za-z0-9_-]{16,255}", ("SG.",)),
+    SecretShape(
+        "telegram_bot_token",
+        # Also right after "bot", as in Bot API URLs: https://api.telegram.org/bot<token>/getMe
+        r"(?:(?<=[Bb]ot)|(?<![A-Za-z0-9]))[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
+        tuple(f"{digit}:" for digit in "0123456789"),
+    ),
+    SecretShape(
+        "jwt",
+        _B + r"eyJ[A-Za-z0-9_-]{5,8192}\.[A-Za-z0-9_-]{5,8192}\.[A-Za-z0-9_-]{0,8192}",
+        ("eyJ",),
+    ),
+    # A token-like value: 16 or more token characters with a digit among them ("bearer
+    # tokens", "Bearer authentication-scheme" stay).
+    SecretShape(
+        "bearer",
+        _B + r"(?i:bearer)[ \t]{1,8}(?P<secret>(?=[A-Za-z._~+/-]{0,8191}[0-9])"
+        r"[A-Za-z0-9._~+/-]{16,8192}={0,8})",
+        ("bearer",),
+        ignore_case=True,
+    ),
+)
+
+
+EXTRA_PATTERN_TIMEOUT_SECS = 0.05
+"""The time bound of one search of an extra pattern from config."""
+_PROBE_TIMEOUT_SECS = 0.25
+_PROBE_LENGTHS = (28, 4000)
+
+
+def check_backtracking(shape: SecretShape) -> None:
+    """Reject a pattern that backtracks catastrophically (``(a|aa)+b``): it is run on probe
+    texts built from its own literal characters (runs of one character, of a character and a
+    space, 28 and 4000 long, then a character no pattern expects), each with a time bound.
+
+    Raises:
+        ValueError: a probe took longer than 0.25 s.
+    """
+    compiled = compile_shape(shape)
+    chars = {c for c in shape.pattern if c.isalnum() or c in " -_.:/@+="} | set("a0 -_.")
+    for char in sorted(chars):
+        for length in _PROBE_LENGTHS:
+            for probe in (char * length, (char + " ") * length, (char + "0") * length):
+                try:
+                    compiled.search(probe + "\x00", timeout=_PROBE_TIMEOUT_SECS)
+                    compiled.search(probe, partial=True, timeout=_PROBE_TIMEOUT_SECS)
+                except TimeoutError:
+                    raise ValueError(
+                        f"secret pattern {shape.name!r}: backtracks catastrophically "
+                        f"({length} characters take more than {_PROBE_TIMEOUT_SECS} s)"
+                    ) from None
+
+
+def marker(name: str) -> str:
+    """The text that replaces a secret of shape ``name``."""
+    return f"[REDACTED:{name}]"
+
+
+def compile_shape(shape: SecretShape) -> regex.Pattern[str]:
+    """Compile ``shape.pattern``.
+
+    Raises:
+        ValueError: the pattern does not compile, or it matches the empty string.
+    """
+    try:
+        compiled = regex.compile(shape.pattern)
+    except regex.error as exc:
+        raise ValueError(f"secret pattern {shape.name!r}: invalid regex: {exc}") from exc
+    if compiled.search("") is not None:
+        raise ValueError(f"secret pattern {shape.name!r}: matches the empty string")
+    return compiled

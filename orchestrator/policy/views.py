@@ -1,0 +1,292 @@
+"""Views of a text as a reader sees it, each mapped back to the raw text (architecture §4 "What the
+reader sees is what is checked"); pure functions.
+
+Theory of operation
+-------------------
+A reader decodes at a glance what a client shows: ``sk&#45;ant-…`` is ``sk-ant-…``, a JSON
+string's ``\\n`` is a line break, ``%22`` is a quote, a zero-width space inside a key is
+invisible, ``ｓｋ`` (full width) reads as ``sk``, and Telegram renders ``sk\\_live\\_…`` as
+``sk_live_…`` and ``[AAAA](https://x)BBBB`` as ``AAAABBBB``. The catalogue is therefore matched
+on a *normalised view* of the text as well as on the raw text, and every match in the view is
+mapped back to the raw characters it came from, which are then replaced.
+
+:func:`normalised` builds the view in one left-to-right pass over *tokens* (everything else is
+copied as it is):
+
+==========================  ==================================================================
+token                       in the view
+==========================  ==================================================================
+``&name;`` ``&#N;`` ``&#xH;``  the character (HTML 5 named and numeric character references)
+``\\uXXXX``                 the character (JSON, RFC 8259 §7)
+``\\n \\r \\t \\b \\f``         the control character (JSON)
+``\\`` + ASCII punctuation   the punctuation (JSON ``\\/`` ``\\"``; CommonMark §2.4 escapes)
+``%HH`` below 0x80          the ASCII character (RFC 3986 §2.1)
+``[`` and ``](url)``        nothing: a Markdown link shows its text (CommonMark §6.3)
+``*`` ``~`` inside a word    nothing: emphasis delimiters (CommonMark §6.2), ``sk_live_**51…**``
+invisible characters        nothing: soft hyphen, zero-width space/joiners, word joiner,
+                            bidi controls, BOM
+compatibility characters    their NFKC form (full-width letters, mathematical alphanumerics)
+==========================  ==================================================================
+
+Decoding runs twice at most (one level of nesting: a percent-encoded JSON value, an
+entity-escaped entity). A view is ``(text, starts, ends)``: view character ``i`` came from raw
+characters ``[starts[i], ends[i])``. *Breaks* (raw positions, e.g. the start of a round) can be
+inserted as a ``"\\x00"`` that maps to no raw character: a keyword right after one stands at a
+word boundary.
+
+The mapping is built per character only for views that differ from the raw text; the usual
+text (no token, no break in the scanned region) costs one regular-expression search.
+"""
+
+from __future__ import annotations
+
+import bisect
+import html
+import re
+import sys
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import regex
+
+__all__ = ["BREAK", "View", "aligned", "has_tokens", "held_from", "normalised", "partial_token"]
+
+BREAK = "\x00"
+"""What a break is in a view: no pattern's character class holds it."""
+
+_INVISIBLE = "\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+
+
+# Characters whose NFKC form is ASCII and that a model writes: full-width forms (``ｓｋ－``) and
+# mathematical alphanumerics (``𝐬𝐤``). Other compatibility characters are left as they are.
+_COMPAT = "\uff01-\uff5e\U0001d400-\U0001d7ff"
+# What may start a token: a cheap test first (the standard ``re`` engine scans a small class
+# at hundreds of MB/s), the full token pattern only where it finds something.
+_TRIGGER = re.compile("[&\\\\%\\[\\]" + _INVISIBLE + _COMPAT + "]")
+_EMPHASIS = re.compile("[*~]{1,3}[A-Za-z0-9]")
+_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+_TOKEN = regex.compile(
+    r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
+    r"|\\u[0-9a-fA-F]{4}|\\[nrtbf]|\\[!-/:-@\[-`{-~]"
+    r"|%[0-7][0-9A-Fa-f]"
+    r"|\]\([^()\s]{0,2048}\)|\[(?!REDACTED:)"
+    r"|(?<=[A-Za-z0-9_-])[*~]{1,3}(?=[A-Za-z0-9])"
+    r"|[" + _INVISIBLE + r"]+"
+    r"|[" + _COMPAT + r"]"
+)
+_JSON_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
+
+
+_PARTIAL = regex.compile(
+    r"(?:&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?"
+    r"|\\(?:u[0-9a-fA-F]{0,3})?|%[0-7]?)\Z"
+)
+_LINK_URL_CHARS = 2048
+
+
+def partial_token(text: str, begin: int = 0) -> int | None:
+    """Where a token begun at the end of ``text`` starts (``&#11``, ``\\u00``, ``%2``, ``\\``,
+    ``](https://…`` of a link not closed yet), if at or after ``begin``: more text may turn it
+    into a character, so a view of a text that continues ends before it."""
+    n = len(text)
+    floor = max(begin, n - 40)
+    tail = text[floor:]
+    if "&" in tail or "\\" in tail[-6:] or "%" in tail[-2:]:
+        found = _PARTIAL.search(text, floor)
+        if found is not None:
+            return int(found.start())
+    link = text.rfind("](", max(begin, n - _LINK_URL_CHARS - 2))
+    if link >= 0 and _LINK_OPEN.fullmatch(text, link + 2) is not None:
+        return link
+    if text.endswith("]", begin):
+        return n - 1
+    return None
+
+
+_LINK_OPEN = regex.compile(r"[^()\s]*")
+
+
+def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
+    """Where a token begun at the end of ``text`` starts, in the raw text or once decoded (a
+    percent-encoded ``\\`` of a JSON escape: ``%5Cu00``); ``None`` when there is none.
+    ``tokens``: whether ``text[begin:]`` may hold tokens (:func:`has_tokens`)."""
+    held = partial_token(text, begin)
+    if not tokens:
+        return held
+    head = text if held is None else text[:held]
+    if not has_tokens(head, begin):
+        return held
+    once, starts, _ = _pass(head, range(len(head)), range(1, len(head) + 1), begin, ())
+    inner = partial_token(once)
+    if inner is None:
+        return held
+    raw = starts[inner] if inner < len(starts) else len(head)
+    return raw if held is None else min(raw, held)
+
+
+def has_tokens(text: str, start: int = 0) -> bool:
+    """Whether ``text[start:]`` holds anything a view would change."""
+    found = _TRIGGER.search(text, start)
+    if found is not None and _TOKEN.search(text, found.start()) is not None:
+        return True
+    if text.find("*", start) < 0 and text.find("~", start) < 0:
+        return False
+    return any(  # an emphasis delimiter inside a word
+        m.start() > 0 and text[m.start() - 1] in _WORD for m in _EMPHASIS.finditer(text, start)
+    )
+
+
+def _decode(token: str) -> str:
+    lead = token[0]
+    if lead == "&":
+        decoded = html.unescape(token)
+        return decoded if len(decoded) <= 2 else token
+    if lead == "\\":
+        second = token[1]
+        if second == "u":
+            return chr(int(token[2:], 16))
+        return _JSON_CONTROL.get(second, second) if len(token) == 2 else token
+    if lead == "%":
+        return chr(int(token[1:], 16))
+    if lead in "[]*~" or lead in _INVISIBLE_SET:
+        return ""
+    return unicodedata.normalize("NFKC", token)
+
+
+_INVISIBLE_SET = frozenset(regex.findall("[" + _INVISIBLE + "]", "".join(map(chr, range(0x10000)))))
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """A view of a raw text: view character ``i`` came from raw ``[starts[i], ends[i])``."""
+
+    text: str
+    starts: list[int]
+    ends: list[int]
+
+    def raw_start(self, index: int) -> int:
+        """The raw index where view index ``index`` begins (``index`` may be ``len(text)``)."""
+        return self.starts[index] if index < len(self.starts) else self._end()
+
+    def raw_end(self, index: int) -> int:
+        """The raw index where the view text up to ``index`` (exclusive) ends."""
+        return self.ends[index - 1] if index > 0 else (self.starts[0] if self.starts else 0)
+
+    def view_index(self, raw: int) -> int:
+        """The first view index whose raw start is at or after ``raw``."""
+        return bisect.bisect_left(self.starts, raw)
+
+    def _end(self) -> int:
+        return self.ends[-1] if self.ends else 0
+
+
+def _pass(
+    text: str, starts: Sequence[int], ends: Sequence[int], begin: int, breaks: Sequence[int]
+) -> tuple[str, list[int], list[int]]:
+    """One decoding pass over ``text[begin:]`` (character ``i`` came from raw
+    ``[starts[i], ends[i])``), with a break before each position of ``breaks`` (indices into
+    ``text``, sorted)."""
+    out: list[str] = []
+    new_starts: list[int] = []
+    new_ends: list[int] = []
+    pending = [at for at in reversed(breaks) if at >= begin]
+    pos = begin
+
+    def copy(stop: int) -> None:
+        nonlocal pos
+        while pending and pending[-1] < stop:
+            at = max(pending.pop(), pos)
+            out.append(text[pos:at])
+            new_starts.extend(starts[pos:at])
+            new_ends.extend(ends[pos:at])
+            pos = at
+            raw = starts[at] if at < len(starts) else (ends[-1] if len(ends) else 0)
+            out.append(BREAK)
+            new_starts.append(raw)
+            new_ends.append(raw)
+        out.append(text[pos:stop])
+        new_starts.extend(starts[pos:stop])
+        new_ends.extend(ends[pos:stop])
+        pos = stop
+
+    for match in _TOKEN.finditer(text, begin):
+        a, b = match.span()
+        copy(a)
+        decoded = _decode(match.group())
+        out.append(decoded)
+        new_starts.extend([starts[a]] * len(decoded))
+        new_ends.extend([ends[b - 1]] * len(decoded))
+        pos = b
+    copy(len(text))
+    while pending:  # breaks at the very end
+        pending.pop()
+        out.append(BREAK)
+        raw = ends[-1] if len(ends) else 0
+        new_starts.append(raw)
+        new_ends.append(raw)
+    return "".join(out), new_starts, new_ends
+
+
+def normalised(
+    text: str, begin: int = 0, breaks: Sequence[int] = (), *, decode: bool = True
+) -> View:
+    """The view of ``text[begin:]``: decoded (twice at most) when ``decode``, with a break
+    before each raw position in ``breaks`` (sorted)."""
+    starts = range(len(text))
+    ends = range(1, len(text) + 1)
+    if not decode:
+        view_text, v_starts, v_ends = _pass_breaks(text, starts, ends, begin, breaks)
+        return View(view_text, v_starts, v_ends)
+    view_text, v_starts, v_ends = _pass(text, starts, ends, begin, breaks)
+    if _TOKEN.search(view_text) is not None:
+        view_text, v_starts, v_ends = _pass(view_text, v_starts, v_ends, 0, ())
+    return View(view_text, v_starts, v_ends)
+
+
+def _pass_breaks(
+    text: str, starts: Sequence[int], ends: Sequence[int], begin: int, breaks: Sequence[int]
+) -> tuple[str, list[int], list[int]]:
+    out: list[str] = []
+    new_starts: list[int] = []
+    new_ends: list[int] = []
+    pos = begin
+    for at in breaks:
+        if at < begin:
+            continue
+        out.append(text[pos:at])
+        new_starts.extend(starts[pos:at])
+        new_ends.extend(ends[pos:at])
+        out.append(BREAK)
+        new_starts.append(at)
+        new_ends.append(at)
+        pos = at
+    out.append(text[pos:])
+    new_starts.extend(starts[pos:])
+    new_ends.extend(ends[pos:])
+    return "".join(out), new_starts, new_ends
+
+
+def aligned(raw: str, shown: str, reach: int = 64) -> View:
+    """A view of ``raw`` as a renderer showed it (``shown``: Markdown syntax gone, escapes
+    resolved, bullets added): each shown character is aligned with the next equal raw character
+    within ``reach`` characters, greedily; one that has none (a bullet the renderer added) maps
+    to no raw character."""
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for char in shown:
+        found = raw.find(char, pos, pos + reach)
+        if found < 0:
+            starts.append(pos)
+            ends.append(pos)
+        else:
+            starts.append(found)
+            ends.append(found + 1)
+            pos = found + 1
+    return View(shown, starts, ends)
+
+
+if sys.flags.optimize == 0:  # a cheap self-check of the table at import
+    assert _decode("&#45;") == "-" and _decode("\\u002d") == "-" and _decode("%2D") == "-"

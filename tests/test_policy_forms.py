@@ -1,0 +1,152 @@
+"""What the reader sees is what is checked (architecture §4), as a property of the whole policy and
+the delivery engine: a random secret of every shape, written in a random form (Markdown, entities,
+JSON escapes, percent-encoding, invisible characters, full width, a link inside it, quoted), at a
+random position in prose, split at random delta boundaries and across tool rounds, in every
+mode. No state a user could see — every send and edit, as sent and as the client renders a
+formatted one — shows any 5 characters of the secret (its keyword prefix included) to a reader
+who decodes what is shown (:func:`tests.policy_forms.reader_view`)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from channels.telegram_format import markdown_to_telegram
+from orchestrator.policy import ReplyPolicy
+from tests.fakes import FakeChat
+from tests.policy_forms import FORMS, reader_view, wrapped
+from tests.policy_samples import _PROSE, planted_secrets, windows
+from tests.test_policy_c18 import MODES, ROUND, deliver
+
+EXAMPLES_PER_MODE = 130
+"""4 modes x 130 = 520 examples a run (the issue asks for at least 500)."""
+
+
+def shown_texts(chat: FakeChat) -> list[str]:
+    """Every text a user could have seen: each message of each state and each write, and a
+    formatted write also as Telegram displays it."""
+    texts = [text for _, state in chat.states for text in state]
+    for write in chat.chat_writes():
+        texts.append(write.text)
+        if write.formatted:
+            texts.append(markdown_to_telegram(write.text).text)
+    return texts
+
+
+def leaks(chat: FakeChat, secret: str) -> list[tuple[str, str]]:
+    forbidden = windows(reader_view(secret))
+    found = []
+    for text in shown_texts(chat):
+        view = reader_view(text)
+        found += [(w, text) for w in forbidden if w in view or w in text]
+    return found
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> tuple[str, str, list[object]]:
+    """(form, secret part, steps): prose, the secret in a form, prose; cut into deltas of 1–12
+    characters with tool rounds between some of them."""
+    planted = draw(planted_secrets)
+    form, written = draw(wrapped(planted.text))
+    before = " ".join(draw(st.lists(st.sampled_from(_PROSE), max_size=12)))
+    after = " ".join(draw(st.lists(st.sampled_from(_PROSE), max_size=12)))
+    glue = draw(st.sampled_from([" ", "\n", ": ", "\n\n", "("]))
+    text = f"{before}{glue}{written} {after}."
+    steps: list[object] = []
+    pos = 0
+    while pos < len(text):
+        size = draw(st.integers(1, 12))
+        steps.append(text[pos : pos + size])
+        pos += size
+        if draw(st.integers(0, 8)) == 0:
+            steps.append(ROUND)
+    return form, planted.secret, steps
+
+
+@pytest.mark.parametrize("mode", MODES)
+@settings(
+    max_examples=EXAMPLES_PER_MODE,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(script=scripts())
+def test_property_no_state_shows_a_secret_in_any_form(
+    mode: str, script: tuple[str, str, list[object]]
+) -> None:
+    form, secret, steps = script
+    chat = deliver(mode, steps, max_length=600)
+    assert not leaks(chat, secret), (form, leaks(chat, secret)[:3])
+
+
+# -- round starts are boundaries -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "key",
+    [
+        "AKIAIOSFODNN7EXAMPLE",
+        "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH",
+        "ghp_a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5QXZJVW",
+        "glpat-QXZJVWKY13579abcdefgh",
+        "xoxb-123456789012-QXZJVWKY13579",
+    ],
+)
+def test_a_round_that_opens_with_a_key_after_narration_ending_in_a_letter(
+    mode: str, key: str
+) -> None:
+    chat = deliver(mode, ["Looking it up now", ROUND, f"{key} is the id.", " Done."])
+    assert not leaks(chat, key)
+    assert any("[REDACTED:" in text for text in chat.visible())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_key_that_ends_a_round_before_a_word_is_caught(mode: str) -> None:
+    chat = deliver(mode, ["The id is AKIAIOSFODNN7EXAMPLE", ROUND, "Done, all checked."])
+    assert not leaks(chat, "AKIAIOSFODNN7EXAMPLE")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_key_the_model_split_across_a_round_start_is_one_key(mode: str) -> None:
+    chat = deliver(mode, ["The id is AKIAIOSF", ROUND, "ODNN7EXAMPLE, done."])
+    assert not leaks(chat, "AKIAIOSFODNN7EXAMPLE")
+    assert "[REDACTED:aws_access_key], done." in "\n".join(chat.visible())
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_every_form_is_caught_by_the_policy_alone(form: str) -> None:
+    """One sample per form through a reply policy, in one piece and delta by delta."""
+    secret = "sk-ant-api03-QXZJVWKY13579QXZJVWKY13579QXZJ"
+
+    @given(st.data())
+    @settings(max_examples=10, deadline=None)
+    def check(data: st.DataObject) -> None:
+        written = FORMS[form](secret, data.draw)
+        policy = ReplyPolicy()
+        policy.begin_round()
+        text = f"the key {written} ok"
+        out = "".join(policy.feed(c) for c in text) + policy.finish()
+        final = policy.guard_piece(out) or ""
+        for shown in (out, final, markdown_to_telegram(final).text):
+            view = reader_view(shown)
+            assert not [w for w in windows(secret) if w in view], (written, shown)
+
+    check()
+
+
+@pytest.mark.parametrize("mode", ["multi_message-paragraph", "multi_message-turn"])
+def test_a_paragraph_break_between_delivered_pieces_stays_a_break(mode: str) -> None:
+    """``AKIA`` + blank line + ``IOSF…`` is not one key: the piece guard joins the delivered
+    history and the next piece with the separator the chat shows between them."""
+    steps = ["The prefix is AKIA.", ROUND, "IOSFODNN7EXAMPLE is a different word.", " Done."]
+    if mode == "multi_message-paragraph":
+        steps = ["The prefix is AKIA\n\n", "IOSFODNN7EXAMPLE is a different word.", " Done."]
+    chat = deliver(mode, steps)
+    assert "REDACTED" not in "\n".join(chat.visible())
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_emphasis_inside_a_key_is_read_through(mode: str) -> None:
+    chat = deliver(mode, ["the key sk_live_**51HqQXZJ", "VWKY13579abcd** here, done."])
+    assert not leaks(chat, "sk_live_51HqQXZJVWKY13579abcd")

@@ -1,0 +1,226 @@
+"""The outbound-policy cases through the Telegram wire (architecture §3 "Access", §4): the real
+daemon against the local Bot API peer and a local Chat Completions server, in ``partial``,
+``multi_message`` and ``off``. Every write the peer received — sends and edits, as Telegram
+displays them (text + entities: the visible text is the ``text`` parameter) — is read as a reader
+reads it (:func:`tests.policy_forms.reader_view`) and must hold no part of a secret."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from config.loader import load_config_text
+from orchestrator.daemon import Daemon
+from tests.peers.provider_server import ProviderServer, Reply
+from tests.peers.telegram import TelegramBotApiServer
+from tests.policy_forms import reader_view
+from tests.policy_samples import windows
+from tests.telegram_harness import (
+    CHAT,
+    PATH,
+    STOP_WITHIN_SECS,
+    Bot,
+    _config_text,
+    _fast_channels,
+    reply,
+    text_stream,
+    tool_call_stream,
+)
+
+MODES = ["partial", "multi_message", "off"]
+ANT = "sk-ant-api03-QXZJVWKY13579QXZJVWKY13579QXZJ"
+PEM_BODY = "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi\nQXZJVWKY13579QXZJVWKY13579QXZJVWKY1357=="
+
+
+@asynccontextmanager
+async def policy_bot(
+    tmp_path: Path,
+    replies: Sequence[Reply],
+    *,
+    mode: str,
+    edit: Callable[[str], str] = lambda text: text,
+) -> AsyncIterator[Bot]:
+    """:func:`tests.telegram_harness.running_bot` with the config text passed through ``edit``
+    (extra patterns, ``allowed_users``)."""
+    async with TelegramBotApiServer() as peer, ProviderServer() as provider:
+        peer.open_chat(CHAT)
+        provider.script(PATH, list(replies))
+        text = _config_text(
+            peer, provider, tmp_path, mode=mode, interval_ms=120, multi_message_delay_ms=150
+        )
+        config = load_config_text(edit(text), source_name="e2e.yaml", environ={})
+        daemon = Daemon(
+            config, storage_path=tmp_path / "relaybot.db", channel_factory=_fast_channels
+        )
+        bot = Bot(peer, provider, daemon, 120, mode, 150)
+        codes: list[int] = []
+        done = anyio.Event()
+
+        async def run() -> None:
+            try:
+                codes.append(await daemon.run(handle_signals=False))
+            finally:
+                done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await peer.wait_for(lambda: bool(peer.calls_to("getUpdates")) or done.is_set(), 10)
+            assert not done.is_set(), "the daemon did not start"
+            try:
+                yield bot
+            finally:
+                daemon.stopping.set()
+                with anyio.fail_after(STOP_WITHIN_SECS):
+                    await done.wait()
+        assert codes == [0]
+
+
+def shown(bot: Bot) -> list[str]:
+    """Every text a write asked the chat to show (sends and edits), refused ones included."""
+    return [str(c.params.get("text", "")) for c in bot.writes()]
+
+
+def assert_hidden(bot: Bot, *secrets: str) -> None:
+    for text in shown(bot):
+        view = reader_view(text)
+        for secret in secrets:
+            leaked = [w for w in windows(reader_view(secret)) if w in view or w in text]
+            assert not leaked, (secret, leaked[:3], text)
+
+
+def final(bot: Bot) -> str:
+    return "\n".join(bot.peer.texts(CHAT))
+
+
+def pieces(text: str, size: int = 5) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_round_opening_with_a_key_after_narration_ending_in_a_letter(
+    tmp_path: Path, mode: str
+) -> None:
+    first = reply(tool_call_stream(pieces("Looking it up now")))
+    second = reply(text_stream(pieces("AKIAIOSFODNN7EXAMPLE is the id. All done here.")))
+    async with policy_bot(tmp_path, [first, second], mode=mode) as bot:
+        await bot.ask("which id?")
+        bot.check()
+    assert_hidden(bot, "AKIAIOSFODNN7EXAMPLE")
+    assert "[REDACTED:aws_access_key] is the id." in final(bot)
+
+
+FORMS_ANSWER = (
+    f"Italic: _{ANT}_ and escaped: sk\\_live\\_51HqQXZJVWKY13579abcd.\n\n"
+    f'Entities: sk&#45;ant&#45;{ANT[7:]} and JSON: {{"k": "a\\nsk\\u002dant\\u002dapi03-'
+    'QXZJVWKY13579QXZJVWKY13579"}.\n\n'
+    f"Percent: %22{ANT}%22 and a fragment: https://a.example/cb#access_token=QXZJ7VWKY9Z3&s=1\n\n"
+    f"Hidden: {ANT[:20]}\u200b{ANT[20:]} and {ANT[:22]}\u00ad{ANT[22:]}; wide: "
+    + "".join(chr(ord(c) + 0xFEE0) for c in "sk-ant-")
+    + f"{ANT[7:]}; linked: sk-ant-api03-[QXZJVWKY1357](https://example.com)9QXZJVWKY13579.\n\n"
+    "URL: postgres://admin:p@ss/QXZJ7VWKY@db.internal:5432/app\n\n"
+    f"Quoted:\n> -----BEGIN RSA PRIVATE KEY-----\n> {PEM_BODY.replace(chr(10), chr(10) + '> ')}\n"
+    "> -----END RSA PRIVATE KEY-----\n\n"
+    'GCP: {"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\\n'
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7QXZJVWKY13579\\n"
+    '-----END PRIVATE KEY-----\\n"}\n\n'
+    "PGP:\n-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
+    "lQOYBF0QXZJVWKY13579abcdEFGHijklMNOPqrstUVWXyz0123456789+/\n=QXZJ\n"
+    "-----END PGP PRIVATE KEY BLOCK-----\n\nThat is all."
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_secrets_in_rendered_and_escaped_forms_are_never_shown(
+    tmp_path: Path, mode: str
+) -> None:
+    async with policy_bot(
+        tmp_path, [reply(text_stream(pieces(FORMS_ANSWER, 4)))], mode=mode
+    ) as bot:
+        await bot.ask("show me")
+        bot.check()
+    assert_hidden(
+        bot, "QXZJVWKY13579QXZJ", "51HqQXZJVWKY", "QXZJ7VWKY9Z3", "p@ss/QXZJ7VWKY", "MIIEpAIB"
+    )
+    assert_hidden(bot, "MIIEvQIBADAN", "lQOYBF0QXZJ", "sk-ant-api0")
+    assert "That is all." in final(bot)
+
+
+PROSE = (
+    "Use bearer tokens for service calls; the sk-learn-compatible API is fine; "
+    "xoxo-hugs-and-kisses from the team; see you at ASIAPACIFIC2024SUMMIT. A key file starts "
+    "with -----BEGIN RSA PRIVATE KEY----- and must stay private.\n\nThe rest of the answer "
+    "continues after that header, whole."
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_lookalikes_in_prose_reach_the_chat_unchanged(tmp_path: Path, mode: str) -> None:
+    async with policy_bot(tmp_path, [reply(text_stream(pieces(PROSE, 6)))], mode=mode) as bot:
+        await bot.ask("explain")
+        bot.check()
+    text = final(bot)
+    assert "REDACTED" not in text
+    for phrase in ("bearer tokens", "sk-learn-compatible", "xoxo-hugs-and-kisses"):
+        assert phrase in text
+    assert "ASIAPACIFIC2024SUMMIT" in text and "continues after that header, whole." in text
+
+
+def _extra(keyword: str) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        pattern = (
+            "policy:\n  extra_secret_patterns:\n"
+            f'    - {{name: nokw, regex: "zz[0-9]{{8}}", keywords: [{keyword}]}}\n'
+        )
+        return pattern + text
+
+    return edit
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("keyword", ["yy", "ZZ"])
+async def test_an_extra_pattern_matches_whatever_its_keywords(
+    tmp_path: Path, mode: str, keyword: str
+) -> None:
+    answer = reply(text_stream(pieces("Your code is zz12345678, keep it safe.", 3)))
+    async with policy_bot(tmp_path, [answer], mode=mode, edit=_extra(keyword)) as bot:
+        await bot.ask("code?")
+        bot.check()
+    assert_hidden(bot, "zz12345678")
+    assert "Your code is [REDACTED:nokw], keep it safe." in final(bot)
+
+
+# -- access ---------------------------------------------------------------------------------
+
+
+def _only_alice(text: str) -> str:
+    return text.replace('allowed_users: ["*"]', 'allowed_users: ["alice"]')
+
+
+async def test_a_display_name_like_a_handle_is_never_allowed(tmp_path: Path) -> None:
+    """A user without a username whose display name is ``@alice`` is not the user alice: no
+    answer in a private chat, and ``/reset@bot`` in a group resets nothing."""
+    group = -500
+    answers = [reply(text_stream(["Hello ", "group."]))]
+    async with policy_bot(tmp_path, answers, mode="partial", edit=_only_alice) as bot:
+        # The real alice (username verified by Telegram) is answered in the group.
+        bot.peer.inject_message(group, "@relay_test_bot hi")
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(1)
+        assert "Hello group." in bot.peer.texts(group)
+        before = len(bot.peer.calls)
+        impostor = {"user_id": 222, "username": None, "first_name": "@alice"}
+        bot.peer.inject_message(CHAT + 1, "hi", **impostor)  # type: ignore[arg-type]
+        bot.peer.inject_message(group, "/reset@relay_test_bot", **impostor)  # type: ignore[arg-type]
+        bot.peer.inject_message(group, "@relay_test_bot hi", **impostor)  # type: ignore[arg-type]
+        await anyio.sleep(1.5)
+        writes = [
+            c
+            for c in bot.peer.calls[before:]
+            if c.method.lower() in {"sendmessage", "editmessagetext", "deletemessage"}
+        ]
+        assert writes == []
+        assert bot.daemon.store.history("tg", str(group)), "the group's conversation was kept"

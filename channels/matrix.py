@@ -1,4 +1,4 @@
-"""The Matrix channel (``kind: matrix``) on matrix-nio (DESIGN §3, "Matrix specifics").
+"""The Matrix channel (``kind: matrix``) on matrix-nio (architecture §3, "Matrix specifics").
 
 Theory of operation
 -------------------
@@ -30,7 +30,7 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Writes.** One request per primitive, no splitting, no waiting: clients are built with
   ``max_limit_exceeded=0`` and ``max_timeouts=0``, so ``M_LIMIT_EXCEEDED`` becomes
   :class:`ChannelRateLimited` (``retry_after_ms`` / 1000 s) and the engine honours it
-  (DESIGN §3 "Network errors"). Sends carry ``body`` + ``formatted_body``
+  (architecture §3 "Network errors"). Sends carry ``body`` + ``formatted_body``
   (:mod:`channels.matrix_format`); edits are ``m.replace`` with ``m.new_content`` and the
   outer ``body`` ``* `` + text; a thread's writes carry ``rel_type: m.thread``; the first
   message of a reply references the user's event (``m.in_reply_to``) in rooms of more than two

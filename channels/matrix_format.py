@@ -11,8 +11,8 @@ model's ``<script>`` shows as text, never as markup). A plain write (a preview) 
 escaped, line breaks as ``<br>``.
 
 The limit counts characters of ``body`` (4000, :data:`config.limits.MATRIX_MAX_TEXT_LENGTH`),
-so a rendering's length is ``len(text)``; nothing here splits text (DESIGN §3 "Formatting and
-splitting"). Pure functions, no I/O (DESIGN §1).
+so a rendering's length is ``len(text)``; nothing here splits text (architecture §3 "Formatting and
+splitting"). Pure functions, no I/O (architecture §1).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """matrix-nio, set up for the Matrix channel: the client and its error responses as channel
-errors (DESIGN §3 "Network errors").
+errors (architecture §3 "Network errors").
 
 * :func:`build_client`: ``max_limit_exceeded=0`` and ``max_timeouts=0``, so nio never waits out a
   429 or retries a timeout itself; no e2e, no sync-token store of nio's (the channel keeps the

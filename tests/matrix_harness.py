@@ -1,5 +1,5 @@
 """End-to-end harness for Matrix: the real daemon against a real Synapse homeserver and a local
-provider server, both on 127.0.0.1 (DESIGN §3, §8).
+provider server, both on 127.0.0.1 (architecture §3, §8).
 
 :func:`matrix_world` registers a bot and a human on the given homeserver; the human (a second
 matrix-nio client) creates a room and invites the bot. :func:`running_bot` runs

@@ -1,4 +1,4 @@
-"""The Matrix channel's rules through Synapse (issue 12; DESIGN §3 "Matrix specifics",
+"""The Matrix channel's rules through Synapse (issue 12; architecture §3 "Matrix specifics",
 "Access"): login by password, what is never answered (events from before the first start,
 own events), rooms of more than two members (the mention rule, ``m.in_reply_to``), approvals
 by reaction and by reply, ``/stop``, ``notice_previews`` with ``live_marker``, and encrypted

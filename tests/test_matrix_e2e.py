@@ -1,4 +1,4 @@
-"""Matrix end to end (issue 12; DESIGN §3 "Matrix specifics"): the real daemon, a real Synapse
+"""Matrix end to end (issue 12; architecture §3 "Matrix specifics"): the real daemon, a real Synapse
 homeserver, the human a second matrix-nio client, the provider a local Chat Completions server.
 
 Real sockets, real time: intervals are scaled down (200 ms instead of Matrix's 1500 ms).

@@ -1,4 +1,4 @@
-"""Matrix streaming through Synapse (issue 12; DESIGN §3; cases C17, C18): paragraphs in
+"""Matrix streaming through Synapse (issue 12; architecture §3; cases C17, C18): paragraphs in
 ``multi_message``, the edit cap and interval of one event, Synapse's default rate limits, a
 restart mid-conversation, a secret split across paragraphs.
 

@@ -19,8 +19,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   (more than 200 events since the last sync) is completed with ``/messages`` back to the
   previous token.
 * **Inbound.** ``m.text`` messages (not ``m.notice``: other bots', not edits, not our own)
-  become :class:`InboundMessage`: ``chat_id`` the room id, ``sender_id`` and ``sender_name``
-  the MXID (the homeserver verifies it), ``is_direct`` for rooms of at most two members,
+  become :class:`InboundMessage`: ``chat_id`` the room id, ``sender_id`` the MXID and
+  ``sender_handle`` the MXID without ``@`` (the homeserver verifies it; ``sender_name`` is the
+  display name, shown only), ``is_direct`` for rooms of at most two members,
   ``mentions_bot`` for ``m.mentions``, the MXID or display name in the body, or a reply to one
   of our events; ``thread_id`` the thread root. ``allowed_rooms`` (when set) filters rooms;
   the orchestrator applies ``allowed_users`` and ``respond_in_groups``. Invites from allowed
@@ -271,8 +272,8 @@ class MatrixChannel(Channel):
     # -- inbound --------------------------------------------------------------------------
 
     def _allowed_user(self, user_id: str) -> bool:
-        names = {str(user).lower() for user in self.config.allowed_users}
-        return "*" in names or user_id.lower() in names
+        names = {str(user).strip().lstrip("@").lower() for user in self.config.allowed_users}
+        return "*" in names or user_id.lstrip("@").lower() in names
 
     def _allowed_room(self, room_id: str) -> bool:
         return not self.config.allowed_rooms or room_id in self.config.allowed_rooms
@@ -373,7 +374,8 @@ class MatrixChannel(Channel):
                 channel=self.name,
                 chat_id=room_id,
                 sender_id=sender,
-                sender_name=sender,  # an MXID, verified by the homeserver
+                sender_name=(matrix_room.user_name(sender) if matrix_room else None) or sender,
+                sender_handle=sender.removeprefix("@"),  # the MXID, verified by the homeserver
                 text=text,
                 message_id=str(event.get("event_id")),
                 is_direct=members <= 2,

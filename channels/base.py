@@ -166,6 +166,10 @@ class Channel(ABC):
     max_image_bytes: int = 10 * 1024 * 1024
     """Images above this many bytes are not fetched (the daemon sets ``agent.max_image_bytes``)."""
 
+    approval_timeout_secs: float = 120.0
+    """How long :meth:`request_approval` waits for the user's answer, in seconds (the daemon sets
+    ``agent.approval_timeout_secs``)."""
+
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         self.name = name
         self.config = config

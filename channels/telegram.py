@@ -149,7 +149,7 @@ class TelegramChannel(Channel):
         super().__init__(name, config, on_inbound)
         self.config: TelegramChannelConfig = config
         self.timeouts = timeouts or TelegramTimeouts()
-        self.approval_timeout_secs: float = 300.0
+        self.approval_timeout_secs: float = 120.0
         """How long :meth:`request_approval` waits for a press, in seconds."""
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._me: User | None = None

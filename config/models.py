@@ -202,6 +202,11 @@ class AgentConfig(_Strict):
         description="a message kept waiting over a restart for longer than this gets a short "
         "notice instead of an answer",
     )
+    approval_timeout_secs: float = Field(
+        default=120,
+        gt=0,
+        description="seconds an approval prompt waits for the user's answer; then not approved",
+    )
     max_image_bytes: int = Field(
         default=10485760,
         gt=0,
@@ -418,22 +423,64 @@ class DiscordChannelConfig(_StreamModeChannel):
     """A Discord bot (discord.py)."""
 
     kind: Literal["discord"]
-    token: SecretStr
-    api_base_url: str | None = Field(default=None, description="REST API root (tests)")
-    gateway_url: str | None = Field(default=None, description="Gateway URL (tests)")
+    token: SecretStr = Field(description="bot token (developer portal, Bot, Reset Token)")
+    api_base_url: str | None = Field(
+        default=None,
+        description="REST API root, e.g. a proxy's (default https://discord.com/api/v10); "
+        "discord.py reads it process-wide: one Discord bot per process",
+    )
+    gateway_url: str | None = Field(
+        default=None,
+        description="Gateway WebSocket URL (default wss://gateway.discord.gg/); process-wide",
+    )
     allowed_users: list[str | int] = Field(
         default_factory=list,
         description='numeric Discord user ids (snowflakes) allowed to talk to the bot; "*" = '
         "everyone; empty = nobody",
     )
+    allowed_guilds: list[str | int] = Field(
+        default_factory=list,
+        description="numeric guild (server) ids the bot answers in; empty = every guild",
+    )
+    allowed_channels: list[str | int] = Field(
+        default_factory=list,
+        description="numeric channel ids the bot answers in (a thread counts as its parent "
+        "channel); empty = every channel; direct messages are not affected",
+    )
+    message_content_intent: bool = Field(
+        default=True,
+        description="request the privileged Message Content intent (enable it in the developer "
+        "portal); without it guild messages that do not mention the bot arrive empty",
+    )
 
-    @field_validator("allowed_users")
+    @field_validator("api_base_url")
     @classmethod
-    def _snowflakes(cls, value: list[str | int]) -> list[str | int]:
+    def _api_url(cls, value: str | None) -> str | None:
+        return None if value is None else _check_http_url(value)
+
+    @field_validator("gateway_url")
+    @classmethod
+    def _ws_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("ws://", "wss://")):
+            raise ValueError("expected a ws:// or wss:// URL")
+        return value
+
+    @field_validator("allowed_users", "allowed_guilds", "allowed_channels")
+    @classmethod
+    def _snowflakes(cls, value: list[str | int], info: ValidationInfo) -> list[str | int]:
         # Discord names can be changed by their owner: only the immutable ids identify a user.
-        bad = [index for index, entry in enumerate(value) if not _is_snowflake_or_star(entry)]
+        what = {"allowed_users": "user", "allowed_guilds": "guild", "allowed_channels": "channel"}
+        star = info.field_name == "allowed_users"
+        bad = [
+            index
+            for index, entry in enumerate(value)
+            if not _is_snowflake_or_star(entry) or (entry == "*" and not star)
+        ]
         if bad:
+            kind = what[info.field_name or "allowed_users"]
             message = 'expected a numeric Discord user id or "*"'
+            if not star:
+                message = f"expected a numeric Discord {kind} id"
             raise LocatedValueError(*(((index,), message) for index in bad))
         return value
 

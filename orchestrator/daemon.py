@@ -148,6 +148,7 @@ class Daemon:
                 return self._start_failed(name, str(exc))
             self.channels[name].state = self._store.channel_state(name)
             self.channels[name].max_image_bytes = self.config.agent.max_image_bytes
+            self.channels[name].approval_timeout_secs = self.config.agent.approval_timeout_secs
         stale = await self._queue_waiting()
         started: list[Channel] = []
         for name, channel in self.channels.items():

@@ -1,0 +1,221 @@
+"""End-to-end harness for Discord: the real daemon against the local Discord peer (REST v10 +
+Gateway) and a local provider server, both on 127.0.0.1 (architecture §3, §8).
+
+:func:`running_bot` starts a :class:`~tests.peers.discord.DiscordServer` and a
+:class:`~tests.peers.provider_server.ProviderServer`, loads a YAML config pointing the ``dc``
+channel at the peer (``api_base_url``, ``gateway_url``) and the ``main`` ``openai_chat``
+provider at the provider server, and runs :meth:`Daemon.run <orchestrator.daemon.Daemon.run>`
+as ``relaybot run`` does. The channel is the real adapter (READY without discord.py's 2 s guild
+wait) that also counts finished replies. Leaving the block stops the daemon and checks it
+exited 0.
+
+:func:`assert_spacing` holds architecture §3 "Spacing" from the peer's record of every request.
+Times are real (real sockets): tests keep the intervals short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from channels.base import Channel, InboundHandler
+from channels.discord import DiscordChannel
+from channels.registry import build_channel
+from config.loader import load_config_text
+from orchestrator.daemon import Daemon
+from tests.peers.discord import DiscordServer, Request
+from tests.peers.provider_server import ProviderServer, Reply
+
+__all__ = [
+    "DELETE",
+    "EDIT",
+    "SEND",
+    "DiscordBot",
+    "ObservedDiscordChannel",
+    "assert_spacing",
+    "config_text",
+    "running_bot",
+]
+
+PATH = "/v1/chat/completions"
+SEND = "POST /channels/{channel_id}/messages"
+EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
+DELETE = "DELETE /channels/{channel_id}/messages/{message_id}"
+WRITES = (SEND, EDIT, DELETE)
+SPACING_TOLERANCE_SECS = 0.03
+"""The peer stamps a request when it has read it, a little after the client started it."""
+STOP_WITHIN_SECS = 45.0
+
+
+class ObservedDiscordChannel(DiscordChannel):
+    """The Discord adapter with a short guild wait, counting the daemon's
+    :meth:`~channels.base.Channel.reply_finished` calls."""
+
+    def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
+        super().__init__(name, config, on_inbound, guild_ready_timeout=0.05)
+        self.replies_finished = 0
+        self._finished = anyio.Event()
+
+    async def reply_finished(self, chat_id: str) -> None:
+        await super().reply_finished(chat_id)
+        self.replies_finished += 1
+        self._finished.set()
+        self._finished = anyio.Event()
+
+    async def wait_replies(self, count: int) -> None:
+        while self.replies_finished < count:
+            await self._finished.wait()
+
+
+@dataclass
+class DiscordBot:
+    """A running daemon with its peers."""
+
+    peer: DiscordServer
+    provider: ProviderServer
+    daemon: Daemon
+    interval_ms: int
+
+    @property
+    def channel(self) -> ObservedDiscordChannel:
+        channel = self.daemon.channels["dc"]
+        assert isinstance(channel, ObservedDiscordChannel)
+        return channel
+
+    async def ask(
+        self,
+        text: str,
+        *,
+        channel_id: int | None = None,
+        reply_to: int | None = None,
+        within: float = 20.0,
+    ) -> dict[str, Any]:
+        """A user posts ``text`` (default: in the DM channel); returns the user's message once
+        the daemon reports its reply fully delivered."""
+        before = self.channel.replies_finished
+        sent = self.peer.inject_message(
+            channel_id or self.peer.dm_channel_id, text, reply_to=reply_to
+        )
+        with anyio.fail_after(within):
+            await self.channel.wait_replies(before + 1)
+        return sent
+
+    def writes(self, channel_id: int) -> list[Request]:
+        prefix = f"/channels/{channel_id}/"
+        return [
+            r for r in self.peer.requests if r.route in WRITES and (r.path + "/").startswith(prefix)
+        ]
+
+
+def config_text(
+    peer: DiscordServer,
+    provider: ProviderServer,
+    tmp_path: Path,
+    *,
+    mode: str = "partial",
+    interval_ms: int = 150,
+    multi_message_delay_ms: int = 300,
+    extra: str = "",
+    agent_extra: str = "",
+) -> str:
+    """The YAML config of the ``dc`` channel on ``peer`` and the ``main`` provider."""
+    return f"""\
+providers:
+  main:
+    kind: openai_chat
+    base_url: "{provider.url}/v1"
+    api_key: local-test-key
+    model: m
+agent:
+  providers: [main]
+  tools: [current_time]
+{agent_extra}channels:
+  dc:
+    kind: discord
+    token: "{peer.token}"
+    api_base_url: "{peer.api_base}"
+    gateway_url: "{peer.gateway_url}"
+    stream_mode: {mode}
+    draft_update_interval_ms: {interval_ms}
+    multi_message_delay_ms: {multi_message_delay_ms}
+    allowed_users: ["*"]
+{extra}storage:
+  path: "{tmp_path / "relaybot.db"}"
+server:
+  listen: null
+"""
+
+
+def _observed(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
+    if config.kind == "discord":
+        return ObservedDiscordChannel(name, config, on_inbound)
+    return build_channel(name, config, on_inbound)
+
+
+@asynccontextmanager
+async def running_bot(
+    tmp_path: Path,
+    replies: Sequence[Reply],
+    *,
+    mode: str = "partial",
+    interval_ms: int = 150,
+    multi_message_delay_ms: int = 300,
+    extra: str = "",
+    agent_extra: str = "",
+    peer: DiscordServer | None = None,
+) -> AsyncIterator[DiscordBot]:
+    """The daemon serving the ``dc`` channel, its provider scripted with ``replies``; ``extra``
+    is more YAML under the channel (indented four spaces), ``agent_extra`` under ``agent``
+    (two spaces)."""
+    async with peer or DiscordServer() as server, ProviderServer() as provider:
+        provider.script(PATH, list(replies))
+        text = config_text(
+            server,
+            provider,
+            tmp_path,
+            mode=mode,
+            interval_ms=interval_ms,
+            multi_message_delay_ms=multi_message_delay_ms,
+            extra=extra,
+            agent_extra=agent_extra,
+        )
+        config = load_config_text(text, source_name="e2e.yaml", environ={})
+        daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_observed)
+        bot = DiscordBot(server, provider, daemon, interval_ms)
+        codes: list[int] = []
+        done = anyio.Event()
+
+        async def run() -> None:
+            try:
+                codes.append(await daemon.run(handle_signals=False))
+            finally:
+                done.set()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            await server.wait_for(lambda: bool(server.sessions) or done.is_set(), 10)
+            assert not done.is_set(), "the daemon did not start"
+            try:
+                yield bot
+            finally:  # stop as SIGTERM does, also when the test failed
+                daemon.stopping.set()
+                with anyio.fail_after(STOP_WITHIN_SECS):
+                    await done.wait()
+        assert codes == [0]
+
+
+def assert_spacing(writes: Sequence[Request], interval_ms: int) -> None:
+    """Consecutive writes (send, edit, delete) to one channel start at least ``interval_ms``
+    apart (within :data:`SPACING_TOLERANCE_SECS`), counting a 429'd request as started when it
+    was answered (discord.py retries it then)."""
+    interval = interval_ms / 1000 - SPACING_TOLERANCE_SECS
+    landed = [w for w in writes if w.status != 429]
+    for earlier, later in pairwise(landed):
+        gap = later.at - earlier.at
+        assert gap >= interval, f"{later.route} {gap * 1000:.0f} ms after {earlier.route}"

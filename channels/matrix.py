@@ -133,8 +133,6 @@ class MatrixChannel(Channel):
         self.config: MatrixChannelConfig = config
         self.sync_timeout_ms = sync_timeout_ms
         self.request_timeout_secs = request_timeout_secs
-        self.approval_timeout_secs: float = 300.0
-        """How long :meth:`request_approval` waits for an answer, in seconds."""
         self._client: InviteAwareClient | None = None
         self._display_name = ""
         self._first_start_ms = 0

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Literal, Self, final
+from typing import Any, Literal, Protocol, Self, final
 
 __all__ = [
     "IMAGE_TYPES",
@@ -20,6 +20,7 @@ __all__ = [
     "Channel",
     "ChannelHealth",
     "ChannelLimits",
+    "ChannelState",
     "InboundHandler",
     "InboundMessage",
     "MessageRef",
@@ -139,6 +140,15 @@ class Rendering:
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
 
 
+class ChannelState(Protocol):
+    """Small values an adapter keeps across restarts (the daemon backs them with its store):
+    e.g. the Matrix sync token."""
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str) -> None: ...
+
+
 class Channel(ABC):
     """One configured chat network connection.
 
@@ -164,6 +174,8 @@ class Channel(ABC):
         self.name = name
         self.config = config
         self._on_inbound = on_inbound
+        self.state: ChannelState | None = None
+        """Set by the daemon before :meth:`start`; ``None``: nothing survives a restart."""
 
     def health(self) -> ChannelHealth:
         """The channel's state for ``/healthz`` (default: ``ok``). Never blocks."""

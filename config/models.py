@@ -366,8 +366,25 @@ class MatrixChannelConfig(_StreamModeChannel):
     kind: Literal["matrix"]
     homeserver: str = Field(description="homeserver URL, e.g. https://matrix.example.org")
     user_id: str = Field(description='full user id, e.g. "@bot:example.org"')
-    access_token: SecretStr
-    device_id: str | None = None
+    access_token: SecretStr | None = Field(
+        default=None, description="log in with this token (with device_id); or use password"
+    )
+    device_id: str | None = Field(default=None, description="the device of access_token")
+    password: SecretStr | None = Field(
+        default=None, description="log in with the password when no access_token is given"
+    )
+    allowed_rooms: list[str] = Field(
+        default_factory=list, description="room ids the bot answers and joins; empty = any room"
+    )
+    notice_previews: bool = Field(
+        default=False, description="partial: drafts as m.notice; the finished answer as m.text"
+    )
+    live_marker: bool = Field(
+        default=False, description="partial: mark the draft live (MSC4357) until its final edit"
+    )
+    store_path: str | None = Field(
+        default=None, description="directory of the end-to-end encryption store (matrix-nio[e2e])"
+    )
     stream_mode: StreamMode = Field(
         default="multi_message",
         description="off: one message at the end; partial: edit a draft in place; "
@@ -388,6 +405,12 @@ class MatrixChannelConfig(_StreamModeChannel):
         if not _MXID.fullmatch(value) or len(value.encode()) > _MXID_MAX_BYTES:
             raise ValueError('expected a Matrix user id "@name:server", e.g. "@bot:example.org"')
         return value
+
+    @model_validator(mode="after")
+    def _credentials(self) -> MatrixChannelConfig:
+        if self.access_token is None and self.password is None:
+            raise LocatedValueError((("access_token",), "give access_token or password"))
+        return self
 
 
 def _is_snowflake_or_star(entry: str | int) -> bool:

@@ -147,6 +147,7 @@ class Daemon:
                 )
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
+            self.channels[name].state = self._store.channel_state(name)
             self.channels[name].max_image_bytes = self.config.agent.max_image_bytes
             self.channels[name].approval_timeout_secs = self.config.agent.approval_timeout_secs
         stale = await self._queue_waiting()

@@ -51,6 +51,7 @@ from providers.events import ToolCall
 __all__ = [
     "SEEN_UPDATES_KEPT",
     "AsyncStore",
+    "ChannelStateRows",
     "RoundRecord",
     "Store",
     "WaitingMessage",
@@ -94,6 +95,12 @@ CREATE TABLE IF NOT EXISTS rounds (
     outcome TEXT NOT NULL,
     created_at REAL NOT NULL,
     thread_id TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS channel_state (
+    channel TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (channel, key)
 );
 CREATE TABLE IF NOT EXISTS waiting (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -430,6 +437,38 @@ class Store:
             ).fetchone()
         return int(row[0])
 
+    # -- channel state (e.g. the Matrix sync token) ---------------------------------------
+
+    def get_state(self, channel: str, key: str) -> str | None:
+        """The value a channel kept under ``key``, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM channel_state WHERE channel = ? AND key = ?", (channel, key)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_state(self, channel: str, key: str, value: str) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO channel_state (channel, key, value) VALUES (?, ?, ?)"
+                " ON CONFLICT (channel, key) DO UPDATE SET value = excluded.value",
+                (channel, key, value),
+            )
+
+
+class ChannelStateRows:
+    """One channel's rows of the store's channel state: :class:`channels.base.ChannelState`."""
+
+    def __init__(self, store: AsyncStore, channel: str) -> None:
+        self._store = store
+        self._channel = channel
+
+    async def get(self, key: str) -> str | None:
+        return await self._store._run(partial(self._store.sync.get_state, self._channel, key))
+
+    async def set(self, key: str, value: str) -> None:
+        await self._store._run(partial(self._store.sync.set_state, self._channel, key, value))
+
 
 class AsyncStore:
     """:class:`Store` for the event loop: the same calls as coroutines, each run on a worker
@@ -481,6 +520,10 @@ class AsyncStore:
 
     async def mark_seen(self, channel: str, update_ids: tuple[int, ...]) -> bool:
         return await self._run(partial(self.sync.mark_seen, channel, update_ids))
+
+    def channel_state(self, channel: str) -> ChannelStateRows:
+        """The state rows of ``channel`` (what the adapter keeps across restarts)."""
+        return ChannelStateRows(self, channel)
 
 
 def _row_to_record(row: tuple[Any, ...]) -> RoundRecord:

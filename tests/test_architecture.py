@@ -116,7 +116,12 @@ def test_delivery_imports_nothing_from_the_policy() -> None:
     assert wrong == []
 
 
-ADAPTERS = ["channels/telegram.py", "channels/console.py", "channels/discord.py"]
+ADAPTERS = [
+    "channels/telegram.py",
+    "channels/console.py",
+    "channels/matrix.py",
+    "channels/discord.py",
+]
 SPLITTING = ("split", "find_cut", "fit_end", "render_chunk", "chunk")
 NOT_TEXT = {"urlsplit", "split", "rsplit", "splitlines"}
 """Names with those words that cut no message text: URL parsing, and ``str`` methods (an

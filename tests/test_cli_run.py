@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.config_checks import available_channel_kinds
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -92,23 +94,44 @@ def test_sigterm_exits_0(tmp_path: Path) -> None:
 
 
 def test_a_channel_kind_without_an_adapter_fails_start_in_one_line(tmp_path: Path) -> None:
+    snippets = {
+        "matrix": '  mx: {kind: matrix, homeserver: "http://127.0.0.1:9", user_id: "@b:x",'
+        " access_token: t}",
+        "discord": "  mx: {kind: discord, token: t}",
+    }
+    missing = [kind for kind in snippets if kind not in available_channel_kinds()]
+    if not missing:
+        pytest.skip("every channel kind has an adapter")
+    config = tmp_path / "bot.yaml"
+    config.write_text(CONSOLE_CONFIG.replace("  term: {kind: console}", snippets[missing[0]]))
+    process = _start(tmp_path, "--config", str(config))
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 1
+    lines = [line for line in err.splitlines() if line.startswith("relaybot:")]
+    assert lines == [
+        f"relaybot: channel mx: cannot start: channel kind {missing[0]!r} is not available yet"
+    ]
+    assert "Traceback" not in err
+
+
+def test_an_unreachable_matrix_homeserver_fails_start_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "bot.yaml"
     config.write_text(
         CONSOLE_CONFIG.replace(
             "  term: {kind: console}",
             '  mx: {kind: matrix, homeserver: "http://127.0.0.1:9", user_id: "@b:x",'
-            " access_token: t}",
+            " access_token: secret-token-value}",
         )
     )
     process = _start(tmp_path, "--config", str(config))
     _, err = process.communicate(timeout=30)
-    if process.returncode == 0 and "mx" not in err:
-        pytest.skip("a matrix adapter exists")
     assert process.returncode == 1
     lines = [line for line in err.splitlines() if line.startswith("relaybot:")]
-    assert lines == [
-        "relaybot: channel mx: cannot start: channel kind 'matrix' is not available yet"
-    ]
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "relaybot: channel mx: cannot start: cannot reach the homeserver at http://127.0.0.1:9"
+    )
+    assert "secret-token-value" not in err
     assert "Traceback" not in err
 
 

@@ -148,7 +148,6 @@ def test_missing_required_key_in_a_channel_and_a_missing_kind(tmp_path: Path) ->
     text = VALID + "  mx:\n    kind: matrix\n    user_id: '@bot:example.org'\n  other: {}\n"
     assert _errors(tmp_path, text) == [
         "FILE:13: channels.mx.homeserver: missing required key",
-        "FILE:13: channels.mx.access_token: missing required key",
         "FILE:16: channels.other.kind: missing required key",
     ]
 

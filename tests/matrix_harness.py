@@ -1,0 +1,238 @@
+"""End-to-end harness for Matrix: the real daemon against a real Synapse homeserver and a local
+provider server, both on 127.0.0.1 (architecture §3, §8).
+
+:func:`matrix_world` registers a bot and a human on the given homeserver; the human (a second
+matrix-nio client) creates a room and invites the bot. :func:`running_bot` runs
+:meth:`Daemon.run <orchestrator.daemon.Daemon.run>` with the ``mx`` channel pointed at the
+homeserver and the ``main`` ``openai_chat`` provider at the provider server; the bot joins the
+invite itself (auto-join of an allowed user's invite). :meth:`World.ask` sends a message as the
+human and returns once the daemon reports its reply delivered; :meth:`World.timeline` is every
+event the human's client has seen in the room, oldest first.
+
+Real sockets, real time: intervals are scaled down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import nio
+
+from channels.base import Channel, InboundHandler
+from channels.matrix import MatrixChannel
+from channels.registry import build_channel
+from config.loader import load_config_text
+from orchestrator.daemon import Daemon
+from tests.peers.matrix_client import nio_client, sync_timeline
+from tests.peers.provider_server import ProviderServer, Reply
+from tests.peers.synapse import MatrixUser, SynapseHomeserver
+
+__all__ = ["PATH", "ObservedMatrixChannel", "World", "matrix_world", "running_bot"]
+
+PATH = "/v1/chat/completions"
+STOP_WITHIN_SECS = 45.0
+
+
+class ObservedMatrixChannel(MatrixChannel):
+    """The Matrix adapter with a short sync long-poll, counting finished replies."""
+
+    def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
+        super().__init__(name, config, on_inbound, sync_timeout_ms=1000, request_timeout_secs=10)
+        self.replies_finished = 0
+        self._finished = anyio.Event()
+        self.started = anyio.Event()
+
+    async def start(self) -> None:
+        await super().start()
+        self.started.set()
+
+    async def reply_finished(self, chat_id: str) -> None:
+        self.replies_finished += 1
+        self._finished.set()
+        self._finished = anyio.Event()
+
+    async def wait_replies(self, count: int) -> None:
+        while self.replies_finished < count:
+            await self._finished.wait()
+
+
+def _channels(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
+    if config.kind == "matrix":
+        return ObservedMatrixChannel(name, config, on_inbound)
+    return build_channel(name, config, on_inbound)
+
+
+@dataclass
+class World:
+    """A homeserver, a bot account, a human client in a room with the bot invited."""
+
+    server: SynapseHomeserver
+    provider: ProviderServer
+    bot_user: MatrixUser
+    human_user: MatrixUser
+    human: nio.AsyncClient
+    room_id: str
+    tmp_path: Path
+    events: list[dict[str, Any]] = field(default_factory=list)
+    daemon: Daemon | None = None
+    password_login: bool = False
+
+    @property
+    def credentials(self) -> str:
+        """The channel's login keys (YAML lines): the access token and device, or the
+        password."""
+        if self.password_login:
+            return f'    password: "{self.bot_user.password}"\n'
+        return (
+            f'    access_token: "{self.bot_user.access_token}"\n'
+            f'    device_id: "{self.bot_user.device_id}"\n'
+        )
+
+    @property
+    def channel(self) -> ObservedMatrixChannel:
+        assert self.daemon is not None
+        channel = self.daemon.channels["mx"]
+        assert isinstance(channel, ObservedMatrixChannel)
+        return channel
+
+    async def send(self, content: dict[str, Any]) -> str:
+        response = await self.human.room_send(self.room_id, "m.room.message", content)
+        assert isinstance(response, nio.RoomSendResponse), response
+        event_id: str = response.event_id
+        return event_id
+
+    async def ask(self, text: str, *, within: float = 30.0, **extra: Any) -> str:
+        """The human sends ``text`` (content ``extra`` merged in); returns its event id once
+        the daemon reports the reply fully delivered."""
+        before = self.channel.replies_finished
+        event_id = await self.send({"msgtype": "m.text", "body": text, **extra})
+        with anyio.fail_after(within):
+            await self.channel.wait_replies(before + 1)
+        return event_id
+
+    async def add_member(self) -> MatrixUser:
+        """A third user joins the room (it then has more than two members)."""
+        third = self.server.register()
+        invited = await self.human.room_invite(self.room_id, third.user_id)
+        assert isinstance(invited, nio.RoomInviteResponse), invited
+        client = nio_client(self.server, third)
+        try:
+            joined = await client.join(self.room_id)
+            assert isinstance(joined, nio.JoinResponse), joined
+        finally:
+            await client.close()
+        return third
+
+    async def timeline(self) -> list[dict[str, Any]]:
+        """Every event of the room the human's client has seen, oldest first."""
+        self.events.extend(await sync_timeline(self.human, self.room_id))
+        return self.events
+
+    async def bot_events(self) -> list[dict[str, Any]]:
+        """The bot's ``m.room.message`` events, oldest first."""
+        return [
+            e
+            for e in await self.timeline()
+            if e["sender"] == self.bot_user.user_id and e["type"] == "m.room.message"
+        ]
+
+    def config_text(
+        self, mode: str, interval_ms: int, delay_ms: int, extra: str = "", agent: str = ""
+    ) -> str:
+        return f"""\
+providers:
+  main:
+    kind: openai_chat
+    base_url: "{self.provider.url}/v1"
+    api_key: local-test-key
+    model: m
+agent:
+  providers: [main]
+  tools: [current_time]
+{agent}channels:
+  mx:
+    kind: matrix
+    homeserver: "{self.server.base_url}"
+    user_id: "{self.bot_user.user_id}"
+{self.credentials}    stream_mode: {mode}
+    draft_update_interval_ms: {interval_ms}
+    multi_message_delay_ms: {delay_ms}
+    allowed_users: ["{self.human_user.user_id}"]
+{extra}storage:
+  path: "{self.tmp_path / "relaybot.db"}"
+server:
+  listen: null
+"""
+
+
+@asynccontextmanager
+async def matrix_world(
+    server: SynapseHomeserver, tmp_path: Path, replies: Sequence[Reply]
+) -> AsyncIterator[World]:
+    """Accounts, a room (the bot invited) and a provider scripted with ``replies``."""
+    bot_user, human_user = server.register(), server.register()
+    human = nio_client(server, human_user)
+    try:
+        async with ProviderServer() as provider:
+            provider.script(PATH, list(replies))
+            created = await human.room_create(name="relaybot e2e", invite=[bot_user.user_id])
+            assert isinstance(created, nio.RoomCreateResponse), created
+            world = World(server, provider, bot_user, human_user, human, created.room_id, tmp_path)
+            await world.timeline()
+            yield world
+    finally:
+        await human.close()
+
+
+@asynccontextmanager
+async def running_bot(
+    world: World,
+    *,
+    mode: str = "partial",
+    interval_ms: int = 200,
+    delay_ms: int = 200,
+    extra: str = "",
+    agent: str = "",
+    wait_joined: bool = True,
+) -> AsyncIterator[Daemon]:
+    """The daemon serving ``mx`` (``extra``: more channel keys, ``agent``: more agent keys,
+    YAML lines); returns once the bot has joined the room."""
+    text = world.config_text(mode, interval_ms, delay_ms, extra, agent)
+    config = load_config_text(text, source_name="e2e.yaml", environ={})
+    daemon = Daemon(config, storage_path=world.tmp_path / "relaybot.db", channel_factory=_channels)
+    world.daemon = daemon
+    codes: list[int] = []
+    done = anyio.Event()
+
+    async def run() -> None:
+        try:
+            codes.append(await daemon.run(handle_signals=False))
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(30):
+            while True:
+                members = await world.human.joined_members(world.room_id)
+                joined = isinstance(members, nio.JoinedMembersResponse) and any(
+                    m.user_id == world.bot_user.user_id for m in members.members
+                )
+                channel = daemon.channels.get("mx")
+                started = isinstance(channel, ObservedMatrixChannel) and channel.started.is_set()
+                if (started and (joined or not wait_joined)) or done.is_set():
+                    break
+                await anyio.sleep(0.1)
+        assert not done.is_set(), "the daemon did not start"
+        try:
+            yield daemon
+        finally:
+            daemon.stopping.set()
+            with anyio.fail_after(STOP_WITHIN_SECS):
+                await done.wait()
+    assert codes == [0]

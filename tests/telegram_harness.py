@@ -52,6 +52,7 @@ __all__ = [
     "pieces_of",
     "reply",
     "running_bot",
+    "serving",
     "slow_hook",
     "text_stream",
     "tool_call_stream",
@@ -271,27 +272,34 @@ async def running_bot(
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         storage = tmp_path / "relaybot.db"
         daemon = Daemon(config, storage_path=storage, channel_factory=_fast_channels)
-        bot = Bot(peer, provider, daemon, interval_ms, mode, multi_message_delay_ms)
-        codes: list[int] = []
-        done = anyio.Event()
+        async with serving(daemon, peer):
+            yield Bot(peer, provider, daemon, interval_ms, mode, multi_message_delay_ms)
 
-        async def run() -> None:
-            try:
-                codes.append(await daemon.run(handle_signals=False))
-            finally:
-                done.set()
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            await peer.wait_for(lambda: bool(peer.calls_to("getUpdates")) or done.is_set(), 10)
-            assert not done.is_set(), "the daemon did not start"
-            try:
-                yield bot
-            finally:  # stop as SIGTERM does, also when the test failed
-                daemon.stopping.set()
-                with anyio.fail_after(STOP_WITHIN_SECS):
-                    await done.wait()
-        assert codes == [0]
+@asynccontextmanager
+async def serving(daemon: Daemon, peer: TelegramBotApiServer) -> AsyncIterator[None]:
+    """Run ``daemon`` until the block ends (it has polled once when the block starts), then stop
+    it as SIGTERM does, also when the test failed; it must exit 0."""
+    codes: list[int] = []
+    done = anyio.Event()
+
+    async def run() -> None:
+        try:
+            codes.append(await daemon.run(handle_signals=False))
+        finally:
+            done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        await peer.wait_for(lambda: bool(peer.calls_to("getUpdates")) or done.is_set(), 10)
+        assert not done.is_set(), "the daemon did not start"
+        try:
+            yield
+        finally:
+            daemon.stopping.set()
+            with anyio.fail_after(STOP_WITHIN_SECS):
+                await done.wait()
+    assert codes == [0]
 
 
 # -- texts ----------------------------------------------------------------------------------

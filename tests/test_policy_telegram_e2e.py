@@ -22,11 +22,11 @@ from tests.policy_samples import windows
 from tests.telegram_harness import (
     CHAT,
     PATH,
-    STOP_WITHIN_SECS,
     Bot,
     _config_text,
     _fast_channels,
     reply,
+    serving,
     text_stream,
     tool_call_stream,
 )
@@ -56,27 +56,8 @@ async def policy_bot(
         daemon = Daemon(
             config, storage_path=tmp_path / "relaybot.db", channel_factory=_fast_channels
         )
-        bot = Bot(peer, provider, daemon, 120, mode, 150)
-        codes: list[int] = []
-        done = anyio.Event()
-
-        async def run() -> None:
-            try:
-                codes.append(await daemon.run(handle_signals=False))
-            finally:
-                done.set()
-
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            await peer.wait_for(lambda: bool(peer.calls_to("getUpdates")) or done.is_set(), 10)
-            assert not done.is_set(), "the daemon did not start"
-            try:
-                yield bot
-            finally:
-                daemon.stopping.set()
-                with anyio.fail_after(STOP_WITHIN_SECS):
-                    await done.wait()
-        assert codes == [0]
+        async with serving(daemon, peer):
+            yield Bot(peer, provider, daemon, 120, mode, 150)
 
 
 def shown(bot: Bot) -> list[str]:

@@ -15,6 +15,8 @@ from orchestrator.delivery.events import (
     AnswerInterrupted,
     AnswerRefused,
     EditMessage,
+    GuardPiece,
+    PieceGuarded,
     Restarted,
     RoundEnded,
     SendMessage,
@@ -23,6 +25,7 @@ from orchestrator.delivery.events import (
     TextEmitted,
     ToolFinished,
     ToolStarted,
+    WriteFailed,
     WriteSucceeded,
 )
 from orchestrator.delivery.settings import DeliverySettings
@@ -430,14 +433,60 @@ def test_a_timed_out_edit_is_retried_and_is_not_an_identical_edit() -> None:
     assert chat.visible() == ["ab"]
 
 
-def test_a_timed_out_draft_send_is_never_sent_twice_and_the_final_text_still_arrives() -> None:
+def test_a_timed_out_draft_send_is_assumed_landed_and_the_reply_goes_on_after_it() -> None:
+    """The send landed but timed out: no id, so that message holds "Hel" for good; the rest
+    goes on in the next message (never "Hello" again below "Hel": no duplicate, nothing lost)."""
     chat = FakeChat(TELEGRAM.limits, fail=[Fail("send", 1, timeout, lands=True)])
     run = ScriptedDelivery(TELEGRAM, chat=chat)
     run.play([(0.0, TextEmitted("Hel")), (0.5, TextEmitted("lo")), (5.0, AnswerEnded())])
     sends = chat.chat_writes("send")
-    assert [(w.text, w.formatted) for w in sends] == [("Hel", False), ("Hello", True)]
-    assert chat.chat_writes("edit") == []
+    assert [(w.text, w.formatted) for w in sends] == [("Hel", False), ("lo", False)]
+    assert [(w.message_id, w.text, w.formatted) for w in chat.chat_writes("edit")] == [
+        ("2", "lo", True)
+    ]
+    assert chat.visible() == ["Hel", "lo"]
     assert run.engine.stats.unconfirmed_sends == 1
+
+
+def test_a_draft_send_timed_out_while_the_draft_outgrew_its_message_loses_nothing() -> None:
+    """The live draft's send is in flight while the text outgrows the message and is frozen;
+    the send then times out: the message holds what it was sent with, and the text from there
+    on is laid out again after it (each later message exactly once)."""
+    limits = ChannelLimits(200, "chars")
+    engine = DeliveryEngine(DeliverySettings(mode="partial", limits=limits))
+    text = words(900)
+    [send] = [a for a in engine.handle(TextEmitted(text[:30]), 0.0) if isinstance(a, SendMessage)]
+    assert send.text == text[:30]
+    engine.receive(TextEmitted(text[30:500]), 0.1)  # frozen while the send is in flight
+    shown: dict[str, str] = {"orphan": send.text}
+    ids = iter(str(n) for n in range(1, 100))
+    actions = engine.handle(WriteFailed("timeout"), 0.5)
+    now, fed = 0.5, False
+    while not (fed and engine.finished):
+        assert now < 100, shown
+        for action in actions:
+            match action:
+                case SendMessage(text=body):
+                    message_id = next(ids)
+                    shown[message_id] = body
+                    actions = engine.handle(WriteSucceeded(message_id), now)
+                    break
+                case EditMessage(message_id=message_id, text=body):
+                    shown[message_id] = body
+                    actions = engine.handle(WriteSucceeded(), now)
+                    break
+                case GuardPiece(piece_id=piece_id, text=body):
+                    actions = engine.handle(PieceGuarded(piece_id, body), now)
+                    break
+        else:
+            now += 1.0
+            if not fed:
+                engine.receive(TextEmitted(text[500:]), now)
+                engine.receive(AnswerEnded(), now)
+                fed = True
+            actions = engine.poll(now)
+    assert "".join(shown.values()) == text
+    assert engine.stats.unconfirmed_sends == 1
 
 
 def test_a_draft_the_user_deleted_continues_in_a_new_message() -> None:

@@ -124,6 +124,30 @@ async def test_send_answered_12_s_after_it_landed_is_not_sent_again(tmp_path: Pa
     assert bot.peer.texts(CHAT) == [markdown_to_telegram("".join(deltas_)).text]
 
 
+async def test_draft_send_answered_12_s_after_it_landed_is_continued_never_repeated(
+    tmp_path: Path,
+) -> None:
+    """``partial``: the first draft's send is applied and answered 12 s later; the client gives
+    up after 1 s, without a message id. The message is assumed landed and holds that text for
+    good (it cannot be edited); the reply goes on after it in a second message. Every state the
+    chat showed is the answer's text up to some point, each part once: no duplicate, and in the
+    end the whole answer."""
+    deltas_ = [words("lead", 40)] + [f" more{i}" + "z" * 30 for i in range(12)] + [" done."]
+    text = "".join(deltas_)
+    async with running_bot(tmp_path, [reply(text_stream(deltas_), delay_secs=0.1)]) as bot:
+        bot.peer.delay("sendMessage", call=1, seconds=12)
+        await bot.ask("slow server", within=30)
+    bot.check()
+    sends = bot.peer.calls_to("sendMessage", CHAT)
+    assert sends[0].abandoned and len(sends) == 2
+    first, second = bot.peer.texts(CHAT)
+    assert first == sends[0].params["text"] and text.startswith(first)
+    assert second == markdown_to_telegram(text[len(first) :]).text
+    for state in bot.peer.states(CHAT):
+        assert text.startswith("".join(state))  # never a part twice
+    assert all(c.params["message_id"] != 1 for c in bot.peer.calls_to("editMessageText", CHAT))
+
+
 # -- flood wait in the middle of narration before a tool call ------------------------------
 
 NARRATION = " ".join(f"narr{i}" for i in range(110)) + "."

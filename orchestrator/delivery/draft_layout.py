@@ -36,7 +36,7 @@ from orchestrator.delivery.planning import (
     fit_rendering,
 )
 from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.delivery.splitting import Fence, find_cut, measure, render_chunk
+from orchestrator.delivery.splitting import Fence, find_cut, measure, render_chunk, scan_fence
 
 __all__ = ["STATUS_ROOM", "DraftLayout", "Frozen", "Target", "compose"]
 
@@ -167,6 +167,24 @@ class DraftLayout:
         start = self.start()
         self._freeze(start, self._transcript.tail(start), self.fence_in())
 
+    def pin(self, index: int, start: int, end: int, body: str) -> bool:
+        """Message ``index`` holds ``text[start:end]`` (shown as ``body``) for good: a preview
+        send that timed out, assumed landed. The cuts after it are forgotten and the text from
+        ``end`` on is laid out again in the messages after it. False (nothing changed) when
+        message ``index`` does not start at ``start`` or the span is not in the text."""
+        if self.final is not None or index > len(self.cuts) or not start < end:
+            return False
+        fence_in = self.cuts[index - 1].fence if index else None
+        if (self.cuts[index - 1].cut if index else 0) != start or end > self._transcript.length:
+            return False
+        self._transcript.rebase(start)
+        tail = self._transcript.tail(start)
+        fence = scan_fence(tail, 0, end - start, fence_in)
+        self.cuts = [*self.cuts[:index], Frozen(end, fence, body)]
+        self._reset_live()
+        self._extend()
+        return True
+
     def _reset_live(self) -> None:
         """Measure the live text again (after its start moved back)."""
         self._transcript.rebase(self.start())
@@ -234,18 +252,19 @@ class DraftLayout:
         start = cuts[-1].cut if cuts else 0
         fence = cuts[-1].fence if cuts else None
         suffix = clip_line(self._limits, self.suffix, self.max) if self.suffix else None
-        while body[start:].strip():
-            tail = body[start:]
+        content_end = len(body.rstrip())  # the rest holds text while start is below it
+        while start < content_end:
             reopen = fence.reopen if fence else ""
             # A code point is at least one unit: only a rest that may fit is measured.
-            if len(reopen) + len(tail) <= self.max:
-                last = compose(tail, fence, suffix)
+            if len(reopen) + len(body) - start <= self.max:
+                last = compose(body[start:], fence, suffix)
                 if measure(self._limits, last) <= self.max:
                     break
-            chunk = find_cut(self._limits, tail, 0, len(tail), fence, self.max)
-            frozen = render_chunk(tail, 0, chunk.cut, fence)[0]
-            cuts.append(Frozen(start + chunk.cut, chunk.fence, frozen))
-            start, fence = start + chunk.cut, chunk.fence
+            # Cut in place (no copy of the rest per message: linear in the body).
+            chunk = find_cut(self._limits, body, start, len(body), fence, self.max)
+            frozen = render_chunk(body, start, chunk.cut, fence)[0]
+            cuts.append(Frozen(chunk.cut, chunk.fence, frozen))
+            start, fence = chunk.cut, chunk.fence
         texts = [frozen.body for frozen in cuts]
         last = compose(body[start:], fence, suffix)
         if last:

@@ -45,7 +45,7 @@ final edit is retired too: a shorter preview never stands as if it were the answ
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from orchestrator.delivery.draft_layout import STATUS_ROOM, DraftLayout
 from orchestrator.delivery.events import (
@@ -80,10 +80,15 @@ up."""
 
 @dataclass(frozen=True, slots=True)
 class _InFlight:
+    """A write in flight; a send of the live draft also carries the span of the text it shows,
+    ``text[start:end]`` (``end`` is -1 otherwise)."""
+
     slot: Slot
     form: str
     version: int
     write: Write
+    start: int = 0
+    end: int = -1
 
 
 class DraftPlanner:
@@ -137,12 +142,16 @@ class DraftPlanner:
     def on_restarted(self) -> None:
         self._layout.restart(self._transcript.round_start)
         self._clean = 0
+        self._leave_assumed(len(self._layout.cuts))
+        if self._in_flight is not None:  # a send in flight no longer shows the current text
+            self._in_flight = replace(self._in_flight, end=-1)
 
     def on_end(self, ending: Ending) -> None:
         self._ended = True
         self._layout.end()
         if ending.kind == "refused":
             self._layout.refuse(ending.line)
+            self._leave_assumed(0)
             return
         self._layout.suffix = ending.line if ending.kind == "interrupted" else None
         text = self._transcript.text
@@ -168,11 +177,23 @@ class DraftPlanner:
             self._counters.pieces_withheld += 1
             self._layout.cuts = []
             self._layout.lay_out_final(WITHHELD_NOTICE, formatted=False)
+            self._leave_assumed(0)
             return
         body = text if text is not None and text.strip() else ""
         if body != self._transcript.text:
             self._layout.cuts = []  # the hook rewrote it: lay the final text out afresh
+            self._leave_assumed(0)
         self._layout.lay_out_final(body)
+        self._clean = 0
+
+    def _leave_assumed(self, index: int) -> None:
+        """Messages from ``index`` on are laid out anew: those assumed landed (no id to edit
+        them by) are left as they stand, and the new layout goes to the others and new ones."""
+        kept = [s for s in self._slots[index:] if s.state is not SlotState.ASSUMED]
+        if len(kept) < len(self._slots) - index:
+            del self._slots[index:]
+            self._slots.extend(kept)
+        self._clean = min(self._clean, index)
 
     # -- choosing the next write ----------------------------------------------------------
 
@@ -196,11 +217,13 @@ class DraftPlanner:
         if self._ended and not final:
             return None  # the hook's verdict on the final text is awaited
         count = layout.count()
-        for index in range(0 if final else self._clean, count):
+        for index in range(self._clean, count):
             slot = self._slots[index] if index < len(self._slots) else None
             state = slot.state if slot is not None else SlotState.EMPTY
             live = not final and index == len(layout.cuts)
             if state is SlotState.ASSUMED:
+                if commit and index == self._clean:
+                    self._clean += 1  # never written again
                 continue
             if state is SlotState.ORPHANED and not final:
                 return None  # previews stopped: see the module docstring
@@ -215,6 +238,8 @@ class DraftPlanner:
             formatted = target.formatted and not (slot is not None and slot.plain)
             form = target.form if formatted else target.text
             if slot is not None and form == slot.abandoned:
+                if commit and not live and index == self._clean:
+                    self._clean += 1  # given up until its target changes (which resets this)
                 continue
             if state in (SlotState.EMPTY, SlotState.ORPHANED):
                 if not commit:
@@ -223,13 +248,16 @@ class DraftPlanner:
                     slot = Slot()
                     self._slots.append(slot)
                 send = SendMessage(target.text, formatted)
-                return _InFlight(slot, form, self._layout.version, Write(send, final))
+                if live:
+                    span = layout.start(), self._transcript.length
+                    return _InFlight(slot, form, layout.version, Write(send), *span)
+                return _InFlight(slot, form, layout.version, Write(send, final))
             assert slot is not None and slot.message_id is not None
             if form == slot.shown:
                 if commit and live:
                     slot.version = layout.version
-                elif commit and not final and index == self._clean:
-                    self._clean += 1  # a frozen message showing its text stays so
+                elif commit and index == self._clean:
+                    self._clean += 1  # a frozen or final message showing its text stays so
                 continue
             if self._edit_allowed(slot, live, final):
                 if not commit:
@@ -291,7 +319,7 @@ class DraftPlanner:
                 self._forget(slot)
                 return
             case "send" if message_id is None:  # no id to edit it by: assumed landed
-                advance(slot, "final_send_timed_out")
+                advance(slot, "send_timed_out")
             case "send":
                 advance(slot, "sent")
                 slot.message_id, slot.edits = message_id, 0
@@ -331,7 +359,10 @@ class DraftPlanner:
         slot, write = flight.slot, flight.write
         if write.kind == "send":
             self._counters.unconfirmed_sends += 1
-            advance(slot, "final_send_timed_out" if write.final else "preview_send_timed_out")
+            if write.final or self._pin(flight):
+                advance(slot, "send_timed_out")
+            else:
+                advance(slot, "preview_send_timed_out")
             slot.shown = flight.form
         elif write.kind == "edit":
             slot.edits += 1
@@ -340,6 +371,21 @@ class DraftPlanner:
                 slot.abandoned = flight.form
         elif self._attempt_failed(slot):
             self._forget(slot)
+
+    def _pin(self, flight: _InFlight) -> bool:
+        """A preview send timed out: assumed landed, its message holds the text it was sent with
+        for good (it has no id to edit it by), and the reply goes on after that text in a new
+        message. False when the layout moved under it (a restart, a shrink) and it cannot be
+        kept: then it is an orphan (module docstring)."""
+        slot = flight.slot
+        if flight.end < 0 or self._ended or slot not in self._slots:
+            return False
+        if not self._transcript.tail(flight.start)[: flight.end - flight.start].strip():
+            # It showed no text of the reply (a status line alone): it is left as it stands,
+            # and the draft goes on in a new message.
+            self._slots.remove(slot)
+            return True
+        return self._layout.pin(self._slots.index(slot), flight.start, flight.end, flight.form)
 
     def _refused(self, flight: _InFlight) -> float:
         """Did not land: back off and retry; then a new message (module docstring)."""
@@ -410,6 +456,7 @@ class DraftPlanner:
             self._counters.writes_given_up += 1
             return
         self._clean = min(self._clean, index)
+        self._leave_assumed(index + 1)
 
 
 def _preview_edits(cap: int) -> int:

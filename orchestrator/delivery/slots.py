@@ -9,10 +9,12 @@ we know of that message; every change of state is a :class:`Step` looked up in :
     state       step                    next        meaning
     ----------  ----------------------  ----------  -------------------------------------------
     EMPTY       sent                    SHOWN       no message yet; the send landed
-    EMPTY       preview_send_timed_out  ORPHANED    it may exist, but we have no id to edit it
-    EMPTY       final_send_timed_out    ASSUMED     assumed landed: never sent twice
+    EMPTY       send_timed_out          ASSUMED     assumed landed with the text it was sent
+                                                    with: never sent twice, never edited
+    EMPTY       preview_send_timed_out  ORPHANED    the same, but the layout moved under it (a
+                                                    restart): it holds no text of the reply
     ORPHANED    sent                    SHOWN       the final text, sent anew below the orphan
-    ORPHANED    final_send_timed_out    ASSUMED
+    ORPHANED    send_timed_out          ASSUMED
     SHOWN       edited                  SHOWN       it shows the text we wrote ("not modified"
     UNKNOWN     edited                  SHOWN         too: it showed it already)
     SHOWN       edit_timed_out          UNKNOWN     the old text or the new: retry the newest
@@ -22,9 +24,11 @@ we know of that message; every change of state is a :class:`Step` looked up in :
 
 Only ``SHOWN`` and ``UNKNOWN`` slots have a message id; only ``EMPTY`` and ``ORPHANED`` ones are
 sent to (an orphan only with the final text: previews stop, as we cannot edit what we cannot
-address). ``ASSUMED`` is final. A slot whose edits keep being refused is *retired* by the planner:
-it leaves the list of slots (its message is deleted later) and a fresh ``EMPTY`` slot takes its
-place, so its text goes out as a new message.
+address). ``ASSUMED`` is final: a preview that landed so holds its text for good, and the reply
+goes on after that text in the next message (architecture §3 "Network errors"). A slot whose
+edits keep being refused is *retired* by the planner: it leaves the list of slots (its message is
+deleted later) and a fresh ``EMPTY`` slot takes its place, so its text goes out as a new
+message.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class SlotState(Enum):
 Step = Literal[
     "sent",
     "preview_send_timed_out",
-    "final_send_timed_out",
+    "send_timed_out",
     "edited",
     "edit_timed_out",
     "deleted",
@@ -64,9 +68,9 @@ _E, _S, _U, _O, _A = (
 TRANSITIONS: dict[tuple[SlotState, Step], SlotState] = {
     (_E, "sent"): _S,
     (_E, "preview_send_timed_out"): _O,
-    (_E, "final_send_timed_out"): _A,
+    (_E, "send_timed_out"): _A,
     (_O, "sent"): _S,
-    (_O, "final_send_timed_out"): _A,
+    (_O, "send_timed_out"): _A,
     (_S, "edited"): _S,
     (_U, "edited"): _S,
     (_S, "edit_timed_out"): _U,

@@ -58,6 +58,7 @@ _OPENER = re.compile(r"^ {0,3}(?P<marker>`{3,}|~{3,})(?P<info>[^\n]*)$")
 _PARAGRAPH = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)*")
 _SENTENCE = re.compile(r"[.!?][\"')\]»”’]*[^\S\n]+|[。！？][\"')\]»”’」』）〕】]*[^\S\n]*")
 _WORD = re.compile(r"[^\S\n]+")
+_NEWLINE = re.compile("\n")
 _ZWJ = "\u200d"
 _NO_CUT_BEFORE = frozenset("\u200d\ufe0e\ufe0f")
 
@@ -203,7 +204,7 @@ def _boundaries(text: str, start: int, stop: int) -> list[list[int]]:
     boundaries."""
     window = text[start:stop]
     paragraphs = [start + m.end() for m in _PARAGRAPH.finditer(window)]
-    lines = [start + i + 1 for i, ch in enumerate(window) if ch == "\n"]
+    lines = [start + m.end() for m in _NEWLINE.finditer(window)]
     sentences = [start + m.end() for m in _SENTENCE.finditer(window)]
     words = [start + m.end() for m in _WORD.finditer(window)]
     return [sorted(kind, reverse=True) for kind in (paragraphs, lines, sentences, words)]

@@ -31,8 +31,14 @@ notice and deletes the others; a hook that cancels the text deletes the drafts.
 
 Failures, by :data:`~orchestrator.delivery.planning.FAILURE_EFFECTS`: an edit that timed out is
 retried with the newest text (``UNKNOWN``: not an identical edit), up to ``MAX_ATTEMPTS``. A send
-that timed out may have landed without our knowing its id: we never send a second draft, previews
-stop (``ORPHANED``), and at the end the final text is sent as a new message. A write refused
+that timed out is assumed landed, without our knowing its id (architecture §3 "Network errors"):
+it is never sent again nor edited; a draft's message holds the text it was sent with for good
+(``ASSUMED``: the layout is cut at the end of that text) and the reply goes on after it in a new
+message, so no text is shown twice. One that showed no text of the reply (a status line alone) is
+left as it stands; one overtaken by a restart while in flight is an orphan (``ORPHANED``):
+previews stop and the final text is sent as a new message below it. When the messages are laid
+out anew (a restart, a refusal, a hook that rewrote or withheld the text, ``too_long``), messages
+assumed landed are left as they stand and the new layout goes to the others. A write refused
 outright (5xx, connection refused, "message to edit not found") is retried after
 ``REFUSED_BACKOFF_SECS``; after ``MAX_ATTEMPTS`` (at once when the chat moved: a group became a
 supergroup, and the old chat's messages cannot be edited) the message is *retired*: its text and the

@@ -12,6 +12,11 @@ cost depends on the whole heap of this process, not on delivery). The end of the
 final layout, rendered with the Telegram renderer) is timed apart, per answer.
 
 Usage: ``python bench/delivery.py`` (or ``main()`` from a runner). Prints one table.
+``python bench/delivery.py --once MODE KB RUNS`` feeds one answer of ``KB`` KB (2, 22 or 259)
+through the engine once, then ``RUNS`` more times, and prints the deltas per answer: under
+``valgrind --tool=callgrind``, the difference of the instruction totals of ``RUNS=1`` and
+``RUNS=0`` divided by the deltas is the engine's instructions per delta, whatever the machine's
+load (bench/README.md).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from orchestrator.delivery.events import (
 )
 from orchestrator.delivery.settings import DeliverySettings
 
-__all__ = ["SIZES", "main", "measure"]
+__all__ = ["SIZES", "main", "measure", "once"]
 
 SIZES = (("2 KB", 2 * 1024), ("22 KB", 22 * 1024), ("259 KB", 259 * 1024))
 DELTA_GAP_SECS = 0.02
@@ -150,6 +155,24 @@ def measure(mode: str, text: str, *, repeats: int | None = None) -> tuple[float,
     return best_stream, best_end, writes
 
 
+def once(mode: str, size_kb: int, runs: int) -> int:
+    """Deliver one answer (the warm-up), then ``runs`` more, all in; returns its deltas."""
+    events = [TextEmitted(piece) for piece in deltas(answer(size_kb * 1024))]
+    for _ in range(runs + 1):
+        engine = DeliveryEngine(_settings(mode, telegram_render))
+        run = _Run(engine)
+        now = 0.0
+        for event in events:
+            engine.receive(event, now)
+            run.execute(engine.poll(now), now)
+            now += DELTA_GAP_SECS
+        engine.receive(AnswerEnded(), now)
+        while not engine.finished:
+            run.execute(engine.poll(now), now)
+            now += 1.0
+    return len(events)
+
+
 def main() -> None:
     print("delivery engine, Telegram settings, deltas of 2–12 characters every 20 ms")
     print("µs/delta: while streaming; all-in: streaming and the end (final layout, rendering)")
@@ -172,4 +195,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--once"]:
+        print(once(sys.argv[2], int(sys.argv[3]), int(sys.argv[4])))
+    else:
+        main()

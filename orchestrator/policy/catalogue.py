@@ -54,7 +54,7 @@ from orchestrator.policy.shapes import (
     compile_shape,
     marker,
 )
-from orchestrator.policy.views import View, has_tokens, held_from, normalised
+from orchestrator.policy.views import LINK_URL_CHARS, View, has_tokens, held_from, normalised
 
 __all__ = [
     "BUILTIN_SHAPES",
@@ -257,7 +257,7 @@ class Redactor:
         self, text: str, start: int, stop: int, *, open_end: bool, breaks: Sequence[int]
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
-        begin = max(0, start - VIEW_CONTEXT_CHARS)
+        begin = _context_start(text, start)
         held: int | None = None
         tokens = has_tokens(text, begin)
         if open_end:
@@ -412,6 +412,20 @@ class Redactor:
                     heads[index] = None  # one time-out per scan: the rest is masked already
                 elif other is not None and _start(other) < end:
                     heads[index] = self._search(shapes[index], text, end, open_end)
+
+
+def _context_start(text: str, start: int) -> int:
+    """Where the views of a scan from ``start`` begin: :data:`VIEW_CONTEXT_CHARS` before it, or
+    at the ``[`` of a link or image whose syntax ends there (``[postgres](https://…)://admin:…``
+    reads as ``postgres://admin:…``, and the ``[`` may lie far back behind a long URL)."""
+    begin = max(0, start - VIEW_CONTEXT_CHARS)
+    if begin and text.find(")", begin, start) >= 0:
+        link = text.rfind("](", max(0, begin - LINK_URL_CHARS - 2), start)
+        if link >= 0:
+            opener = text.rfind("[", max(0, link - VIEW_CONTEXT_CHARS * 4), link)
+            if 0 <= opener < begin:
+                begin = opener - 1 if opener and text[opener - 1] == "!" else opener
+    return begin
 
 
 def _start(head: regex.Match[str] | _TimedOut) -> int:

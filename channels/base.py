@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
+from channels.visible_text import markdown_visible_text
+
 __all__ = [
     "IMAGE_TYPES",
     "Attachment",
@@ -324,6 +326,13 @@ class Channel(ABC):
         boundary with it, so a formatted write of a text it measured fits in one message.
         Default: formatting shows like the plain text."""
         return Rendering(text, self.limits.measure(text))
+
+    def visible_text(self, text: str) -> str:
+        """What a reader sees of the model's Markdown ``text`` sent formatted: the outbound
+        policy checks it besides the raw text (architecture §4 "What the reader sees is what is
+        checked"). Pure. Default: ``text`` as a CommonMark client renders it (Matrix, Discord).
+        """
+        return markdown_visible_text(text)
 
     @final
     def render_formatted(self, text: str) -> str:

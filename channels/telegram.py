@@ -422,6 +422,11 @@ class TelegramChannel(Channel):
             _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
         return approval.answer
 
+    def visible_text(self, text: str) -> str:
+        """The visible text of ``text`` sent formatted: Telegram shows ``text`` without its
+        entities."""
+        return markdown_to_telegram(text).text
+
     def render(self, text: str) -> Rendering:
         """The final form of ``text``: its visible text when Markdown left no formatting, else
         Telegram HTML of text + entities (canonical: for equality checks); its length in UTF-16

@@ -110,7 +110,10 @@ FORMS_ANSWER = (
     '-----END PRIVATE KEY-----\\n"}\n\n'
     "PGP:\n-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
     "lQOYBF0QXZJVWKY13579abcdEFGHijklMNOPqrstUVWXyz0123456789+/\n=QXZJ\n"
-    "-----END PGP PRIVATE KEY BLOCK-----\n\nThat is all."
+    "-----END PGP PRIVATE KEY BLOCK-----\n\n"
+    f"Footnote: {ANT[:20]}[^1]{ANT[20:]}; image: {ANT[:18]}![k](https://example.com/k.png)"
+    f"{ANT[18:]}; tags: {ANT[:16]}<b></b>{ANT[16:]}; bare reference: sk&#45ant-{ANT[7:]}.\n\n"
+    "That is all."
 )
 
 
@@ -126,7 +129,7 @@ async def test_secrets_in_rendered_and_escaped_forms_are_never_shown(
     assert_hidden(
         bot, "QXZJVWKY13579QXZJ", "51HqQXZJVWKY", "QXZJ7VWKY9Z3", "p@ss/QXZJ7VWKY", "MIIEpAIB"
     )
-    assert_hidden(bot, "MIIEvQIBADAN", "lQOYBF0QXZJ", "sk-ant-api0")
+    assert_hidden(bot, "MIIEvQIBADAN", "lQOYBF0QXZJ", "sk-ant-api0", ANT)
     assert "That is all." in final(bot)
 
 
@@ -172,6 +175,39 @@ async def test_an_extra_pattern_matches_whatever_its_keywords(
         bot.check()
     assert_hidden(bot, "zz12345678")
     assert "Your code is [REDACTED:nokw], keep it safe." in final(bot)
+
+
+def _approval(text: str) -> str:
+    return text.replace(
+        "  tools: [current_time]\n",
+        "  tools: [current_time]\n  require_approval: [current_time]\n"
+        "  approval_timeout_secs: 1\n",
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "argument",
+    [
+        pytest.param(f'{{"k": "{ANT[:22]}\u00ad{ANT[22:]}"}}', id="nested-json-soft-hyphen"),
+        pytest.param(f"{ANT[:9]}**{ANT[9:30]}**{ANT[30:]}", id="emphasis-inside"),
+        pytest.param(f"sk&#45ant-{ANT[7:]}", id="bare-character-reference"),
+        pytest.param(f"{ANT[:20]}[^1]{ANT[20:]}", id="footnote-inside"),
+    ],
+)
+async def test_an_approval_prompt_shows_no_key_in_any_form_of_the_arguments(
+    tmp_path: Path, mode: str, argument: str
+) -> None:
+    """The prompt quotes the tool's JSON arguments (``json.dumps``: a soft hyphen is written
+    ``\\u00ad``, a nested JSON value escaped again); nobody answers it, so the call is denied
+    after ``approval_timeout_secs`` and the model answers."""
+    first = reply(tool_call_stream(["One moment."], timezone=argument))
+    second = reply(text_stream(["It was not run."]))
+    async with policy_bot(tmp_path, [first, second], mode=mode, edit=_approval) as bot:
+        await bot.ask("time?", within=30)
+    assert any("current_time" in text for text in shown(bot)), "the prompt was shown"
+    assert_hidden(bot, ANT)
+    assert "It was not run." in final(bot)
 
 
 # -- access ---------------------------------------------------------------------------------

@@ -14,11 +14,12 @@ alignment lands inside the URL and the marker replaces the wrong characters).
 shown (its first and last :data:`ANCHOR_CHARS` characters when it is longer than
 :data:`WHOLE_CHARS`), each character allowed to have Markdown syntax before it in the raw text
 (escapes, emphasis delimiters, link, image and footnote syntax, inline HTML) or to be spelled as
-a character reference, the occurrence nearest the alignment's estimate winning. It then renders the
-result again: while a hit remains (three passes at most), the next pass runs on it; if one
-still remains, the raw lines the hit was aligned with are replaced, and if even that leaves it
-visible, the whole text becomes the marker. A reader may lose a line of a pathological answer;
-a secret is never shown.
+a character reference, the occurrence nearest the alignment's estimate winning. It then renders
+the result again, up to three passes while hits remain. A hit whose anchors are not in the raw
+text (a spelling only the renderer reads) has its raw lines replaced: those numbered as the
+shown lines it is on when the renderer kept the lines, else those it was aligned with; if even
+that leaves a secret visible, the whole text becomes the marker. A reader may lose a line of a
+pathological answer; a secret is never shown.
 """
 
 from __future__ import annotations
@@ -65,23 +66,22 @@ def _nearest(pattern: regex.Pattern[str], text: str, estimate: int) -> tuple[int
     return best
 
 
-def _raw_span(text: str, shown: str, hit: Hit, view: View) -> tuple[int, int]:
-    """The raw characters ``hit`` (in ``shown``) came from: found by anchors near the
-    alignment's estimate, else the estimate."""
+def _anchored(text: str, shown: str, hit: Hit, view: View) -> tuple[int, int] | None:
+    """The raw characters ``hit`` (in ``shown``) came from, found by anchors near the
+    alignment's estimate; ``None`` when the anchors are not in the raw text."""
     estimate = (view.raw_start(hit.secret_start), view.raw_end(hit.secret_end))
     secret = shown[hit.secret_start : hit.secret_end]
     if len(secret) <= WHOLE_CHARS:
-        whole = _nearest(_anchor(secret), text, estimate[0])
-        return estimate if whole is None else whole
+        return _nearest(_anchor(secret), text, estimate[0])
     head = _nearest(_anchor(secret[:ANCHOR_CHARS]), text, estimate[0])
     if head is None:
-        return estimate
+        return None
     # Each shown character came from one raw character or more: the tail ends at least
     # len(secret) characters after the head starts.
     for tail in _anchor(secret[-ANCHOR_CHARS:]).finditer(text, head[0], overlapped=True):
         if tail.end() - head[0] >= len(secret):
             return head[0], tail.end()
-    return estimate
+    return None
 
 
 def _replace(text: str, spans: Sequence[tuple[int, int, str]]) -> str:
@@ -104,24 +104,45 @@ def _lines(text: str, begin: int, end: int) -> tuple[int, int]:
     return start, len(text) if stop < 0 else stop
 
 
+def _same_lines(text: str, shown: str, hit: Hit) -> tuple[int, int]:
+    """The raw lines numbered as the shown lines ``hit`` is on (a renderer that keeps lines)."""
+    first = shown.count("\n", 0, hit.secret_start)
+    last = shown.count("\n", 0, hit.secret_end)
+    starts = [0, *(i + 1 for i, c in enumerate(text) if c == "\n")]
+    if first >= len(starts):
+        return len(text), len(text)
+    stop = text.find("\n", starts[min(last, len(starts) - 1)])
+    return starts[first], len(text) if stop < 0 else stop
+
+
 def redact_rendered(redactor: Redactor, text: str, render: Renderer) -> str:
     """Redact ``text`` as ``render`` displays it: a secret visible only once rendered (Markdown
     escapes, emphasis, a link or a footnote inside it) has the raw characters it came from
     replaced. Returns ``text`` itself when the rendered text shows nothing."""
-    for attempt in range(_PASSES + 2):
+    for _ in range(_PASSES):
         shown = render(text)
         hits = list(redactor.hits(shown))
         if not hits:
             return text
         view = aligned(text, shown)
-        if attempt < _PASSES:
-            spans = [(*_raw_span(text, shown, h, view), h.name) for h in hits]
-        elif attempt == _PASSES:
-            spans = [
-                (*_lines(text, view.raw_start(h.secret_start), view.raw_end(h.secret_end)), h.name)
-                for h in hits
-            ]
-        else:
-            return marker(hits[0].name)
-        text = _replace(text, spans)
-    return text
+        spans = [(_anchored(text, shown, h, view), h.name) for h in hits]
+        if any(span is None for span, _ in spans):
+            break
+        text = _replace(text, [(*span, name) for span, name in spans if span is not None])
+    shown = render(text)
+    hits = list(redactor.hits(shown))
+    if not hits:
+        return text
+    view = aligned(text, shown)
+    kept_lines = shown.count("\n") == text.count("\n")
+    text = _replace(
+        text,
+        [
+            (*_same_lines(text, shown, h), h.name)
+            if kept_lines
+            else (*_lines(text, view.raw_start(h.secret_start), view.raw_end(h.secret_end)), h.name)
+            for h in hits
+        ],
+    )
+    remaining = list(redactor.hits(render(text)))
+    return text if not remaining else marker(remaining[0].name)

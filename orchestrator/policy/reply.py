@@ -219,5 +219,9 @@ class ReplyPolicy:
 
     def redact_line(self, text: str) -> str:
         """A status line, notice or approval prompt, redacted on its own (as it is and as it
-        reads: a tool's JSON arguments are decoded by the views)."""
-        return self._redactor.redact(text)
+        reads: a tool's JSON arguments are decoded by the views, and as the channel renders
+        it)."""
+        redacted = self._redactor.redact(text)
+        if self._render is None:
+            return redacted
+        return redact_rendered(self._redactor, redacted, self._render)

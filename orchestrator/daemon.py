@@ -81,6 +81,7 @@ class Daemon:
         config: the validated config.
         storage_path: the SQLite store's file.
         channel_factory: builds each channel (tests pass one that sets short network timeouts).
+        policy: the outbound policy (default: built from ``config.policy``).
     """
 
     def __init__(
@@ -89,12 +90,13 @@ class Daemon:
         *,
         storage_path: str | Path,
         channel_factory: ChannelFactory = build_channel,
+        policy: OutboundPolicy | None = None,
     ) -> None:
         self.config = config
         self._channel_factory = channel_factory
         self.store = Store(storage_path)  # blocking: start-up, shutdown and tests
         self._store = AsyncStore(self.store)  # everything on the event loop
-        self.policy = OutboundPolicy.from_config(config.policy)
+        self.policy = policy if policy is not None else OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         chain = [
             ChainEntry(build_provider(name, config.providers[name]), config.providers[name])

@@ -139,7 +139,10 @@ class _Compiled:
     def search(self, text: str, pos: int, partial: bool) -> regex.Match[str] | None:
         if self.timeout is None:
             return self.pattern.search(text, pos, partial=partial)
-        return self.pattern.search(text, pos, partial=partial, timeout=self.timeout)
+        # Once a pattern has run out of time, it is known to stall on some text: its later
+        # searches get a tenth of the bound, so each costs the event loop a few ms at most.
+        bound = self.timeout / 10 if self.timed_out else self.timeout
+        return self.pattern.search(text, pos, partial=partial, timeout=bound)
 
 
 class _TimedOut:

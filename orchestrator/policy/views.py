@@ -83,7 +83,8 @@ _COMPAT = "\u24b6-\u24e9\uff01-\uff5e\U0001d400-\U0001d7ff"
 # What may start a token: a cheap test first (the standard ``re`` engine scans a small class
 # at hundreds of MB/s), the full token pattern only where it finds something.
 _TRIGGER = re.compile("[&\\\\%\\[\\]<" + _INVISIBLE + _COMPAT + "]")
-_EMPHASIS = re.compile("[*~`]{1,3}[A-Za-z0-9_-]")
+_ASCII_TRIGGER = re.compile(r"[&\\%\[\]<]")  # the same, for ASCII text
+_DELIMITERS = re.compile("[*~`]+")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 _TOKEN = regex.compile(
@@ -167,14 +168,17 @@ def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
 
 def has_tokens(text: str, start: int = 0) -> bool:
     """Whether ``text[start:]`` holds anything a view would change."""
-    found = _TRIGGER.search(text, start)
+    found = (_ASCII_TRIGGER if text.isascii() else _TRIGGER).search(text, start)
     if found is not None and _TOKEN.search(text, found.start()) is not None:
         return True
     if text.find("*", start) < 0 and text.find("~", start) < 0 and text.find("`", start) < 0:
         return False
-    return any(  # an emphasis delimiter inside a word
-        m.start() > 0 and text[m.start() - 1] in _WORD for m in _EMPHASIS.finditer(text, start)
-    )
+    end = len(text)
+    for run in _DELIMITERS.finditer(text, start):  # an emphasis delimiter inside a word
+        a, b = run.span()
+        if b - a <= 3 and 0 < a and b < end and text[a - 1] in _WORD and text[b] in _WORD:
+            return True
+    return False
 
 
 def _decode(token: str) -> str:

@@ -1,13 +1,12 @@
 """The Matrix channel's rules through Synapse (issue 12; architecture §3 "Matrix specifics",
 "Access"): login by password, what is never answered (events from before the first start,
 own events), rooms of more than two members (the mention rule, ``m.in_reply_to``), approvals
-by reaction and by reply, ``/stop``, ``notice_previews`` with ``live_marker``, and encrypted
-rooms refused without matrix-nio's e2e support.
+by reaction and by reply, ``/stop``, ``notice_previews`` with ``live_marker`` (encrypted rooms:
+``test_matrix_encryption.py``).
 """
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -175,33 +174,6 @@ async def test_notice_previews_and_the_live_marker(
     assert LIVE_KEY not in final
     for edit in edits[:-1]:
         assert edit["content"]["m.new_content"][LIVE_KEY] == {}
-
-
-async def test_an_encrypted_room_is_refused_with_one_log_line(
-    synapse: SynapseHomeserver, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="channels.matrix")
-    async with matrix_world(synapse, tmp_path, [reply(text_stream(["x"]))]) as world:
-        created = await world.human.room_create(
-            name="secret",
-            invite=[world.bot_user.user_id],
-            initial_state=[
-                {
-                    "type": "m.room.encryption",
-                    "state_key": "",
-                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-                }
-            ],
-        )
-        assert isinstance(created, nio.RoomCreateResponse), created
-        async with running_bot(world):
-            await anyio.sleep(1.5)
-            members = await world.human.joined_members(created.room_id)
-    assert isinstance(members, nio.JoinedMembersResponse), members
-    assert world.bot_user.user_id not in {m.user_id for m in members.members}
-    refusals = [r for r in caplog.records if "not joining the encrypted room" in r.getMessage()]
-    assert len(refusals) == 1
-    assert "matrix-nio[e2e]" in refusals[0].getMessage()
 
 
 async def test_typing_shows_while_the_model_works(

@@ -29,8 +29,9 @@ formatted when the channel's renderer says its formatted form fits, else plain. 
 deleted. With ``final_as_new_message`` (Matrix ``notice_previews``) the drafts are *superseded*
 instead: the final text goes out as new messages, and only once every one of them landed are
 the drafts deleted; should a final message not be sent (given up), the drafts stay, the last
-preview included (case C17). A refusal, or a hook that failed (``PieceWithheld``), edits the first message to the
-notice and deletes the others; a hook that cancels the text deletes the drafts.
+preview included (case C17). A refusal, or a hook that failed (``PieceWithheld``), edits the
+first message to the notice and deletes the others; a hook that cancels the text deletes the
+drafts.
 
 Failures, by :data:`~orchestrator.delivery.planning.FAILURE_EFFECTS`: an edit that timed out is
 retried with the newest text (``UNKNOWN``: not an identical edit), up to ``MAX_ATTEMPTS``. A send

@@ -120,7 +120,6 @@ ADAPTERS = [
     "channels/telegram.py",
     "channels/console.py",
     "channels/matrix.py",
-    "channels/matrix_inbound.py",
     "channels/discord.py",
 ]
 SPLITTING = ("split", "find_cut", "fit_end", "render_chunk", "chunk")

@@ -9,6 +9,7 @@ room is refused with one log line.
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,11 @@ import httpx
 import nio
 import pytest
 
+from channels.errors import ChannelStartError
+from channels.matrix import MatrixChannel
 from channels.matrix_crypto import E2E_MODULES
 from channels.matrix_format import HTML_FORMAT, markdown_to_html
+from config.models import MatrixChannelConfig
 from tests.matrix_harness import World, matrix_world, running_bot
 from tests.peers.matrix_client import EncryptedClient, resolve_edits
 from tests.peers.synapse import SynapseHomeserver
@@ -142,3 +146,33 @@ async def test_an_encrypted_room_is_refused_with_one_log_line(
     assert len(refusals) == 1
     expected = "install matrix-nio[e2e]" if cause == "no e2e extra" else "set store_path"
     assert expected in refusals[0].getMessage()
+
+
+async def test_a_lost_key_store_is_a_start_error_naming_it(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    """The homeserver keeps the device's keys; a new store for the same device cannot upload
+    its own (Synapse refuses one-time keys whose ids it already holds)."""
+    bot = synapse.register()
+    store = tmp_path / "keys"
+    config = MatrixChannelConfig(
+        kind="matrix",
+        homeserver=synapse.base_url,
+        user_id=bot.user_id,
+        access_token=bot.access_token,
+        device_id=bot.device_id,
+        store_path=str(store),
+        allowed_users=["*"],
+    )
+
+    async def ignore(message: object) -> None:
+        return None
+
+    async with MatrixChannel("mx", config, ignore) as channel:
+        assert channel.encrypted
+    shutil.rmtree(store)
+    with pytest.raises(ChannelStartError, match="refused the keys of device") as raised:
+        async with MatrixChannel("mx", config, ignore):
+            pass
+    assert str(store) in str(raised.value)
+    assert bot.access_token not in str(raised.value)

@@ -50,6 +50,7 @@ from typing import Any
 import aiohttp
 import anyio
 import nio
+import nio.exceptions
 
 from channels.base import (
     Channel,
@@ -242,8 +243,7 @@ class MatrixChannel(Channel):
                     await self._inbound.handle(client, response, since)
                     await self._set(_TOKEN, response.next_batch)
                     if self.encrypted:
-                        with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                            await self._keys.refresh(client)  # retried after the next sync
+                        await self._refresh_keys(client)
                     backoff = 1.0
                     continue
                 if response is not None:
@@ -252,6 +252,14 @@ class MatrixChannel(Channel):
                 with anyio.move_on_after(backoff):  # or until stop()
                     await self._stopped.wait()
                 backoff = min(backoff * 2, 30.0)
+
+    async def _refresh_keys(self, client: InviteAwareClient) -> None:
+        """Keep the device's keys current after a sync; a failure is logged and the keys are
+        tried again after the next sync."""
+        try:
+            await self._keys.refresh(client)
+        except (aiohttp.ClientError, TimeoutError, nio.exceptions.LocalProtocolError) as exc:
+            _LOG.warning("%s: keeping the device keys failed: %s", self.name, exc)
 
     # -- primitives -----------------------------------------------------------------------
 

@@ -216,6 +216,12 @@ class Channel(ABC):
     def show_tool_status(self) -> bool:
         return bool(getattr(self.config, "show_tool_status", False))
 
+    @property
+    def final_as_new_message(self) -> bool:
+        """In ``partial``: the final text is sent anew and the drafts deleted, instead of the
+        drafts' final edits (default: no; Matrix ``notice_previews``)."""
+        return False
+
     # -- lifecycle ------------------------------------------------------------------------
 
     @abstractmethod

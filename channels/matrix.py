@@ -98,6 +98,8 @@ _FIRST_FILTER: dict[str, Any] = {**SYNC_FILTER, "room": {"timeline": {"limit": 1
 _TOKEN, _DEVICE, _FIRST_START = "sync_token", "device_id", "first_start_ms"
 _OWN_EVENTS_KEPT = 2000
 _GAP_PAGES = 20
+_REJECTED = frozenset({"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"})
+"""Matrix error codes that say a credential is refused for good: the daemon does not retry."""
 _E2E_CAUSE = (
     "end-to-end encryption is not supported by this version"
     if ENCRYPTION_ENABLED
@@ -205,9 +207,14 @@ class MatrixChannel(Channel):
                 )
                 who = await client.whoami()
                 if not isinstance(who, nio.WhoamiResponse):
-                    raise ChannelStartError(f"access token rejected ({who.status_code})")
+                    raise ChannelStartError(
+                        f"access token rejected ({who.status_code})",
+                        permanent=who.status_code in _REJECTED,
+                    )
                 if who.user_id != self.config.user_id:
-                    raise ChannelStartError(f"the access token belongs to {who.user_id}")
+                    raise ChannelStartError(
+                        f"the access token belongs to {who.user_id}", permanent=True
+                    )
                 client.device_id = who.device_id or client.device_id
                 return
             assert self.config.password is not None
@@ -215,7 +222,10 @@ class MatrixChannel(Channel):
                 self.config.password.get_secret_value(), device_name="relaybot"
             )
             if not isinstance(login, nio.LoginResponse):
-                raise ChannelStartError(f"login refused ({login.status_code}: {login.message})")
+                raise ChannelStartError(
+                    f"login refused ({login.status_code}: {login.message})",
+                    permanent=login.status_code in _REJECTED,
+                )
             await self._set(_DEVICE, login.device_id)
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise ChannelStartError(f"cannot reach the homeserver at {host}: {exc}") from None

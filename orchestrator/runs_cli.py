@@ -90,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
         for at, record in rounds:
             sys.stdout.write(json.dumps(_as_json(at, record)) + "\n")
     else:
-        Console(highlight=False).print(_table(rounds))
+        # Piped (not a terminal): wide enough that no cell is cut, whatever COLUMNS says.
+        width = None if sys.stdout.isatty() else 200
+        Console(highlight=False, width=width).print(_table(rounds))
     sys.stdout.flush()
     return 0
 
@@ -119,7 +121,7 @@ def _table(rounds: list[tuple[float, RoundRecord]]) -> Table:
         table.add_column(name, no_wrap=True)
     for name in ("attempts", "TTFT ms", "tokens", "writes"):
         table.add_column(name, justify="right")
-    table.add_column("outcome")
+    table.add_column("outcome", no_wrap=True, min_width=11)
     for at, record in rounds:
         chat = record.chat_id + (f"/{record.thread_id}" if record.thread_id else "")
         tokens = (record.input_tokens or 0) + (record.output_tokens or 0)

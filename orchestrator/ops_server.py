@@ -47,7 +47,7 @@ class OpsServer:
         app.router.add_get("/metrics", self._scrape)
         runner = web.AppRunner(app, access_log=None, shutdown_timeout=STOP_BOUND_SECS)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, shutdown_timeout=STOP_BOUND_SECS)
+        site = web.TCPSite(runner, self.host, self.port)
         try:
             await site.start()
         except OSError:

@@ -144,3 +144,20 @@ def test_runs_prints_the_latest_rounds(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["runs", "--config", str(empty)]) == 1
     assert "no store at" in capsys.readouterr().err
     assert sys.stdout is not None
+
+
+async def test_the_demo_server_sends_reason_phrases() -> None:
+    import anyio
+
+    from orchestrator.http_server import HttpRequest, HttpResponse, HttpServer
+    from tests.ops_harness import get
+
+    async def handler(request: HttpRequest) -> HttpResponse:
+        return HttpResponse(503 if request.target == "/busy" else 200, b"{}")
+
+    async with anyio.create_task_group() as tg:
+        server = HttpServer(handler)
+        await server.start(tg)
+        assert (await get(server.port, "/"))[0] == "HTTP/1.1 200 OK"
+        assert (await get(server.port, "/busy"))[0] == "HTTP/1.1 503 Service Unavailable"
+        tg.cancel_scope.cancel()

@@ -274,7 +274,7 @@ async def test_a_channel_refused_at_start_becomes_healthy_when_its_server_comes_
                     _, _, now = await get(port, "/healthz")
                     return bool(json.loads(now)["channels"]["late"] == {"state": "ok"})
 
-                async with asyncio.timeout(30):
+                async with asyncio.timeout(60):  # the backoff may be at 16 s by now
                     while not await late_is_ok():  # noqa: ASYNC110 - polled over HTTP
                         await asyncio.sleep(0.2)
                 late_peer.inject_message(CHAT, "and you?")

@@ -55,13 +55,12 @@ from orchestrator.lifecycle import ChannelSupervisor
 from orchestrator.metrics import Metrics
 from orchestrator.ops_server import OpsServer, parse_listen
 from orchestrator.policy import OutboundPolicy
+from orchestrator.provider_chain import ProviderChain
 from orchestrator.reload import plan_reload, read_for_reload
 from orchestrator.reply_stats import ReplyStats
-from orchestrator.rounds import ChainEntry, RoundRunner
 from orchestrator.store import AsyncStore, RoundRecord, Store, WaitingMessage
 from orchestrator.tools import ToolRegistry
 from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
-from providers.registry import build_provider
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
 
@@ -112,28 +111,17 @@ class Daemon:
         self.policy = OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         self.policy.redactor.observer = self.metrics.observe_redaction
-        chain = [
-            ChainEntry(build_provider(name, config.providers[name]), config.providers[name])
-            for name in config.agent.providers
-        ]
-        self._rounds = RoundRunner(
-            chain,
-            on_error=self.metrics.observe_provider_error,
-            on_fallback=self.metrics.observe_fallback,
-        )
+        self._providers = ProviderChain(config, self.metrics)
         self._replies = ReplyStats()
         self.turns = TurnRunner(
             agent=config.agent,
-            rounds=self._rounds,
+            rounds=self._providers.rounds,
             tools=ToolRegistry.from_names(config.agent.tools),
             store=self._store,
             policies=self.policy,
             on_round=self._on_round,
             on_moved=self._chat_moved,
         )
-        self._retired: list[ChainEntry] = []  # replaced by a reload; closed at the end
-        self._vision = config.providers[config.agent.providers[0]].vision
-        self.metrics.set_providers(list(config.agent.providers))
         self.metrics.health = lambda: {n: s.health() for n, s in self.supervisors.items()}
         self.channels: dict[str, Channel] = {}
         self.supervisors: dict[str, ChannelSupervisor] = {}
@@ -157,9 +145,7 @@ class Daemon:
                 tg.cancel_scope.cancel()
             return code
         finally:
-            for entry in (*self._rounds.chain, *self._retired):
-                with anyio.CancelScope(shield=True):
-                    await entry.provider.aclose()
+            await self._providers.aclose()
             self.store.close()
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
@@ -306,7 +292,7 @@ class Daemon:
                 }
             )
             if plan.chain_changed:
-                self._replace_chain(old)
+                self._providers.reconfigure(old, self.config)
             gone = [*plan.channels_removed, *plan.channels_changed]
             await self._stop_channels(gone)
             for name in gone:
@@ -321,25 +307,6 @@ class Daemon:
                     continue
                 await self._start_channel(self._tg, name)
             return True
-
-    def _replace_chain(self, old: RelaybotConfig) -> None:
-        """Serve the next rounds from ``agent.providers`` as configured now: unchanged
-        providers are kept (with their connections), changed and new ones built; the ones
-        left are closed when the run ends (a round may still be streaming from them)."""
-        kept = {entry.provider.name: entry for entry in self._rounds.chain}
-        chain: list[ChainEntry] = []
-        for name in self.config.agent.providers:
-            config = self.config.providers[name]
-            entry = kept.pop(name, None)
-            if entry is None or old.providers.get(name) != config:
-                if entry is not None:
-                    self._retired.append(entry)
-                entry = ChainEntry(build_provider(name, config), config)
-            chain.append(entry)
-        self._retired.extend(kept.values())
-        self._rounds.replace_chain(chain)
-        self._vision = self.config.providers[self.config.agent.providers[0]].vision
-        self.metrics.set_providers(list(self.config.agent.providers))
 
     async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
         """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short
@@ -470,7 +437,7 @@ class Daemon:
 
     async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
         answered, notice = screen_images(
-            message, max_bytes=self.config.agent.max_image_bytes, vision=self._vision
+            message, max_bytes=self.config.agent.max_image_bytes, vision=self._providers.vision
         )
         if notice is not None:
             await self._say(channel, message, notice)

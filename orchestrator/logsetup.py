@@ -27,7 +27,10 @@ __all__ = ["RedactingFormatter", "iso_utc", "setup_logging"]
 Redact = Callable[[str], str]
 
 _RESERVED = frozenset({"time", "level", "logger", "message", "exception"})
-_SAID_IN_TEXT = frozenset({"channel", "chat", "round", "outcome", "thread"})
+_NOT_IN_TEXT = frozenset(
+    {"channel", "chat", "round", "outcome", "thread", "input_tokens", "output_tokens"}
+)
+"""Fields a text line leaves out: its message says them, or ``tokens`` sums them."""
 
 
 def iso_utc(created: float) -> str:
@@ -62,7 +65,7 @@ class RedactingFormatter(logging.Formatter):
         if not self._json:
             line = super().format(record)
             extra = [
-                f"{k}={v}" for k, v in fields.items() if k not in _SAID_IN_TEXT and v is not None
+                f"{k}={v}" for k, v in fields.items() if k not in _NOT_IN_TEXT and v is not None
             ]
             if extra:
                 head, sep, tail = line.partition("\n")  # any traceback stays below

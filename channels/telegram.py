@@ -223,7 +223,9 @@ class TelegramChannel(Channel):
         except (TelegramError, OSError) as exc:
             with contextlib.suppress(Exception):
                 await app.bot.shutdown()
-            raise ChannelStartError(self._start_failure(exc)) from None  # PTB's text has the token
+            permanent = isinstance(exc, InvalidToken)  # a rejected token: no retry
+            # PTB's text has the token
+            raise ChannelStartError(self._start_failure(exc), permanent=permanent) from None
         self._me = app.bot.bot
         self._reader.me, self._reader.bot = self._me, app.bot
         self._reader.max_image_bytes = self.max_image_bytes

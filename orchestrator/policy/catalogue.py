@@ -41,7 +41,7 @@ secret start. Every repetition is bounded, so an open match is at most a few KB 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -191,6 +191,8 @@ class Redactor:
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
         self._timeouts = 0  # searches that ran out of time, ever
+        self.observer: Callable[[str], None] | None = None
+        """Told the shape name of every secret a scan replaces (the daemon's metrics)."""
 
     @property
     def shapes(self) -> tuple[SecretShape, ...]:
@@ -248,6 +250,8 @@ class Redactor:
                 break
             out.append(text[last : hit.start])
             out.append(hit.replacement(text))
+            if self.observer is not None:
+                self.observer(hit.name)
             last = hit.end
             if first_hit is None:
                 first_hit = hit.start

@@ -40,6 +40,7 @@ from orchestrator.delivery.events import (
 )
 from orchestrator.delivery.planning import RESTARTED_NOTICE
 from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.delivery.splitting import scan_fence
 from tests.fakes import (
     Fail,
     FakeChat,
@@ -298,6 +299,11 @@ def check_invariants(case: dict) -> None:
                 return ""
             if body.endswith("\n\n" + status):
                 return body[: -len(status) - 2]
+        # A preview leaves a fence open (the next message reopens it): closed here, as the
+        # splitter's addition would be.
+        fence = scan_fence(body, 0, len(body), None)
+        if fence is not None:
+            body += ("" if body.endswith("\n") else "\n") + fence.marker
         return body
 
     def shown(

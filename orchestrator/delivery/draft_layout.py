@@ -177,6 +177,8 @@ class DraftLayout:
         fence_in = self.cuts[index - 1].fence if index else None
         if (self.cuts[index - 1].cut if index else 0) != start or end > self._transcript.length:
             return False
+        if index < len(self.cuts) and self.cuts[index].cut == end:
+            return True  # a frozen message: it holds that text already
         self._transcript.rebase(start)
         tail = self._transcript.tail(start)
         fence = scan_fence(tail, 0, end - start, fence_in)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -28,6 +27,7 @@ from pydantic import (
 )
 
 from config.errors import LocatedValueError
+from config.storage import StorageConfig
 
 __all__ = [
     "AgentConfig",
@@ -505,23 +505,6 @@ ChannelConfig = Annotated[
     TelegramChannelConfig | MatrixChannelConfig | DiscordChannelConfig | ConsoleChannelConfig,
     Field(discriminator="kind"),
 ]
-
-
-class StorageConfig(_Strict):
-    """The SQLite store of conversations and round records."""
-
-    path: str = Field(
-        default="relaybot.db",
-        description="SQLite file; a relative path is relative to the config file's directory",
-    )
-
-    def resolved_path(self, base_dir: str | Path) -> Path:
-        """The store's absolute path: ``~`` expanded, a relative path joined to ``base_dir``.
-
-        :func:`config.loader.load_config` already returns an absolute ``path``.
-        """
-        path = Path(self.path).expanduser()
-        return path if path.is_absolute() else (Path(base_dir) / path).absolute()
 
 
 class ServerConfig(_Strict):

@@ -18,6 +18,12 @@ vision, is one line to the user). ``/stop`` is not queued:
 it cuts the running answer of its conversation short (architecture §3 "Stop"), and the next waiting
 message runs.
 
+With a shared store (``storage.url: postgresql://…``, architecture §9) several instances serve
+one bot: the queue is the store's (:mod:`orchestrator.shared_queue`), an update is taken by one
+instance only, one turn at a time per conversation holds across them, and what an instance that
+died left waiting is taken over by another within ``storage.takeover_secs``.
+``storage.retain_days`` prunes older history and round records at start and hourly.
+
 Every task has an owner: the root task group spans the whole run.
 """
 
@@ -39,6 +45,7 @@ from channels.base import Channel, InboundHandler, InboundMessage
 from channels.errors import ChannelError
 from channels.registry import build_channel
 from config.models import RelaybotConfig
+from config.store_url import parse_store_url
 from orchestrator.access import AccessControl
 from orchestrator.dispatch import Dispatcher
 from orchestrator.http_server import HttpServer
@@ -46,7 +53,8 @@ from orchestrator.images import screen_images
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.rounds import ChainEntry, RoundRunner
-from orchestrator.store import AsyncStore, Store, WaitingMessage
+from orchestrator.shared_queue import SharedDispatcher
+from orchestrator.store import AsyncStore, ConversationStore, Store, WaitingMessage, open_store
 from orchestrator.tools import ToolRegistry
 from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 from providers.registry import build_provider
@@ -59,6 +67,8 @@ SHUTDOWN_GRACE_SECS = 30.0
 """How long running turns may go on after SIGINT/SIGTERM, in seconds."""
 DELIVERY_GRACE_SECS = 10.0
 """After cutting the model work, how long interrupted replies may take to reach the chat."""
+PRUNE_EVERY_SECS = 3600.0
+"""How often ``storage.retain_days`` prunes, in seconds (and once at start)."""
 
 ChannelFactory = Callable[[str, Any, InboundHandler], Channel]
 """Builds one channel from its name, config model and inbound handler (default:
@@ -79,7 +89,9 @@ class Daemon:
 
     Args:
         config: the validated config.
-        storage_path: the SQLite store's file.
+        storage_path: the SQLite store's file (tests); default ``config.storage``'s URL.
+        storage_url: a ``storage.url`` (``sqlite:///…`` or ``postgresql://…``); wins over
+            ``storage_path``.
         channel_factory: builds each channel (tests pass one that sets short network timeouts).
     """
 
@@ -87,43 +99,81 @@ class Daemon:
         self,
         config: RelaybotConfig,
         *,
-        storage_path: str | Path,
+        storage_path: str | Path | None = None,
+        storage_url: str | None = None,
         channel_factory: ChannelFactory = build_channel,
     ) -> None:
         self.config = config
         self._channel_factory = channel_factory
-        self.store = Store(storage_path)  # blocking: start-up, shutdown and tests
-        self._store = AsyncStore(self.store)  # everything on the event loop
+        if storage_url is None:
+            path = storage_path if storage_path is not None else config.storage.path
+            storage_url = config.storage.url or f"sqlite:///{path}"
+        self._store_url = parse_store_url(storage_url)
+        self._sqlite: Store | None = None
+        self._store: ConversationStore | None = None
+        if self._store_url.kind == "sqlite":
+            self._sqlite = Store(self._store_url.target)  # blocking: start-up and tests
+            self._store = AsyncStore(self._sqlite)  # everything on the event loop
         self.policy = OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         chain = [
             ChainEntry(build_provider(name, config.providers[name]), config.providers[name])
             for name in config.agent.providers
         ]
-        self.turns = TurnRunner(
-            agent=config.agent,
-            rounds=RoundRunner(chain),
-            tools=ToolRegistry.from_names(config.agent.tools),
-            store=self._store,
-            policies=self.policy,
-            on_round=self.metrics.observe_round,
-            on_moved=self._chat_moved,
-        )
+        self._rounds = RoundRunner(chain)
+        self._turns: TurnRunner | None = None
         self._chain = chain
         self._vision = config.providers[config.agent.providers[0]].vision
         self.metrics.health = lambda: {n: c.health() for n, c in self.channels.items()}
         self.channels: dict[str, Channel] = {}
         self._access: dict[str, AccessControl] = {}
-        self._dispatcher: Dispatcher | None = None
+        self._dispatcher: Dispatcher | SharedDispatcher | None = None
         self.stopping = anyio.Event()
         self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
         self._input_ended = False  # a console-only run ended with its input
         self._unanswered: str | None = None  # cause of the first answer not produced
 
+    @property
+    def store(self) -> Store:
+        """The blocking SQLite store (start-up, shutdown and tests); raises ``RuntimeError``
+        for a PostgreSQL store."""
+        if self._sqlite is None:
+            raise RuntimeError("the store is PostgreSQL: use the async store")
+        return self._sqlite
+
+    @property
+    def turns(self) -> TurnRunner:
+        if self._turns is None:
+            self._turns = TurnRunner(
+                agent=self.config.agent,
+                rounds=self._rounds,
+                tools=ToolRegistry.from_names(self.config.agent.tools),
+                store=self._conversations,
+                policies=self.policy,
+                on_round=self.metrics.observe_round,
+                on_moved=self._chat_moved,
+            )
+        return self._turns
+
+    @property
+    def _conversations(self) -> ConversationStore:
+        assert self._store is not None, "the store is opened by run()"
+        return self._store
+
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code: 0, or 1 when a channel fails, or
-        when a console-only run ended with its piped input and an answer was not produced."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when a channel or the
+        store fails to start, or when a console-only run ended with its piped input and an
+        answer was not produced."""
         try:
+            if self._store is None:
+                try:
+                    self._store = await open_store(
+                        self._store_url.target, pool_size=self.config.storage.pool_size
+                    )
+                except Exception as exc:  # psycopg.Error, SchemaTooNew: one line
+                    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    print(f"relaybot: storage: cannot open the store: {first}", file=sys.stderr)
+                    return 1
             async with anyio.create_task_group() as tg:
                 code = await self._run(tg, handle_signals)
                 tg.cancel_scope.cancel()
@@ -132,11 +182,22 @@ class Daemon:
             for entry in self._chain:
                 with anyio.CancelScope(shield=True):
                     await entry.provider.aclose()
-            self.store.close()
+            if self._store is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._conversations.aclose()
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
-        self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting, held=True)
+        store = self._conversations
+        shared: SharedDispatcher | None = None
+        if store.shared:
+            takeover = self.config.storage.takeover_secs
+            shared = SharedDispatcher(
+                tg, store, self.channels, self._run_turn, takeover_secs=takeover, held=True
+            )
+            self._dispatcher = shared
+        else:
+            self._dispatcher = Dispatcher(tg, self._run_turn, store.remove_waiting, held=True)
         for name, channel_config in self.config.channels.items():
             self._access[name] = AccessControl(
                 name, channel_config.allowed_users, channel_config.respond_in_groups
@@ -147,10 +208,12 @@ class Daemon:
                 )
             except NotImplementedError as exc:
                 return self._start_failed(name, str(exc))
-            self.channels[name].state = self._store.channel_state(name)
+            self.channels[name].state = store.channel_state(name)
             self.channels[name].max_image_bytes = self.config.agent.max_image_bytes
             self.channels[name].approval_timeout_secs = self.config.agent.approval_timeout_secs
-        stale = await self._queue_waiting()
+        # A shared store's waiting messages are taken over by the sweep, by whichever instance
+        # claims their conversation (architecture §9).
+        stale = [] if shared is not None else await self._queue_waiting()
         started: list[Channel] = []
         for name, channel in self.channels.items():
             try:
@@ -176,6 +239,10 @@ class Daemon:
         if handle_signals:
             await tg.start(self._watch_signals)  # handled from here on
         self._dispatcher.release()
+        if shared is not None:
+            tg.start_soon(shared.sweep)
+        if self.config.storage.retain_days is not None:
+            tg.start_soon(self._prune, self.config.storage.retain_days)
         await self._send_stale_notices(stale)
         console_only = all(c.config.kind == "console" for c in self.channels.values())
         for channel in self.channels.values():
@@ -196,6 +263,17 @@ class Daemon:
         log.info("%s:%s is %s from now on", channel, old_chat_id, new_chat_id)
         if self._dispatcher is not None:
             self._dispatcher.move(channel, old_chat_id, new_chat_id)
+
+    async def _prune(self, retain_days: float) -> None:
+        """``storage.retain_days``: delete older history and round records, now and hourly."""
+        while True:
+            try:
+                deleted = await self._conversations.prune(time.time() - retain_days * 86400)
+                if deleted:
+                    log.info("storage: pruned %d row(s) older than %g day(s)", deleted, retain_days)
+            except Exception as exc:
+                log.warning("storage: pruning failed: %s", exc)
+            await anyio.sleep(PRUNE_EVERY_SECS)
 
     def _start_failed(self, name: str, cause: str) -> int:
         first_line = cause.strip().splitlines()[0] if cause.strip() else "unknown error"
@@ -261,7 +339,7 @@ class Daemon:
         if not self._access[name].allows(message):
             await channel.reply_finished(message.chat_id)
             return
-        if not await self._store.mark_seen(name, message.update_ids):
+        if not await self._conversations.mark_seen(name, message.update_ids):
             log.info("%s:%s: update delivered again; answered once", name, message.chat_id)
             await channel.reply_finished(message.chat_id)
             return
@@ -271,11 +349,11 @@ class Daemon:
         # Commands queue like any message, so "/reset" acts after the answer that is running.
         # The message is kept in the store until its turn starts: one that arrives or still
         # waits when the daemon stops is answered after the next start.
-        ticket = await self._store.add_waiting(message)
+        ticket = await self._conversations.add_waiting(message)
         if dispatcher.closed:
             log.info("%s:%s: message kept for after the restart", name, message.chat_id)
         elif not dispatcher.submit(channel, message, ticket):  # the queue is full
-            await self._store.remove_waiting(ticket)
+            await self._conversations.remove_waiting(ticket)
         else:
             return
         await channel.reply_finished(message.chat_id)
@@ -310,26 +388,26 @@ class Daemon:
         assert self._dispatcher is not None
         stale_after = self.config.agent.stale_after_secs
         stale: list[WaitingMessage] = []
-        for waiting in await self._store.waiting():
+        for waiting in await self._conversations.waiting():
             channel = self.channels.get(waiting.message.channel)
             if channel is None:
                 log.warning("dropping a message kept for the channel %s", waiting.message.channel)
-                await self._store.remove_waiting(waiting.id)
+                await self._conversations.remove_waiting(waiting.id)
             elif time.time() - waiting.received_at > stale_after:
                 stale.append(waiting)
             elif not self._dispatcher.submit(channel, waiting.message, waiting.id):
-                await self._store.remove_waiting(waiting.id)
+                await self._conversations.remove_waiting(waiting.id)
         return stale
 
     async def _send_stale_notices(self, stale: list[WaitingMessage]) -> None:
         for waiting in stale:
-            await self._store.remove_waiting(waiting.id)
+            await self._conversations.remove_waiting(waiting.id)
             channel = self.channels[waiting.message.channel]
             await self._say(channel, waiting.message, _stale_notice(waiting), reply=True)
 
     async def _run_command(self, channel: Channel, message: InboundMessage, command: str) -> None:
         if command == "/reset":
-            await self._store.reset(channel.name, message.chat_id, message.thread_id)
+            await self._conversations.reset(channel.name, message.chat_id, message.thread_id)
             text = "Conversation cleared."
         else:
             text = HELP_TEXT
@@ -391,7 +469,9 @@ def _command(text: str) -> str | None:
 
 
 async def serve(
-    config: RelaybotConfig, *, storage_path: str | Path, handle_signals: bool = True
+    config: RelaybotConfig, *, storage_path: str | Path | None = None, handle_signals: bool = True
 ) -> int:
-    """Run relaybot over ``config``; returns the exit code."""
-    return await Daemon(config, storage_path=storage_path).run(handle_signals=handle_signals)
+    """Run relaybot over ``config`` (its store: ``storage.url``, else ``storage_path``, else
+    ``storage.path``); returns the exit code."""
+    daemon = Daemon(config, storage_path=storage_path)
+    return await daemon.run(handle_signals=handle_signals)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
+import anyio
 import pytest
 
 from channels.base import Attachment, InboundMessage
@@ -77,7 +78,9 @@ async def test_waiting_messages_queue_by_update_id_and_are_taken_once(
 ) -> None:
     photo = Attachment("image/png", b"\x89PNG", 4)
     later = await store.add_waiting(_message("second", 11))
-    first = InboundMessage("tg", "1", "u", "@u", "first", "5", update_ids=(10,), attachments=(photo,))
+    first = InboundMessage(
+        "tg", "1", "u", "@u", "first", "5", update_ids=(10,), attachments=(photo,)
+    )
     earlier = await store.add_waiting(first)
     await store.add_waiting(_message("other chat", 12, chat="2"))
     head = await store.next_waiting("tg", "1", None)
@@ -137,7 +140,7 @@ async def test_prune_deletes_history_and_rounds_older_than_the_cut(
     await store.append("tg", "1", [ChatMessage("user", "old")])
     await store.record_round(RoundRecord("tg", "1", None, 1, None, None, None, None, 0, None, "ok"))
     cut = time.time() + 0.001
-    time.sleep(0.01)
+    await anyio.sleep(0.01)
     await store.append("tg", "1", [ChatMessage("user", "new")])
     assert await store.prune(cut) == 2
     assert [m.content for m in await store.history("tg", "1")] == ["new"]

@@ -6,6 +6,7 @@ loop use is :class:`~orchestrator.store.interface.ConversationStore`.
 
 from __future__ import annotations
 
+from config.store_url import StoreUrl, parse_store_url
 from orchestrator.store.interface import COPY_TABLES, ChannelStateRows, ConversationStore
 from orchestrator.store.records import (
     SEEN_UPDATES_KEPT,
@@ -16,7 +17,6 @@ from orchestrator.store.records import (
     encode_inbound,
 )
 from orchestrator.store.sqlite import AsyncStore, Store
-from orchestrator.store.url import StoreUrl, parse_store_url
 
 __all__ = [
     "COPY_TABLES",

@@ -82,9 +82,7 @@ class ConversationStore(Protocol):
         """Every round record (of ``channel``), oldest first."""
         ...
 
-    async def move_conversation(
-        self, channel: str, old_chat_id: str, new_chat_id: str
-    ) -> None: ...
+    async def move_conversation(self, channel: str, old_chat_id: str, new_chat_id: str) -> None: ...
 
     async def add_waiting(self, message: InboundMessage) -> int:
         """Keep ``message`` until its turn starts; returns its row id."""

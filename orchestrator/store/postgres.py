@@ -204,8 +204,7 @@ class PostgresStore:
                 (new_chat_id, channel, old_chat_id),
             )
             cursor = await conn.execute(
-                b"SELECT id, message FROM waiting WHERE channel = %s AND chat_id = %s"
-                b" FOR UPDATE",
+                b"SELECT id, message FROM waiting WHERE channel = %s AND chat_id = %s FOR UPDATE",
                 (channel, old_chat_id),
             )
             for row_id, text in await cursor.fetchall():
@@ -367,9 +366,7 @@ class PostgresStore:
                     return
                 self._claimed.discard(key)
                 try:
-                    await self._locks.execute(
-                        b"SELECT pg_advisory_unlock(%s)", (lock_key(*key),)
-                    )
+                    await self._locks.execute(b"SELECT pg_advisory_unlock(%s)", (lock_key(*key),))
                 except psycopg.OperationalError as exc:
                     log.warning("store: releasing a conversation failed: %s", exc)
 
@@ -391,9 +388,7 @@ class PostgresStore:
 
     async def prune(self, older_than: float) -> int:
         async with self._pool.connection() as conn, conn.transaction():
-            first = await conn.execute(
-                b"DELETE FROM messages WHERE created_at < %s", (older_than,)
-            )
+            first = await conn.execute(b"DELETE FROM messages WHERE created_at < %s", (older_than,))
             second = await conn.execute(b"DELETE FROM rounds WHERE created_at < %s", (older_than,))
             return max(first.rowcount, 0) + max(second.rowcount, 0)
 

@@ -42,7 +42,9 @@ def find_pg_bin() -> Path | None:
         return Path(os.path.realpath(found)).parent
     candidates = sorted(
         glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"),
-        key=lambda p: int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0,
+        key=lambda p: (
+            int(Path(p).parent.parent.name) if Path(p).parent.parent.name.isdigit() else 0
+        ),
     )
     return Path(candidates[-1]).parent if candidates else None
 
@@ -77,9 +79,7 @@ class PostgresServer:
         if self._user is not None:
             command = ["setpriv", f"--reuid={self._user}", f"--regid={self._user}",
                        "--clear-groups", *command]  # fmt: skip
-        subprocess.run(
-            command, check=True, capture_output=True, cwd=self.directory, timeout=120
-        )
+        subprocess.run(command, check=True, capture_output=True, cwd=self.directory, timeout=120)
 
     def start(self) -> None:
         pwfile = self.directory / "pw"

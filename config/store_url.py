@@ -1,4 +1,5 @@
-"""``storage.url`` (architecture §9): which store, where.
+"""``storage.url`` (architecture §9): which store, where (parsed here, opened by
+:func:`orchestrator.store.open_store`).
 
 * ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (SQLAlchemy's form: three
   slashes, then the path) — the embedded store.

@@ -105,7 +105,7 @@ server:
             path.write_text(self.config(index))
             with self.logs[index].open("wb") as log:
                 self.processes.append(
-                    subprocess.Popen(
+                    subprocess.Popen(  # noqa: ASYNC220 - Popen returns at once
                         [sys.executable, "-m", "orchestrator.cli", "run", "--config", str(path)],
                         stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL,
@@ -138,8 +138,8 @@ server:
                 process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 40
         for process in self.processes:
-            while process.poll() is None and time.monotonic() < deadline:
-                await anyio.sleep(0.1)
+            while process.poll() is None and time.monotonic() < deadline:  # noqa: ASYNC110
+                await anyio.sleep(0.1)  # a process's end is polled
             if process.poll() is None:
                 process.kill()
                 process.wait()

@@ -23,7 +23,7 @@ QUESTIONS = 3
 async def _wait(predicate: object, within: float, what: str) -> None:
     assert callable(predicate)
     with anyio.move_on_after(within):
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110 - the chats and the model are polled
             await anyio.sleep(0.1)
         return
     raise AssertionError(f"not within {within} s: {what}")

@@ -349,10 +349,19 @@ class PostgresStore:
         async with self._lock_guard:
             if key in self._claimed:
                 return False
-            cursor = await (await self._lock_connection()).execute(
-                b"SELECT pg_try_advisory_lock(%s)", (lock_key(*key),)
-            )
-            row = await cursor.fetchone()
+            row = None
+            for attempt in range(2):
+                conn = await self._lock_connection()
+                try:
+                    cursor = await conn.execute(
+                        b"SELECT pg_try_advisory_lock(%s)", (lock_key(*key),)
+                    )
+                    row = await cursor.fetchone()
+                    break
+                except psycopg.OperationalError:
+                    await conn.close()  # the session ended: reconnect once
+                    if attempt:
+                        raise
             if row is None or not row[0]:
                 return False
             self._claimed.add(key)

@@ -452,6 +452,25 @@ class DiscordChannelConfig(_StreamModeChannel):
         description="request the privileged Message Content intent (enable it in the developer "
         "portal); without it guild messages that do not mention the bot arrive empty",
     )
+    shard_id: int | None = Field(
+        default=None,
+        ge=0,
+        description="this instance's Gateway shard (0 … shard_count-1) when several instances "
+        "serve the bot; direct messages arrive on shard 0 only; null = one instance",
+    )
+    shard_count: int | None = Field(
+        default=None, ge=1, description="how many shards the instances share; with shard_id"
+    )
+
+    @model_validator(mode="after")
+    def _shards(self) -> DiscordChannelConfig:
+        if (self.shard_id is None) != (self.shard_count is None):
+            missing = "shard_count" if self.shard_count is None else "shard_id"
+            raise LocatedValueError(((missing,), "shard_id and shard_count go together"))
+        if self.shard_id is not None and self.shard_count is not None:
+            if self.shard_id >= self.shard_count:
+                raise LocatedValueError((("shard_id",), "expected less than shard_count"))
+        return self
 
     @field_validator("api_base_url")
     @classmethod

@@ -164,3 +164,19 @@ async def test_dump_and_load_copy_every_table(store: ConversationStore, tmp_path
         assert await copy.channel_state("mx").get("since") == "s"
     finally:
         await copy.aclose()
+
+
+async def test_the_history_cut_never_starts_on_a_tool_result(store: ConversationStore) -> None:
+    call = ToolCall("c1", "t", "{}")
+    older = [ChatMessage("user", f"old {i}") for i in range(10)]
+    await store.append("c", "1", older)
+    # 200 kept: the cut falls on the tool result, whose call is older than the cut.
+    pair = [
+        ChatMessage("assistant", "", tool_calls=(call,)),
+        ChatMessage("tool", "r", tool_call_id="c1"),
+    ]
+    await store.append("c", "1", pair)
+    await store.append("c", "1", [ChatMessage("user", f"new {i}") for i in range(199)])
+    history = await store.history("c", "1")
+    assert history[0].role == "user" and history[0].content == "new 0"
+    assert len(history) == 199

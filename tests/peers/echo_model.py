@@ -8,7 +8,8 @@ An aiohttp server on 127.0.0.1 answers ``POST /v1/chat/completions`` with a stre
 events, then ``data: [DONE]``) whose text is ``Answer to «QUESTION».``, QUESTION being the last
 user message, in word-sized deltas ``delay_secs`` apart. A question containing ``slow`` is
 answered at length (:func:`slow_answer_to`, past the redaction holdback so drafts show) in
-:data:`SLOW_DELTAS` deltas ``slow_delay_secs`` apart (a long answer to cut). Every
+:data:`SLOW_DELTAS` deltas ``slow_delay_secs`` apart (a long answer to cut); with
+``long_answers`` every question is, ``delay_secs`` apart (the benchmark's load). Every
 request is recorded in :attr:`EchoModel.asked` as (model, question): each relaybot instance in a
 test names its own model, so the test knows which instance answers what.
 """
@@ -39,8 +40,11 @@ def slow_answer_to(question: str) -> str:
 class EchoModel:
     """The server; ``url`` is its root (``/v1`` is the API base)."""
 
-    def __init__(self, *, delay_secs: float = 0.05, slow_delay_secs: float = 0.3) -> None:
+    def __init__(
+        self, *, delay_secs: float = 0.05, slow_delay_secs: float = 0.3, long_answers: bool = False
+    ) -> None:
         self.delay_secs = delay_secs
+        self.long_answers = long_answers
         self.slow_delay_secs = slow_delay_secs
         self.asked: list[tuple[str, str]] = []
         self.url = ""
@@ -67,11 +71,11 @@ class EchoModel:
         question = _text(users[-1].get("content")) if users else ""
         self.asked.append((model, question))
         answer = answer_to(question)
-        if "slow" in question:
+        if "slow" in question or self.long_answers:
             answer = slow_answer_to(question)
             size = max(1, len(answer) // SLOW_DELTAS)
             pieces = [answer[i : i + size] for i in range(0, len(answer), size)]
-            delay = self.slow_delay_secs
+            delay = self.delay_secs if self.long_answers else self.slow_delay_secs
         else:
             words = answer.split(" ")
             pieces = [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]

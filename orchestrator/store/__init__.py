@@ -16,7 +16,8 @@ from orchestrator.store.records import (
     decode_inbound,
     encode_inbound,
 )
-from orchestrator.store.sqlite import AsyncStore, Store
+from orchestrator.store.sqlite import Store
+from orchestrator.store.sqlite_async import AsyncStore
 
 __all__ = [
     "COPY_TABLES",

@@ -6,7 +6,8 @@ Theory of operation
 -------------------
 :class:`Store` is the blocking core: one SQLite connection, each call one short transaction,
 serialised by a lock (any thread may call it). The event loop never calls it directly: it uses
-:class:`AsyncStore` (a :class:`~orchestrator.store.interface.ConversationStore`), which runs
+:class:`~orchestrator.store.sqlite_async.AsyncStore` (a
+:class:`~orchestrator.store.interface.ConversationStore`), which runs
 every call on a worker thread through a capacity-1 ``anyio.CapacityLimiter`` — one store call
 at a time, in order of arrival, and a slow disk never stalls the chats. A turn makes a few calls
 (history, a record per round, the new messages).
@@ -30,16 +31,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
-from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-import anyio
-
 from channels.base import InboundMessage
-from orchestrator.store.interface import COPY_TABLES, ChannelStateRows
+from orchestrator.store.interface import COPY_TABLES
 from orchestrator.store.records import (
     SEEN_UPDATES_KEPT,
     ConversationRef,
@@ -54,81 +52,15 @@ from orchestrator.store.records import (
     sort_key,
     thread_key,
 )
+from orchestrator.store.sqlite_schema import INDEXES, SCHEMA, upgrade
 from providers.base import ChatMessage
 
-__all__ = ["AsyncStore", "Store"]
+__all__ = ["Store"]
 
 _T = TypeVar("_T")
 
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS messages (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    channel TEXT NOT NULL,
-    chat_id TEXT NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    tool_calls TEXT,
-    tool_call_id TEXT,
-    name TEXT,
-    provider_items TEXT,
-    created_at REAL NOT NULL,
-    thread_id TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS rounds (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    channel TEXT NOT NULL,
-    chat_id TEXT NOT NULL,
-    provider TEXT,
-    attempts INTEGER NOT NULL,
-    ttft_ms REAL,
-    input_tokens INTEGER,
-    output_tokens INTEGER,
-    cached_tokens INTEGER,
-    writes_sent INTEGER NOT NULL,
-    finish_reason TEXT,
-    outcome TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    thread_id TEXT NOT NULL DEFAULT ''
-);
-CREATE TABLE IF NOT EXISTS channel_state (
-    channel TEXT NOT NULL,
-    key TEXT NOT NULL,
-    value TEXT NOT NULL,
-    PRIMARY KEY (channel, key)
-);
-CREATE TABLE IF NOT EXISTS waiting (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    channel TEXT NOT NULL,
-    chat_id TEXT NOT NULL,
-    thread_id TEXT NOT NULL DEFAULT '',
-    message TEXT NOT NULL,
-    received_at REAL NOT NULL,
-    sort_key INTEGER
-);
-CREATE TABLE IF NOT EXISTS seen_updates (
-    channel TEXT NOT NULL,
-    update_id INTEGER NOT NULL,
-    seen_at REAL NOT NULL,
-    PRIMARY KEY (channel, update_id)
-);
-CREATE TABLE IF NOT EXISTS drafts (
-    channel TEXT NOT NULL,
-    chat_id TEXT NOT NULL,
-    thread_id TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    text TEXT NOT NULL,
-    formatted INTEGER NOT NULL,
-    PRIMARY KEY (channel, chat_id, thread_id)
-);
-"""
-_INDEXES = """
-CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (channel, chat_id, thread_id, id);
-CREATE INDEX IF NOT EXISTS messages_by_time ON messages (created_at);
-CREATE INDEX IF NOT EXISTS rounds_by_time ON rounds (created_at);
-"""
 
 
 def _private_directory(directory: Path) -> None:
@@ -168,20 +100,9 @@ class Store:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
-        self._migrate()
-        self._db.executescript(_INDEXES)
-
-    def _migrate(self) -> None:
-        for table in ("messages", "rounds"):
-            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-            if "thread_id" not in columns:
-                self._db.execute(
-                    f"ALTER TABLE {table} ADD COLUMN thread_id TEXT NOT NULL DEFAULT ''"
-                )
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(waiting)")}
-        if "sort_key" not in columns:
-            self._db.execute("ALTER TABLE waiting ADD COLUMN sort_key INTEGER")
+        self._db.executescript(SCHEMA)
+        upgrade(self._db)
+        self._db.executescript(INDEXES)
 
     def close(self) -> None:
         with self._lock:
@@ -484,117 +405,3 @@ class Store:
                 " ON CONFLICT (channel, key) DO UPDATE SET value = excluded.value",
                 (channel, key, value),
             )
-
-
-class AsyncStore:
-    """:class:`Store` for the event loop (a
-    :class:`~orchestrator.store.interface.ConversationStore`): the same calls as coroutines,
-    each run on a worker thread, one at a time (capacity-1 limiter), so the loop never waits on
-    the disk. Claims are this process's own (one process uses the file).
-
-    ``sync`` is the wrapped store (for start-up, shutdown and tests)."""
-
-    def __init__(self, store: Store) -> None:
-        self.sync = store
-        self._limiter = anyio.CapacityLimiter(1)
-        self._claimed: set[ConversationRef] = set()
-
-    @property
-    def shared(self) -> bool:
-        return False
-
-    async def _run(self, call: Callable[[], _T]) -> _T:
-        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
-
-    async def history(
-        self, channel: str, chat_id: str, thread_id: str | None = None
-    ) -> list[ChatMessage]:
-        return await self._run(partial(self.sync.history, channel, chat_id, thread_id))
-
-    async def append(
-        self,
-        channel: str,
-        chat_id: str,
-        messages: list[ChatMessage],
-        thread_id: str | None = None,
-    ) -> None:
-        await self._run(partial(self.sync.append, channel, chat_id, messages, thread_id))
-
-    async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
-        await self._run(partial(self.sync.reset, channel, chat_id, thread_id))
-
-    async def record_round(self, record: RoundRecord) -> int:
-        return await self._run(partial(self.sync.record_round, record))
-
-    async def set_round_outcome(self, round_id: int, outcome: str) -> None:
-        await self._run(partial(self.sync.set_round_outcome, round_id, outcome))
-
-    async def rounds(self, channel: str | None = None) -> list[RoundRecord]:
-        return await self._run(partial(self.sync.rounds, channel))
-
-    async def move_conversation(self, channel: str, old_chat_id: str, new_chat_id: str) -> None:
-        await self._run(partial(self.sync.move_conversation, channel, old_chat_id, new_chat_id))
-
-    async def add_waiting(self, message: InboundMessage) -> int:
-        return await self._run(partial(self.sync.add_waiting, message))
-
-    async def remove_waiting(self, waiting_id: int) -> None:
-        await self._run(partial(self.sync.remove_waiting, waiting_id))
-
-    async def take_waiting(self, waiting_id: int) -> bool:
-        return await self._run(partial(self.sync.take_waiting, waiting_id))
-
-    async def waiting(self) -> list[WaitingMessage]:
-        return await self._run(self.sync.waiting)
-
-    async def next_waiting(
-        self, channel: str, chat_id: str, thread_id: str | None
-    ) -> WaitingMessage | None:
-        return await self._run(partial(self.sync.next_waiting, channel, chat_id, thread_id))
-
-    async def pending_conversations(self) -> list[ConversationRef]:
-        return await self._run(self.sync.pending_conversations)
-
-    async def mark_seen(self, channel: str, update_ids: tuple[int, ...]) -> bool:
-        return await self._run(partial(self.sync.mark_seen, channel, update_ids))
-
-    async def get_state(self, channel: str, key: str) -> str | None:
-        return await self._run(partial(self.sync.get_state, channel, key))
-
-    async def set_state(self, channel: str, key: str, value: str) -> None:
-        await self._run(partial(self.sync.set_state, channel, key, value))
-
-    def channel_state(self, channel: str) -> ChannelStateRows:
-        """The state rows of ``channel`` (what the adapter keeps across restarts)."""
-        return ChannelStateRows(self, channel)
-
-    async def set_draft(self, draft: Draft) -> None:
-        await self._run(partial(self.sync.set_draft, draft))
-
-    async def clear_draft(self, channel: str, chat_id: str, thread_id: str | None) -> None:
-        await self._run(partial(self.sync.clear_draft, channel, chat_id, thread_id))
-
-    async def draft(self, channel: str, chat_id: str, thread_id: str | None) -> Draft | None:
-        return await self._run(partial(self.sync.draft, channel, chat_id, thread_id))
-
-    async def try_claim(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
-        key = (channel, chat_id, thread_id)
-        if key in self._claimed:
-            return False
-        self._claimed.add(key)
-        return True
-
-    async def release(self, channel: str, chat_id: str, thread_id: str | None) -> None:
-        self._claimed.discard((channel, chat_id, thread_id))
-
-    async def prune(self, older_than: float) -> int:
-        return await self._run(partial(self.sync.prune, older_than))
-
-    async def dump(self, table: str) -> list[tuple[Any, ...]]:
-        return await self._run(partial(self.sync.dump, table))
-
-    async def load(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        await self._run(partial(self.sync.load, table, rows))
-
-    async def aclose(self) -> None:
-        await self._run(self.sync.close)

@@ -58,6 +58,18 @@ class StorageConfig(BaseModel):
         path = Path(self.path).expanduser()
         return path if path.is_absolute() else (Path(base_dir) / path).absolute()
 
+    def resolved_url(self, base_dir: str | Path) -> str | None:
+        """``url`` with a relative ``sqlite:///`` path joined to ``base_dir`` (``~`` expanded);
+        other URLs as they are."""
+        if self.url is None:
+            return None
+        parsed = parse_store_url(self.url)
+        if parsed.kind != "sqlite":
+            return self.url
+        path = Path(parsed.target).expanduser()
+        absolute = path if path.is_absolute() else (Path(base_dir) / path).absolute()
+        return f"sqlite:///{absolute}"
+
     def store_url(self) -> str:
         """``url``, else ``sqlite:///`` and ``path``."""
         return self.url if self.url is not None else f"sqlite:///{self.path}"

@@ -241,6 +241,7 @@ class Daemon:
         self._dispatcher.release()
         if shared is not None:
             tg.start_soon(shared.sweep)
+            tg.start_soon(self._follow_stop_requests)
         if self.config.storage.retain_days is not None:
             tg.start_soon(self._prune, self.config.storage.retain_days)
         await self._send_stale_notices(stale)
@@ -263,6 +264,12 @@ class Daemon:
         log.info("%s:%s is %s from now on", channel, old_chat_id, new_chat_id)
         if self._dispatcher is not None:
             self._dispatcher.move(channel, old_chat_id, new_chat_id)
+
+    async def _follow_stop_requests(self) -> None:
+        """``/stop`` asked at another instance: stop the turn if it runs here."""
+        async for key in self._conversations.stop_requests():
+            if self.turns.stop(key):
+                log.info("%s:%s: answer stopped at another instance's request", key[0], key[1])
 
     async def _prune(self, retain_days: float) -> None:
         """``storage.retain_days``: delete older history and round records, now and hourly."""
@@ -359,9 +366,16 @@ class Daemon:
         await channel.reply_finished(message.chat_id)
 
     async def _stop_answer(self, channel: Channel, message: InboundMessage) -> None:
-        """``/stop``: cut the conversation's running answer short; say so when none runs."""
+        """``/stop``: cut the conversation's running answer short; say so when none runs. With
+        a shared store the answer may run on another instance: the request goes to all."""
+        key = conversation_key(channel.name, message)
         try:
-            if not self.turns.stop(conversation_key(channel.name, message)):
+            if self.turns.stop(key):
+                return
+            store = self._conversations
+            if store.shared and await store.claimed(*key):
+                await store.request_stop(*key)
+            else:
                 await self._say(channel, message, NOTHING_TO_STOP)
         finally:
             await channel.reply_finished(message.chat_id)

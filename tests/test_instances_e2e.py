@@ -12,6 +12,7 @@ import anyio
 
 from orchestrator.delivery.planning import interrupted_marker
 from orchestrator.shared_queue import TAKEOVER_CAUSE
+from orchestrator.turn import STOPPED_MARKER
 from tests.instances import Fleet
 from tests.peers.echo_model import EchoModel, answer_to, slow_answer_to
 from tests.peers.telegram import TelegramBotApiServer
@@ -91,3 +92,26 @@ async def test_a_killed_instance_leaves_its_queue_and_cut_answer_to_the_others(
         assert first.startswith(cut) and len(first) < len(slow_answer_to(slow)), "it was cut"
         survivors = {int(m.removeprefix("inst-")) for m, q in model.asked if q in after}
         assert victim not in survivors and survivors
+
+
+async def test_stop_at_any_instance_stops_the_answer_running_at_another(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    chat = 88
+    async with (
+        TelegramBotApiServer() as peer,
+        EchoModel(slow_delay_secs=0.3) as model,
+        Fleet(tmp_path, peer, model, postgres_url, 3) as fleet,
+    ):
+        peer.inject_message(chat, "a slow one", user_id=chat)
+        await _wait(lambda: len(peer.texts(chat)) == 1, 30, "the slow answer's first draft")
+        answering = fleet.instance_of("a slow one")
+        assert answering is not None
+        other = (answering + 1) % 3  # /stop reaches only an instance that is not answering
+        peer.webhook_targets = [peer.webhook_targets[other]]
+        peer.webhook_copies = 1
+        peer.inject_message(chat, "/stop", user_id=chat)
+        await _wait(lambda: peer.texts(chat)[0].endswith(STOPPED_MARKER), 15, "the stop marker")
+        await anyio.sleep(1.0)
+        assert peer.texts(chat)[1:] == [], "no 'Nothing to stop.' from another instance"
+        assert len(model.asked) == 1

@@ -139,3 +139,31 @@ async def test_migrate_store_copies_sqlite_into_postgresql_once(
         main, ["migrate-store", "--from", "mysql://x", "--to", source]
     )
     assert bad == 2
+
+
+async def test_stop_requests_reach_every_instance_and_claims_are_visible_to_all(
+    postgres_url: str,
+) -> None:
+    a = await PostgresStore.connect(postgres_url)
+    b = await PostgresStore.connect(postgres_url)
+    heard: list[tuple[str, str, str | None]] = []
+    try:
+        assert not await b.claimed("tg", "1", "7")
+        assert await a.try_claim("tg", "1", "7")
+        assert await b.claimed("tg", "1", "7") and not await b.claimed("tg", "1", None)
+
+        async def listen() -> None:
+            async for key in a.stop_requests():
+                heard.append(key)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listen)
+            with anyio.fail_after(5):
+                while not heard:  # until the LISTEN is in place and heard
+                    await b.request_stop("tg", "1", "7")
+                    await anyio.sleep(0.1)
+            tg.cancel_scope.cancel()
+        assert heard[0] == ("tg", "1", "7")
+    finally:
+        await a.aclose()
+        await b.aclose()

@@ -21,7 +21,7 @@ order :meth:`ConversationStore.dump` returns and :meth:`ConversationStore.load` 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from channels.base import InboundMessage
@@ -135,6 +135,20 @@ class ConversationStore(Protocol):
         ...
 
     async def release(self, channel: str, chat_id: str, thread_id: str | None) -> None: ...
+
+    async def claimed(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
+        """Whether any holder (any instance) has the conversation now."""
+        ...
+
+    async def request_stop(self, channel: str, chat_id: str, thread_id: str | None) -> None:
+        """``/stop`` for a conversation whose turn may run on another instance: every
+        instance's :meth:`stop_requests` yields it (nothing for a store of one instance)."""
+        ...
+
+    def stop_requests(self) -> AsyncIterator[ConversationRef]:
+        """The conversations ``/stop`` was asked for on any instance, as they come (runs until
+        cancelled; never yields for a store of one instance)."""
+        ...
 
     async def prune(self, older_than: float) -> int:
         """Delete history and round records created before ``older_than`` (Unix seconds);

@@ -24,6 +24,10 @@ What several instances rely on:
 * **Messages queue in the store**: ``waiting`` rows, ordered by their first update id; the
   holder of a conversation takes them one by one (:meth:`take_waiting` tells whether this call
   removed the row).
+* **``/stop`` reaches the instance answering**: :meth:`request_stop` is a ``NOTIFY`` on
+  :data:`STOP_CHANNEL`; every instance ``LISTEN``s on a connection of its own
+  (:meth:`stop_requests`) and stops the turn if it runs there
+  (https://www.postgresql.org/docs/current/sql-notify.html).
 * **A cut answer can be found**: ``drafts`` keeps the last message id and text of each reply
   being written.
 
@@ -32,9 +36,10 @@ The password comes from the environment (libpq's ``PGPASSWORD``), never from the
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -68,6 +73,8 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger(__name__)
 
 _PRUNE_SEEN_EVERY = 64
+STOP_CHANNEL = "relaybot_stop"
+"""The NOTIFY channel of ``/stop`` requests (JSON ``[channel, chat_id, thread_id]``)."""
 _HISTORY_LIMIT = 200
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -379,6 +386,18 @@ class PostgresStore:
                 except psycopg.OperationalError as exc:
                     log.warning("store: releasing a conversation failed: %s", exc)
 
+    async def claimed(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
+        # A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32
+        # bits) and objsubid 1 (https://www.postgresql.org/docs/current/view-pg-locks.html).
+        key = lock_key(channel, chat_id, thread_id) & 0xFFFFFFFFFFFFFFFF
+        rows = await self._rows(
+            "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted"
+            " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+            " AND classid = %s::bigint::oid AND objid = %s::bigint::oid AND objsubid = 1)",
+            (key >> 32, key & 0xFFFFFFFF),
+        )
+        return bool(rows[0][0])
+
     async def _lock_connection(self) -> _Conn:
         """The lock connection, reconnected when it was lost (its locks are gone then: the
         claims this instance held are forgotten, and logged)."""
@@ -392,6 +411,38 @@ class PostgresStore:
             self._claimed.clear()
         self._locks = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
         return self._locks
+
+    # -- /stop across instances -----------------------------------------------------------------
+
+    async def request_stop(self, channel: str, chat_id: str, thread_id: str | None) -> None:
+        payload = json.dumps([channel, chat_id, thread_id])
+        await self._exec("SELECT pg_notify(%s, %s)", (STOP_CHANNEL, payload))
+
+    async def stop_requests(self) -> AsyncIterator[ConversationRef]:
+        while True:
+            try:
+                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+            except psycopg.OperationalError as exc:
+                log.warning("store: cannot listen for /stop requests: %s", exc)
+                await anyio.sleep(5.0)
+                continue
+            try:
+                await conn.execute(f"LISTEN {STOP_CHANNEL}".encode())
+                async for note in conn.notifies():
+                    try:
+                        channel, chat_id, thread_id = json.loads(note.payload)
+                    except ValueError:
+                        continue
+                    yield (
+                        str(channel),
+                        str(chat_id),
+                        None if thread_id is None else str(thread_id),
+                    )
+            except psycopg.OperationalError as exc:
+                log.warning("store: listening for /stop requests stopped: %s", exc)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await conn.close()
 
     # -- retention and copying ----------------------------------------------------------------
 

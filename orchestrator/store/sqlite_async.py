@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
 
@@ -119,6 +119,16 @@ class AsyncStore:
 
     async def release(self, channel: str, chat_id: str, thread_id: str | None) -> None:
         self._claimed.discard((channel, chat_id, thread_id))
+
+    async def request_stop(self, channel: str, chat_id: str, thread_id: str | None) -> None:
+        return None  # one instance: the daemon stops its own turns
+
+    async def stop_requests(self) -> AsyncIterator[ConversationRef]:
+        await anyio.sleep_forever()
+        yield ("", "", None)  # never reached: makes this an async generator
+
+    async def claimed(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
+        return (channel, chat_id, thread_id) in self._claimed
 
     async def prune(self, older_than: float) -> int:
         return await self._run(partial(self.sync.prune, older_than))

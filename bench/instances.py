@@ -74,9 +74,14 @@ async def measure(
             for call in peer.calls_to("sendMessage"):
                 text = str(call.params.get("text", ""))
                 for question in asked:
-                    if question not in first and text.startswith(f"Answer to «{question}»"):
+                    # A first draft may end inside the quote: "Answer to «chat 3 question 0".
+                    head = f"Answer to «{question}"
+                    rest = text[len(head) : len(head) + 1]
+                    if question not in first and text.startswith(head) and rest in ("", "»"):
                         first[question] = call.at
             ttfe = [first[q] - asked[q] for q in asked if q in first]
+            if len(ttfe) != len(asked):
+                raise RuntimeError(f"{len(asked) - len(ttfe)} answers' first messages not found")
     return {
         "answers_per_s": len(asked) / elapsed,
         "ttfe_p50_s": statistics.median(ttfe),

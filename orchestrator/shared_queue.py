@@ -21,7 +21,7 @@ messages or a draft and starts a worker for each that has none here — the clai
 instance takes it over, within ``takeover_secs``.
 
 The interface matches :class:`orchestrator.dispatch.Dispatcher` (``submit``, ``move``,
-``release``, ``close``, ``wait_idle``), so the daemon drives either.
+``release``, ``close``, ``wait_idle``, ``queued``), so the daemon drives either.
 """
 
 from __future__ import annotations
@@ -85,12 +85,18 @@ class SharedDispatcher:
             self._released.set()
         self._workers: dict[ConversationRef, _Worker] = {}
         self._closed = False
+        self._queued = 0
         self._idle = anyio.Event()
         self._idle.set()
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def queued(self) -> int:
+        """Messages waiting in the store, every instance's, as of the last sweep."""
+        return self._queued
 
     def release(self) -> None:
         self._released.set()
@@ -124,6 +130,7 @@ class SharedDispatcher:
         interval = max(0.1, self._takeover_secs / 3)
         while not self._closed:
             try:
+                self._queued = len(await self._store.waiting())
                 for key in await self._store.pending_conversations():
                     if key[0] in self._channels:
                         self._kick(key)

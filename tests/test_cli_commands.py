@@ -74,6 +74,7 @@ def test_every_command_and_argument_has_a_help_text(tmp_path: Path) -> None:
         "run",
         "check-config",
         "schema",
+        "runs",
         "migrate-store",
     }
     assert all(c.help for c in commands._choices_actions)

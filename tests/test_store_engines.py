@@ -180,3 +180,15 @@ async def test_the_history_cut_never_starts_on_a_tool_result(store: Conversation
     history = await store.history("c", "1")
     assert history[0].role == "user" and history[0].content == "new 0"
     assert len(history) == 199
+
+
+async def test_recent_rounds_newest_first_with_their_time(store: ConversationStore) -> None:
+    before = time.time()
+    for chat in ("1", "2", "1"):
+        await store.record_round(
+            RoundRecord("tg", chat, None, 1, None, None, None, None, 0, None, "ok")
+        )
+    recent = await store.recent_rounds(2)
+    assert [record.chat_id for _, record in recent] == ["1", "2"]
+    assert all(before - 1 <= at <= time.time() + 1 for at, _ in recent)
+    assert [r.chat_id for _, r in await store.recent_rounds(10, "2")] == ["2"]

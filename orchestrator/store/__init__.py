@@ -34,6 +34,7 @@ __all__ = [
     "encode_inbound",
     "open_store",
     "parse_store_url",
+    "store_for",
 ]
 
 
@@ -48,3 +49,15 @@ async def open_store(url: str, *, pool_size: int = 10) -> ConversationStore:
     from orchestrator.store.postgres import PostgresStore
 
     return await PostgresStore.connect(parsed.target, pool_size=pool_size)
+
+
+def store_for(url: str, *, pool_size: int = 10) -> ConversationStore:
+    """The store ``url`` names, not yet opened: SQLite opens its file now, PostgreSQL connects
+    at :meth:`~orchestrator.store.interface.ConversationStore.open`. Raises as
+    :func:`open_store` does."""
+    parsed = parse_store_url(url)
+    if parsed.kind == "sqlite":
+        return AsyncStore(Store(parsed.target))
+    from orchestrator.store.postgres import PostgresStore
+
+    return PostgresStore(parsed.target, pool_size=pool_size)

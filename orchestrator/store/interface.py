@@ -82,6 +82,13 @@ class ConversationStore(Protocol):
         """Every round record (of ``channel``), oldest first."""
         ...
 
+    async def recent_rounds(
+        self, limit: int = 20, chat_id: str | None = None
+    ) -> list[tuple[float, RoundRecord]]:
+        """The latest ``limit`` rounds (of chat ``chat_id`` when given), newest first, each with
+        the Unix seconds it was recorded at (``relaybot runs``)."""
+        ...
+
     async def move_conversation(self, channel: str, old_chat_id: str, new_chat_id: str) -> None: ...
 
     async def add_waiting(self, message: InboundMessage) -> int:
@@ -161,6 +168,11 @@ class ConversationStore(Protocol):
 
     async def load(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
         """Insert ``rows`` (as :meth:`dump` gives them) into ``table``."""
+        ...
+
+    async def open(self) -> None:
+        """Connect and bring the schema up to date where the engine needs it (PostgreSQL); a
+        no-op for SQLite, which opens its file when built."""
         ...
 
     async def aclose(self) -> None: ...

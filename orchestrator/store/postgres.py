@@ -83,27 +83,34 @@ class PostgresStore:
     """A :class:`~orchestrator.store.interface.ConversationStore` on PostgreSQL; open it with
     :meth:`connect`."""
 
-    def __init__(self, pool: AsyncConnectionPool[_Conn], locks: _Conn, conninfo: str) -> None:
-        self._pool = pool
-        self._locks = locks
+    def __init__(self, conninfo: str, *, pool_size: int = 10) -> None:
         self._conninfo = conninfo
+        self._pool_size = max(1, pool_size)
+        self._pool_or_none: AsyncConnectionPool[_Conn] | None = None
+        self._locks_or_none: _Conn | None = None
         self._lock_guard = anyio.Lock()
         self._claimed: set[ConversationRef] = set()
         self._marks = 0
 
     @classmethod
     async def connect(cls, conninfo: str, *, pool_size: int = 10) -> PostgresStore:
+        """A store on ``conninfo``, opened (:meth:`open`)."""
+        store = cls(conninfo, pool_size=pool_size)
+        await store.open()
+        return store
+
+    async def open(self) -> None:
         """Connect (``pool_size`` pooled connections at most, plus one for locks) and apply
         the schema migrations. Raises ``psycopg.Error`` (e.g. ``OperationalError`` when the
         server cannot be reached) and
         :class:`~orchestrator.store.postgres_schema.SchemaTooNew`."""
-        locks = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        locks = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
         try:
             await migrate(locks)
             pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
-                conninfo,
+                self._conninfo,
                 min_size=1,
-                max_size=max(1, pool_size),
+                max_size=self._pool_size,
                 kwargs={"autocommit": True},
                 open=False,
             )
@@ -111,7 +118,17 @@ class PostgresStore:
         except BaseException:
             await locks.close()
             raise
-        return cls(pool, locks, conninfo)
+        self._pool_or_none, self._locks_or_none = pool, locks
+
+    @property
+    def _pool(self) -> AsyncConnectionPool[_Conn]:
+        assert self._pool_or_none is not None, "open() the store first"
+        return self._pool_or_none
+
+    @property
+    def _locks(self) -> _Conn:
+        assert self._locks_or_none is not None, "open() the store first"
+        return self._locks_or_none
 
     @property
     def shared(self) -> bool:
@@ -119,8 +136,10 @@ class PostgresStore:
 
     async def aclose(self) -> None:
         with anyio.CancelScope(shield=True):
-            await self._pool.close()
-            await self._locks.close()
+            if self._pool_or_none is not None:
+                await self._pool_or_none.close()
+            if self._locks_or_none is not None:
+                await self._locks_or_none.close()
 
     async def _rows(self, query: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         async with self._pool.connection() as conn:
@@ -203,6 +222,21 @@ class PostgresStore:
             query += " WHERE channel = %s"
             args = (channel,)
         return [row_to_record(row) for row in await self._rows(query + " ORDER BY id", args)]
+
+    async def recent_rounds(
+        self, limit: int = 20, chat_id: str | None = None
+    ) -> list[tuple[float, RoundRecord]]:
+        query = (
+            "SELECT channel, chat_id, provider, attempts, ttft_ms, input_tokens, output_tokens,"
+            " cached_tokens, writes_sent, finish_reason, outcome, thread_id, created_at"
+            " FROM rounds"
+        )
+        args: tuple[Any, ...] = ()
+        if chat_id is not None:
+            query += " WHERE chat_id = %s"
+            args = (chat_id,)
+        rows = await self._rows(query + " ORDER BY id DESC LIMIT %s", (*args, limit))
+        return [(float(row[-1]), row_to_record(row[:-1])) for row in rows]
 
     async def move_conversation(self, channel: str, old_chat_id: str, new_chat_id: str) -> None:
         async with self._pool.connection() as conn, conn.transaction():
@@ -409,8 +443,8 @@ class PostgresStore:
                 len(self._claimed),
             )
             self._claimed.clear()
-        self._locks = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-        return self._locks
+        self._locks_or_none = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        return self._locks_or_none
 
     # -- /stop across instances -----------------------------------------------------------------
 

@@ -139,5 +139,13 @@ class AsyncStore:
     async def load(self, table: str, rows: Sequence[tuple[Any, ...]]) -> None:
         await self._run(partial(self.sync.load, table, rows))
 
+    async def open(self) -> None:
+        return None  # the file was opened with the Store
+
+    async def recent_rounds(
+        self, limit: int = 20, chat_id: str | None = None
+    ) -> list[tuple[float, RoundRecord]]:
+        return await self._run(partial(self.sync.recent_rounds, limit, chat_id))
+
     async def aclose(self) -> None:
         await self._run(self.sync.close)

@@ -128,14 +128,23 @@ def test_a_second_ctrl_c_within_2_s_quits_during_the_answer(
     assert "Traceback" not in shown
 
 
-def test_stop_typed_during_the_answer_stops_it(tmp_path: Path, provider: ProviderServer) -> None:
+def test_stop_typed_during_the_answer_stops_it_and_other_lines_wait(
+    tmp_path: Path, provider: ProviderServer
+) -> None:
     with _terminal(tmp_path, provider) as t:
         request = _answering(t, provider)
-        t.type("/stop", "enter")
-        t.wait(lambda t: "Stopped." in _screen(t) and _at_prompt(t))
+        t.type("and then?", "enter")  # waits for the answer's end
+        t.type("/stop", "enter")  # acts at once
         _wait_closed(request)
+        t.wait(lambda t: "Second answer here." in _screen(t) and _at_prompt(t))
+        assert STOPPED_MARKER in t.output.decode(errors="replace")
         assert "word399" not in _screen(t)
         assert "Nothing to stop" not in _screen(t)
+        second = provider.requests_to(PATH)[1].json["messages"]
+        assert [m["content"] for m in second if m["role"] == "user"] == [
+            "tell me a long story",
+            "and then?",
+        ]
         t.type("ctrl-d")
         assert t.wait_exit(within=30) == 0
 
@@ -157,6 +166,6 @@ def test_ctrl_c_at_a_prompt_holding_text_keeps_it_and_a_second_one_quits(
         assert request.json["messages"][-1]["content"] == "half a thought goes on"
         time.sleep(2.1)  # past the quit window: this Ctrl-C is /stop, the next one quits
         t.type("ctrl-c")
-        t.wait(lambda t: "Stopped." in _screen(t) and _at_prompt(t))
+        t.wait(lambda t: STOPPED_MARKER in _screen(t) and _at_prompt(t))
         t.type("ctrl-c")
         assert t.wait_exit(within=30) == 0

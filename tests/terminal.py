@@ -96,6 +96,11 @@ class Terminal:
             os.write(self._master, KEYS.get(key, key).encode())
             self._pump(0.05)
 
+    def local_modes(self) -> int:
+        """The terminal's local modes (``c_lflag``: ``termios.ECHO``, ``ICANON``...), as the
+        process left them (on Linux the master reports the slave's modes)."""
+        return int(termios.tcgetattr(self._master)[3])
+
     def lines(self) -> list[str]:
         """The screen's lines, trailing spaces removed."""
         return [line.rstrip() for line in self.screen.display]

@@ -10,6 +10,7 @@ has a deadline (:mod:`tests.terminal`): a failure fails, with the screen, instea
 from __future__ import annotations
 
 import os
+import termios
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -106,8 +107,11 @@ def test_ctrl_c_stops_the_answer_and_ctrl_c_at_the_empty_prompt_quits(
         t.type("and now?", "enter")
         t.wait(lambda t: "Second answer here." in _screen(t) and _at_prompt(t))
         time.sleep(2.1)  # past the quit window of the first Ctrl-C: only the empty prompt counts
+        assert not t.local_modes() & termios.ECHO  # readline reads the prompt
         t.type("ctrl-c")
         assert t.wait_exit(within=30) == 0
+        # Quit during input(): the modes readline changed are back for the shell.
+        assert t.local_modes() & termios.ECHO and t.local_modes() & termios.ICANON
     assert len(provider.requests_to(PATH)) == 2
 
 

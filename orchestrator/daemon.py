@@ -386,6 +386,8 @@ class Daemon:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()
             async for signum in signals:
+                if signum == signal.SIGINT and await self._offer_interrupt():
+                    continue
                 name = signal.Signals(signum).name
                 if not self.stopping.is_set():
                     log.info("received %s; finishing running answers, then stopping", name)
@@ -394,6 +396,20 @@ class Daemon:
                     log.warning("received %s again; interrupting running answers now", name)
                     if self._grace is not None:
                         self._grace.cancel()
+
+    async def _offer_interrupt(self) -> bool:
+        """SIGINT is Ctrl-C at a terminal: each channel may take it first (the console stops its
+        running answer, architecture §3 "Stop"). True when one did: the daemon goes on. Once
+        the daemon is stopping, SIGINT is a stop signal only."""
+        if self.stopping.is_set():
+            return False
+        for channel in self.channels.values():
+            try:
+                if await channel.interrupt():
+                    return True
+            except Exception:
+                log.exception("channel %s: Ctrl-C not handled", channel.name)
+        return False
 
     async def _shutdown(self) -> None:
         assert self._dispatcher is not None

@@ -21,6 +21,8 @@ import getpass
 import io
 import re
 import sys
+import threading
+from concurrent.futures import Future
 from typing import IO
 
 import anyio
@@ -79,6 +81,7 @@ class ConsoleChannel(Channel):
         self._interactive = out.isatty()
         # Banner, prompt and line editing need a person at a terminal on both ends.
         self._prompting = self._interactive and _isatty(self._stdin)
+        self._reading: Future[str | None] | None = None  # a line being read, see _next_line
         self._console = Console(file=out, highlight=False)
         self._messages: dict[str, tuple[str, bool]] = {}  # id -> (text, formatted)
         self._order: list[str] = []
@@ -104,7 +107,7 @@ class ConsoleChannel(Channel):
     async def serve(self) -> None:
         """Read lines until end of input; each line is one message. Waits for each reply."""
         while True:
-            line = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
+            line = await self._next_line()
             if line is None:
                 return
             text = line.strip()
@@ -159,9 +162,32 @@ class ConsoleChannel(Channel):
         if not self._prompting:
             return None
         self._stop_live()
-        self._console.print(f"[yellow]{prompt}[/] [dim](y/N)[/]")
-        answer = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
-        return answer is not None and answer.strip().lower() in ("y", "yes")
+        seconds = f"{self.approval_timeout_secs:g}"
+        self._console.print(f"[yellow]{prompt}[/] [dim](y/N, {seconds} s)[/]")
+        with anyio.move_on_after(self.approval_timeout_secs):
+            answer = await self._next_line()
+            return answer is not None and answer.strip().lower() in ("y", "yes")
+        self._console.print("[dim]⌛ No answer: not approved[/]")
+        return None
+
+    async def _next_line(self) -> str | None:
+        """The next line of input (None at its end). A read the caller stopped waiting for (an
+        approval prompt that timed out) goes on in its thread; its line is the next one
+        returned, so no line typed is lost and no two reads race for the terminal."""
+        if self._reading is None:
+            reading: Future[str | None] = Future()
+
+            def read() -> None:
+                try:
+                    reading.set_result(self._read_line())
+                except BaseException as exc:  # handed to the waiting task
+                    reading.set_exception(exc)
+
+            threading.Thread(target=read, name="console-input", daemon=True).start()
+            self._reading = reading
+        line = await anyio.to_thread.run_sync(self._reading.result, abandon_on_cancel=True)
+        self._reading = None
+        return line
 
     # -- rendering ------------------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.rounds import ChainEntry, RoundRunner
 from orchestrator.store import AsyncStore, Store, WaitingMessage
-from orchestrator.tools import ToolRegistry
+from orchestrator.tool_setup import build_registry, start_tools
 from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 from providers.registry import build_provider
 
@@ -100,10 +100,11 @@ class Daemon:
             ChainEntry(build_provider(name, config.providers[name]), config.providers[name])
             for name in config.agent.providers
         ]
+        self.tools = build_registry(config.agent)
         self.turns = TurnRunner(
             agent=config.agent,
             rounds=RoundRunner(chain),
-            tools=ToolRegistry.from_names(config.agent.tools),
+            tools=self.tools,
             store=self._store,
             policies=self.policy,
             on_round=self.metrics.observe_round,
@@ -137,6 +138,10 @@ class Daemon:
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
         self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting, held=True)
+        tools_error = await start_tools(self.config.agent, self.tools, tg)
+        if tools_error is not None:
+            print(f"relaybot: {tools_error}", file=sys.stderr)
+            return 1
         for name, channel_config in self.config.channels.items():
             self._access[name] = AccessControl(
                 name, channel_config.allowed_users, channel_config.respond_in_groups

@@ -145,8 +145,11 @@ class DraftLayout:
         self._extend()
 
     def set_status(self, status: str) -> None:
-        # A status line takes at most half a message.
-        self.status = clip_line(self._limits, status, self._limits.max_length // 2)
+        """A tool began: its line goes under the lines of the tools that began before it since
+        the last text (one line per call, architecture §3 "Tool status"). The lines take at
+        most half a message."""
+        lines = f"{self.status}\n{status}" if self.status else status
+        self.status = clip_line(self._limits, lines, self._limits.max_length // 2)
         self.version += 1
         self._extend()
 

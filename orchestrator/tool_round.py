@@ -89,7 +89,7 @@ async def run_calls(
     """Run a round's ``calls``; their ``tool`` messages in the calls' order."""
     offered = {spec.name for spec in tools.specs}
     refusals = [state.guard.refusal(call, offered) for call in calls]
-    results: list[str | None] = list(refusals)
+    results = [None if refusal is None else tool_error(refusal) for refusal in refusals]
     runnable = [i for i, refusal in enumerate(refusals) if refusal is None]
     asks = [requires_approval(agent.require_approval, calls[i].name) for i in runnable]
 

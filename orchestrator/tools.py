@@ -177,7 +177,9 @@ class ToolRegistry:
         assert self.mcp is not None
         # The MCP call gets a little more than the registry's bound: the registry's own
         # TimeoutError is the one reported.
-        return await self.mcp.call(name, arguments, self.timeout_secs + 1, restarted or set())
+        return await self.mcp.call(
+            name, arguments, self.timeout_secs + 1, restarted if restarted is not None else set()
+        )
 
 
 def _bounded(output: str) -> str:

@@ -9,6 +9,8 @@ Its tools:
 * ``crash()``: ends the server process at once (stdio only: a crashed server);
 * ``grow(name)``: adds a tool ``name`` (answering ``grown <name>``) and sends
   ``notifications/tools/list_changed``;
+* ``meet(size)``: waits up to 10 s until ``size`` calls of it are running at once, then
+  answers ``met`` (``alone`` if they never were: the calls were not concurrent);
 * ``current_time()``: clashes with relaybot's built-in of that name.
 
 Run it over stdio with ``python -m tests.peers.mcp_server`` (the tests start it as an
@@ -69,6 +71,21 @@ def build_server(name: str = "peer") -> MCPServer:
         server.add_tool(grown, name=name, description=f"A tool added at run time: {name}.")
         await ctx.session.send_tool_list_changed()
         return f"added {name}"
+
+    meeting: list[anyio.Event] = []
+
+    @server.tool(description="Wait for other calls of this tool.")
+    async def meet(size: int) -> str:
+        arrived = anyio.Event()
+        meeting.append(arrived)
+        if len(meeting) >= size:
+            for event in meeting:
+                event.set()
+            meeting.clear()
+        with anyio.move_on_after(10):
+            await arrived.wait()
+            return "met"
+        return "alone"
 
     @server.tool(name="current_time", description="A clash with the built-in.")
     def clash() -> str:

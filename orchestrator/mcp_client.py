@@ -90,10 +90,11 @@ class McpConnection:
         self._on_tools_changed = on_tools_changed
         self._session: ClientSession | None = None
         self._scope: anyio.CancelScope | None = None
-        self._ended = anyio.Event()
-        self._relist = anyio.Event()
+        # Made in start(): the daemon may build its tools before the event loop runs.
+        self._ended: anyio.Event | None = None  # the session's end, once served
+        self._relist: anyio.Event | None = None
         self._task_group: TaskGroup | None = None
-        self._restart_lock = anyio.Lock()
+        self._restart_lock: anyio.Lock | None = None
         self.generation = 0
         """Counts the sessions started (0: none yet); a restart is due only for the one seen."""
 
@@ -108,12 +109,14 @@ class McpConnection:
     async def start(self, tg: TaskGroup) -> None:
         """Start serving in ``tg``; returns once the tools are listed (or the start failed)."""
         self._task_group = tg
+        self._restart_lock = anyio.Lock()
         await tg.start(self.serve)
 
     async def serve(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Run one session until cancelled or broken. Never raises but for cancellation."""
         started = False
-        self._ended = anyio.Event()
+        self._ended = ended = anyio.Event()
+        self._relist = anyio.Event()
         with anyio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -136,7 +139,7 @@ class McpConnection:
                 log.warning("MCP server %s: %s", self.name, _describe(exc))
             finally:
                 self._session = None
-                self._ended.set()
+                ended.set()
                 if not started:
                     task_status.started()
 
@@ -144,18 +147,19 @@ class McpConnection:
         """End the session (the stdio server's process is stopped)."""
         if self._scope is not None:
             self._scope.cancel()
-        with anyio.move_on_after(STOP_TIMEOUT_SECS, shield=True):
-            await self._ended.wait()
+        if self._ended is not None:
+            with anyio.move_on_after(STOP_TIMEOUT_SECS, shield=True):
+                await self._ended.wait()
 
     async def restart(self, generation: int) -> None:
         """Start a new session if the one numbered ``generation`` is still the latest (a
         concurrent call may have restarted it already)."""
+        assert self._task_group is not None and self._restart_lock is not None, "start() first"
         async with self._restart_lock:
             if self.generation != generation and self.connected:
                 return
             log.warning("MCP server %s: restarting", self.name)
             await self.aclose()
-            assert self._task_group is not None, "start() first"
             await self._task_group.start(self.serve)
 
     async def call(self, tool: str, arguments: dict[str, Any], timeout_secs: float) -> str:
@@ -211,7 +215,7 @@ class McpConnection:
             yield await stack.enter_async_context(session)
 
     async def _on_message(self, message: Any) -> None:
-        if isinstance(message, types.ToolListChangedNotification):
+        if isinstance(message, types.ToolListChangedNotification) and self._relist is not None:
             self._relist.set()  # listed by the serving task, not inside the session's reader
         elif isinstance(message, Exception):
             log.warning("MCP server %s: transport: %s", self.name, _describe(message))

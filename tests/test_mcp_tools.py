@@ -20,7 +20,7 @@ from tests.peers.mcp_server import HttpMcpServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PEER_TOOLS = ["lookup", "slow", "fail", "large", "crash", "grow", "meet"]
+PEER_TOOLS = ["lookup", "slow", "fail", "large", "crash", "grow", "meet", "header"]
 
 
 def stdio_peer() -> McpStdioServerConfig:
@@ -74,6 +74,16 @@ async def test_two_servers_with_one_tool_name_both_get_prefixes() -> None:
             assert tools.sources()["web__lookup"] == "mcp:web"
             assert await tools.run("web__lookup", '{"key": "a"}') == "value of a"
             assert await tools.run("local__lookup", '{"key": "b"}') == "value of b"
+
+
+async def test_http_headers_from_the_config_reach_the_server() -> None:
+    with HttpMcpServer() as web:
+        config = McpHttpServerConfig.model_validate(
+            {"url": web.url, "headers": {"Authorization": "Bearer t0ken"}}
+        )
+        async with registry({"web": config}) as tools:
+            assert await tools.run("header", '{"name": "authorization"}') == "Bearer t0ken"
+        assert "t0ken" not in repr(config)  # a secret, never printed
 
 
 async def test_failing_slow_and_large_tools_give_the_model_what_it_can_use() -> None:

@@ -11,6 +11,7 @@ Its tools:
   ``notifications/tools/list_changed``;
 * ``meet(size)``: waits up to 10 s until ``size`` calls of it are running at once, then
   answers ``met`` (``alone`` if they never were: the calls were not concurrent);
+* ``header(name)``: the value of request header ``name`` (HTTP; ``none`` when absent);
 * ``current_time()``: clashes with relaybot's built-in of that name.
 
 Run it over stdio with ``python -m tests.peers.mcp_server`` (the tests start it as an
@@ -86,6 +87,11 @@ def build_server(name: str = "peer") -> MCPServer:
             await arrived.wait()
             return "met"
         return "alone"
+
+    @server.tool(description="A request header's value.")
+    def header(name: str, ctx: Context) -> str:
+        headers = ctx.headers or {}
+        return headers.get(name.lower(), headers.get(name, "none"))
 
     @server.tool(name="current_time", description="A clash with the built-in.")
     def clash() -> str:

@@ -37,6 +37,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import IO, Any, TypeVar
 
 import anyio
@@ -105,6 +106,7 @@ class ConsoleChannel(Channel):
         self._interactive = out.isatty()
         # Banner, prompt and line editing need a person at a terminal on both ends.
         self._prompting = self._interactive and _isatty(self._stdin)
+        self._reading: Future[str | None] | None = None  # a line being read, see _next_line
         self._console = Console(file=out, highlight=False)
         self._messages: dict[str, tuple[str, bool]] = {}  # id -> (text, formatted)
         self._order: list[str] = []
@@ -153,7 +155,7 @@ class ConsoleChannel(Channel):
         ``/stop`` goes to the bot then, the others wait for their turn."""
         held: deque[str | None] = deque()  # typed during an answer; None: the input ended
         while True:
-            line = held.popleft() if held else await _in_daemon_thread(self._read_line)
+            line = held.popleft() if held else await self._next_line()
             if line is None:
                 return
             text = line.strip()
@@ -283,17 +285,40 @@ class ConsoleChannel(Channel):
         if not self._prompting:
             return None
         self._stop_live()
-        self._console.print(f"[yellow]{prompt}[/] [dim](y/N)[/]")
-        if self._pending:  # the reader of typed lines runs: it takes the answer
-            question = self._question = _Question()
-            try:
-                await question.answered.wait()
-            finally:
-                self._question = None
-            answer: str | None = question.text
-        else:
-            answer = await _in_daemon_thread(self._read_line)
-        return answer is not None and answer.strip().lower() in ("y", "yes")
+        seconds = f"{self.approval_timeout_secs:g}"
+        self._console.print(f"[yellow]{prompt}[/] [dim](y/N, {seconds} s)[/]")
+        with anyio.move_on_after(self.approval_timeout_secs):
+            if self._pending:  # the reader of typed lines runs: it takes the answer
+                question = self._question = _Question()
+                try:
+                    await question.answered.wait()
+                finally:
+                    self._question = None
+                answer: str | None = question.text
+            else:
+                answer = await self._next_line()
+            return answer is not None and answer.strip().lower() in ("y", "yes")
+        self._console.print("[dim]⌛ No answer: not approved[/]")
+        return None
+
+    async def _next_line(self) -> str | None:
+        """The next line of input (None at its end). A read the caller stopped waiting for (an
+        approval prompt that timed out) goes on in its daemon thread; its line is the next one
+        returned, so no line typed is lost and no two reads race for the terminal."""
+        if self._reading is None:
+            reading: Future[str | None] = Future()
+
+            def read() -> None:
+                try:
+                    reading.set_result(self._read_line())
+                except BaseException as exc:  # handed to the waiting task
+                    reading.set_exception(exc)
+
+            _start_daemon_thread(read)
+            self._reading = reading
+        line = await _in_daemon_thread(self._reading.result)
+        self._reading = None
+        return line
 
     # -- rendering ------------------------------------------------------------------------
 

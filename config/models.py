@@ -28,6 +28,7 @@ from pydantic import (
 
 from config.errors import LocatedValueError
 from config.storage import StorageConfig
+from config.tools import ApprovalNames, McpServers
 
 __all__ = [
     "AgentConfig",
@@ -193,8 +194,18 @@ class AgentConfig(_Strict):
     tools: list[str] = Field(
         default_factory=lambda: ["current_time"], description="names of built-in tools"
     )
-    require_approval: list[str] = Field(
-        default_factory=list, description="tools the user is asked to approve before each run"
+    require_approval: ApprovalNames = Field(
+        default_factory=list,
+        description='tools the user is asked to approve before each run, or "*" for all; '
+        "names of MCP tools are checked when the bot starts",
+    )
+    tool_timeout_secs: float = Field(
+        default=60, gt=0, description="seconds one tool call may take, built-in or MCP"
+    )
+    mcp_servers: McpServers = Field(
+        default_factory=dict,
+        description="MCP servers whose tools are offered: {name: {command: [...], env: {}}} "
+        "(stdio) or {name: {url: ..., headers: {}}} (streamable HTTP)",
     )
     stale_after_secs: float = Field(
         default=600,
@@ -215,7 +226,10 @@ class AgentConfig(_Strict):
 
     @model_validator(mode="after")
     def _approval_names_offered_tools(self) -> AgentConfig:
-        # A misspelt name here would silently turn the safety setting off.
+        # A misspelt name here would silently turn the safety setting off. MCP tools are only
+        # known once their servers answered: those names are checked at start.
+        if self.require_approval == "*" or self.mcp_servers:
+            return self
         for index, name in enumerate(self.require_approval):
             if name not in self.tools:
                 raise LocatedValueError((("require_approval", index), "not one of agent.tools"))

@@ -6,6 +6,7 @@
                                    else the built-in demo model.
 ``relaybot check-config FILE``     exit 0, or print ``FILE:LINE: key.path: message`` lines, exit 2.
 ``relaybot schema``                print the JSON Schema of the config file.
+``relaybot tools [--config FILE]`` list every tool the bot would offer (MCP servers are asked).
 ``relaybot migrate-store --from URL --to URL``
                                    copy conversations and run records between stores
                                    (``sqlite:///PATH``, ``postgresql://…``).
@@ -87,6 +88,13 @@ pass as FILE:LINE: key.path: message, without ever showing a value; then the exi
 A channel kind this version cannot start is a warning line. A valid file prints FILE: ok and
 exits 0."""
 
+_TOOLS_DESCRIPTION = """\
+List every tool `relaybot run` would offer the model, from the same config: the built-in tools
+of agent.tools and the tools of each agent.mcp_servers server (started, asked, stopped again).
+One line per tool: its name, built-in or mcp:SERVER, "approval" when require_approval covers it,
+and its description. Exit 0; 1 when a server did not start or a require_approval name is no
+tool's; 2 for a bad config file."""
+
 _SCHEMA_DESCRIPTION = """\
 Print the JSON Schema (draft 2020-12) of the config file, e.g. for an editor's YAML language
 server."""
@@ -153,6 +161,17 @@ def _parser() -> argparse.ArgumentParser:
         description=_SCHEMA_DESCRIPTION,
         formatter_class=raw,
     )
+    tools = sub.add_parser(
+        "tools",
+        help="list every tool the bot would offer the model (built-in and MCP)",
+        description=_TOOLS_DESCRIPTION,
+        formatter_class=raw,
+    )
+    tools.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
+    )
     migrate = sub.add_parser(
         "migrate-store",
         help="copy conversations and run records from one store to another",
@@ -196,6 +215,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
         sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
         return _flush()
+    if args.command == "tools":
+        return _tools(args)
     if args.command == "migrate-store":
         return _migrate_store(args.source, args.destination)
     if args.command == "runs":
@@ -226,6 +247,19 @@ def _exit_now_if_threads_hang(code: int) -> int:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def _tools(args: argparse.Namespace) -> int:
+    from orchestrator.tools_command import list_tools
+
+    environ = dict(os.environ)
+    path = args.config or environ.get("RELAYBOT_CONFIG")
+    # The default's model is never asked here: the demo's address only completes the config.
+    demo = "http://127.0.0.1:9/v1"
+    config = _load(path) if path else default_config(environ, demo_base_url=demo)
+    if config is None:
+        return 2
+    return anyio.run(list_tools, config)
 
 
 def _migrate_store(source: str, destination: str) -> int:

@@ -7,13 +7,17 @@ after the schema, found by ``relaybot check-config`` too, in the same pass and a
   every guardrail can be built — each part checked on its own, so one invalid part does not hide
   the problems of the others;
 * ``channels``: a warning for each channel whose kind has no adapter in this version (its start
-  would fail).
+  would fail);
+* ``agent.mcp_servers``: a warning for each stdio server whose program is not found (on
+  ``PATH``, or as the path given); the server would not start, and the bot runs without its
+  tools.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
+import shutil
 from collections.abc import Iterator
 from typing import Any, TypeVar
 
@@ -23,6 +27,7 @@ from channels.registry import CHANNEL_CLASSES
 from config.checks import CheckResult, SectionCheck
 from config.errors import Loc
 from config.models import GuardrailConfig, PolicyConfig, SecretPatternConfig
+from config.tools import McpServers, McpStdioServerConfig
 from orchestrator.policy import OutboundPolicy, PolicyError, TermList
 from orchestrator.policy.hook import load_hook
 from orchestrator.policy.outbound import extra_shapes
@@ -129,6 +134,15 @@ def _channels(channels: dict[str, Any]) -> CheckResult:
             )
 
 
+def _mcp_programs(servers: McpServers) -> CheckResult:
+    for name, server in servers.items():
+        if isinstance(server, McpStdioServerConfig) and shutil.which(server.command[0]) is None:
+            yield (
+                (name, "command", 0),
+                "program not found: this MCP server would not start (the bot runs without it)",
+            )
+
+
 RUN_CHECKS: tuple[SectionCheck, ...] = (
     SectionCheck(("agent", "tools"), list[str], _tools),
     SectionCheck(("policy", "on_message_sending"), str | None, _hook),
@@ -136,5 +150,6 @@ RUN_CHECKS: tuple[SectionCheck, ...] = (
     SectionCheck(("policy", "guardrails"), list[Any], _guardrails),
     SectionCheck(("policy",), PolicyConfig, _policy),
     SectionCheck(("channels",), dict[str, Any], _channels, warning=True),
+    SectionCheck(("agent", "mcp_servers"), McpServers, _mcp_programs, warning=True),
 )
 """The checks ``relaybot check-config`` and ``relaybot run`` pass to the loader."""

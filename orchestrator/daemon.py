@@ -69,7 +69,7 @@ from orchestrator.reply_stats import ReplyStats
 from orchestrator.shared_queue import SharedDispatcher
 from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
 from orchestrator.store.sqlite_async import AsyncStore
-from orchestrator.tools import ToolRegistry
+from orchestrator.tool_setup import build_registry, start_tools
 from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
@@ -134,10 +134,11 @@ class Daemon:
         self.policy.redactor.observer = self.metrics.observe_redaction
         self._providers = ProviderChain(config, self.metrics)
         self._replies = ReplyStats()
+        self.tools = build_registry(config.agent)
         self.turns = TurnRunner(
             agent=config.agent,
             rounds=self._providers.rounds,
-            tools=ToolRegistry.from_names(config.agent.tools),
+            tools=self.tools,
             store=self._store,
             policies=self.policy,
             on_round=self._on_round,
@@ -197,6 +198,10 @@ class Daemon:
             self._dispatcher = shared
         else:
             self._dispatcher = Dispatcher(tg, self._run_turn, store.remove_waiting, held=True)
+        tools_error = await start_tools(self.config.agent, self.tools, tg)
+        if tools_error is not None:
+            print(f"relaybot: {tools_error}", file=sys.stderr)
+            return 1
         self.metrics.queued.set_function(lambda: self._dispatcher.queued if self._dispatcher else 0)
         self.metrics.active_turns.set_function(lambda: self._active_turns)
         unbuilt: dict[str, str] = {}

@@ -1,8 +1,14 @@
 """The tool registry and the built-in tools (architecture §5).
 
 A tool is an async callable taking the parsed JSON arguments and returning text for the model.
-Failures the model can act on (bad arguments, an unknown time zone) are returned as tool errors —
-a JSON object ``{"error": "..."}`` — never raised into the turn loop.
+Failures the model can act on (bad arguments, an unknown time zone, an unknown tool, a tool that
+raised, failed on its MCP server or took longer than ``tool_timeout_secs``) are returned as tool
+errors — a JSON object ``{"error": "..."}`` — never raised into the turn loop. A result longer
+than :data:`MAX_RESULT_CHARS` is cut there, with a note saying so.
+
+The registry offers the built-in tools of ``agent.tools`` and the tools of
+``agent.mcp_servers`` (:class:`~orchestrator.mcp_tools.McpServers`), whose list may change while
+the bot runs: :attr:`ToolRegistry.specs` is read afresh for every round.
 """
 
 from __future__ import annotations
@@ -15,9 +21,23 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import anyio
+
+from orchestrator.mcp_client import McpToolError
+from orchestrator.mcp_tools import McpServers
 from providers.base import ToolSpec
 
-__all__ = ["Tool", "ToolRegistry", "builtin_tools", "current_time", "tool_error"]
+__all__ = [
+    "MAX_RESULT_CHARS",
+    "Tool",
+    "ToolRegistry",
+    "builtin_tools",
+    "current_time",
+    "tool_error",
+]
+
+MAX_RESULT_CHARS = 50_000
+"""The longest tool result given to the model, in characters; a longer one is cut."""
 
 log = logging.getLogger(__name__)
 
@@ -78,31 +98,59 @@ def builtin_tools() -> dict[str, Tool]:
 
 
 class ToolRegistry:
-    """The tools offered to the model in this agent, by name."""
+    """The tools offered to the model in this agent, by name.
 
-    def __init__(self, tools: Mapping[str, Tool]) -> None:
+    Args:
+        tools: the built-in tools offered.
+        mcp: the MCP servers, whose tools are offered after the built-ins.
+        timeout_secs: the bound of one call (``agent.tool_timeout_secs``).
+    """
+
+    def __init__(
+        self,
+        tools: Mapping[str, Tool],
+        *,
+        mcp: McpServers | None = None,
+        timeout_secs: float = 60.0,
+    ) -> None:
         self._tools = dict(tools)
+        self.mcp = mcp
+        self.timeout_secs = timeout_secs
 
     @classmethod
-    def from_names(cls, names: list[str]) -> ToolRegistry:
+    def from_names(
+        cls, names: list[str], *, mcp: McpServers | None = None, timeout_secs: float = 60.0
+    ) -> ToolRegistry:
         """Raises: KeyError naming an unknown tool."""
         available = builtin_tools()
         unknown = [name for name in names if name not in available]
         if unknown:
             raise KeyError(f"unknown tool(s): {', '.join(unknown)}")
-        return cls({name: available[name] for name in names})
+        tools = {name: available[name] for name in names}
+        return cls(tools, mcp=mcp, timeout_secs=timeout_secs)
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
-        return tuple(tool.spec for tool in self._tools.values())
+        builtins = tuple(tool.spec for tool in self._tools.values())
+        return builtins + (self.mcp.specs if self.mcp is not None else ())
+
+    def sources(self) -> dict[str, str]:
+        """Each offered name → where the tool comes from: ``built-in`` or ``mcp:<server>``."""
+        out = {name: "built-in" for name in self._tools}
+        if self.mcp is not None:
+            out.update({name: f"mcp:{t.server}" for name, t in self.mcp.offered.items()})
+        return out
 
     def __contains__(self, name: object) -> bool:
-        return name in self._tools
+        if name in self._tools:
+            return True
+        return self.mcp is not None and name in self.mcp.offered
 
-    async def run(self, name: str, arguments: str) -> str:
-        """Run ``name`` with ``arguments`` (JSON text). Never raises: errors become tool errors."""
-        tool = self._tools.get(name)
-        if tool is None:
+    async def run(self, name: str, arguments: str, *, restarted: set[str] | None = None) -> str:
+        """Run ``name`` with ``arguments`` (JSON text), bounded by ``timeout_secs``. Never
+        raises: errors become tool errors. ``restarted``: the MCP servers this turn restarted
+        already (a crashed stdio server is restarted once per turn)."""
+        if name not in self:
             return tool_error(f"no tool named {name!r}")
         try:
             parsed = json.loads(arguments or "{}")
@@ -111,7 +159,31 @@ class ToolRegistry:
         if not isinstance(parsed, dict):
             return tool_error("arguments must be a JSON object")
         try:
-            return await tool.run(parsed)
+            with anyio.fail_after(self.timeout_secs):
+                output = await self._call(name, parsed, restarted)
+        except TimeoutError:
+            return tool_error(f"the tool did not answer within {self.timeout_secs:g} s")
+        except McpToolError as exc:
+            return tool_error(str(exc))
         except Exception as exc:  # a tool bug must not end the turn
             log.exception("tool %s failed", name)
             return tool_error(f"{type(exc).__name__}: {exc}")
+        return _bounded(output)
+
+    async def _call(self, name: str, arguments: dict[str, Any], restarted: set[str] | None) -> str:
+        tool = self._tools.get(name)
+        if tool is not None:
+            return await tool.run(arguments)
+        assert self.mcp is not None
+        # The MCP call gets a little more than the registry's bound: the registry's own
+        # TimeoutError is the one reported.
+        return await self.mcp.call(
+            name, arguments, self.timeout_secs + 1, restarted if restarted is not None else set()
+        )
+
+
+def _bounded(output: str) -> str:
+    if len(output) <= MAX_RESULT_CHARS:
+        return output
+    note = f"\n[result cut: {len(output)} characters in all, the first {MAX_RESULT_CHARS} shown]"
+    return output[:MAX_RESULT_CHARS] + note

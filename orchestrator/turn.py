@@ -44,14 +44,14 @@ from orchestrator.delivery.events import (
     AnswerEnded,
     AnswerInterrupted,
     RoundEnded,
-    ToolFinished,
-    ToolStarted,
 )
 from orchestrator.images import image_parts
 from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
 from orchestrator.store import AsyncStore, ConversationStore, Draft, RoundRecord, Store
-from orchestrator.tools import ToolRegistry, tool_error
+from orchestrator.tool_calls import normalise_ids
+from orchestrator.tool_round import ToolTurn, run_calls
+from orchestrator.tools import ToolRegistry
 from orchestrator.turn_state import (
     ConversationKey,
     OpenRound,
@@ -268,9 +268,11 @@ class TurnRunner:
             turn.channel.name, inbound.chat_id, inbound.thread_id
         )
         max_rounds = self._agent.max_tool_rounds
+        state = ToolTurn()
         for index in range(max_rounds + 1):
-            offer_tools = index < max_rounds and bool(self._tools.specs)
-            result = await self._round(turn, self._request(turn, index, offer_tools))
+            last = index == max_rounds or state.guard.tripped
+            offer_tools = not last and bool(self._tools.specs)
+            result = await self._round(turn, self._request(turn, last and index > 0, offer_tools))
             if result is None:
                 return  # no provider could serve it: interrupted
             response = result.response
@@ -280,17 +282,17 @@ class TurnRunner:
                 return
             if not self._end_narration(turn):
                 return  # refused
-            await self._run_tools(turn, response, calls)
+            await self._run_tools(turn, response, calls, state)
 
-    def _request(self, turn: TurnState, index: int, offer_tools: bool) -> ChatRequest:
-        """The request of round ``index``; the last one (after ``max_tool_rounds`` rounds with
-        tools) asks for a summary."""
-        max_rounds = self._agent.max_tool_rounds
-        summary = index == max_rounds and index > 0
+    def _request(self, turn: TurnState, summary: bool, offer_tools: bool) -> ChatRequest:
+        """The request of a round. A ``summary`` round (after ``max_tool_rounds`` rounds with
+        tools, or after the repeat guard refused a call) offers no tools and asks for an
+        answer. Tool-call ids are normalised for whichever provider serves it."""
         extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
         system = ChatMessage("system", self._agent.system_prompt)
+        messages = normalise_ids([*turn.history, *turn.new_messages])
         return ChatRequest(
-            messages=(system, *turn.history, *turn.new_messages, *extra),
+            messages=(system, *messages, *extra),
             tools=self._tools.specs if offer_tools else (),
         )
 
@@ -348,49 +350,30 @@ class TurnRunner:
         return True
 
     async def _run_tools(
-        self, turn: TurnState, response: CompletionResponse, calls: tuple[ToolCall, ...]
+        self,
+        turn: TurnState,
+        response: CompletionResponse,
+        calls: tuple[ToolCall, ...],
+        state: ToolTurn,
     ) -> None:
-        """Run ``calls`` in order; the history gets the calls and their results together, so a
-        turn cut short while a tool runs never leaves a call without its result (it keeps the
-        narration alone)."""
-        messages = [
-            ChatMessage(
-                "assistant",
-                turn.pending_text,
-                tool_calls=calls,
-                provider_items=response.provider_items,
-            )
-        ]
+        """Run ``calls`` (:mod:`orchestrator.tool_round`); the history gets the calls and their
+        results together, so a turn cut short while a tool runs never leaves a call without its
+        result (it keeps the narration alone)."""
+        assistant = ChatMessage(
+            "assistant",
+            turn.pending_text,
+            tool_calls=calls,
+            provider_items=response.provider_items,
+        )
         try:
-            for call in calls:
-                messages.append(await self._run_tool(turn, call))
-                turn.outcome.tool_calls.append((call.name, call.arguments))
+            results = await run_calls(
+                turn, calls, agent=self._agent, tools=self._tools, state=state
+            )
         except anyio.get_cancelled_exc_class():
             self._keep_text(turn, turn.pending_text)
             raise
-        turn.new_messages.extend(messages)
-
-    async def _run_tool(self, turn: TurnState, call: ToolCall) -> ChatMessage:
-        policy, driver = turn.policy, turn.driver
-        driver.feed(ToolStarted(policy.redact_line(f"⏳ {call.name}…")))
-        if call.name in self._agent.require_approval:
-            await driver.drain()
-            prompt = policy.redact_line(f"Run {call.name} with {call.arguments}?")
-            inbound = turn.inbound
-            approved = await turn.channel.request_approval(
-                inbound.chat_id, prompt, thread_id=inbound.thread_id
-            )
-            if not approved:
-                driver.feed(ToolFinished())
-                return ChatMessage(
-                    "tool",
-                    tool_error("the user did not approve this tool call"),
-                    tool_call_id=call.id,
-                    name=call.name,
-                )
-        output = await self._tools.run(call.name, call.arguments)
-        driver.feed(ToolFinished())
-        return ChatMessage("tool", output, tool_call_id=call.id, name=call.name)
+        turn.outcome.tool_calls.extend((call.name, call.arguments) for call in calls)
+        turn.new_messages.extend([assistant, *results])
 
     async def _record(
         self,

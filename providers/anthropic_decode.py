@@ -11,8 +11,10 @@ drop it):
 * ``content_block_start`` / ``content_block_delta`` / ``content_block_stop`` per block ``index``:
   ``text_delta`` → text, ``thinking_delta`` → reasoning (emitted as they arrive);
   ``input_json_delta`` fragments of a ``tool_use`` block are concatenated and parsed once, at
-  ``content_block_stop`` (an empty concatenation means ``{}``, case C06), where the
-  :class:`ToolCall` is emitted; a cut stream therefore never yields a half-built call.
+  ``content_block_stop`` (an empty concatenation means ``{}``, case C06); the
+  :class:`ToolCall` events are emitted at ``message_stop``, in content order (by ``index``,
+  not in the order their blocks stopped: parallel blocks may stop in any order, architecture
+  §5), so a cut stream never yields a half-built call.
   ``server_tool_use`` blocks and ``*_tool_result`` blocks are tools Anthropic ran itself:
   :class:`PreExecutedToolCall` / :class:`PreExecutedToolResult`.
 * ``message_delta``: ``delta.stop_reason`` and cumulative ``usage`` (the last value wins).
@@ -165,7 +167,8 @@ class AnthropicStreamReducer(StreamReducer):
         super().__init__()
         self._sse = SSEDecoder()
         self._blocks: dict[int, _Block] = {}
-        self._finished: list[dict[str, Any]] = []
+        self._finished: dict[int, dict[str, Any]] = {}
+        self._calls: dict[int, list[StreamEvent]] = {}
         self._server_tools: dict[str, str] = {}
         self._usage = _UsageCounts()
         self._stop_reason: str | None = None
@@ -205,11 +208,13 @@ class AnthropicStreamReducer(StreamReducer):
         elif kind == "content_block_delta":
             return self._on_delta(_index(obj), obj.get("delta"))
         elif kind == "content_block_stop":
-            stopped = self._blocks.pop(_index(obj), None)
+            index = _index(obj)
+            stopped = self._blocks.pop(index, None)
             if stopped is not None:
-                finished = stopped.finished()
-                self._finished.append(finished)
-                if stopped.type not in ("text", "thinking"):
+                finished = self._finished[index] = stopped.finished()
+                if stopped.type == "tool_use":
+                    self._calls[index] = _block_events(finished, self._server_tools)
+                elif stopped.type not in ("text", "thinking"):
                     return _block_events(finished, self._server_tools)
         elif kind == "message_delta":
             delta = obj.get("delta")
@@ -253,9 +258,10 @@ class AnthropicStreamReducer(StreamReducer):
 
     def _on_stop(self) -> list[StreamEvent]:
         self.done = True
-        if any(block.get("type") in _THINKING_TYPES for block in self._finished):
-            self.provider_items = tuple(self._finished)
-        out: list[StreamEvent] = []
+        blocks = [self._finished[index] for index in sorted(self._finished)]
+        if any(block.get("type") in _THINKING_TYPES for block in blocks):
+            self.provider_items = tuple(blocks)
+        out: list[StreamEvent] = [e for i in sorted(self._calls) for e in self._calls[i]]
         usage = self._usage.event()
         if usage is not None:
             out.append(usage)

@@ -75,6 +75,7 @@ def test_every_command_and_argument_has_a_help_text(tmp_path: Path) -> None:
         "check-config",
         "schema",
         "runs",
+        "tools",
         "migrate-store",
     }
     assert all(c.help for c in commands._choices_actions)

@@ -51,6 +51,7 @@ def test_check_config_accepts_the_example() -> None:
         "TELEGRAM_WEBHOOK_SECRET": "k",
         "MATRIX_ACCESS_TOKEN": "k",
         "DISCORD_BOT_TOKEN": "k",
+        "MCP_SEARCH_TOKEN": "k",
     }
     from orchestrator.config_checks import available_channel_kinds
 

@@ -24,6 +24,7 @@ from config.models import (
 )
 from config.schema import channel_models
 from config.source import read_yaml
+from config.tools import McpHttpServerConfig, McpStdioServerConfig
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 FAKE_ENV = {
@@ -33,6 +34,7 @@ FAKE_ENV = {
     "TELEGRAM_WEBHOOK_SECRET": "fake-webhook-secret",
     "MATRIX_ACCESS_TOKEN": "syt_fake",
     "DISCORD_BOT_TOKEN": "fake.discord.token",
+    "MCP_SEARCH_TOKEN": "fake-mcp-token",
 }
 
 
@@ -84,6 +86,9 @@ def test_example_shows_every_key(data: Any) -> None:
     )
     assert set().union(*providers) == _fields(ProviderConfig)
     assert set(data["agent"]) == _fields(AgentConfig)
+    servers = data["agent"]["mcp_servers"]
+    assert set(servers["fetch"]) == _fields(McpStdioServerConfig)
+    assert set(servers["search"]) == _fields(McpHttpServerConfig)
     assert set(data["policy"]) == _fields(PolicyConfig)
     assert set(data["policy"]["extra_secret_patterns"][0]) == _fields(SecretPatternConfig)
     assert set(data["policy"]["guardrails"][0]) == _fields(GuardrailConfig)

@@ -109,11 +109,10 @@ def strip_additions(messages: list[str], statuses: set[str], *, own_messages: bo
         out.append(message)
     if out and not own_messages:
         last = out[-1]
-        for suffix in statuses:
-            if last == suffix:
-                last = ""
-            elif last.endswith("\n\n" + suffix):
-                last = last[: -len(suffix) - 2]
+        # The status lines of the running round (one per call), after a blank line.
+        head, gap, block = last.rpartition("\n\n")
+        if block and all(line in statuses for line in block.split("\n")):
+            last = head if gap else ""
         if last.endswith(MARKER):  # the marker, and the blank line before it
             last = last[: -len(MARKER)].rstrip()
             if not last and len(out) > 1:

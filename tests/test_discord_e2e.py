@@ -215,7 +215,7 @@ async def test_an_unanswered_approval_times_out_after_agent_approval_timeout_sec
     assert prompt.content.endswith("⌛ No answer: not approved")
     assert prompt.payload["components"] == []
     tool = bot.provider.requests[1].json["messages"][-1]
-    assert tool["role"] == "tool" and "did not approve" in tool["content"]
+    assert tool["role"] == "tool" and "nobody answered the request to approve" in tool["content"]
 
 
 async def test_relaybot_run_stops_with_one_line_when_the_intent_is_refused(

@@ -102,6 +102,7 @@ class DraftLayout:
         self.version = 0
         self._memo: tuple[int, str] = (-1, "")
         self.status: str | None = None
+        self._status_round_over = False  # a round ended since the last status line
         self.final: list[Target] | None = None
         self._final_cuts: list[Frozen] = []
         self._final_body: str | None = None
@@ -145,10 +146,19 @@ class DraftLayout:
         self._extend()
 
     def set_status(self, status: str) -> None:
-        # A status line takes at most half a message.
-        self.status = clip_line(self._limits, status, self._limits.max_length // 2)
+        """A tool began: its line goes under the lines of the tools that began before it since
+        the last text (one line per call, architecture §3 "Tool status"). The lines take at
+        most half a message."""
+        keep = self.status and not self._status_round_over
+        lines = f"{self.status}\n{status}" if keep else status
+        self._status_round_over = False
+        self.status = clip_line(self._limits, lines, self._limits.max_length // 2)
         self.version += 1
         self._extend()
+
+    def new_status_round(self) -> None:
+        """The next status line starts the lines anew (those shown stay until it comes)."""
+        self._status_round_over = True
 
     def restart(self, round_start: int) -> None:
         """The round's text is gone: cuts past ``round_start`` are forgotten."""

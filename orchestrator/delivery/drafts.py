@@ -149,7 +149,8 @@ class DraftPlanner:
         self._freeze_for_cap()
 
     def on_round_ended(self) -> None:
-        return None
+        # A new round's tools begin: their status lines replace the last round's.
+        self._layout.new_status_round()
 
     def on_restarted(self) -> None:
         self._layout.restart(self._transcript.round_start)

@@ -1,0 +1,100 @@
+"""``relaybot tools`` and ``check-config`` on ``agent.mcp_servers`` (architecture §5 "MCP", §7),
+as a user runs them: the command line in a child process, the MCP peer of
+``tests/peers/mcp_server.py`` started by it over stdio."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _config(tmp_path: Path, agent_extra: str = "") -> Path:
+    peer = json.dumps([sys.executable, "-m", "tests.peers.mcp_server"])
+    path = tmp_path / "tools.yaml"
+    path.write_text(
+        f"""\
+providers:
+  main: {{kind: openai_chat, api_key: k, model: m}}
+agent:
+  providers: [main]
+{agent_extra}  mcp_servers:
+    peer: {{command: {peer}, cwd: "{REPO}"}}
+channels:
+  term: {{kind: console}}
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def _relaybot(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", *args],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+        cwd=REPO,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_tools_lists_built_ins_and_mcp_tools_with_their_approval(tmp_path: Path) -> None:
+    path = _config(tmp_path, "  require_approval: [lookup, peer__current_time]\n")
+    result = _relaybot("tools", "--config", str(path))
+    assert result.returncode == 0, result.stderr
+    rows = [line.split(None, 3) for line in result.stdout.splitlines()]
+    by_name = {row[0]: row[1:] for row in rows}
+    assert rows[0][0] == "current_time" and by_name["current_time"][:2] == ["built-in", "-"]
+    assert by_name["lookup"] == ["mcp:peer", "approval", "Look a key up."]
+    assert by_name["peer__current_time"][:2] == ["mcp:peer", "approval"]
+    assert by_name["slow"][:2] == ["mcp:peer", "-"]
+
+
+def test_tools_exits_1_for_an_approval_name_no_tool_has(tmp_path: Path) -> None:
+    result = _relaybot("tools", "--config", str(_config(tmp_path, "  require_approval: [lokup]\n")))
+    assert result.returncode == 1
+    assert "agent.require_approval: no tool named lokup" in result.stderr
+
+
+def test_check_config_accepts_mcp_servers_and_warns_of_a_missing_program(tmp_path: Path) -> None:
+    path = _config(tmp_path, "  require_approval: [anything]\n")  # checked at start instead
+    assert _relaybot("check-config", str(path)).returncode == 0
+    fixed = (
+        _config(tmp_path, '  require_approval: "*"\n')
+        .read_text("utf-8")
+        .replace(
+            "channels:",
+            '    gone: {command: ["/nonexistent/mcp-server"]}\nchannels:',
+        )
+    )
+    path.write_text(fixed, encoding="utf-8")
+    result = _relaybot("check-config", str(path))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        f"{path}:8: agent.mcp_servers.gone.command[0]: warning: program not found: this MCP "
+        "server would not start (the bot runs without it)"
+    ]
+
+
+def test_check_config_rejects_a_bad_server_entry(tmp_path: Path) -> None:
+    fixed = (
+        _config(tmp_path)
+        .read_text("utf-8")
+        .replace(
+            "channels:",
+            '    web: {url: "ftp://example.com/mcp"}\n    "bad name": {command: [x]}\nchannels:',
+        )
+    )
+    path = tmp_path / "bad.yaml"
+    path.write_text(fixed, encoding="utf-8")
+    result = _relaybot("check-config", str(path))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"{path}:7: agent.mcp_servers.web.url: must be an http:// or https:// URL",
+        f'{path}:8: agent.mcp_servers["bad name"]: must match the pattern ^[a-zA-Z0-9_-]{{1,32}}$',
+    ]

@@ -15,8 +15,8 @@ stream=True)``), ``sdk_anthropic`` (``AsyncAnthropic().messages.create(stream=Tr
 ``ours_openai_chat_uvloop`` (ours on uvloop, trickled only). The trickled runs send one event
 per 0.5 ms (the cost of a wakeup per event, as a real model's pace gives).
 
-Also measured in-process: ``json.loads``, ``orjson.loads``, msgspec and ``json_fast`` on the same Chat Completions
-and Anthropic event payloads (the decode's JSON share).
+Also measured in-process: ``json.loads``, ``orjson.loads``, msgspec and ``json_fast`` on the same
+Chat Completions and Anthropic event payloads (the decode's JSON share).
 
 Usage: ``python -m bench.parse [--events 5000] [--runs 5]``
 """

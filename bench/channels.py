@@ -113,8 +113,8 @@ class StampingPolicies:
         self._policy = policy
         self._channel = channel
 
-    def new_reply(self, channel: str, chat_id: str) -> Any:
-        reply = self._policy.new_reply(channel, chat_id)
+    def new_reply(self, channel: str, chat_id: str, render: Any = None) -> Any:
+        reply = self._policy.new_reply(channel, chat_id, render)
         released = self._channel.released
         feed, finish = reply.feed, reply.finish
         last = [time.monotonic()]

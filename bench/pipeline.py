@@ -104,8 +104,8 @@ class _TimedPolicies:
         self._policy = OutboundPolicy.from_config(PolicyConfig())
         self._feed, self._guard = feed, guard
 
-    def new_reply(self, channel: str, chat_id: str) -> Any:
-        reply = self._policy.new_reply(channel, chat_id)
+    def new_reply(self, channel: str, chat_id: str, render: Any = None) -> Any:
+        reply = self._policy.new_reply(channel, chat_id, render)
         reply.feed = self._feed.wrap(reply.feed)  # type: ignore[method-assign]
         reply.guard_piece = self._guard.wrap(reply.guard_piece)  # type: ignore[method-assign]
         return reply

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
+from channels.visible_text import markdown_visible_text
+
 __all__ = [
     "IMAGE_TYPES",
     "Attachment",
@@ -26,6 +28,7 @@ __all__ = [
     "MessageRef",
     "Rendering",
     "StreamMode",
+    "WriteObserver",
     "utf16_len",
 ]
 
@@ -139,6 +142,10 @@ class Rendering:
 
 InboundHandler = Callable[[InboundMessage], Awaitable[None]]
 
+WriteObserver = Callable[[str, str, "BaseException | None"], None]
+"""Told of every primitive write a channel attempted: (channel name, kind — ``send``, ``edit``,
+``delete``, ``typing`` —, the exception it raised or ``None``). The daemon's metrics use it."""
+
 
 class ChannelState(Protocol):
     """Small values an adapter keeps across restarts (the daemon backs them with its store):
@@ -166,6 +173,9 @@ class Channel(ABC):
     max_image_bytes: int = 10 * 1024 * 1024
     """Images above this many bytes are not fetched (the daemon sets ``agent.max_image_bytes``)."""
 
+    write_observer: WriteObserver | None = None
+    """Set by the daemon: told of every write (metrics); ``None``: nobody listens."""
+
     approval_timeout_secs: float = 120.0
     """How long :meth:`request_approval` waits for the user's answer, in seconds (the daemon sets
     ``agent.approval_timeout_secs``)."""
@@ -176,6 +186,10 @@ class Channel(ABC):
         self._on_inbound = on_inbound
         self.state: ChannelState | None = None
         """Set by the daemon before :meth:`start`; ``None``: nothing survives a restart."""
+
+    def _observe(self, kind: str, error: BaseException | None) -> None:
+        if self.write_observer is not None:
+            self.write_observer(self.name, kind, error)
 
     def health(self) -> ChannelHealth:
         """The channel's state for ``/healthz`` (default: ``ok``). Never blocks."""
@@ -213,6 +227,12 @@ class Channel(ABC):
     @property
     def show_tool_status(self) -> bool:
         return bool(getattr(self.config, "show_tool_status", False))
+
+    @property
+    def final_as_new_message(self) -> bool:
+        """In ``partial``: the final text is sent anew and the drafts deleted, instead of the
+        drafts' final edits (default: no; Matrix ``notice_previews``)."""
+        return False
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -266,22 +286,43 @@ class Channel(ABC):
     ) -> MessageRef:
         """Send a new message, in thread ``thread_id`` when given. ``formatted`` renders the
         model's Markdown for the platform."""
-        return await self._send_message(
-            chat_id, text, formatted=formatted, reply_to=reply_to, thread_id=thread_id
-        )
+        try:
+            ref = await self._send_message(
+                chat_id, text, formatted=formatted, reply_to=reply_to, thread_id=thread_id
+            )
+        except Exception as exc:
+            self._observe("send", exc)
+            raise
+        self._observe("send", None)
+        return ref
 
     @final
     async def edit_message(self, ref: MessageRef, text: str, *, formatted: bool = False) -> None:
         """Replace a message's text. Raises ``MessageNotModified`` when it already shows it."""
-        await self._edit_message(ref, text, formatted=formatted)
+        try:
+            await self._edit_message(ref, text, formatted=formatted)
+        except Exception as exc:
+            self._observe("edit", exc)
+            raise
+        self._observe("edit", None)
 
     @final
     async def delete_message(self, ref: MessageRef) -> None:
-        await self._delete_message(ref)
+        try:
+            await self._delete_message(ref)
+        except Exception as exc:
+            self._observe("delete", exc)
+            raise
+        self._observe("delete", None)
 
     @final
     async def send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
-        await self._send_typing(chat_id, thread_id=thread_id)
+        try:
+            await self._send_typing(chat_id, thread_id=thread_id)
+        except Exception as exc:
+            self._observe("typing", exc)
+            raise
+        self._observe("typing", None)
 
     @final
     async def request_approval(
@@ -324,6 +365,13 @@ class Channel(ABC):
         boundary with it, so a formatted write of a text it measured fits in one message.
         Default: formatting shows like the plain text."""
         return Rendering(text, self.limits.measure(text))
+
+    def visible_text(self, text: str) -> str:
+        """What a reader sees of the model's Markdown ``text`` sent formatted: the outbound
+        policy checks it besides the raw text (architecture §4 "What the reader sees is what is
+        checked"). Pure. Default: ``text`` as a CommonMark client renders it (Matrix, Discord).
+        """
+        return markdown_visible_text(text)
 
     @final
     def render_formatted(self, text: str) -> str:

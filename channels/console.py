@@ -172,6 +172,10 @@ class ConsoleChannel(Channel):
         Console(file=out, width=self._console.width, color_system=None).print(Markdown(text))
         return Rendering(out.getvalue().rstrip(), len(text))
 
+    def visible_text(self, text: str) -> str:
+        """What the terminal shows of ``text``: its rich rendering."""
+        return self.render(text).form
+
     def _read_line(self) -> str | None:
         """One line of input, or None at its end (Ctrl-D at an empty prompt)."""
         if self._prompting:

@@ -219,7 +219,7 @@ class DiscordChannel(Channel):
         try:
             await client.login(token)
         except discord.LoginFailure:
-            raise ChannelStartError("invalid token (401 Unauthorized)") from None
+            raise ChannelStartError("invalid token (401 Unauthorized)", permanent=True) from None
         except (discord.HTTPException, aiohttp.ClientError, OSError) as exc:
             cause = str(exc).replace(token, "<token>")
             host = self._api_host()
@@ -235,7 +235,7 @@ class DiscordChannel(Channel):
         if connect.done():
             failure = connect.exception()
             if isinstance(failure, discord.PrivilegedIntentsRequired):
-                raise ChannelStartError(INTENT_HELP)
+                raise ChannelStartError(INTENT_HELP, permanent=True)
             raise ChannelStartError(f"the Discord gateway closed the connection: {failure}")
         if not self._ready.is_set():
             connect.cancel()

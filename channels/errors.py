@@ -11,7 +11,7 @@ Hierarchy::
     ├── DestinationGone       the chat or thread the reply goes to no longer exists
     ├── ChannelTimeout        no answer in time; the write MAY have landed (never blindly re-send)
     ├── ChannelUnavailable    refused outright (5xx, connection refused): it did NOT land
-    ├── ChannelStartError     the channel could not start (bad token, unreachable server)
+    ├── ChannelStartError     the channel could not start (bad token: permanent; unreachable server)
     └── ChannelWriteFailed    any other rejected write (the message says what the platform said)
 """
 
@@ -85,7 +85,13 @@ class ChannelUnavailable(ChannelError):
 
 
 class ChannelStartError(ChannelError):
-    pass
+    """The channel could not start. ``permanent``: the cause will not go away by itself (a
+    rejected token or credential), so the daemon does not retry; otherwise (server unreachable,
+    5xx, a timeout) it retries with backoff (architecture §7)."""
+
+    def __init__(self, message: str = "", *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class ChannelWriteFailed(ChannelError):

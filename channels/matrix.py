@@ -2,12 +2,16 @@
 
 Theory of operation
 -------------------
-The adapter executes primitive writes; the delivery engine decides what to write and when.
+The adapter executes primitive writes; the delivery engine decides what to write and when. This
+module holds the lifecycle (start, the sync loop, health, stop) and the primitives; the rest is in
+modules named for what they hold: :mod:`channels.matrix_login` (access token or password, the
+device), :mod:`channels.matrix_inbound` (a sync's invites and events into inbound messages),
+:mod:`channels.matrix_crypto` (end-to-end encryption: when it is on, the device's keys),
+:mod:`channels.matrix_nio` (the client and its errors as channel errors),
+:mod:`channels.matrix_content` and :mod:`channels.matrix_format` (what a write carries),
+:mod:`channels.matrix_events` (reading relations and mentions) and
+:mod:`channels.matrix_approvals` (open approval prompts).
 
-* **Login.** ``access_token`` (+ ``device_id``) is checked with ``/account/whoami``; otherwise
-  ``password`` logs in, reusing the device id kept in the channel state, so restarts do not
-  pile up devices. A rejected credential or an unreachable homeserver is a
-  :class:`ChannelStartError` with a one-line cause, never the secret.
 * **Sync.** :meth:`MatrixChannel.serve` long-polls ``/sync`` with a filter whose timeline limit
   (200) exceeds the default 10. The ``next_batch`` token is saved in the channel state after
   every event of a batch was handed on (the daemon keeps each message in its store before
@@ -15,19 +19,12 @@ The adapter executes primitive writes; the delivery engine decides what to write
   it was down. On the very first start (no token) one sync only takes the token: events from
   before the bot first ran are never answered; the first start's time is kept too, and older
   events are skipped whatever the token. The first sync after each start takes the rooms' full
-  state (``full_state``: member counts decide what is a direct room); a ``limited`` timeline
-  (more than 200 events since the last sync) is completed with ``/messages`` back to the
-  previous token.
-* **Inbound.** ``m.text`` messages (not ``m.notice``: other bots', not edits, not our own)
-  become :class:`InboundMessage`: ``chat_id`` the room id, ``sender_id`` the MXID and
-  ``sender_handle`` the MXID without ``@`` (the homeserver verifies it; ``sender_name`` is the
-  display name, shown only), ``is_direct`` for rooms of at most two members,
-  ``mentions_bot`` for ``m.mentions``, the MXID or display name in the body, or a reply to one
-  of our events; ``thread_id`` the thread root. ``allowed_rooms`` (when set) filters rooms;
-  the orchestrator applies ``allowed_users`` and ``respond_in_groups``. Invites from allowed
-  users (to allowed rooms) are joined; an encrypted room is refused with one log line (this
-  version builds its clients without e2e; the line says to install matrix-nio[e2e] when libolm
-  is absent), and nothing is ever sent into one.
+  state (``full_state``: member counts decide what is a direct room). While syncs fail,
+  :meth:`MatrixChannel.health` is ``degraded`` with the cause; the loop retries with back-off.
+* **Encrypted rooms.** With matrix-nio's e2e extra and a ``store_path``, the device's keys are
+  uploaded at start and kept current after every sync; encrypted rooms are joined, their
+  events read decrypted and every write into them encrypted. Otherwise they are refused with one
+  log line naming the cause, and nothing is ever sent into one in plaintext.
 * **Writes.** One request per primitive, no splitting, no waiting: clients are built with
   ``max_limit_exceeded=0`` and ``max_timeouts=0``, so ``M_LIMIT_EXCEEDED`` becomes
   :class:`ChannelRateLimited` (``retry_after_ms`` / 1000 s) and the engine honours it
@@ -35,9 +32,10 @@ The adapter executes primitive writes; the delivery engine decides what to write
   (:mod:`channels.matrix_format`); edits are ``m.replace`` with ``m.new_content`` and the
   outer ``body`` ``* `` + text; a thread's writes carry ``rel_type: m.thread``; the first
   message of a reply references the user's event (``m.in_reply_to``) in rooms of more than two
-  members. ``notice_previews``: plain (preview) writes are ``m.notice``, the formatted final
-  edit ``m.text``. ``live_marker``: plain writes carry ``org.matrix.msc4357.live``, the final
-  formatted edit drops it (MSC4357).
+  members. ``notice_previews``: plain (preview) writes are ``m.notice``; the engine sends the
+  final text as a new ``m.text`` event (the one that notifies) and then redacts the previews
+  (architecture §3 "Matrix specifics"). ``live_marker``: plain writes carry
+  ``org.matrix.msc4357.live``, the final formatted write drops it (MSC4357).
 * **Approvals.** A prompt; a reply ``yes``/``no`` to it (or, with one prompt open in the room,
   a plain ``yes``/``no``) or a ✅/❌ reaction on it from an allowed user answers it.
 """
@@ -47,41 +45,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections import deque
 from typing import Any
 
 import aiohttp
 import anyio
 import nio
-from nio.crypto import ENCRYPTION_ENABLED
+import nio.exceptions
 
 from channels.base import (
     Channel,
     ChannelHealth,
     InboundHandler,
-    InboundMessage,
     MessageRef,
     Rendering,
 )
-from channels.errors import (
-    ChannelStartError,
-    ChannelTimeout,
-    ChannelUnavailable,
-    ChannelWriteFailed,
-)
+from channels.errors import ChannelStartError, ChannelWriteFailed
 from channels.limits import MATRIX_LIMITS
-from channels.matrix_approvals import Approvals
 from channels.matrix_content import LIVE_KEY, edit_content, send_content
-from channels.matrix_events import (
-    is_edit,
-    mentions_user,
-    reaction_answer,
-    reply_target,
-    strip_reply_fallback,
-    thread_root,
-)
+from channels.matrix_crypto import KeyKeeper, KeysRejected, refusal_cause
 from channels.matrix_format import markdown_to_html
-from channels.matrix_nio import InviteAwareClient, build_client, translate
+from channels.matrix_inbound import MatrixInbound
+from channels.matrix_login import DEVICE_KEY, log_in
+from channels.matrix_nio import InviteAwareClient, build_client, call
 from config.models import MatrixChannelConfig
 
 __all__ = ["LIVE_KEY", "SYNC_FILTER", "MatrixChannel"]
@@ -95,15 +80,7 @@ SYNC_FILTER: dict[str, Any] = {
 }
 """The ``/sync`` filter: a timeline limit (200 events) above the default of 10."""
 _FIRST_FILTER: dict[str, Any] = {**SYNC_FILTER, "room": {"timeline": {"limit": 1}}}
-_TOKEN, _DEVICE, _FIRST_START = "sync_token", "device_id", "first_start_ms"
-_OWN_EVENTS_KEPT = 2000
-_GAP_PAGES = 20
-_E2E_CAUSE = (
-    "end-to-end encryption is not supported by this version"
-    if ENCRYPTION_ENABLED
-    else "install matrix-nio[e2e]"
-)
-"""Why encrypted rooms are refused: the clients are built without e2e in any case."""
+_TOKEN, _FIRST_START = "sync_token", "first_start_ms"
 
 
 class MatrixChannel(Channel):
@@ -134,16 +111,23 @@ class MatrixChannel(Channel):
         self.sync_timeout_ms = sync_timeout_ms
         self.request_timeout_secs = request_timeout_secs
         self._client: InviteAwareClient | None = None
-        self._display_name = ""
-        self._first_start_ms = 0
-        self._own: deque[str] = deque(maxlen=_OWN_EVENTS_KEPT)
-        self._approvals = Approvals()
-        self._warned_encrypted: set[str] = set()
-        self._refused: set[str] = set()
+        self._inbound = MatrixInbound(name, config, on_inbound, refused=None)
+        self._keys = KeyKeeper(name)
         self._serving: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
         self._sync_problem: str | None = None
         self._synced = False  # the first sync after start takes the rooms' full state
+
+    @property
+    def final_as_new_message(self) -> bool:
+        """``notice_previews`` in ``partial``: the finished answer is a new ``m.text`` (the one
+        event that notifies), the notices then redacted."""
+        return self.config.notice_previews and self.stream_mode == "partial"
+
+    @property
+    def encrypted(self) -> bool:
+        """End-to-end encryption is on (known once started)."""
+        return self._client is not None and self._inbound.refused is None
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -155,70 +139,69 @@ class MatrixChannel(Channel):
             await self.state.set(key, value)
 
     async def start(self) -> None:
-        """Log in, then take the sync token (the first start's sync answers nothing).
+        """Log in, upload the device's keys (encryption on), then take the sync token (the
+        first start's sync answers nothing).
 
         Raises:
-            ChannelStartError: a rejected credential or an unreachable homeserver; one line.
+            ChannelStartError: a rejected credential, an unreachable homeserver, or device keys
+                the homeserver refused; one line.
         """
         if self._client is not None:
             return
-        _LOG.info("%s: encrypted rooms are refused (%s)", self.name, _E2E_CAUSE)
-        device = self.config.device_id or await self._get(_DEVICE)
+        refused = refusal_cause(self.config.store_path)
+        self._inbound.refused = refused
+        store = self.config.store_path if refused is None else None
+        if refused is None:
+            _LOG.info("%s: end-to-end encryption on, keys in %s", self.name, store)
+        else:
+            _LOG.info("%s: encrypted rooms are refused (%s)", self.name, refused)
+        device = self.config.device_id or await self._get(DEVICE_KEY)
         client = build_client(
             self.config.homeserver,
             self.config.user_id,
             device,
             request_timeout_secs=self.request_timeout_secs,
+            store_path=store,
         )
         try:
-            await self._login(client)
-            profile = await client.get_displayname(self.config.user_id)
-            if isinstance(profile, nio.ProfileGetDisplayNameResponse):
-                self._display_name = profile.displayname or ""
-            first = await self._get(_FIRST_START)
-            if first is None:
-                first = str(int(time.time() * 1000))
-                await self._set(_FIRST_START, first)
-            self._first_start_ms = int(first)
-            token = await self._get(_TOKEN)
-            if token is None:
-                response = await client.sync(timeout=0, sync_filter=_FIRST_FILTER)
-                if not isinstance(response, nio.SyncResponse):
-                    raise ChannelStartError(f"the first sync failed: {response.message}")
-                await self._handle_invites(client, response)
-                await self._set(_TOKEN, response.next_batch)
-            else:
-                client.next_batch = token
+            await log_in(client, self.config, self._set, encrypted=store is not None)
+            if store is not None:
+                await self._upload_keys(client, store)
+            await self._take_token(client)
         except BaseException:
             await client.close()
             raise
         self._client = client
 
-    async def _login(self, client: InviteAwareClient) -> None:
-        host = self.config.homeserver
+    async def _upload_keys(self, client: InviteAwareClient, store: str) -> None:
         try:
-            if self.config.access_token is not None:
-                client.restore_login(
-                    self.config.user_id,
-                    self.config.device_id or "",
-                    self.config.access_token.get_secret_value(),
-                )
-                who = await client.whoami()
-                if not isinstance(who, nio.WhoamiResponse):
-                    raise ChannelStartError(f"access token rejected ({who.status_code})")
-                if who.user_id != self.config.user_id:
-                    raise ChannelStartError(f"the access token belongs to {who.user_id}")
-                client.device_id = who.device_id or client.device_id
-                return
-            assert self.config.password is not None
-            login = await client.login(
-                self.config.password.get_secret_value(), device_name="relaybot"
-            )
-            if not isinstance(login, nio.LoginResponse):
-                raise ChannelStartError(f"login refused ({login.status_code}: {login.message})")
-            await self._set(_DEVICE, login.device_id)
+            await self._keys.upload(client)
+        except KeysRejected as exc:
+            raise ChannelStartError(
+                f"the homeserver refused the keys of device {client.device_id} ({exc}); "
+                f"was the key store in {store} lost? Log in as a new device"
+            ) from None
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise ChannelStartError(f"cannot reach the homeserver at {host}: {exc}") from None
+            raise ChannelStartError(f"cannot upload the device keys: {exc}") from None
+
+    async def _take_token(self, client: InviteAwareClient) -> None:
+        profile = await client.get_displayname(self.config.user_id)
+        if isinstance(profile, nio.ProfileGetDisplayNameResponse):
+            self._inbound.display_name = profile.displayname or ""
+        first = await self._get(_FIRST_START)
+        if first is None:
+            first = str(int(time.time() * 1000))
+            await self._set(_FIRST_START, first)
+        self._inbound.first_start_ms = int(first)
+        token = await self._get(_TOKEN)
+        if token is None:
+            response = await client.sync(timeout=0, sync_filter=_FIRST_FILTER)
+            if not isinstance(response, nio.SyncResponse):
+                raise ChannelStartError(f"the first sync failed: {response.message}")
+            await self._inbound.handle_invites(client, response)
+            await self._set(_TOKEN, response.next_batch)
+        else:
+            client.next_batch = token
 
     async def stop(self) -> None:
         """Stop syncing and close the HTTP session. Idempotent."""
@@ -236,8 +219,9 @@ class MatrixChannel(Channel):
         return ChannelHealth()
 
     async def serve(self) -> None:
-        """The sync loop: each batch's events handed on, then its token saved. Failures are
-        logged and retried with backoff (1 s doubling to 30 s)."""
+        """The sync loop: each batch's events handed on, then its token saved, then the
+        device's keys kept current (encryption on). Failures are logged and retried with
+        backoff (1 s doubling to 30 s)."""
         backoff = 1.0
         with anyio.CancelScope() as self._serving:
             while self._client is not None:
@@ -256,8 +240,10 @@ class MatrixChannel(Channel):
                 if isinstance(response, nio.SyncResponse):
                     self._sync_problem = None
                     self._synced = True
-                    await self._handle(client, response, since)
+                    await self._inbound.handle(client, response, since)
                     await self._set(_TOKEN, response.next_batch)
+                    if self.encrypted:
+                        await self._refresh_keys(client)
                     backoff = 1.0
                     continue
                 if response is not None:
@@ -267,121 +253,13 @@ class MatrixChannel(Channel):
                     await self._stopped.wait()
                 backoff = min(backoff * 2, 30.0)
 
-    # -- inbound --------------------------------------------------------------------------
-
-    def _allowed_user(self, user_id: str) -> bool:
-        names = {str(user).strip().lstrip("@").lower() for user in self.config.allowed_users}
-        return "*" in names or user_id.lstrip("@").lower() in names
-
-    def _allowed_room(self, room_id: str) -> bool:
-        return not self.config.allowed_rooms or room_id in self.config.allowed_rooms
-
-    async def _handle_invites(self, client: InviteAwareClient, response: nio.SyncResponse) -> None:
-        for room_id, info in response.rooms.invite.items():
-            inviter, encrypted = None, room_id in client.encrypted_invites
-            for event in info.invite_state:
-                source = getattr(event, "source", {})
-                if (
-                    source.get("type") == "m.room.member"
-                    and source.get("state_key") == self.config.user_id
-                ):
-                    inviter = source.get("sender")
-            if inviter is None or not self._allowed_user(inviter):
-                _LOG.info("%s: ignoring an invite to %s from %s", self.name, room_id, inviter)
-            elif not self._allowed_room(room_id):
-                _LOG.info("%s: ignoring an invite to %s: not in allowed_rooms", self.name, room_id)
-            elif encrypted:
-                if room_id in self._refused:
-                    continue
-                self._refused.add(room_id)
-                _LOG.warning(
-                    "%s: not joining the encrypted room %s: %s", self.name, room_id, _E2E_CAUSE
-                )
-            else:
-                joined = await client.join(room_id)
-                if not isinstance(joined, nio.JoinResponse):
-                    _LOG.warning("%s: could not join %s: %s", self.name, room_id, joined.message)
-
-    async def _handle(
-        self, client: InviteAwareClient, response: nio.SyncResponse, since: str | None
-    ) -> None:
-        await self._handle_invites(client, response)
-        for room_id, room in response.rooms.join.items():
-            if not self._allowed_room(room_id):
-                continue
-            if room.timeline.limited and since and room.timeline.prev_batch:
-                for source in await self._gap(client, room_id, room.timeline.prev_batch, since):
-                    await self._on_event(client, room_id, source)
-            for event in room.timeline.events:
-                await self._on_event(client, room_id, event.source)
-
-    async def _gap(
-        self, client: InviteAwareClient, room_id: str, start: str, since: str
-    ) -> list[dict[str, Any]]:
-        """The events a ``limited`` sync left out (more than the filter's 200 arrived since
-        ``since``, e.g. while the bot was down), oldest first: ``/messages`` backwards from the
-        timeline's ``prev_batch`` to the previous sync token, at most
-        :data:`_GAP_PAGES` pages of 100 (Client-Server API "Syncing", limited timelines)."""
-        gap: list[dict[str, Any]] = []
-        for _ in range(_GAP_PAGES):
-            page = await client.room_messages(room_id, start, end=since, limit=100)
-            if not isinstance(page, nio.RoomMessagesResponse):
-                _LOG.warning("%s: could not fetch missed events of %s", self.name, room_id)
-                break
-            gap.extend(event.source for event in page.chunk)
-            if not page.chunk or not page.end or page.end == start:
-                break
-            start = page.end
-        return gap[::-1]
-
-    async def _on_event(
-        self, client: InviteAwareClient, room_id: str, event: dict[str, Any]
-    ) -> None:
-        sender, kind = event.get("sender"), event.get("type")
-        content = event.get("content")
-        if not isinstance(content, dict) or not isinstance(sender, str):
-            return
-        if sender == self.config.user_id:
-            self._own.append(str(event.get("event_id")))
-            return
-        if int(event.get("origin_server_ts", 0)) < self._first_start_ms:
-            return
-        if kind == "m.room.encrypted":
-            if room_id not in self._warned_encrypted:
-                self._warned_encrypted.add(room_id)
-                _LOG.warning("%s: cannot read the encrypted room %s", self.name, room_id)
-            return
-        if kind == "m.reaction":
-            answer = reaction_answer(content)
-            if answer is not None and self._allowed_user(sender):
-                self._approvals.answer(*answer)
-            return
-        if kind != "m.room.message" or content.get("msgtype") != "m.text" or is_edit(content):
-            return
-        body = content.get("body")
-        if not isinstance(body, str):
-            return
-        replied = reply_target(content)
-        text = strip_reply_fallback(body) if replied else body
-        if self._allowed_user(sender) and self._approvals.answer_text(room_id, replied, text):
-            return
-        matrix_room = client.rooms.get(room_id)
-        members = matrix_room.member_count if matrix_room is not None else 2
-        await self._on_inbound(
-            InboundMessage(
-                channel=self.name,
-                chat_id=room_id,
-                sender_id=sender,
-                sender_name=(matrix_room.user_name(sender) if matrix_room else None) or sender,
-                sender_handle=sender.removeprefix("@"),  # the MXID, verified by the homeserver
-                text=text,
-                message_id=str(event.get("event_id")),
-                is_direct=members <= 2,
-                mentions_bot=(replied is not None and replied in self._own)
-                or mentions_user(content, text, self.config.user_id, self._display_name),
-                thread_id=thread_root(content),
-            )
-        )
+    async def _refresh_keys(self, client: InviteAwareClient) -> None:
+        """Keep the device's keys current after a sync; a failure is logged and the keys are
+        tried again after the next sync."""
+        try:
+            await self._keys.refresh(client)
+        except (aiohttp.ClientError, TimeoutError, nio.exceptions.LocalProtocolError) as exc:
+            _LOG.warning("%s: keeping the device keys failed: %s", self.name, exc)
 
     # -- primitives -----------------------------------------------------------------------
 
@@ -390,20 +268,6 @@ class MatrixChannel(Channel):
             raise ChannelWriteFailed(f"channel {self.name!r} is not started")
         return self._client
 
-    async def _call(self, request: Any, *, length: int = 0) -> Any:
-        """Await one nio request; its error response or exception as a channel error."""
-        try:
-            response = await request
-        except TimeoutError as exc:
-            raise ChannelTimeout(f"the homeserver did not answer in time: {exc}") from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise ChannelUnavailable(f"cannot reach the homeserver: {exc}") from exc
-        except aiohttp.ClientError as exc:  # the request may have reached the server
-            raise ChannelTimeout(f"the connection failed: {exc}") from exc
-        if isinstance(response, nio.ErrorResponse):
-            raise translate(response, length)
-        return response
-
     def _live(self, formatted: bool) -> bool:
         return self.config.live_marker and not formatted and self.stream_mode == "partial"
 
@@ -411,10 +275,18 @@ class MatrixChannel(Channel):
         notice = self.config.notice_previews and not formatted and self.stream_mode == "partial"
         return "m.notice" if notice else "m.text"
 
-    def _refuse_encrypted(self, client: InviteAwareClient, room_id: str) -> None:
+    async def _room_send(self, client: InviteAwareClient, room_id: str, content: Any) -> Any:
+        """Send one ``m.room.message``: encrypted into an encrypted room (never plaintext), the
+        keys brought up to date first."""
         room = client.rooms.get(room_id)
-        if room is not None and room.encrypted:  # never plaintext into an encrypted room
-            raise ChannelWriteFailed(f"{room_id} is encrypted: {_E2E_CAUSE}")
+        if room is not None and room.encrypted:
+            if self._inbound.refused is not None:
+                raise ChannelWriteFailed(f"{room_id} is encrypted: {self._inbound.refused}")
+            await call(self._keys.refresh(client))
+        request = client.room_send(
+            room_id, "m.room.message", content, ignore_unverified_devices=True
+        )
+        return await call(request, length=len(content.get("body", "")))
 
     async def _send_message(
         self,
@@ -426,7 +298,6 @@ class MatrixChannel(Channel):
         thread_id: str | None = None,
     ) -> MessageRef:
         client = self._connected()
-        self._refuse_encrypted(client, chat_id)
         room = client.rooms.get(chat_id)
         content = send_content(
             text,
@@ -437,10 +308,8 @@ class MatrixChannel(Channel):
             reply_to=reply_to,
             group=room is not None and room.member_count > 2,
         )
-        sent = await self._call(
-            client.room_send(chat_id, "m.room.message", content), length=len(text)
-        )
-        self._own.append(sent.event_id)
+        sent = await self._room_send(client, chat_id, content)
+        self._inbound.note_own(sent.event_id)
         return MessageRef(chat_id, sent.event_id)
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
@@ -452,15 +321,15 @@ class MatrixChannel(Channel):
             msgtype=self._msgtype(formatted),
             live=self._live(formatted),
         )
-        await self._call(client.room_send(ref.chat_id, "m.room.message", content), length=len(text))
+        await self._room_send(client, ref.chat_id, content)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         client = self._connected()
-        await self._call(client.room_redact(ref.chat_id, ref.message_id))
+        await call(client.room_redact(ref.chat_id, ref.message_id))
 
     async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         client = self._connected()
-        await self._call(client.room_typing(chat_id, True, timeout=5000))
+        await call(client.room_typing(chat_id, True, timeout=5000))
 
     async def _request_approval(
         self, chat_id: str, prompt: str, *, thread_id: str | None = None
@@ -470,12 +339,13 @@ class MatrixChannel(Channel):
         ref = await self._send_message(
             chat_id, question, formatted=False, reply_to=None, thread_id=thread_id
         )
-        approval = self._approvals.open(chat_id, ref.message_id)
+        approvals = self._inbound.approvals
+        approval = approvals.open(chat_id, ref.message_id)
         try:
             with anyio.move_on_after(self.approval_timeout_secs):
                 await approval.answered.wait()
         finally:
-            self._approvals.close(ref.message_id)
+            approvals.close(ref.message_id)
         outcome = {True: "✅ Approved", False: "❌ Denied", None: "⌛ No answer: not approved"}
         with contextlib.suppress(Exception):  # the answer stands either way
             await self._edit_message(

@@ -223,7 +223,9 @@ class TelegramChannel(Channel):
         except (TelegramError, OSError) as exc:
             with contextlib.suppress(Exception):
                 await app.bot.shutdown()
-            raise ChannelStartError(self._start_failure(exc)) from None  # PTB's text has the token
+            permanent = isinstance(exc, InvalidToken)  # a rejected token: no retry
+            # PTB's text has the token
+            raise ChannelStartError(self._start_failure(exc), permanent=permanent) from None
         self._me = app.bot.bot
         self._reader.me, self._reader.bot = self._me, app.bot
         self._reader.max_image_bytes = self.max_image_bytes
@@ -421,6 +423,11 @@ class TelegramChannel(Channel):
         except TelegramError as exc:
             _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
         return approval.answer
+
+    def visible_text(self, text: str) -> str:
+        """The visible text of ``text`` sent formatted: Telegram shows ``text`` without its
+        entities."""
+        return markdown_to_telegram(text).text
 
     def render(self, text: str) -> Rendering:
         """The final form of ``text``: its visible text when Markdown left no formatting, else

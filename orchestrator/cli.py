@@ -6,10 +6,13 @@
                                    else the built-in demo model.
 ``relaybot check-config FILE``     exit 0, or print ``FILE:LINE: key.path: message`` lines, exit 2.
 ``relaybot schema``                print the JSON Schema of the config file.
+``relaybot runs [--limit N] [--chat ID] [--json]``  the latest rounds from the store
+                                   (:mod:`orchestrator.runs_cli`).
 ``relaybot --version``             print the version.
 
-Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 a channel could not start or a piped
-console run could not produce an answer, 2 bad config or bad arguments. Bare ``relaybot``
+Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 no channel could start or a piped
+console run could not produce an answer, 2 bad config or bad arguments. SIGHUP makes ``run``
+read its config file again. Bare ``relaybot``
 prints the help. Output cut short by the reader (``relaybot schema | head``) ends the command
 quietly with exit 1, as the Python documentation recommends for ``EPIPE``.
 """
@@ -50,13 +53,17 @@ OPENAI_API_KEY is set, else Anthropic when ANTHROPIC_API_KEY is set, else a buil
 """
 
 _EPILOG = """\
-exit codes: 0 normal end (also after SIGINT/SIGTERM); 1 a channel could not start, or a piped
+exit codes: 0 normal end (also after SIGINT/SIGTERM); 1 no channel could start, or a piped
 console run could not produce an answer; 2 a bad config file or bad arguments.
 Run `relaybot COMMAND --help` for the options of a command."""
 
 _RUN_DESCRIPTION = """\
 Start every channel of the config file and answer messages until SIGINT or SIGTERM; running
-answers then get up to 30 s to finish (a second signal cuts that short).
+answers then get up to 30 s to finish (a second signal cuts that short). A channel that cannot
+start because its server is unreachable is retried with backoff while the others serve; when no
+channel comes up the exit code is 1. SIGHUP reads the config file again: changed channels and
+providers restart, the others keep their running answers; a file that does not validate is
+logged in one line and the running config stays.
 
 Without --config and RELAYBOT_CONFIG no file is looked up: the embedded default runs the console
 channel (this terminal; /help lists its commands and keys) with
@@ -134,6 +141,9 @@ def _parser() -> argparse.ArgumentParser:
         description=_SCHEMA_DESCRIPTION,
         formatter_class=raw,
     )
+    from orchestrator import runs_cli
+
+    runs_cli.add_parser(sub)
     return parser
 
 
@@ -162,7 +172,34 @@ def _main(argv: Sequence[str] | None) -> int:
 
         sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
         return _flush()
-    return _run(args)
+    if args.command == "runs":
+        from orchestrator import runs_cli
+
+        return runs_cli.run(args)
+    code = _run(args)
+    return code if argv is not None else _exit_now_if_threads_hang(code)
+
+
+def _exit_now_if_threads_hang(code: int) -> int:
+    """End the process with ``code`` now when a worker thread is still blocked (the console's
+    read of stdin, which no cancellation can interrupt): the interpreter would otherwise wait
+    for it at exit, and SIGTERM would not end the process until stdin closes (architecture §7).
+    Output is flushed first; nothing else is left to clean up once the daemon returned. Only
+    for the command itself (``argv`` not given): a caller in the same process keeps it."""
+    import threading
+
+    hanging = [
+        t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
+    ]
+    if not hanging:
+        return code
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _flush() -> int:
@@ -224,7 +261,7 @@ def _run(args: argparse.Namespace) -> int:
     level_name = (args.log_level or ("warning" if interactive else "info")).upper()
     _setup_logging(config, args.log_format, getattr(logging, level_name, logging.INFO))
     try:
-        return anyio.run(_serve, config, environ, backend_options=_loop_options())
+        return anyio.run(_serve, config, environ, path, backend_options=_loop_options())
     except KeyboardInterrupt:
         return 0
 
@@ -245,11 +282,13 @@ def _loop_options() -> dict[str, bool]:
     return {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
 
 
-async def _serve(config: RelaybotConfig | None, environ: dict[str, str]) -> int:
+async def _serve(
+    config: RelaybotConfig | None, environ: dict[str, str], path: str | None = None
+) -> int:
     from orchestrator.daemon import serve
 
     if config is not None:
-        return await serve(config, storage_path=Path(config.storage.path))
+        return await serve(config, storage_path=Path(config.storage.path), config_path=path)
     if environ.get("OPENAI_API_KEY") or environ.get("ANTHROPIC_API_KEY"):
         default = default_config(environ, demo_base_url=None)
         return await serve(default, storage_path=Path(default.storage.path))

@@ -3,11 +3,19 @@
 Theory of operation
 -------------------
 ``serve`` builds the providers, tools, store, policy and channels from a validated config and
-starts every channel. A channel that cannot start ends the run with exit code 1 and one line
-naming it. Then it waits for SIGINT/SIGTERM — or, when the console is the only channel, for the
-end of its input. Shutdown stops taking messages, lets running turns finish for up to
-``SHUTDOWN_GRACE_SECS``, then cuts the model work of any turn still running (its reply ends with
-the interrupted marker), stops the channels and returns 0.
+starts every channel, each under a :class:`~orchestrator.lifecycle.ChannelSupervisor`: a channel
+that cannot start for a transient cause (server unreachable) is retried with backoff while the
+others serve, and so is one whose connection is lost later (``/healthz`` shows it ``degraded``);
+a permanent cause (a rejected token) is one line naming the channel. When no channel came up
+the run ends with exit code 1 and one line per channel. Then it waits for SIGINT/SIGTERM — or,
+when the console is the only channel, for the end of its input. Shutdown stops taking messages,
+lets running turns finish for up to ``SHUTDOWN_GRACE_SECS``, then cuts the model work of any turn
+still running (its reply ends with the interrupted marker), stops the channels and the HTTP
+server, each within a bound, and returns 0.
+
+SIGHUP reads the config file again (:mod:`orchestrator.reload`): when it validates, channels and
+providers that were added, removed or changed are stopped and started, the others keep their
+running answers; otherwise the running config stays and one line says why.
 
 Every message is kept in the store's waiting messages until its turn starts (architecture §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
@@ -24,6 +32,7 @@ Every task has an owner: the root task group spans the whole run.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import time
@@ -41,15 +50,17 @@ from channels.registry import build_channel
 from config.models import RelaybotConfig
 from orchestrator.access import AccessControl
 from orchestrator.dispatch import Dispatcher
-from orchestrator.http_server import HttpServer
 from orchestrator.images import screen_images
+from orchestrator.lifecycle import ChannelSupervisor
 from orchestrator.metrics import Metrics
+from orchestrator.ops_server import OpsServer, parse_listen
 from orchestrator.policy import OutboundPolicy
-from orchestrator.rounds import ChainEntry, RoundRunner
-from orchestrator.store import AsyncStore, Store, WaitingMessage
+from orchestrator.provider_chain import ProviderChain
+from orchestrator.reload import plan_reload, read_for_reload
+from orchestrator.reply_stats import ReplyStats
+from orchestrator.store import AsyncStore, RoundRecord, Store, WaitingMessage
 from orchestrator.tools import ToolRegistry
 from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
-from providers.registry import build_provider
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
 
@@ -81,6 +92,8 @@ class Daemon:
         config: the validated config.
         storage_path: the SQLite store's file.
         channel_factory: builds each channel (tests pass one that sets short network timeouts).
+        policy: the outbound policy (default: built from ``config.policy``).
+        config_path: the file SIGHUP reads again (``None``: the embedded default, no reload).
     """
 
     def __init__(
@@ -89,30 +102,34 @@ class Daemon:
         *,
         storage_path: str | Path,
         channel_factory: ChannelFactory = build_channel,
+        policy: OutboundPolicy | None = None,
+        config_path: str | Path | None = None,
     ) -> None:
         self.config = config
+        self._config_path = config_path
         self._channel_factory = channel_factory
         self.store = Store(storage_path)  # blocking: start-up, shutdown and tests
         self._store = AsyncStore(self.store)  # everything on the event loop
-        self.policy = OutboundPolicy.from_config(config.policy)
+        self.policy = policy if policy is not None else OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
-        chain = [
-            ChainEntry(build_provider(name, config.providers[name]), config.providers[name])
-            for name in config.agent.providers
-        ]
+        self.policy.redactor.observer = self.metrics.observe_redaction
+        self._providers = ProviderChain(config, self.metrics)
+        self._replies = ReplyStats()
         self.turns = TurnRunner(
             agent=config.agent,
-            rounds=RoundRunner(chain),
+            rounds=self._providers.rounds,
             tools=ToolRegistry.from_names(config.agent.tools),
             store=self._store,
             policies=self.policy,
-            on_round=self.metrics.observe_round,
+            on_round=self._on_round,
             on_moved=self._chat_moved,
         )
-        self._chain = chain
-        self._vision = config.providers[config.agent.providers[0]].vision
-        self.metrics.health = lambda: {n: c.health() for n, c in self.channels.items()}
+        self.metrics.health = lambda: {n: s.health() for n, s in self.supervisors.items()}
         self.channels: dict[str, Channel] = {}
+        self.supervisors: dict[str, ChannelSupervisor] = {}
+        self._tg: TaskGroup | None = None
+        self._reloading = anyio.Lock()
+        self._active_turns = 0
         self._access: dict[str, AccessControl] = {}
         self._dispatcher: Dispatcher | None = None
         self.stopping = anyio.Event()
@@ -121,68 +138,66 @@ class Daemon:
         self._unanswered: str | None = None  # cause of the first answer not produced
 
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code: 0, or 1 when a channel fails, or
-        when a console-only run ended with its piped input and an answer was not produced."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up,
+        or when a console-only run ended with its piped input and an answer was not produced."""
         try:
             async with anyio.create_task_group() as tg:
+                self._tg = tg
                 code = await self._run(tg, handle_signals)
                 tg.cancel_scope.cancel()
             return code
         finally:
-            for entry in self._chain:
-                with anyio.CancelScope(shield=True):
-                    await entry.provider.aclose()
+            await self._providers.aclose()
             self.store.close()
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
         self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting, held=True)
+        self.metrics.queued.set_function(lambda: self._dispatcher.queued if self._dispatcher else 0)
+        self.metrics.active_turns.set_function(lambda: self._active_turns)
+        unbuilt: dict[str, str] = {}
         for name, channel_config in self.config.channels.items():
-            self._access[name] = AccessControl(
-                name, channel_config.allowed_users, channel_config.respond_in_groups
-            )
             try:
-                self.channels[name] = self._channel_factory(
-                    name, channel_config, self._inbound_for(name)
-                )
+                self._build_channel(name, channel_config)
             except NotImplementedError as exc:
-                return self._start_failed(name, str(exc))
-            self.channels[name].state = self._store.channel_state(name)
-            self.channels[name].max_image_bytes = self.config.agent.max_image_bytes
-            self.channels[name].approval_timeout_secs = self.config.agent.approval_timeout_secs
+                unbuilt[name] = str(exc)
         stale = await self._queue_waiting()
-        started: list[Channel] = []
-        for name, channel in self.channels.items():
-            try:
-                await channel.start()
-            except (ChannelError, NotImplementedError, OSError) as exc:
-                await self._stop_channels(started)
-                return self._start_failed(name, str(exc) or type(exc).__name__)
-            started.append(channel)
+        for name in self.channels:
+            await self._start_channel(tg, name)
+        if not any(s.ever_up for s in self.supervisors.values()):
+            await self._stop_channels()
+            causes = {**unbuilt, **{n: s.cause or "" for n, s in self.supervisors.items()}}
+            for name, cause in causes.items():
+                self._start_failed(name, cause)
+            return 1
+        for name, cause in unbuilt.items():
+            log.error("channel %s: cannot start: %s", name, cause)
+        server: OpsServer | None = None
         if self.config.server.listen:
-            host, _, port = self.config.server.listen.rpartition(":")
-            server = HttpServer(self.metrics.handle, host=host or "127.0.0.1", port=int(port))
+            host, port = parse_listen(self.config.server.listen)
+            server = OpsServer(self.metrics, host=host, port=port)
             try:
-                await server.start(tg)
+                await server.start()
             except OSError as exc:
-                await self._stop_channels(started)
+                await self._stop_channels()
+                why = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio rewords it
                 print(
-                    f"relaybot: server.listen {self.config.server.listen}: cannot listen: "
-                    f"{exc.strerror or exc}",
+                    f"relaybot: server.listen {self.config.server.listen}: cannot listen: {why}",
                     file=sys.stderr,
                 )
                 return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
             await tg.start(self._watch_signals)  # handled from here on
+            await tg.start(self._watch_reload)
         self._dispatcher.release()
         await self._send_stale_notices(stale)
-        console_only = all(c.config.kind == "console" for c in self.channels.values())
-        for channel in self.channels.values():
-            tg.start_soon(self._serve_channel, channel, console_only)
         log.info("relaybot running with channels: %s", ", ".join(self.channels))
         await self.stopping.wait()
-        await self._shutdown(started)
+        await self._shutdown()
+        if server is not None:
+            with anyio.CancelScope(shield=True):
+                await server.stop()
         if self._input_ended and self._unanswered and not _stdin_is_terminal():
             # A piped run whose answer could not be produced fails, with the cause (architecture
             # §7).
@@ -202,11 +217,98 @@ class Daemon:
         print(f"relaybot: channel {name}: cannot start: {first_line}", file=sys.stderr)
         return 1
 
-    async def _serve_channel(self, channel: Channel, console_only: bool) -> None:
-        await channel.serve()
-        if console_only:  # end of input ends a console-only run (architecture §7)
+    # -- channels ---------------------------------------------------------------------------
+
+    def _build_channel(self, name: str, channel_config: Any) -> Channel:
+        """Build channel ``name`` (raises ``NotImplementedError`` for a kind without adapter)."""
+        channel = self._channel_factory(name, channel_config, self._inbound_for(name))
+        self._access[name] = AccessControl(
+            name, channel_config.allowed_users, channel_config.respond_in_groups
+        )
+        channel.state = self._store.channel_state(name)
+        channel.max_image_bytes = self.config.agent.max_image_bytes
+        channel.approval_timeout_secs = self.config.agent.approval_timeout_secs
+        channel.write_observer = self.metrics.observe_write
+        self.channels[name] = channel
+        return channel
+
+    async def _start_channel(self, tg: TaskGroup, name: str) -> None:
+        """Start channel ``name`` under a supervisor; returns after its first start attempt."""
+        supervisor = ChannelSupervisor(
+            self.channels[name],
+            on_input_ended=self._input_end,
+            on_restart=lambda n: self.metrics.channel_restarts.labels(n).inc(),
+        )
+        self.supervisors[name] = supervisor
+        await tg.start(supervisor.run)
+
+    def _input_end(self, channel: Channel) -> None:
+        """A channel's input ended (the console: end of stdin); when only console channels
+        run, that ends the run (architecture §7)."""
+        if all(c.config.kind == "console" for c in self.channels.values()):
             self._input_ended = not self.stopping.is_set()
             self.stopping.set()
+
+    async def _stop_channels(self, names: list[str] | None = None) -> None:
+        for name in list(self.supervisors) if names is None else names:
+            supervisor = self.supervisors.get(name)
+            if supervisor is not None:
+                await supervisor.stop()
+
+    def _on_round(self, record: RoundRecord) -> None:
+        self.metrics.observe_round(record)
+        self._replies.observe_round(record)
+
+    # -- reload (SIGHUP) ------------------------------------------------------------------
+
+    async def _watch_reload(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
+        """SIGHUP reads the config file again (:mod:`orchestrator.reload`)."""
+        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+            task_status.started()
+            async for _ in signals:
+                if self._tg is not None and not self.stopping.is_set():
+                    self._tg.start_soon(self.reload)
+
+    async def reload(self) -> bool:
+        """Apply the config file as it is now; False (and one log line) when it is not valid
+        or there is no file. Reloads run one at a time."""
+        async with self._reloading:
+            if self._config_path is None:
+                log.warning("reload: no config file (the embedded default runs); nothing read")
+                return False
+            new = await anyio.to_thread.run_sync(read_for_reload, self._config_path)
+            if isinstance(new, str):
+                log.error("reload: keeping the running config: %s", new)
+                return False
+            if self.stopping.is_set() or self._tg is None:
+                return False
+            plan = plan_reload(self.config, new)
+            log.info("reload: %s", plan.summary())
+            old = self.config
+            self.config = new.model_copy(
+                update={
+                    "storage": old.storage,
+                    "server": old.server,
+                    "policy": old.policy,
+                    "agent": old.agent.model_copy(update={"providers": new.agent.providers}),
+                }
+            )
+            if plan.chain_changed:
+                self._providers.reconfigure(old, self.config)
+            gone = [*plan.channels_removed, *plan.channels_changed]
+            await self._stop_channels(gone)
+            for name in gone:
+                self.supervisors.pop(name, None)
+                self.channels.pop(name, None)
+                self._access.pop(name, None)
+            for name in (*plan.channels_added, *plan.channels_changed):
+                try:
+                    self._build_channel(name, self.config.channels[name])
+                except NotImplementedError as exc:
+                    log.error("channel %s: cannot start: %s", name, exc)
+                    continue
+                await self._start_channel(self._tg, name)
+            return True
 
     async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
         """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short
@@ -225,7 +327,7 @@ class Daemon:
                     if self._grace is not None:
                         self._grace.cancel()
 
-    async def _shutdown(self, started: list[Channel]) -> None:
+    async def _shutdown(self) -> None:
         assert self._dispatcher is not None
         with anyio.CancelScope(shield=True):
             self._dispatcher.close()
@@ -236,15 +338,7 @@ class Daemon:
             self.turns.cancel_all()
             with anyio.move_on_after(DELIVERY_GRACE_SECS):
                 await self._dispatcher.wait_idle()
-            await self._stop_channels(started)
-
-    @staticmethod
-    async def _stop_channels(channels: list[Channel]) -> None:
-        for channel in channels:
-            try:
-                await channel.stop()
-            except Exception:
-                log.exception("channel %s did not stop cleanly", channel.name)
+            await self._stop_channels()
 
     # -- inbound --------------------------------------------------------------------------
 
@@ -336,8 +430,16 @@ class Daemon:
         await self._say(channel, message, text)
 
     async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
+        self._active_turns += 1
+        began = time.monotonic()
+        try:
+            await self._answer(channel, message, began)
+        finally:
+            self._active_turns -= 1
+
+    async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
         answered, notice = screen_images(
-            message, max_bytes=self.config.agent.max_image_bytes, vision=self._vision
+            message, max_bytes=self.config.agent.max_image_bytes, vision=self._providers.vision
         )
         if notice is not None:
             await self._say(channel, message, notice)
@@ -358,12 +460,26 @@ class Daemon:
             outcome = await self.turns.run(channel, message)
             if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
                 self._unanswered = self._unanswered or outcome.cause
+            seconds = time.monotonic() - began
+            self.metrics.observe_reply(channel.name, outcome.outcome, seconds)
+            totals = self._replies.take(channel.name, message.chat_id, message.thread_id)
+            fields = {
+                "channel": channel.name,
+                "chat": message.chat_id,
+                "round": outcome.rounds,
+                "outcome": outcome.outcome,
+                "duration_ms": round(seconds * 1000),
+                **totals.fields(),
+            }
+            if message.thread_id is not None:
+                fields["thread"] = message.thread_id
             log.info(
                 "reply in %s:%s: %s after %d round(s)",
                 channel.name,
                 message.chat_id,
                 outcome.outcome,
                 outcome.rounds,
+                extra={"fields": fields},
             )
         finally:
             with anyio.CancelScope(shield=True):
@@ -391,7 +507,13 @@ def _command(text: str) -> str | None:
 
 
 async def serve(
-    config: RelaybotConfig, *, storage_path: str | Path, handle_signals: bool = True
+    config: RelaybotConfig,
+    *,
+    storage_path: str | Path,
+    handle_signals: bool = True,
+    config_path: str | Path | None = None,
 ) -> int:
-    """Run relaybot over ``config``; returns the exit code."""
-    return await Daemon(config, storage_path=storage_path).run(handle_signals=handle_signals)
+    """Run relaybot over ``config`` (read from ``config_path``, which SIGHUP reads again);
+    returns the exit code."""
+    daemon = Daemon(config, storage_path=storage_path, config_path=config_path)
+    return await daemon.run(handle_signals=handle_signals)

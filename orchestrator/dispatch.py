@@ -94,6 +94,11 @@ class Dispatcher:
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def queued(self) -> int:
+        """Messages waiting behind a running answer, over every conversation."""
+        return sum(len(conversation.queue) for conversation in self._queues.values())
+
     def release(self) -> None:
         """Start the turns queued while held."""
         self._released.set()

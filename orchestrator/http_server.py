@@ -1,4 +1,5 @@
-"""A minimal HTTP/1.1 server for the daemon's own endpoints (metrics, health, the demo model).
+"""A minimal HTTP/1.1 server for the built-in demo model (the operator's endpoints are
+:mod:`orchestrator.ops_server`).
 
 h11 does the framing; each connection serves one request. A handler receives the request and
 returns an :class:`HttpResponse` whose body is bytes or an async iterator of byte chunks (sent as
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from http import HTTPStatus
 
 import anyio
 import h11
@@ -87,7 +89,9 @@ class HttpServer:
         headers = [("content-type", response.content_type), *response.headers]
         if isinstance(response.body, bytes):
             headers.append(("content-length", str(len(response.body))))
-        await stream.send(conn.send(h11.Response(status_code=response.status, headers=headers)))
+        reason = HTTPStatus(response.status).phrase.encode()  # "200 OK", not "200 "
+        head = h11.Response(status_code=response.status, headers=headers, reason=reason)
+        await stream.send(conn.send(head))
         if isinstance(response.body, bytes):
             await stream.send(conn.send(h11.Data(data=response.body)))
         else:

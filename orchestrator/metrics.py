@@ -1,9 +1,32 @@
-"""Prometheus metrics and the ``/healthz`` + ``/metrics`` endpoint (architecture §6 ``server``).
+"""Prometheus metrics and the ``/healthz`` body (architecture §7 "Metrics").
 
 ``GET /healthz`` answers ``{"status": "ok" | "degraded", "channels": {name: {"state": ...,
-"reason": ...}}}`` (``reason`` only when degraded): 200 while every channel is ``ok``, 503 while
-any is not (architecture §7: a channel retrying a transient failure, or getUpdates answering 409
-Conflict while another instance polls the bot).
+"reason": ...}}, "providers": {name: {"state": ..., "reason": ...}}}`` (``reason`` only when
+degraded): 200 while every channel and provider is ``ok``, 503 while one is not (a channel
+retrying its start or a lost connection, getUpdates answering 409 Conflict while another instance
+polls the bot; a provider whose last call failed).
+
+``GET /metrics`` is the Prometheus text format
+(https://prometheus.io/docs/instrumenting/exposition_formats/) of :class:`Metrics`' registry:
+
+=========================================  =========================================
+``relaybot_replies_total``                 replies by channel and outcome
+``relaybot_rounds_total``                  model rounds by provider and outcome
+``relaybot_ttft_seconds``                  histogram: time to the first text delta, by provider
+``relaybot_reply_duration_seconds``        histogram: inbound message to reply delivered, by
+                                           channel
+``relaybot_tokens_total``                  tokens by provider and kind (input, output, cached)
+``relaybot_writes_total``                  channel writes that landed, by channel and kind
+                                           (send, edit, delete, typing)
+``relaybot_rate_limit_waits_total``        429 answers (a wait imposed), by channel
+``relaybot_rate_limit_wait_seconds_total`` the seconds those answers asked for, by channel
+``relaybot_redactions_total``              secrets replaced, by shape
+``relaybot_active_turns``                  gauge: turns running now
+``relaybot_queued_messages``               gauge: messages waiting behind a running answer
+``relaybot_provider_errors_total``         failed provider attempts by provider and error class
+``relaybot_fallbacks_total``               rounds handed to the next provider (from, to)
+``relaybot_channel_restarts_total``        channel (re)starts after a failure, by channel
+=========================================  =========================================
 """
 
 from __future__ import annotations
@@ -11,68 +34,157 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
-from prometheus_client.exposition import generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from channels.base import ChannelHealth
-from orchestrator.http_server import HttpRequest, HttpResponse
+from channels.errors import ChannelRateLimited
 from orchestrator.store import RoundRecord
 
 __all__ = ["Metrics", "health_body"]
 
+_SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
-def health_body(states: Mapping[str, ChannelHealth]) -> tuple[int, bytes]:
-    """The ``/healthz`` status code and JSON body for the channels' ``states``."""
-    channels: dict[str, dict[str, str]] = {}
+
+def _entries(states: Mapping[str, ChannelHealth]) -> dict[str, dict[str, str]]:
+    entries: dict[str, dict[str, str]] = {}
     for name, health in states.items():
         entry: dict[str, str] = {"state": health.state}
         if health.state != "ok":
             entry["reason"] = health.reason or "unknown"
-        channels[name] = entry
-    ok = all(health.state == "ok" for health in states.values())
-    body = {"status": "ok" if ok else "degraded", "channels": channels}
+        entries[name] = entry
+    return entries
+
+
+def health_body(
+    channels: Mapping[str, ChannelHealth],
+    providers: Mapping[str, ChannelHealth] | None = None,
+) -> tuple[int, bytes]:
+    """The ``/healthz`` status code and JSON body for the channels' (and providers') states."""
+    states = [*channels.values(), *(providers or {}).values()]
+    ok = all(health.state == "ok" for health in states)
+    body: dict[str, object] = {"status": "ok" if ok else "degraded", "channels": _entries(channels)}
+    if providers is not None:
+        body["providers"] = _entries(providers)
     return (200 if ok else 503), json.dumps(body).encode()
 
 
 class Metrics:
+    """The daemon's metric families (module docstring) in a registry of their own, and the
+    providers' health as their last attempts left it."""
+
     def __init__(self) -> None:
         self.health: Callable[[], Mapping[str, ChannelHealth]] = dict
         """The channels' states by name (the daemon points it at its channels)."""
-        self.registry = CollectorRegistry()
+        self.providers: dict[str, ChannelHealth] = {}
+        """Each configured provider's state: ``degraded`` while its last attempt failed."""
+        self.registry = registry = CollectorRegistry()
+        self.replies = Counter(
+            "relaybot_replies", "Replies by channel and outcome", ["channel", "outcome"],
+            registry=registry,
+        )  # fmt: skip
         self.rounds = Counter(
-            "relaybot_rounds",
-            "Model rounds by provider and outcome",
-            ["provider", "outcome"],
-            registry=self.registry,
-        )
+            "relaybot_rounds", "Model rounds by provider and outcome", ["provider", "outcome"],
+            registry=registry,
+        )  # fmt: skip
         self.ttft = Histogram(
-            "relaybot_ttft_seconds",
-            "Time to first text delta of streamed rounds",
-            registry=self.registry,
-        )
+            "relaybot_ttft_seconds", "Time to the first text delta of streamed rounds",
+            ["provider"], buckets=_SECONDS_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.reply_duration = Histogram(
+            "relaybot_reply_duration_seconds", "From taking a message to its reply delivered",
+            ["channel"], buckets=_SECONDS_BUCKETS, registry=registry,
+        )  # fmt: skip
         self.tokens = Counter(
-            "relaybot_tokens",
-            "Tokens reported by providers",
-            ["provider", "kind"],
-            registry=self.registry,
+            "relaybot_tokens", "Tokens reported by providers", ["provider", "kind"],
+            registry=registry,
+        )  # fmt: skip
+        self.writes = Counter(
+            "relaybot_writes", "Channel writes that landed", ["channel", "kind"],
+            registry=registry,
+        )  # fmt: skip
+        self.rate_limits = Counter(
+            "relaybot_rate_limit_waits", "429 answers that imposed a wait", ["channel"],
+            registry=registry,
+        )  # fmt: skip
+        self.rate_limit_seconds = Counter(
+            "relaybot_rate_limit_wait_seconds", "Seconds the 429 answers asked to wait",
+            ["channel"], registry=registry,
+        )  # fmt: skip
+        self.redactions = Counter(
+            "relaybot_redactions", "Secrets replaced by the redactor", ["shape"],
+            registry=registry,
+        )  # fmt: skip
+        self.active_turns = Gauge(
+            "relaybot_active_turns", "Turns running now", registry=registry
         )
+        self.queued = Gauge(
+            "relaybot_queued_messages", "Messages waiting behind a running answer",
+            registry=registry,
+        )  # fmt: skip
+        self.provider_errors = Counter(
+            "relaybot_provider_errors", "Failed provider attempts by error class",
+            ["provider", "error"], registry=registry,
+        )  # fmt: skip
+        self.fallbacks = Counter(
+            "relaybot_fallbacks", "Rounds handed to the next provider of the chain",
+            ["from_provider", "to_provider"], registry=registry,
+        )  # fmt: skip
+        self.channel_restarts = Counter(
+            "relaybot_channel_restarts", "Channel starts retried after a failure", ["channel"],
+            registry=registry,
+        )  # fmt: skip
+
+    # -- observers the daemon wires in ---------------------------------------------------------
 
     def observe_round(self, record: RoundRecord) -> None:
+        """A round was recorded: its outcome, TTFT (ms in the record) and tokens."""
         provider = record.provider or "none"
         self.rounds.labels(provider, record.outcome).inc()
         if record.ttft_ms is not None:
-            self.ttft.observe(record.ttft_ms / 1000.0)
-        for kind, count in (("input", record.input_tokens), ("output", record.output_tokens)):
+            self.ttft.labels(provider).observe(record.ttft_ms / 1000.0)
+        counts = (
+            ("input", record.input_tokens),
+            ("output", record.output_tokens),
+            ("cached", record.cached_tokens),
+        )
+        for kind, count in counts:
             if count:
                 self.tokens.labels(provider, kind).inc(count)
+        if record.provider is not None and record.outcome in ("ok", "tool_calls"):
+            self.providers[record.provider] = ChannelHealth()
 
-    async def handle(self, request: HttpRequest) -> HttpResponse:
-        path = request.target.split("?", 1)[0]
-        if request.method == "GET" and path == "/healthz":
-            status, body = health_body(self.health())
-            return HttpResponse(status, body)
-        if request.method == "GET" and path == "/metrics":
-            return HttpResponse(
-                200, generate_latest(self.registry), content_type=CONTENT_TYPE_LATEST
-            )
-        return HttpResponse(404, b'{"error":"not found"}')
+    def observe_reply(self, channel: str, outcome: str, seconds: float) -> None:
+        """A reply was delivered (or ended) ``seconds`` after its message was taken."""
+        self.replies.labels(channel, outcome).inc()
+        self.reply_duration.labels(channel).observe(max(seconds, 0.0))
+
+    def observe_write(self, channel: str, kind: str, error: BaseException | None) -> None:
+        """A channel write (:data:`channels.base.WriteObserver`)."""
+        if error is None:
+            self.writes.labels(channel, kind).inc()
+        elif isinstance(error, ChannelRateLimited):
+            self.rate_limits.labels(channel).inc()
+            self.rate_limit_seconds.labels(channel).inc(max(error.retry_after, 0.0))
+
+    def observe_provider_error(self, provider: str, error: BaseException) -> None:
+        """A provider attempt failed: counted by class; the provider is degraded until its next
+        served round."""
+        name = type(error).__name__
+        self.provider_errors.labels(provider, name).inc()
+        first_line = (str(error).strip().splitlines() or [name])[0]
+        self.providers[provider] = ChannelHealth("degraded", f"last call failed: {first_line}")
+
+    def observe_fallback(self, from_provider: str, to_provider: str) -> None:
+        self.fallbacks.labels(from_provider, to_provider).inc()
+
+    def observe_redaction(self, shape: str) -> None:
+        self.redactions.labels(shape).inc()
+
+    def set_providers(self, names: list[str]) -> None:
+        """The configured providers (at start and after a reload): new ones start ``ok``,
+        removed ones leave ``/healthz``."""
+        self.providers = {name: self.providers.get(name, ChannelHealth()) for name in names}
+
+    def health_response(self) -> tuple[int, bytes]:
+        """``/healthz``'s status code and body now."""
+        return health_body(self.health(), self.providers)

@@ -3,6 +3,7 @@ outbound policy into delivery, tool status of provider-run tools, nothing of the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from orchestrator.delivery.driver import DeliveryDriver
@@ -28,7 +29,9 @@ class ReplyPolicyLike(PiecePolicy, Protocol):
 
 
 class ReplyPolicyFactory(Protocol):
-    def new_reply(self, channel: str, chat_id: str) -> ReplyPolicyLike: ...
+    def new_reply(
+        self, channel: str, chat_id: str, render: Callable[[str], str] | None = None
+    ) -> ReplyPolicyLike: ...
 
 
 class RoundSink:

@@ -119,6 +119,7 @@ class _Round:
     start: float
     attempts: int = 0
     last_error: ProviderError | None = None
+    on_error: Callable[[str, ProviderError], None] | None = None
 
     def begin(self) -> _Attempt:
         """A new attempt; every second or later one tells the sink to drop the failed one."""
@@ -130,6 +131,8 @@ class _Round:
     def failed(self, name: str, how: str, error: ProviderError) -> None:
         self.last_error = error
         log.warning("provider %s: %s failed: %s", name, how, error)
+        if self.on_error is not None:
+            self.on_error(name, error)
 
 
 class RoundRunner:
@@ -140,6 +143,8 @@ class RoundRunner:
         sleep: awaited for backoff delays (seconds); injectable for tests.
         clock: monotonic seconds.
         responses_fallback: builds the Responses-API provider used for the reasoning-effort retry.
+        on_error: told of every failed attempt (provider name, the error), for metrics.
+        on_fallback: told when the next provider serves a round (from, to), for metrics.
     """
 
     def __init__(
@@ -149,20 +154,37 @@ class RoundRunner:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         clock: Callable[[], float] = time.monotonic,
         responses_fallback: Callable[[ChainEntry], ModelProvider] | None = None,
+        on_error: Callable[[str, ProviderError], None] | None = None,
+        on_fallback: Callable[[str, str], None] | None = None,
     ) -> None:
         self._chain = chain
+        self._on_error = on_error
+        self._on_fallback = on_fallback
         self._sleep = sleep
         self._clock = clock
         self._responses_fallback = responses_fallback or _build_responses_provider
 
     async def run(self, request: ChatRequest, sink: RoundSink) -> RoundResult:
         """Serve one round. Raises :class:`RoundFailed` when no provider could."""
-        round_ = _Round(sink, self._clock())
-        for entry in self._chain:
+        round_ = _Round(sink, self._clock(), on_error=self._on_error)
+        chain = self._chain  # a reload replaces the list; this round keeps the one it began with
+        for index, entry in enumerate(chain):
             result = await self._serve(entry, request, round_)
             if result is not None:
                 return result
+            if index + 1 < len(chain) and self._on_fallback is not None:
+                self._on_fallback(entry.provider.name, chain[index + 1].provider.name)
         raise RoundFailed(round_.last_error, round_.attempts)
+
+    @property
+    def chain(self) -> list[ChainEntry]:
+        """The providers rounds are served from, in order."""
+        return self._chain
+
+    def replace_chain(self, chain: list[ChainEntry]) -> None:
+        """Serve the next rounds from ``chain`` (a config reload); rounds already running keep
+        the chain they began with."""
+        self._chain = list(chain)
 
     async def _serve(
         self, entry: ChainEntry, request: ChatRequest, round_: _Round

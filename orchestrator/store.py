@@ -368,6 +368,24 @@ class Store:
             rows = self._db.execute(query + " ORDER BY id", args).fetchall()
         return [_row_to_record(row) for row in rows]
 
+    def recent_rounds(
+        self, limit: int = 20, chat_id: str | None = None
+    ) -> list[tuple[float, RoundRecord]]:
+        """The latest ``limit`` rounds (of chat ``chat_id`` when given), newest first, each with
+        the Unix seconds it was recorded at (``relaybot runs``)."""
+        query = (
+            "SELECT channel, chat_id, provider, attempts, ttft_ms, input_tokens, output_tokens,"
+            " cached_tokens, writes_sent, finish_reason, outcome, thread_id, created_at"
+            " FROM rounds"
+        )
+        args: tuple[Any, ...] = ()
+        if chat_id is not None:
+            query += " WHERE chat_id = ?"
+            args = (chat_id,)
+        with self._lock:
+            rows = self._db.execute(query + " ORDER BY id DESC LIMIT ?", (*args, limit)).fetchall()
+        return [(float(row[-1]), _row_to_record(row[:-1])) for row in rows]
+
     # -- waiting messages (architecture §5) -----------------------------------------------------
 
     def add_waiting(self, message: InboundMessage, received_at: float | None = None) -> int:

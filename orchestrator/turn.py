@@ -182,7 +182,7 @@ class TurnRunner:
             del self._running[key]
 
     def _begin(self, channel: Channel, inbound: InboundMessage) -> TurnState:
-        policy = self._policies.new_reply(channel.name, inbound.chat_id)
+        policy = self._policies.new_reply(channel.name, inbound.chat_id, channel.visible_text)
         turns: list[TurnState] = []  # the turn, once built (the driver's callbacks need it)
 
         async def moved(new_chat_id: str) -> None:

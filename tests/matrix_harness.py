@@ -142,7 +142,13 @@ class World:
         ]
 
     def config_text(
-        self, mode: str, interval_ms: int, delay_ms: int, extra: str = "", agent: str = ""
+        self,
+        mode: str,
+        interval_ms: int,
+        delay_ms: int,
+        extra: str = "",
+        agent: str = "",
+        listen: str | None = None,
     ) -> str:
         return f"""\
 providers:
@@ -166,7 +172,7 @@ agent:
 {extra}storage:
   path: "{self.tmp_path / "relaybot.db"}"
 server:
-  listen: null
+  listen: {f'"{listen}"' if listen else "null"}
 """
 
 
@@ -199,10 +205,12 @@ async def running_bot(
     extra: str = "",
     agent: str = "",
     wait_joined: bool = True,
+    listen: str | None = None,
 ) -> AsyncIterator[Daemon]:
     """The daemon serving ``mx`` (``extra``: more channel keys, ``agent``: more agent keys,
-    YAML lines); returns once the bot has joined the room."""
-    text = world.config_text(mode, interval_ms, delay_ms, extra, agent)
+    YAML lines; ``listen``: ``host:port`` of ``/healthz``); returns once the bot has joined the
+    room."""
+    text = world.config_text(mode, interval_ms, delay_ms, extra, agent, listen)
     config = load_config_text(text, source_name="e2e.yaml", environ={})
     daemon = Daemon(config, storage_path=world.tmp_path / "relaybot.db", channel_factory=_channels)
     world.daemon = daemon

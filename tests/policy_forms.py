@@ -85,6 +85,26 @@ def _link_split(text: str, draw: st.DrawFn) -> str:
     return f"{text[:head]}[{text[head:tail]}](https://example.com/x){text[tail:]}"
 
 
+def _entity_bare(text: str, draw: st.DrawFn) -> str:
+    """A numeric character reference without its ``;`` (HTML 5 still reads it) where no digit
+    follows it."""
+    pos = _at(text, draw, 0)
+    end = "" if not text[pos + 1 : pos + 2].isdigit() else ";"
+    return text[:pos] + f"&#{ord(text[pos])}{end}" + text[pos + 1 :]
+
+
+def _markup_split(text: str, draw: st.DrawFn) -> str:
+    """A footnote reference, an image or inline HTML inside the secret."""
+    pos = _at(text, draw)
+    markup = ["[^1]", "![x](https://example.com/i.png)", "<b></b>", "<!-- -->"]
+    return text[:pos] + draw(st.sampled_from(markup)) + text[pos:]
+
+
+def _nested_invisible(text: str, draw: st.DrawFn) -> str:  # a JSON value inside a JSON string
+    pos = _at(text, draw)
+    return '{"args": "{\\"k\\": \\"' + text[:pos] + "\\\\u00ad" + text[pos:] + '\\"}"}'
+
+
 def _quoted(text: str, draw: st.DrawFn) -> str:
     return "\n".join("> " + line for line in text.split("\n"))
 
@@ -103,6 +123,9 @@ FORMS: dict[str, Form] = {
     "full_width": _full_width,
     "link_split": _link_split,
     "quoted": _quoted,
+    "entity_bare": _entity_bare,
+    "markup_split": _markup_split,
+    "nested_invisible": _nested_invisible,
 }
 """Every form of the issue's list; each keeps the secret readable to a reader."""
 
@@ -137,6 +160,7 @@ def reader_view(text: str) -> str:
     levels), Markdown link syntax and emphasis gone, invisible characters removed, NFKC."""
     for _ in range(2):
         text = unquote(_json_unescape(html.unescape(text)))
+    text = re.sub(r"!\[[^\]]*\]\([^()\s]*\)|\[\^[^\]\s]*\]|<[^<>\n]*>", "", text)
     text = re.sub(r"\]\([^()\s]*\)", "", text).replace("[", "")
     text = re.sub(r"[*_~`]", "", text)
     return unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))

@@ -1,13 +1,13 @@
 """The Matrix channel's rules through Synapse (issue 12; architecture §3 "Matrix specifics",
 "Access"): login by password, what is never answered (events from before the first start,
 own events), rooms of more than two members (the mention rule, ``m.in_reply_to``), approvals
-by reaction and by reply, ``/stop``, ``notice_previews`` with ``live_marker``, and encrypted
-rooms refused without matrix-nio's e2e support.
+by reaction and by reply, ``/stop`` and ``/reset``, ``notice_previews`` with ``live_marker``
+(encrypted rooms: ``test_matrix_encryption.py``; faults: ``test_matrix_faults.py``).
 """
 
 from __future__ import annotations
 
-import logging
+import json
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,6 @@ def _originals(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _asked(world: World) -> list[str]:
     """The last user message of each provider request, in order."""
-    import json
-
     asked = []
     for request in world.provider.requests_to(PATH):
         messages = json.loads(request.body)["messages"]
@@ -127,7 +125,7 @@ async def test_an_approval_by_reaction_or_reply_runs_the_tool(
     assert shown[prompt]["body"].endswith("✅ Approved")
     tool_results = [
         m
-        for m in __import__("json").loads(world.provider.requests_to(PATH)[1].body)["messages"]
+        for m in json.loads(world.provider.requests_to(PATH)[1].body)["messages"]
         if m["role"] == "tool"
     ]
     assert "not approve" not in tool_results[0]["content"]
@@ -157,51 +155,64 @@ async def test_stop_ends_the_running_answer(synapse: SynapseHomeserver, tmp_path
 async def test_notice_previews_and_the_live_marker(
     synapse: SynapseHomeserver, tmp_path: Path
 ) -> None:
+    """Drafts are live ``m.notice`` events; the finished answer is a new ``m.text`` (the event
+    that notifies: edits never do), without the live marker, and then the notice is redacted
+    (architecture §3 "Matrix specifics")."""
     answer = "Done **now**. " + words("w", 300)
-    stream = reply(text_stream(pieces_of(answer, 30)), delay_secs=0.05)
+    stream = reply(text_stream(pieces_of(answer, 30)), delay_secs=0.1)
     extra = "    notice_previews: true\n    live_marker: true\n"
     async with matrix_world(synapse, tmp_path, [stream]) as world:
         async with running_bot(world, extra=extra):
-            await world.ask("go")
+            before = world.channel.replies_finished
+            await world.send({"msgtype": "m.text", "body": "go"})
+            with anyio.fail_after(30):  # the human's client sees the draft before its redaction
+                while True:
+                    await world.timeline()
+                    if world.channel.replies_finished > before:
+                        break
+                    await anyio.sleep(0.05)
         events = await world.bot_events()
-    first = _originals(events)[0]
-    assert first["content"]["msgtype"] == "m.notice"
-    assert first["content"][LIVE_KEY] == {}
-    edits = [e for e in events if e is not first]
-    assert edits, "no edit"
-    final = edits[-1]["content"]["m.new_content"]
-    assert final["msgtype"] == "m.text"
-    assert final["body"] == answer
-    assert LIVE_KEY not in final
-    for edit in edits[:-1]:
+        everything = await world.timeline()
+    draft, final = _originals(events)
+    assert draft["content"]["msgtype"] == "m.notice"
+    assert draft["content"][LIVE_KEY] == {}
+    edits = [e for e in events if e is not draft and e is not final]
+    assert edits, "no preview edit"
+    for edit in edits:
+        assert edit["content"]["m.relates_to"]["event_id"] == draft["event_id"]
+        assert edit["content"]["m.new_content"]["msgtype"] == "m.notice"
         assert edit["content"]["m.new_content"][LIVE_KEY] == {}
+    assert events[-1] is final, "an edit came after the final text"
+    content = final["content"]
+    assert (content["msgtype"], content["body"]) == ("m.text", answer)
+    assert "<strong>now</strong>" in content["formatted_body"]
+    assert LIVE_KEY not in content
+    redactions = [
+        e
+        for e in everything
+        if e["type"] == "m.room.redaction" and e["sender"] == world.bot_user.user_id
+    ]
+    assert [e["redacts"] for e in redactions] == [draft["event_id"]]
+    assert everything.index(redactions[0]) > everything.index(final)
 
 
-async def test_an_encrypted_room_is_refused_with_one_log_line(
-    synapse: SynapseHomeserver, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="channels.matrix")
-    async with matrix_world(synapse, tmp_path, [reply(text_stream(["x"]))]) as world:
-        created = await world.human.room_create(
-            name="secret",
-            invite=[world.bot_user.user_id],
-            initial_state=[
-                {
-                    "type": "m.room.encryption",
-                    "state_key": "",
-                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
-                }
-            ],
-        )
-        assert isinstance(created, nio.RoomCreateResponse), created
+async def test_reset_forgets_the_conversation(synapse: SynapseHomeserver, tmp_path: Path) -> None:
+    replies = [reply(text_stream([f"Answer {n}."])) for n in range(3)]
+    async with matrix_world(synapse, tmp_path, replies) as world:
         async with running_bot(world):
-            await anyio.sleep(1.5)
-            members = await world.human.joined_members(created.room_id)
-    assert isinstance(members, nio.JoinedMembersResponse), members
-    assert world.bot_user.user_id not in {m.user_id for m in members.members}
-    refusals = [r for r in caplog.records if "not joining the encrypted room" in r.getMessage()]
-    assert len(refusals) == 1
-    assert "matrix-nio[e2e]" in refusals[0].getMessage()
+            await world.ask("one")
+            await world.ask("two")
+            await world.ask("/reset")
+            await world.ask("three")
+        events = await world.bot_events()
+    shown = resolve_edits(events)
+    bodies = [shown[e["event_id"]]["body"] for e in _originals(events)]
+    assert bodies == ["Answer 0.", "Answer 1.", "Conversation cleared.", "Answer 2."]
+    users = [
+        [m["content"] for m in json.loads(r.body)["messages"] if m["role"] == "user"]
+        for r in world.provider.requests_to(PATH)
+    ]
+    assert users == [["one"], ["one", "two"], ["three"]]
 
 
 async def test_typing_shows_while_the_model_works(

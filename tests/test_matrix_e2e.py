@@ -33,7 +33,7 @@ def _originals(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 async def test_partial_streams_as_edits_and_resolves_to_the_formatted_answer(
     synapse: SynapseHomeserver, tmp_path: Path
 ) -> None:
-    stream = reply(text_stream(pieces_of(ANSWER, 40)), delay_secs=0.05)
+    stream = reply(text_stream(pieces_of(ANSWER, 20)), delay_secs=0.1)  # about 2 s of deltas
     async with matrix_world(synapse, tmp_path, [stream]) as world:
         async with running_bot(world, mode="partial"):
             await world.ask("what time is it?")

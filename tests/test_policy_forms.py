@@ -8,12 +8,16 @@ who decodes what is shown (:func:`tests.policy_forms.reader_view`)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from channels.telegram_format import markdown_to_telegram
 from orchestrator.policy import ReplyPolicy
+from orchestrator.policy.catalogue import Redactor
+from orchestrator.policy.rendered import redact_rendered
 from tests.fakes import FakeChat
 from tests.policy_forms import FORMS, reader_view, wrapped
 from tests.policy_samples import _PROSE, planted_secrets, windows
@@ -193,6 +197,22 @@ _ANT = "sk-ant-api03-QXZJVWKY13579QXZJVWKY13579QXZJ"
         ),
         pytest.param(f"Your key `{_ANT[:7]}`{_ANT[7:]} ok", (_ANT,), id="code-span-inside"),
         pytest.param(f"Key: [{_ANT[:20]}][1]{_ANT[20:]} ok", (_ANT,), id="reference-link"),
+        pytest.param(f"Key: {_ANT[:20]}[^1]{_ANT[20:]} ok\n\n[^1]: x", (_ANT,), id="footnote"),
+        pytest.param(f"Key: {_ANT[:9]}![i](https://e.x/i.png){_ANT[9:]} ok", (_ANT,), id="image"),
+        pytest.param(f"Key: {_ANT[:12]}<span></span>{_ANT[12:]} ok", (_ANT,), id="inline-html"),
+        pytest.param(f"Key: sk&#45ant-{_ANT[7:]} ok", (_ANT,), id="bare-reference"),
+        pytest.param(f"Key: {_ANT[:30]}&shy{_ANT[30:]} ok", (_ANT,), id="bare-named-reference"),
+        pytest.param(
+            f'{{"a": "{{\\"k\\": \\"{_ANT[:25]}\\\\u00ad{_ANT[25:]}\\"}}"}}',
+            (_ANT,),
+            id="nested-json-soft-hyphen",
+        ),
+        pytest.param(
+            "See [the guide](https://example.com/" + "a" * 150 + ") then "
+            f"p[ostgres](https://example.com/{'b' * 100})://admin:QXZJVWKY13579@db.internal ok",
+            ("QXZJVWKY13579",),
+            id="link-far-before-a-url-password",
+        ),
         pytest.param(
             "Put this in the file:\n\n    -----BEGIN RSA PRIVATE KEY-----\n"
             f"    {_PEM_BODY[0]}\n    {_PEM_BODY[1]}\n    -----END RSA PRIVATE KEY-----\n\nDone.",
@@ -209,3 +229,33 @@ def test_keys_in_shapes_and_forms_found_in_the_field_never_show(
     for secret in secrets:
         assert not leaks(chat, secret)
     assert any("[REDACTED:" in text for text in chat.visible())
+
+
+def _template_renderer(text: str) -> str:
+    """A renderer that shows a link's text only and resolves ``{{c}}`` to ``c``: the raw text
+    hides a key that only its rendering shows."""
+    text = re.sub(r"\[([^\]]*)\]\([^()\s]*\)", r"\1", text)
+    return re.sub(r"\{\{(.)\}\}", r"\1", text).replace("<b>", "").replace("</b>", "")
+
+
+@pytest.mark.parametrize("url_chars", [10, 64, 150, 2000])
+def test_a_key_only_the_rendering_shows_is_masked_where_it_was_written(url_chars: int) -> None:
+    """Far behind a long link URL, the raw characters of a key the rendering joins are found
+    (an alignment of shown and raw characters lands inside the URL) and only they are replaced."""
+    link = f"[the guide](https://example.com/{'a' * url_chars})"
+    written = f"{_ANT[:12]}<b></b>{_ANT[12:]}"
+    text = f"See {link} and {written} ok."
+    redactor = Redactor()
+    assert "QXZJ" in _template_renderer(text) and not list(redactor.hits(text[:0]))
+    out = redact_rendered(redactor, text, _template_renderer)
+    assert out == f"See {link} and [REDACTED:anthropic_key] ok."
+
+
+def test_a_key_no_anchor_finds_is_masked_by_its_line() -> None:
+    """A spelling the anchors do not read (``{{c}}``) is masked with the line it is on; the
+    other lines stay."""
+    link = f"[the guide](https://example.com/{'a' * 200})"
+    text = f"See {link}.\nKey: sk-ant-{{{{a}}}}{_ANT[8:]} ok\nThe end."
+    out = redact_rendered(Redactor(), text, _template_renderer)
+    assert "QXZJ" not in _template_renderer(out)
+    assert out.startswith(f"See {link}.\n") and out.endswith("\nThe end.")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from itertools import pairwise
 from pathlib import Path
 
 import anyio
@@ -15,6 +16,9 @@ import pytest
 
 from config.loader import load_config_text
 from orchestrator.daemon import Daemon
+from orchestrator.policy import OutboundPolicy
+from orchestrator.policy.catalogue import BUILTIN_SHAPES, EXTRA_PATTERN_TIMEOUT_SECS, Redactor
+from orchestrator.policy.shapes import SecretShape
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.telegram import TelegramBotApiServer
 from tests.policy_forms import reader_view
@@ -22,6 +26,7 @@ from tests.policy_samples import windows
 from tests.telegram_harness import (
     CHAT,
     PATH,
+    SPACING_TOLERANCE_SECS,
     Bot,
     _config_text,
     _fast_channels,
@@ -110,7 +115,10 @@ FORMS_ANSWER = (
     '-----END PRIVATE KEY-----\\n"}\n\n'
     "PGP:\n-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
     "lQOYBF0QXZJVWKY13579abcdEFGHijklMNOPqrstUVWXyz0123456789+/\n=QXZJ\n"
-    "-----END PGP PRIVATE KEY BLOCK-----\n\nThat is all."
+    "-----END PGP PRIVATE KEY BLOCK-----\n\n"
+    f"Footnote: {ANT[:20]}[^1]{ANT[20:]}; image: {ANT[:18]}![k](https://example.com/k.png)"
+    f"{ANT[18:]}; tags: {ANT[:16]}<b></b>{ANT[16:]}; bare reference: sk&#45ant-{ANT[7:]}.\n\n"
+    "That is all."
 )
 
 
@@ -126,7 +134,7 @@ async def test_secrets_in_rendered_and_escaped_forms_are_never_shown(
     assert_hidden(
         bot, "QXZJVWKY13579QXZJ", "51HqQXZJVWKY", "QXZJ7VWKY9Z3", "p@ss/QXZJ7VWKY", "MIIEpAIB"
     )
-    assert_hidden(bot, "MIIEvQIBADAN", "lQOYBF0QXZJ", "sk-ant-api0")
+    assert_hidden(bot, "MIIEvQIBADAN", "lQOYBF0QXZJ", "sk-ant-api0", ANT)
     assert "That is all." in final(bot)
 
 
@@ -174,6 +182,39 @@ async def test_an_extra_pattern_matches_whatever_its_keywords(
     assert "Your code is [REDACTED:nokw], keep it safe." in final(bot)
 
 
+def _approval(text: str) -> str:
+    return text.replace(
+        "  tools: [current_time]\n",
+        "  tools: [current_time]\n  require_approval: [current_time]\n"
+        "  approval_timeout_secs: 1\n",
+    )
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "argument",
+    [
+        pytest.param(f'{{"k": "{ANT[:22]}\u00ad{ANT[22:]}"}}', id="nested-json-soft-hyphen"),
+        pytest.param(f"{ANT[:9]}**{ANT[9:30]}**{ANT[30:]}", id="emphasis-inside"),
+        pytest.param(f"sk&#45ant-{ANT[7:]}", id="bare-character-reference"),
+        pytest.param(f"{ANT[:20]}[^1]{ANT[20:]}", id="footnote-inside"),
+    ],
+)
+async def test_an_approval_prompt_shows_no_key_in_any_form_of_the_arguments(
+    tmp_path: Path, mode: str, argument: str
+) -> None:
+    """The prompt quotes the tool's JSON arguments (``json.dumps``: a soft hyphen is written
+    ``\\u00ad``, a nested JSON value escaped again); nobody answers it, so the call is denied
+    after ``approval_timeout_secs`` and the model answers."""
+    first = reply(tool_call_stream(["One moment."], timezone=argument))
+    second = reply(text_stream(["It was not run."]))
+    async with policy_bot(tmp_path, [first, second], mode=mode, edit=_approval) as bot:
+        await bot.ask("time?", within=30)
+    assert any("current_time" in text for text in shown(bot)), "the prompt was shown"
+    assert_hidden(bot, ANT)
+    assert "It was not run." in final(bot)
+
+
 # -- access ---------------------------------------------------------------------------------
 
 
@@ -205,3 +246,57 @@ async def test_a_display_name_like_a_handle_is_never_allowed(tmp_path: Path) -> 
         ]
         assert writes == []
         assert bot.daemon.store.history("tg", str(group)), "the group's conversation was kept"
+
+
+# -- a secret pattern that times out ---------------------------------------------------------
+
+OTHER_CHAT = 222
+
+
+async def test_a_pattern_timing_out_in_one_chat_never_delays_the_other_chats_edits(
+    tmp_path: Path,
+) -> None:
+    """An extra pattern that slipped past the load-time check (``(a|aa)+b``, built here without
+    it) times out on every look at chat A's answer; chat B streams meanwhile. No gap between
+    two of B's writes exceeds twice the interval (its spacing, plus at most one interval of
+    delay), and A's answer is masked where the pattern could not finish."""
+    slow = SecretShape("slow", "(a|aa)+b", timeout_secs=EXTRA_PATTERN_TIMEOUT_SECS)
+    policy = OutboundPolicy(Redactor((*BUILTIN_SHAPES, slow)))
+    run_of_a = "a" * 40 + "c "
+    replies = [
+        reply(text_stream(pieces(run_of_a * 40, 6)), delay_secs=0.02),
+        reply(text_stream(pieces("bee " * 500, 10)), delay_secs=0.02),
+    ]
+    async with TelegramBotApiServer() as peer, ProviderServer() as provider:
+        peer.open_chat(CHAT)
+        peer.open_chat(OTHER_CHAT)
+        provider.script(PATH, replies)
+        text = _config_text(
+            peer, provider, tmp_path, mode="partial", interval_ms=120, multi_message_delay_ms=150
+        )
+        config = load_config_text(text, source_name="e2e.yaml", environ={})
+        daemon = Daemon(
+            config,
+            storage_path=tmp_path / "relaybot.db",
+            channel_factory=_fast_channels,
+            policy=policy,
+        )
+        async with serving(daemon, peer):
+            channel = daemon.channels["tg"]
+            peer.inject_message(CHAT, "first")
+            await peer.wait_for(lambda: len(provider.requests) == 1, 10)
+            peer.inject_message(OTHER_CHAT, "second", user_id=222, username="bob")
+            with anyio.fail_after(60):
+                await channel.wait_replies(2)  # type: ignore[attr-defined]
+    writes_b = [
+        c.at
+        for c in peer.calls
+        if c.chat_id == OTHER_CHAT and c.method in ("sendMessage", "editMessageText")
+    ]
+    writes_a = [c.at for c in peer.calls if c.chat_id == CHAT and c.method != "sendChatAction"]
+    during = [t for t in writes_b if t <= max(writes_a)]
+    assert len(during) >= 3, "chat B streamed while chat A was redacted"
+    gaps = [b - a for a, b in pairwise(writes_b)]
+    assert max(gaps) < 2 * 0.120 + SPACING_TOLERANCE_SECS, gaps
+    assert "[REDACTED:slow]" in "\n".join(peer.texts(CHAT))
+    assert "bee bee" in "\n".join(peer.texts(OTHER_CHAT))

@@ -26,7 +26,11 @@ async def test_healthz_follows_a_polling_conflict(tmp_path: Path) -> None:
             healthy = await http.get(url)
             assert (healthy.status_code, healthy.json()) == (
                 200,
-                {"status": "ok", "channels": {"tg": {"state": "ok"}}},
+                {
+                    "status": "ok",
+                    "channels": {"tg": {"state": "ok"}},
+                    "providers": {"main": {"state": "ok"}},
+                },
             )
 
             peer.competing = True

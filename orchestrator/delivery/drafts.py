@@ -26,8 +26,12 @@ The end: the final text is the hook's verdict on the whole text (``GuardPiece``,
 while it is awaited), laid out on the same cuts when the hook left it unchanged (else afresh),
 with the interrupted marker after a blank line when the answer was interrupted. Each message is
 formatted when the channel's renderer says its formatted form fits, else plain. Surplus drafts are
-deleted. A refusal, or a hook that failed (``PieceWithheld``), edits the first message to the
-notice and deletes the others; a hook that cancels the text deletes the drafts.
+deleted. With ``final_as_new_message`` (Matrix ``notice_previews``) the drafts are *superseded*
+instead: the final text goes out as new messages, and only once every one of them landed are
+the drafts deleted; should a final message not be sent (given up), the drafts stay, the last
+preview included (case C17). A refusal, or a hook that failed (``PieceWithheld``), edits the
+first message to the notice and deletes the others; a hook that cancels the text deletes the
+drafts.
 
 Failures, by :data:`~orchestrator.delivery.planning.FAILURE_EFFECTS`: an edit that timed out is
 retried with the newest text (``UNKNOWN``: not an identical edit), up to ``MAX_ATTEMPTS``. A send
@@ -107,6 +111,8 @@ class DraftPlanner:
         self._in_flight: _InFlight | None = None
         self._clean = 0
         """Leading frozen messages known to show their text: the scan starts after them."""
+        self._superseded: list[Slot] | None = None
+        """``final_as_new_message``: the drafts, deleted once the final messages landed."""
 
     def _freeze_for_cap(self) -> None:
         """Freeze the live draft when its message has no preview edit left (module docstring)."""
@@ -143,11 +149,13 @@ class DraftPlanner:
         self._layout.end()
         if ending.kind == "refused":
             self._layout.refuse(ending.line)
+            self._supersede()
             return
         self._layout.suffix = ending.line if ending.kind == "interrupted" else None
         text = self._transcript.text
         if not text.strip():
             self._layout.lay_out_final("")
+            self._supersede()
             return
         piece_id = next(self._piece_ids)
         self._guard, self._awaited = GuardPiece(piece_id, text), piece_id
@@ -168,11 +176,20 @@ class DraftPlanner:
             self._counters.pieces_withheld += 1
             self._layout.cuts = []
             self._layout.lay_out_final(WITHHELD_NOTICE, formatted=False)
+            self._supersede()
             return
         body = text if text is not None and text.strip() else ""
         if body != self._transcript.text:
             self._layout.cuts = []  # the hook rewrote it: lay the final text out afresh
         self._layout.lay_out_final(body)
+        self._supersede()
+
+    def _supersede(self) -> None:
+        """``final_as_new_message``: the final text goes to new slots; the drafts wait to be
+        deleted (module docstring)."""
+        if not self._settings.final_as_new_message or self._superseded is not None:
+            return
+        self._superseded, self._slots, self._clean = self._slots, [], 0
 
     # -- choosing the next write ----------------------------------------------------------
 
@@ -247,7 +264,19 @@ class DraftPlanner:
         for spare in self._slots[count:] if final else []:
             if spare.writable:
                 return self._delete(spare, commit)
+        if final and self._superseded and self._final_landed(count):
+            for draft in self._superseded:
+                if draft.writable:
+                    return self._delete(draft, commit)
         return None
+
+    def _final_landed(self, count: int) -> bool:
+        """Every one of the ``count`` final messages was sent (a send that timed out counts:
+        it is assumed landed)."""
+        landed = (SlotState.SHOWN, SlotState.UNKNOWN, SlotState.ASSUMED)
+        return len(self._slots) >= count and all(
+            slot.state in landed for slot in self._slots[:count]
+        )
 
     def _delete(self, slot: Slot, commit: bool) -> _InFlight | WriteKind:
         if not commit:

@@ -29,6 +29,11 @@ class DeliverySettings:
         max_edits_per_message: edits one message may receive (Matrix: 100); ``None``: no cap.
         show_tool_status: in ``multi_message``, also send each tool status as its own message.
         typing_interval_ms: how often the typing indicator is renewed while nothing new shows.
+        final_as_new_message: in ``partial``, the final text goes out as new messages instead
+            of the drafts' final edits, and the drafts are deleted once every one of them
+            landed; a draft stays when a final message could not be sent (Matrix
+            ``notice_previews``: the drafts are notices, the new message is the one that
+            notifies; architecture §3 "Matrix specifics").
         render: the channel's pure renderer (``Channel.render``): Markdown in, the formatted
             form and its length in ``limits.unit`` out. The engine decides every message
             boundary with it, and an edit whose form equals what is shown is not sent
@@ -46,6 +51,7 @@ class DeliverySettings:
     max_edits_per_message: int | None = None
     show_tool_status: bool = False
     typing_interval_ms: int = 4000
+    final_as_new_message: bool = False
     render: Callable[[str], Rendering] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -88,5 +94,6 @@ class DeliverySettings:
             multi_message_unit=channel.multi_message_unit,
             max_edits_per_message=channel.max_edits_per_message,
             show_tool_status=channel.show_tool_status,
+            final_as_new_message=channel.final_as_new_message,
             render=channel.render,
         )

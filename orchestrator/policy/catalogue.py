@@ -41,7 +41,7 @@ secret start. Every repetition is bounded, so an open match is at most a few KB 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -54,7 +54,7 @@ from orchestrator.policy.shapes import (
     compile_shape,
     marker,
 )
-from orchestrator.policy.views import View, has_tokens, held_from, normalised
+from orchestrator.policy.views import LINK_URL_CHARS, View, has_tokens, held_from, normalised
 
 __all__ = [
     "BUILTIN_SHAPES",
@@ -139,7 +139,10 @@ class _Compiled:
     def search(self, text: str, pos: int, partial: bool) -> regex.Match[str] | None:
         if self.timeout is None:
             return self.pattern.search(text, pos, partial=partial)
-        return self.pattern.search(text, pos, partial=partial, timeout=self.timeout)
+        # Once a pattern has run out of time, it is known to stall on some text: its later
+        # searches get a tenth of the bound, so each costs the event loop a few ms at most.
+        bound = self.timeout / 10 if self.timed_out else self.timeout
+        return self.pattern.search(text, pos, partial=partial, timeout=bound)
 
 
 class _TimedOut:
@@ -188,6 +191,8 @@ class Redactor:
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
         self._timeouts = 0  # searches that ran out of time, ever
+        self.observer: Callable[[str], None] | None = None
+        """Told the shape name of every secret a scan replaces (the daemon's metrics)."""
 
     @property
     def shapes(self) -> tuple[SecretShape, ...]:
@@ -245,6 +250,8 @@ class Redactor:
                 break
             out.append(text[last : hit.start])
             out.append(hit.replacement(text))
+            if self.observer is not None:
+                self.observer(hit.name)
             last = hit.end
             if first_hit is None:
                 first_hit = hit.start
@@ -257,7 +264,7 @@ class Redactor:
         self, text: str, start: int, stop: int, *, open_end: bool, breaks: Sequence[int]
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
-        begin = max(0, start - VIEW_CONTEXT_CHARS)
+        begin = _context_start(text, start)
         held: int | None = None
         tokens = has_tokens(text, begin)
         if open_end:
@@ -412,6 +419,20 @@ class Redactor:
                     heads[index] = None  # one time-out per scan: the rest is masked already
                 elif other is not None and _start(other) < end:
                     heads[index] = self._search(shapes[index], text, end, open_end)
+
+
+def _context_start(text: str, start: int) -> int:
+    """Where the views of a scan from ``start`` begin: :data:`VIEW_CONTEXT_CHARS` before it, or
+    at the ``[`` of a link or image whose syntax ends there (``[postgres](https://…)://admin:…``
+    reads as ``postgres://admin:…``, and the ``[`` may lie far back behind a long URL)."""
+    begin = max(0, start - VIEW_CONTEXT_CHARS)
+    if begin and text.find(")", begin, start) >= 0:
+        link = text.rfind("](", max(0, begin - LINK_URL_CHARS - 2), start)
+        if link >= 0:
+            opener = text.rfind("[", max(0, link - VIEW_CONTEXT_CHARS * 4), link)
+            if 0 <= opener < begin:
+                begin = opener - 1 if opener and text[opener - 1] == "!" else opener
+    return begin
 
 
 def _start(head: regex.Match[str] | _TimedOut) -> int:

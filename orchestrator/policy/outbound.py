@@ -102,15 +102,17 @@ class OutboundPolicy:
             hook_timeout_secs=config.hook_timeout_secs,
         )
 
-    def new_reply(self, channel: str, chat_id: str) -> ReplyPolicy:
-        """A fresh policy for one reply in ``channel``/``chat_id``."""
+    def new_reply(self, channel: str, chat_id: str, render: Renderer | None = None) -> ReplyPolicy:
+        """A fresh policy for one reply in ``channel``/``chat_id``; ``render``: what that
+        channel's reader sees of a formatted text (``Channel.visible_text``; default: this
+        policy's renderer)."""
         return ReplyPolicy(
             self.redactor,
             hook=self.hook,
             guardrails=self.guardrails,
             channel=channel,
             chat_id=chat_id,
-            render=self.render,
+            render=render if render is not None else self.render,
             hook_timeout_secs=self.hook_timeout_secs,
         )
 

@@ -29,43 +29,20 @@ go through :meth:`redact_line`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
-from orchestrator.policy.catalogue import Redactor, marker
+from orchestrator.policy.catalogue import Redactor
 from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
 from orchestrator.policy.hook import Hook, call_hook, run_hook
 from orchestrator.policy.pieces import PieceHistory
-from orchestrator.policy.views import aligned
+from orchestrator.policy.rendered import Renderer, redact_rendered
 from orchestrator.policy.window import RedactionWindow
 
 __all__ = ["PieceGuard", "Renderer", "ReplyPolicy", "redact_rendered"]
 
-Renderer = Callable[[str], str]
-"""Markdown in, the text a client displays out (the channel's renderer of the final text)."""
-
 _PARAGRAPH_BREAK = "\n\n"
 _PROBE_CHARS = 32
-
-
-def redact_rendered(redactor: Redactor, text: str, render: Renderer) -> str:
-    """Redact ``text`` as ``render`` displays it: a secret visible only once rendered (Markdown
-    escapes, emphasis or a link inside it) has the raw characters it came from replaced."""
-    shown = render(text)
-    hits = list(redactor.hits(shown))
-    if not hits:
-        return text
-    view = aligned(text, shown)
-    out: list[str] = []
-    last = 0
-    for hit in hits:
-        begin = max(view.raw_start(hit.secret_start), last)
-        end = max(view.raw_end(hit.secret_end), begin)
-        out.append(text[last:begin])
-        out.append(marker(hit.name))
-        last = end
-    out.append(text[last:])
-    return "".join(out)
 
 
 log = logging.getLogger(__name__)
@@ -242,5 +219,9 @@ class ReplyPolicy:
 
     def redact_line(self, text: str) -> str:
         """A status line, notice or approval prompt, redacted on its own (as it is and as it
-        reads: a tool's JSON arguments are decoded by the views)."""
-        return self._redactor.redact(text)
+        reads: a tool's JSON arguments are decoded by the views, and as the channel renders
+        it)."""
+        redacted = self._redactor.redact(text)
+        if self._render is None:
+            return redacted
+        return redact_rendered(self._redactor, redacted, self._render)

@@ -166,7 +166,8 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
 
 
 EXTRA_PATTERN_TIMEOUT_SECS = 0.05
-"""The time bound of one search of an extra pattern from config."""
+"""The time bound of one search of an extra pattern from config; a tenth of it once the pattern
+has run out of time (it is known to stall), so that no chat waits on it for long."""
 _PROBE_TIMEOUT_SECS = 0.25
 _PROBE_LENGTHS = (28, 4000)
 

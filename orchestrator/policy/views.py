@@ -16,23 +16,29 @@ copied as it is):
 ==========================  ==================================================================
 token                       in the view
 ==========================  ==================================================================
-``&name;`` ``&#N;`` ``&#xH;``  the character (HTML 5 named and numeric character references)
+``&name;`` ``&#N;`` ``&#xH;``  the character (HTML 5 named and numeric character references;
+                            numeric ones and ``&amp`` ``&lt`` ``&gt`` ``&quot`` ``&shy``
+                            ``&nbsp`` also without the ``;``, as HTML 5 §13.2.5.72 reads them)
 ``\\uXXXX``                 the character (JSON, RFC 8259 §7)
 ``\\n \\r \\t \\b \\f``         the control character (JSON)
 ``\\`` + ASCII punctuation   the punctuation (JSON ``\\/`` ``\\"``; CommonMark §2.4 escapes)
 ``%HH`` below 0x80          the ASCII character (RFC 3986 §2.1)
 ``[`` and ``](url)``        nothing: a Markdown link shows its text (CommonMark §6.3)
+``![alt](url)`` ``[^note]``  nothing: an image and a footnote reference render as a glyph or
+                            a superscript, not as text of the line
+``<tag>`` between non-spaces nothing: inline HTML (CommonMark §6.6), ``sk-<b>ant</b>-…``
 ``*`` ``~`` inside a word    nothing: emphasis delimiters (CommonMark §6.2), ``sk_live_**51…**``
 invisible characters        nothing: soft hyphen, zero-width space/joiners, word joiner,
                             bidi controls, BOM
 compatibility characters    their NFKC form (full-width letters, mathematical alphanumerics)
 ==========================  ==================================================================
 
-Decoding runs twice at most (one level of nesting: a percent-encoded JSON value, an
-entity-escaped entity). A view is ``(text, starts, ends)``: view character ``i`` came from raw
-characters ``[starts[i], ends[i])``. *Breaks* (raw positions, e.g. the start of a round) can be
-inserted as a ``"\\x00"`` that maps to no raw character: a keyword right after one stands at a
-word boundary.
+A decoded character that is invisible or a compatibility character reads as it would written
+directly (``\\u00ad`` is nothing). Decoding runs twice at most (one level of nesting: a
+percent-encoded JSON value, an entity-escaped entity). A view is ``(text, starts, ends)``:
+view character ``i`` came from raw characters ``[starts[i], ends[i])``. *Breaks* (raw
+positions, e.g. the start of a round) can be inserted as a ``"\\x00"`` that maps to no raw
+character: a keyword right after one stands at a word boundary.
 
 The mapping is built per character only for views that differ from the raw text; the usual
 text (no token, no break in the scanned region) costs one regular-expression search.
@@ -50,7 +56,16 @@ from dataclasses import dataclass
 
 import regex
 
-__all__ = ["BREAK", "View", "aligned", "has_tokens", "held_from", "normalised", "partial_token"]
+__all__ = [
+    "BREAK",
+    "LINK_URL_CHARS",
+    "View",
+    "aligned",
+    "has_tokens",
+    "held_from",
+    "normalised",
+    "partial_token",
+]
 
 BREAK = "\x00"
 """What a break is in a view: no pattern's character class holds it."""
@@ -67,16 +82,21 @@ _INVISIBLE = (
 _COMPAT = "\u24b6-\u24e9\uff01-\uff5e\U0001d400-\U0001d7ff"
 # What may start a token: a cheap test first (the standard ``re`` engine scans a small class
 # at hundreds of MB/s), the full token pattern only where it finds something.
-_TRIGGER = re.compile("[&\\\\%\\[\\]" + _INVISIBLE + _COMPAT + "]")
-_EMPHASIS = re.compile("[*~`]{1,3}[A-Za-z0-9_-]")
+_TRIGGER = re.compile("[&\\\\%\\[\\]<" + _INVISIBLE + _COMPAT + "]")
+_ASCII_TRIGGER = re.compile(r"[&\\%\[\]<]")  # the same, for ASCII text
+_DELIMITERS = re.compile("[*~`]+")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 _TOKEN = regex.compile(
-    r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});"
+    r"&(?:#[0-9]{1,7};?|#[xX][0-9a-fA-F]{1,6};?|[A-Za-z][A-Za-z0-9]{1,31};"
+    r"|amp|AMP|lt|LT|gt|GT|quot|QUOT|shy|nbsp)"
     r"|\\u[0-9a-fA-F]{4}|\\[nrtbf]|\\[!-/:-@\[-`{-~]"
     r"|%[0-7][0-9A-Fa-f]"
+    r"|!\[[^\[\]\n]{0,64}\]\([^()\s]{0,2048}\)|\[\^[^\[\]\s]{1,32}\]"
     r"|\]\([^()\s]{0,2048}\)|\]\[[^\[\]\s]{0,64}\]|\[(?!REDACTED:)"
     r"|(?<=[A-Za-z0-9_-])[*~`]{1,3}(?=[A-Za-z0-9_-])"
+    r"|(?<=\S)(?:</?[A-Za-z][A-Za-z0-9]{0,15}(?:\s[^<>\n]{0,64})?/?>"
+    r"|<!--[^\n]{0,64}?-->){1,8}(?=\S)"
     r"|[" + _INVISIBLE + r"]+"
     r"|[" + _COMPAT + r"]"
 )
@@ -87,7 +107,15 @@ _PARTIAL = regex.compile(
     r"(?:&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?"
     r"|\\(?:u[0-9a-fA-F]{0,3})?|%[0-7]?)\Z"
 )
-_LINK_URL_CHARS = 2048
+LINK_URL_CHARS = 2048
+"""The longest link URL a view reads through (``](…)``)."""
+# Markup not closed yet that a view may drop whole: a footnote reference, an image's alt text,
+# inline HTML inside a word.
+_CLOSED_MARKUP = regex.compile(r"(?:\[\^[^\[\]\s]{1,32}|!\[[^\[\]\n]{0,36})\]\Z")
+_MARKUP_OPEN = regex.compile(
+    r"(?:!?\[\^?[^\[\]\s]{0,32}|!"
+    r"|(?<=\S)(?:<[^<>\n]{0,80}>){0,8}<[^<>\n]{0,80}>?)\Z"
+)
 
 
 def partial_token(text: str, begin: int = 0) -> int | None:
@@ -101,11 +129,17 @@ def partial_token(text: str, begin: int = 0) -> int | None:
         found = _PARTIAL.search(text, floor)
         if found is not None:
             return int(found.start())
-    link = text.rfind("](", max(begin, n - _LINK_URL_CHARS - 2))
+    if "[" in tail or "!" in tail[-1:] or "<" in tail:
+        found = _MARKUP_OPEN.search(text, floor)
+        if found is not None:
+            return int(found.start())
+    link = text.rfind("](", max(begin, n - LINK_URL_CHARS - 2))
     if link >= 0 and _LINK_OPEN.fullmatch(text, link + 2) is not None:
-        return link
+        image = _CLOSED_MARKUP.search(text, max(begin, link - 40), link + 1)
+        return link if image is None or text[image.start()] != "!" else int(image.start())
     if text.endswith("]", begin):
-        return n - 1
+        closed = _CLOSED_MARKUP.search(text, floor)  # ``[^1]`` or ``![alt]``: may vanish whole
+        return n - 1 if closed is None else int(closed.start())
     return None
 
 
@@ -119,46 +153,62 @@ def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
     held = partial_token(text, begin)
     if not tokens:
         return held
-    head = text if held is None else text[:held]
-    if not has_tokens(head, begin):
-        return held
-    once, starts, _ = _pass(head, range(len(head)), range(1, len(head) + 1), begin, ())
-    inner = partial_token(once)
-    if inner is None:
-        return held
-    raw = starts[inner] if inner < len(starts) else len(head)
-    return raw if held is None else min(raw, held)
+    # Decoded with and without the raw token held: ``s\\`` + ``u00ad`` holds from the first
+    # backslash, as the decoded ``\`` may become ``\u00ad``.
+    for head in (text,) if held is None else (text, text[:held]):
+        if not has_tokens(head, begin):
+            continue
+        once, starts, _ = _pass(head, range(len(head)), range(1, len(head) + 1), begin, ())
+        inner = partial_token(once)
+        if inner is not None:
+            raw = starts[inner] if inner < len(starts) else len(head)
+            held = raw if held is None else min(raw, held)
+    return held
 
 
 def has_tokens(text: str, start: int = 0) -> bool:
     """Whether ``text[start:]`` holds anything a view would change."""
-    found = _TRIGGER.search(text, start)
+    found = (_ASCII_TRIGGER if text.isascii() else _TRIGGER).search(text, start)
     if found is not None and _TOKEN.search(text, found.start()) is not None:
         return True
     if text.find("*", start) < 0 and text.find("~", start) < 0 and text.find("`", start) < 0:
         return False
-    return any(  # an emphasis delimiter inside a word
-        m.start() > 0 and text[m.start() - 1] in _WORD for m in _EMPHASIS.finditer(text, start)
-    )
+    end = len(text)
+    for run in _DELIMITERS.finditer(text, start):  # an emphasis delimiter inside a word
+        a, b = run.span()
+        if b - a <= 3 and 0 < a and b < end and text[a - 1] in _WORD and text[b] in _WORD:
+            return True
+    return False
 
 
 def _decode(token: str) -> str:
     lead = token[0]
     if lead == "&":
         decoded = html.unescape(token)
-        return decoded if len(decoded) <= 2 else token
+        return _settled(decoded) if len(decoded) <= 2 else token
     if lead == "\\":
         second = token[1]
         if second == "u":
-            return chr(int(token[2:], 16))
+            return _settled(chr(int(token[2:], 16)))
         return _JSON_CONTROL.get(second, second) if len(token) == 2 else token
     if lead == "%":
         return chr(int(token[1:], 16))
-    if lead in "[]*~`" or lead in _INVISIBLE_SET:
+    if lead in "[]*~`!<" or lead in _INVISIBLE_SET:
         return ""
     return unicodedata.normalize("NFKC", token)
 
 
+def _settled(decoded: str) -> str:
+    """A decoded character as it reads: nothing when invisible (``\\u00ad``, ``&shy;``), its
+    NFKC form when it is a compatibility character (``&#xff53;``)."""
+    if decoded in _INVISIBLE_SET:
+        return ""
+    if _COMPAT_CHAR.fullmatch(decoded) is not None:
+        return unicodedata.normalize("NFKC", decoded)
+    return decoded
+
+
+_COMPAT_CHAR = regex.compile("[" + _COMPAT + "]")
 _INVISIBLE_SET = frozenset(
     regex.findall(
         "[" + _INVISIBLE + "]", "".join(map(chr, [*range(0x10000), *range(0xE0000, 0xE0080)]))

@@ -3,19 +3,27 @@
 Helpers over a :class:`~tests.peers.synapse.SynapseHomeserver` (architecture §8):
 :func:`nio_client` (an ``AsyncClient`` with ``max_limit_exceeded=0``), :func:`sync_timeline`
 (one ``/sync`` with :data:`SYNC_FILTER`: a plain sync returns only 10 timeline events),
-:func:`resolve_edits` (the content a client shows once ``m.replace`` edits are applied) and
-:func:`thread_root`.
+:func:`resolve_edits` (the content a client shows once ``m.replace`` edits are applied),
+:func:`thread_root`, and :class:`EncryptedClient`, an end-to-end encrypting client.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import nio
 
 from tests.peers.synapse import MatrixUser, SynapseHomeserver
 
-__all__ = ["SYNC_FILTER", "nio_client", "resolve_edits", "sync_timeline", "thread_root"]
+__all__ = [
+    "SYNC_FILTER",
+    "EncryptedClient",
+    "nio_client",
+    "resolve_edits",
+    "sync_timeline",
+    "thread_root",
+]
 
 SYNC_FILTER: dict[str, Any] = {
     "room": {"timeline": {"limit": 200}},
@@ -104,3 +112,91 @@ def thread_root(event: dict[str, Any]) -> str | None:
         root: str = relation["event_id"]
         return root
     return None
+
+
+class EncryptedClient:
+    """The human's end-to-end encrypting matrix-nio client (``matrix-nio[e2e]``), its key store
+    in ``store_dir``: an async context manager that logs ``user``'s registered device in and
+    uploads its keys.
+
+    :meth:`sync` is one ``/sync`` (the decrypted timeline events of one room kept in
+    :attr:`events`, nio's event objects) followed by what nio's ``sync_forever`` does for keys:
+    upload, query, claim, to-device messages. :meth:`send_text` encrypts for every device of
+    the room's members (trusted on first use)."""
+
+    def __init__(self, homeserver: SynapseHomeserver, user: MatrixUser, store_dir: Path) -> None:
+        store_dir.mkdir(parents=True, exist_ok=True)
+        config = nio.AsyncClientConfig(
+            max_limit_exceeded=0,
+            max_timeouts=0,
+            encryption_enabled=True,
+            store_sync_tokens=False,
+        )
+        self.client = nio.AsyncClient(
+            homeserver.base_url,
+            user.user_id,
+            device_id=user.device_id,
+            store_path=str(store_dir),
+            config=config,
+        )
+        self.user = user
+        self.events: dict[str, list[nio.Event]] = {}
+
+    async def __aenter__(self) -> EncryptedClient:
+        self.client.restore_login(self.user.user_id, self.user.device_id, self.user.access_token)
+        await self._keys()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.client.close()
+
+    async def _keys(self) -> None:
+        client = self.client
+        if client.should_upload_keys:
+            assert isinstance(await client.keys_upload(), nio.KeysUploadResponse)
+        if client.should_query_keys:
+            assert isinstance(await client.keys_query(), nio.KeysQueryResponse)
+        if client.should_claim_keys:
+            await client.keys_claim(client.get_users_for_key_claiming())
+        await client.send_to_device_messages()
+
+    async def sync(self, *, timeout_ms: int = 0) -> None:
+        response = await self.client.sync(
+            timeout=timeout_ms, sync_filter=SYNC_FILTER, full_state=self.client.next_batch is None
+        )
+        assert isinstance(response, nio.SyncResponse), response
+        for room_id, room in response.rooms.join.items():
+            self.events.setdefault(room_id, []).extend(room.timeline.events)
+        await self._keys()
+
+    async def create_room(self, invite: str) -> str:
+        """An encrypted room (``m.megolm.v1.aes-sha2``) with ``invite`` invited; synced."""
+        created = await self.client.room_create(
+            name="encrypted",
+            invite=[invite],
+            initial_state=[
+                {
+                    "type": "m.room.encryption",
+                    "state_key": "",
+                    "content": {"algorithm": "m.megolm.v1.aes-sha2"},
+                }
+            ],
+        )
+        assert isinstance(created, nio.RoomCreateResponse), created
+        await self.sync()
+        return str(created.room_id)
+
+    def joined(self, room_id: str, user_id: str) -> bool:
+        room = self.client.rooms.get(room_id)
+        return room is not None and user_id in room.users
+
+    async def send_text(self, room_id: str, text: str) -> str:
+        """An encrypted ``m.text``; returns its event id."""
+        sent = await self.client.room_send(
+            room_id,
+            "m.room.message",
+            {"msgtype": "m.text", "body": text},
+            ignore_unverified_devices=True,
+        )
+        assert isinstance(sent, nio.RoomSendResponse), sent
+        return str(sent.event_id)

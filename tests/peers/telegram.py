@@ -158,10 +158,15 @@ class TelegramBotApiServer:
     Args:
         token: the only token accepted (``bot<token>`` in the path).
         max_text_utf16: the text limit, in UTF-16 code units of visible text.
+        port: the port to listen on (0: a free one), e.g. to come up where a bot was told the
+            server is, after it started.
     """
 
-    def __init__(self, *, token: str = DEFAULT_TOKEN, max_text_utf16: int = 4096) -> None:
+    def __init__(
+        self, *, token: str = DEFAULT_TOKEN, max_text_utf16: int = 4096, port: int = 0
+    ) -> None:
         self.token = token
+        self._port = port
         self.max_text_utf16 = max_text_utf16
         self.calls: list[Call] = []
         self.commands: list[dict[str, Any]] = []
@@ -198,7 +203,7 @@ class TelegramBotApiServer:
             app, shutdown_timeout=1.0, handler_cancellation=True, access_log=None
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self._port)
         await site.start()
         port = self._runner.addresses[0][1]
         self.url = f"http://127.0.0.1:{port}"

@@ -1,0 +1,139 @@
+"""``relaybot runs``: the latest model rounds from the store, as a table or JSON (architecture §7).
+
+The store is the one ``relaybot run`` would use: ``storage.path`` of ``--config FILE`` (or
+``$RELAYBOT_CONFIG``), else the embedded default's ``$XDG_DATA_HOME/relaybot/relaybot.db``. It is
+only read; a missing store is one line and exit 1.
+
+Columns: time (UTC, ``YYYY-MM-DD HH:MM:SS``), channel, chat (``chat/thread`` in a thread),
+provider, attempts, TTFT (ms), tokens (input + output), writes (sends, edits and deletes), outcome.
+``--json`` prints one JSON object per round instead, newest first, with every stored field
+(``time`` in ISO 8601 UTC).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from orchestrator.logsetup import iso_utc
+from orchestrator.store import RoundRecord, Store
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Print the latest model rounds from the store as a table: time (UTC), channel, chat, provider,
+attempts, time to first token, tokens, writes and outcome (ok, tool_calls, interrupted, refused,
+stopped, undelivered). The store is storage.path of --config FILE ($RELAYBOT_CONFIG), else the
+embedded default's $XDG_DATA_HOME/relaybot/relaybot.db."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add ``runs`` to the ``relaybot`` subcommands."""
+    runs = sub.add_parser(
+        "runs",
+        help="print the latest model rounds from the store",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    runs.add_argument("--config", metavar="FILE", help="the config file naming the store")
+    runs.add_argument(
+        "--limit", type=_positive, default=20, metavar="N", help="how many rounds (default: 20)"
+    )
+    runs.add_argument("--chat", metavar="ID", help="only the rounds of this chat id")
+    runs.add_argument(
+        "--json", action="store_true", help="one JSON object per line instead of a table"
+    )
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def store_path(config_file: str | None, environ: dict[str, str]) -> Path | None:
+    """The store ``relaybot run`` would use; None when the config file is not valid (its
+    problems were printed)."""
+    from config.default import default_store_path
+
+    path = config_file or environ.get("RELAYBOT_CONFIG")
+    if not path:
+        return default_store_path(environ)
+    from orchestrator.cli import _load
+
+    config = _load(path)
+    return None if config is None else Path(config.storage.path)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``relaybot runs``; returns the exit code (2: bad config, 1: no store)."""
+    path = store_path(args.config, dict(os.environ))
+    if path is None:
+        return 2
+    if not path.exists():
+        print(f"relaybot: no store at {path} (nothing has run with it yet)", file=sys.stderr)
+        return 1
+    store = Store(path)
+    try:
+        rounds = store.recent_rounds(args.limit, args.chat)
+    finally:
+        store.close()
+    if args.json:
+        for at, record in rounds:
+            sys.stdout.write(json.dumps(_as_json(at, record)) + "\n")
+    else:
+        # Piped (not a terminal): wide enough that no cell is cut, whatever COLUMNS says.
+        width = None if sys.stdout.isatty() else 200
+        Console(highlight=False, width=width).print(_table(rounds))
+    sys.stdout.flush()
+    return 0
+
+
+def _as_json(at: float, record: RoundRecord) -> dict[str, object]:
+    return {
+        "time": iso_utc(at),
+        "channel": record.channel,
+        "chat": record.chat_id,
+        "thread": record.thread_id,
+        "provider": record.provider,
+        "attempts": record.attempts,
+        "ttft_ms": record.ttft_ms,
+        "input_tokens": record.input_tokens,
+        "output_tokens": record.output_tokens,
+        "cached_tokens": record.cached_tokens,
+        "writes": record.writes_sent,
+        "finish_reason": record.finish_reason,
+        "outcome": record.outcome,
+    }
+
+
+def _table(rounds: list[tuple[float, RoundRecord]]) -> Table:
+    table = Table(title=f"latest {len(rounds)} round(s)", title_justify="left")
+    for name in ("time (UTC)", "channel", "chat", "provider"):
+        table.add_column(name, no_wrap=True)
+    for name in ("attempts", "TTFT ms", "tokens", "writes"):
+        table.add_column(name, justify="right")
+    table.add_column("outcome", no_wrap=True, min_width=11)
+    for at, record in rounds:
+        chat = record.chat_id + (f"/{record.thread_id}" if record.thread_id else "")
+        tokens = (record.input_tokens or 0) + (record.output_tokens or 0)
+        table.add_row(
+            time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(at)),
+            record.channel,
+            chat,
+            record.provider or "-",
+            str(record.attempts),
+            "-" if record.ttft_ms is None else f"{record.ttft_ms:.0f}",
+            str(tokens) if tokens else "-",
+            str(record.writes_sent),
+            record.outcome,
+        )
+    return table

@@ -260,6 +260,13 @@ class Channel(ABC):
         """Called once per inbound message when its reply is fully delivered (or it got none)."""
         return None
 
+    async def interrupt(self) -> bool:
+        """SIGINT (Ctrl-C at the terminal the process runs in), offered to every channel before
+        it stops the daemon: True when this channel took it as its own (the console: ``/stop``
+        of the running answer, architecture §3 "Stop"), and the daemon goes on. Default: False.
+        """
+        return False
+
     async def __aenter__(self) -> Self:
         await self.start()
         return self

@@ -13,17 +13,35 @@ Otherwise (piped input) there is no banner and no prompt: each line of stdin is 
 ``/help`` is answered here, with every command and key; any other ``/word`` that is not a command
 of the bot is answered "unknown command" instead of going to the model (``//text`` sends
 ``/text``).
+
+Stopping (architecture §3 "Stop"): at a terminal, the lines typed while an answer runs are read at
+once (the terminal's own line editing, no prompt): ``/stop`` goes to the bot then, the others wait
+until the answer is over. Ctrl-C (SIGINT, which the daemon offers to :meth:`interrupt` first) is
+``/stop`` while an answer runs; a second Ctrl-C within :data:`QUIT_WINDOW_SECS`, or one at an empty
+prompt, quits (the daemon stops as for SIGTERM); one at a prompt holding text only arms the
+second. Input is read in daemon threads of the channel's own: one blocked in ``input()`` when
+the daemon stops does not keep the process alive, and :meth:`stop` puts the terminal's modes back
+as they were before readline changed them.
 """
 
 from __future__ import annotations
 
 import getpass
 import io
+import os
 import re
+import select
 import sys
-from typing import IO
+import termios
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import IO, Any, TypeVar
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 from rich.console import Console
 from rich.live import Live
 from rich.markdown import Markdown
@@ -33,9 +51,15 @@ from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, R
 from channels.limits import CONSOLE_LIMITS
 from config.models import ConsoleChannelConfig
 
-__all__ = ["BOT_COMMANDS", "HELP_TEXT", "ConsoleChannel"]
+__all__ = ["BOT_COMMANDS", "HELP_TEXT", "QUIT_WINDOW_SECS", "ConsoleChannel"]
 
 CHAT_ID = "console"
+QUIT_WINDOW_SECS = 2.0
+"""A second Ctrl-C within this many seconds of the first quits, answer running or not."""
+_TYPED_POLL_SECS = 0.1
+"""How often the reader of lines typed during an answer looks whether it should end, in s."""
+
+_T = TypeVar("_T")
 
 BOT_COMMANDS = frozenset({"/start", "/reset", "/stop"})
 """Commands passed on to the bot (the daemon answers them); ``/help`` is answered here."""
@@ -72,8 +96,10 @@ class ConsoleChannel(Channel):
         *,
         stdin: IO[str] | None = None,
         stdout: IO[str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(name, config, on_inbound)
+        self._clock = clock  # seconds, for the quit window of Ctrl-C
         self._stdin = stdin or sys.stdin
         out = stdout or sys.stdout
         self._interactive = out.isatty()
@@ -85,6 +111,11 @@ class ConsoleChannel(Channel):
         self._next_id = 0
         self._live: Live | None = None
         self._reply_done = anyio.Event()
+        self._pending = 0  # messages passed on whose reply_finished has not come yet
+        self._last_interrupt: float | None = None  # self._clock() at the last Ctrl-C
+        self._at_prompt = False  # input() shows the prompt
+        self._question: _Question | None = None  # an approval question typed lines answer
+        self._tty_modes: list[Any] | None = None  # the terminal's modes before readline's
         self._user = _user_name()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -93,6 +124,10 @@ class ConsoleChannel(Channel):
         if self._prompting:
             import readline  # noqa: F401 - line editing and history for input()
 
+            try:
+                self._tty_modes = termios.tcgetattr(self._stdin.fileno())
+            except (OSError, ValueError, termios.error):
+                self._tty_modes = None
             self._console.print(
                 f"[bold]relaybot[/] — console channel [dim]{self.name}[/]. "
                 "Type a message; /help lists commands and keys; Ctrl-D quits.",
@@ -100,11 +135,25 @@ class ConsoleChannel(Channel):
 
     async def stop(self) -> None:
         self._stop_live()
+        if self._at_prompt:  # quit at the prompt: the shell's prompt starts on a line of its own
+            self._at_prompt = False
+            self._console.file.write("\n")
+            self._console.file.flush()
+        if self._tty_modes is not None:
+            # readline changes the modes while it reads (no echo, no line buffering); when the
+            # daemon stops during input() nothing else would put them back.
+            try:
+                termios.tcsetattr(self._stdin.fileno(), termios.TCSADRAIN, self._tty_modes)
+            except (OSError, ValueError, termios.error):
+                pass
 
     async def serve(self) -> None:
-        """Read lines until end of input; each line is one message. Waits for each reply."""
+        """Read lines until end of input; each line is one message, and the next one is sent
+        once its reply is over. At a terminal the lines typed meanwhile are read at once:
+        ``/stop`` goes to the bot then, the others wait for their turn."""
+        held: deque[str | None] = deque()  # typed during an answer; None: the input ended
         while True:
-            line = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
+            line = held.popleft() if held else await _in_daemon_thread(self._read_line)
             if line is None:
                 return
             text = line.strip()
@@ -115,15 +164,90 @@ class ConsoleChannel(Channel):
             elif (local := _local_answer(text)) is not None:
                 self._print_local(local)
                 continue
-            self._reply_done = anyio.Event()
-            self._begin_reply()
-            self._next_id += 1
-            await self._on_inbound(_inbound(self.name, self._user, text, f"in-{self._next_id}"))
-            await self._reply_done.wait()
+            await self._pass_on(text)
+            if self._prompting:
+                await self._follow_reply(held)
+            else:
+                await self._reply_done.wait()
 
     async def reply_finished(self, chat_id: str) -> None:
-        self._end_reply()
-        self._reply_done.set()
+        # A message that started no reply of its own (``/stop``) ends none: the reply is over
+        # when every message passed on has had its reply_finished.
+        self._pending = max(0, self._pending - 1)
+        if self._pending == 0:
+            self._end_reply()
+            self._reply_done.set()
+
+    async def interrupt(self) -> bool:
+        """Ctrl-C: ``/stop`` while an answer runs (True); False (the daemon stops) for a second
+        Ctrl-C within :data:`QUIT_WINDOW_SECS` or one at an empty prompt. One at a prompt that
+        holds text is taken (True) and only arms the second."""
+        now = self._clock()
+        last, self._last_interrupt = self._last_interrupt, now
+        if last is not None and now - last < QUIT_WINDOW_SECS:
+            return False
+        if self._pending:
+            await self._pass_on("/stop")
+            return True
+        return self._at_prompt and bool(_line_buffer())
+
+    async def _pass_on(self, text: str) -> None:
+        """Give ``text`` to the bot as a message; the first one since the last reply ended
+        starts a new reply on the screen."""
+        if self._pending == 0:
+            self._reply_done = anyio.Event()
+            self._begin_reply()
+        self._pending += 1
+        self._next_id += 1
+        await self._on_inbound(_inbound(self.name, self._user, text, f"in-{self._next_id}"))
+
+    async def _follow_reply(self, held: deque[str | None]) -> None:
+        """Wait for the reply to end, reading the lines typed meanwhile into ``held``
+        (``/stop`` is passed on at once; a pending approval question takes the next line)."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._read_typed, held)
+            await self._reply_done.wait()
+            tg.cancel_scope.cancel()
+
+    async def _read_typed(self, held: deque[str | None]) -> None:
+        fd = self._stdin.fileno()
+        while True:
+            line = await self._typed_line(fd, held)
+            if line is None:
+                held.append(None)
+                if self._question is not None:  # no answer will come: not approved
+                    self._question.answer("")
+                return
+            text = line.strip()
+            if _is_stop(text):
+                await self._pass_on("/stop")
+            elif self._question is not None:
+                self._question.answer(text)
+            elif text:
+                held.append(line)
+
+    async def _typed_line(self, fd: int, held: deque[str | None]) -> str | None:
+        """One line typed at the terminal (its line discipline edits and echoes it), or None
+        at end of input. Cancelled, it waits for its thread to end (at most
+        :data:`_TYPED_POLL_SECS`) so that the prompt's ``input()`` never reads beside it; a
+        line the thread read meanwhile goes to ``held``."""
+        stop = threading.Event()
+        box: list[str | None] = []
+
+        def read() -> None:
+            box.append(_read_typed_line(fd, stop))
+
+        done = _start_daemon_thread(read)
+        try:
+            await done.wait()
+        finally:
+            if not done.is_set():
+                stop.set()
+                with anyio.CancelScope(shield=True):
+                    await done.wait()
+                if box and box[0] is not None:
+                    held.append(box[0])
+        return box[0] if box else None
 
     # -- primitives -----------------------------------------------------------------------
 
@@ -160,7 +284,15 @@ class ConsoleChannel(Channel):
             return None
         self._stop_live()
         self._console.print(f"[yellow]{prompt}[/] [dim](y/N)[/]")
-        answer = await anyio.to_thread.run_sync(self._read_line, abandon_on_cancel=True)
+        if self._pending:  # the reader of typed lines runs: it takes the answer
+            question = self._question = _Question()
+            try:
+                await question.answered.wait()
+            finally:
+                self._question = None
+            answer: str | None = question.text
+        else:
+            answer = await _in_daemon_thread(self._read_line)
         return answer is not None and answer.strip().lower() in ("y", "yes")
 
     # -- rendering ------------------------------------------------------------------------
@@ -181,12 +313,15 @@ class ConsoleChannel(Channel):
         if self._prompting:
             coloured = self._console.color_system is not None and not self._console.no_color
             prompt = _COLOUR_PROMPT if coloured else _PLAIN_PROMPT
+            self._at_prompt = True
             try:
                 return input(prompt)  # readline draws the prompt: editing keeps it in place
             except EOFError:
                 self._console.file.write("\n")  # the shell's prompt starts on a line of its own
                 self._console.file.flush()
                 return None
+            finally:
+                self._at_prompt = False
         line = self._stdin.readline()
         return line or None
 
@@ -247,6 +382,81 @@ class ConsoleChannel(Channel):
             self._console.file.write(text + "\n")
             self._console.file.flush()
         self._begin_reply()
+
+
+class _Question:
+    """An approval question waiting for the next typed line."""
+
+    def __init__(self) -> None:
+        self.answered = anyio.Event()
+        self.text: str | None = None
+
+    def answer(self, text: str) -> None:
+        if not self.answered.is_set():
+            self.text = text
+            self.answered.set()
+
+
+def _start_daemon_thread(func: Callable[[], None]) -> anyio.Event:
+    """Run ``func`` in a daemon thread; the returned event is set (on the event loop) when it
+    returned. Unlike anyio's worker threads, a daemon thread blocked in ``input()`` does not
+    keep the process alive after the daemon stopped."""
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+
+    def run() -> None:
+        try:
+            func()
+        finally:
+            try:
+                anyio.from_thread.run_sync(done.set, token=token)
+            except RuntimeError:  # the event loop is gone: nobody waits
+                pass
+
+    threading.Thread(target=run, name="console input", daemon=True).start()
+    return done
+
+
+async def _in_daemon_thread(func: Callable[[], _T]) -> _T:
+    """``func()`` in a daemon thread of its own (:func:`_start_daemon_thread`); cancelling the
+    wait abandons the thread. Exceptions are raised here."""
+    box: list[tuple[_T | None, BaseException | None]] = []
+
+    def run() -> None:
+        try:
+            box.append((func(), None))
+        except BaseException as exc:
+            box.append((None, exc))
+
+    await _start_daemon_thread(run).wait()
+    result, error = box[0]
+    if error is not None:
+        raise error
+    return result  # type: ignore[return-value]
+
+
+def _read_typed_line(fd: int, stop: threading.Event) -> str | None:
+    """A line from terminal ``fd`` in canonical mode (one ``read`` returns one line, or what
+    Ctrl-D pushed), or None at end of input; None too once ``stop`` is set."""
+    while not stop.is_set():
+        ready, _, _ = select.select([fd], [], [], _TYPED_POLL_SECS)
+        if ready:
+            data = os.read(fd, 4096)
+            return data.decode(errors="replace") if data else None
+    return None
+
+
+def _line_buffer() -> str:
+    """What is typed at readline's prompt so far (empty when readline is not loaded)."""
+    readline = sys.modules.get("readline")
+    if readline is None:
+        return ""
+    return str(readline.get_line_buffer())
+
+
+def _is_stop(text: str) -> bool:
+    match = _COMMAND.fullmatch(text.split(maxsplit=1)[0]) if text else None
+    return match is not None and match.group("name").lower() == "stop"
 
 
 def _isatty(stream: IO[str]) -> bool:

@@ -202,6 +202,9 @@ class DiscordChannel(Channel):
             allowed_mentions=_NO_MENTIONS,
             max_ratelimit_timeout=30.0,
             guild_ready_timeout=self.guild_ready_timeout,
+            # architecture §9: several instances each take a shard of the bot's guilds.
+            shard_id=self.config.shard_id,
+            shard_count=self.config.shard_count,
         )
         self._tree = command_tree(client, self._on_command)
         token = self.config.token.get_secret_value()

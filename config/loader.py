@@ -60,8 +60,8 @@ def load_config(
 ) -> RelaybotConfig:
     """Read, interpolate and validate a config file.
 
-    A relative ``storage.path`` is resolved against the file's directory: the returned
-    ``config.storage.path`` is absolute (``~`` expanded).
+    A relative ``storage.path`` (or ``sqlite:///`` path of ``storage.url``) is resolved against
+    the file's directory: the returned ``config.storage.path`` is absolute (``~`` expanded).
 
     Args:
         path: the YAML file; its name as given is the ``FILE`` of every message.
@@ -128,7 +128,9 @@ def load_config_text(
     config = config_from_document(doc, source_name=source_name, checks=checks, warnings=warnings)
     if base_dir is not None:
         resolved = str(config.storage.resolved_path(base_dir))
-        storage = config.storage.model_copy(update={"path": resolved})
+        storage = config.storage.model_copy(
+            update={"path": resolved, "url": config.storage.resolved_url(base_dir)}
+        )
         config = config.model_copy(update={"storage": storage})
     return config
 

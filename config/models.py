@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
-from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -28,6 +27,7 @@ from pydantic import (
 )
 
 from config.errors import LocatedValueError
+from config.storage import StorageConfig
 
 __all__ = [
     "AgentConfig",
@@ -452,6 +452,25 @@ class DiscordChannelConfig(_StreamModeChannel):
         description="request the privileged Message Content intent (enable it in the developer "
         "portal); without it guild messages that do not mention the bot arrive empty",
     )
+    shard_id: int | None = Field(
+        default=None,
+        ge=0,
+        description="this instance's Gateway shard (0 … shard_count-1) when several instances "
+        "serve the bot; direct messages arrive on shard 0 only; null = one instance",
+    )
+    shard_count: int | None = Field(
+        default=None, ge=1, description="how many shards the instances share; with shard_id"
+    )
+
+    @model_validator(mode="after")
+    def _shards(self) -> DiscordChannelConfig:
+        if (self.shard_id is None) != (self.shard_count is None):
+            missing = "shard_count" if self.shard_count is None else "shard_id"
+            raise LocatedValueError(((missing,), "shard_id and shard_count go together"))
+        if self.shard_id is not None and self.shard_count is not None:
+            if self.shard_id >= self.shard_count:
+                raise LocatedValueError((("shard_id",), "expected less than shard_count"))
+        return self
 
     @field_validator("api_base_url")
     @classmethod
@@ -505,23 +524,6 @@ ChannelConfig = Annotated[
     TelegramChannelConfig | MatrixChannelConfig | DiscordChannelConfig | ConsoleChannelConfig,
     Field(discriminator="kind"),
 ]
-
-
-class StorageConfig(_Strict):
-    """The SQLite store of conversations and round records."""
-
-    path: str = Field(
-        default="relaybot.db",
-        description="SQLite file; a relative path is relative to the config file's directory",
-    )
-
-    def resolved_path(self, base_dir: str | Path) -> Path:
-        """The store's absolute path: ``~`` expanded, a relative path joined to ``base_dir``.
-
-        :func:`config.loader.load_config` already returns an absolute ``path``.
-        """
-        path = Path(self.path).expanduser()
-        return path if path.is_absolute() else (Path(base_dir) / path).absolute()
 
 
 class ServerConfig(_Strict):

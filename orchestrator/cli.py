@@ -6,6 +6,9 @@
                                    else the built-in demo model.
 ``relaybot check-config FILE``     exit 0, or print ``FILE:LINE: key.path: message`` lines, exit 2.
 ``relaybot schema``                print the JSON Schema of the config file.
+``relaybot migrate-store --from URL --to URL``
+                                   copy conversations and run records between stores
+                                   (``sqlite:///PATH``, ``postgresql://…``).
 ``relaybot runs [--limit N] [--chat ID] [--json]``  the latest rounds from the store
                                    (:mod:`orchestrator.runs_cli`).
 ``relaybot --version``             print the version.
@@ -89,6 +92,15 @@ Print the JSON Schema (draft 2020-12) of the config file, e.g. for an editor's Y
 server."""
 
 
+_MIGRATE_DESCRIPTION = """\
+Copy one store into another: conversations, run records, waiting messages, channel state and the
+update ids already seen, e.g. from the SQLite file into the PostgreSQL server that several
+instances will share. The destination's schema is created first; a destination that already
+holds history or run records is refused. URLs: sqlite:///PATH (three slashes, then the path) or
+postgresql://USER@HOST:PORT/DB, the password in PGPASSWORD. Stop relaybot first.
+Exit 0 after the copy, 1 when it failed (one line on stderr), 2 for a bad URL."""
+
+
 def _version() -> str:
     try:
         return metadata.version("relaybot")
@@ -141,6 +153,18 @@ def _parser() -> argparse.ArgumentParser:
         description=_SCHEMA_DESCRIPTION,
         formatter_class=raw,
     )
+    migrate = sub.add_parser(
+        "migrate-store",
+        help="copy conversations and run records from one store to another",
+        description=_MIGRATE_DESCRIPTION,
+        formatter_class=raw,
+    )
+    migrate.add_argument(
+        "--from", dest="source", required=True, metavar="URL", help="the store read"
+    )
+    migrate.add_argument(
+        "--to", dest="destination", required=True, metavar="URL", help="the store written"
+    )
     from orchestrator import runs_cli
 
     runs_cli.add_parser(sub)
@@ -172,6 +196,8 @@ def _main(argv: Sequence[str] | None) -> int:
 
         sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
         return _flush()
+    if args.command == "migrate-store":
+        return _migrate_store(args.source, args.destination)
     if args.command == "runs":
         from orchestrator import runs_cli
 
@@ -200,6 +226,26 @@ def _exit_now_if_threads_hang(code: int) -> int:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+def _migrate_store(source: str, destination: str) -> int:
+    from config.store_url import parse_store_url
+    from orchestrator.store.copy import copy_store
+
+    for url in (source, destination):
+        try:
+            parse_store_url(url)
+        except ValueError as exc:
+            print(f"relaybot: migrate-store: {exc}", file=sys.stderr)
+            return 2
+    try:
+        copied = anyio.run(copy_store, source, destination)
+    except Exception as exc:  # the stores' errors, CopyRefused: one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"relaybot: migrate-store: {first}", file=sys.stderr)
+        return 1
+    print(f"copied {copied.summary()}")
+    return _flush()
 
 
 def _flush() -> int:

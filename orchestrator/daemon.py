@@ -26,6 +26,13 @@ vision, is one line to the user). ``/stop`` is not queued:
 it cuts the running answer of its conversation short (architecture §3 "Stop"), and the next waiting
 message runs.
 
+With a shared store (``storage.url: postgresql://…``, architecture §9) several instances serve
+one bot: the queue is the store's (:mod:`orchestrator.shared_queue`), an update is taken by one
+instance only, one turn at a time per conversation holds across them, what an instance that
+died left waiting is taken over by another within ``storage.takeover_secs``, and ``/stop``
+reaches the instance answering. ``storage.retain_days`` prunes older history and round records
+at start and hourly.
+
 Every task has an owner: the root task group spans the whole run.
 """
 
@@ -48,6 +55,7 @@ from channels.base import Channel, InboundHandler, InboundMessage
 from channels.errors import ChannelError
 from channels.registry import build_channel
 from config.models import RelaybotConfig
+from config.store_url import parse_store_url
 from orchestrator.access import AccessControl
 from orchestrator.dispatch import Dispatcher
 from orchestrator.images import screen_images
@@ -58,7 +66,9 @@ from orchestrator.policy import OutboundPolicy
 from orchestrator.provider_chain import ProviderChain
 from orchestrator.reload import plan_reload, read_for_reload
 from orchestrator.reply_stats import ReplyStats
-from orchestrator.store import AsyncStore, RoundRecord, Store, WaitingMessage
+from orchestrator.shared_queue import SharedDispatcher
+from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
+from orchestrator.store.sqlite_async import AsyncStore
 from orchestrator.tools import ToolRegistry
 from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 
@@ -68,6 +78,8 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_SECS = 30.0
 """How long running turns may go on after SIGINT/SIGTERM, in seconds."""
+PRUNE_EVERY_SECS = 3600.0
+"""How often ``storage.retain_days`` prunes, in seconds (and once at start)."""
 DELIVERY_GRACE_SECS = 10.0
 """After cutting the model work, how long interrupted replies may take to reach the chat."""
 
@@ -90,7 +102,9 @@ class Daemon:
 
     Args:
         config: the validated config.
-        storage_path: the SQLite store's file.
+        storage_path: the SQLite store's file (tests); default ``config.storage``'s URL.
+        storage_url: a ``storage.url`` (``sqlite:///…`` or ``postgresql://…``); wins over
+            ``storage_path``.
         channel_factory: builds each channel (tests pass one that sets short network timeouts).
         policy: the outbound policy (default: built from ``config.policy``).
         config_path: the file SIGHUP reads again (``None``: the embedded default, no reload).
@@ -100,7 +114,8 @@ class Daemon:
         self,
         config: RelaybotConfig,
         *,
-        storage_path: str | Path,
+        storage_path: str | Path | None = None,
+        storage_url: str | None = None,
         channel_factory: ChannelFactory = build_channel,
         policy: OutboundPolicy | None = None,
         config_path: str | Path | None = None,
@@ -108,8 +123,12 @@ class Daemon:
         self.config = config
         self._config_path = config_path
         self._channel_factory = channel_factory
-        self.store = Store(storage_path)  # blocking: start-up, shutdown and tests
-        self._store = AsyncStore(self.store)  # everything on the event loop
+        if storage_url is None:
+            path = storage_path if storage_path is not None else config.storage.path
+            storage_url = config.storage.url or f"sqlite:///{path}"
+        parse_store_url(storage_url)  # ValueError for a bad URL
+        # Everything on the event loop uses the async store; PostgreSQL connects in run().
+        self._store: ConversationStore = store_for(storage_url, pool_size=config.storage.pool_size)
         self.policy = policy if policy is not None else OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         self.policy.redactor.observer = self.metrics.observe_redaction
@@ -131,16 +150,31 @@ class Daemon:
         self._reloading = anyio.Lock()
         self._active_turns = 0
         self._access: dict[str, AccessControl] = {}
-        self._dispatcher: Dispatcher | None = None
+        self._dispatcher: Dispatcher | SharedDispatcher | None = None
         self.stopping = anyio.Event()
         self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
         self._input_ended = False  # a console-only run ended with its input
         self._unanswered: str | None = None  # cause of the first answer not produced
 
+    @property
+    def store(self) -> Store:
+        """The blocking SQLite store (start-up, shutdown and tests); raises ``RuntimeError``
+        for a PostgreSQL store."""
+        if not isinstance(self._store, AsyncStore):
+            raise RuntimeError("the store is PostgreSQL: use the async store")
+        return self._store.sync
+
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up,
-        or when a console-only run ended with its piped input and an answer was not produced."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up
+        or the store cannot be opened, or when a console-only run ended with its piped input
+        and an answer was not produced."""
         try:
+            try:
+                await self._store.open()
+            except Exception as exc:  # psycopg.Error, SchemaTooNew: one line
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                print(f"relaybot: storage: cannot open the store: {first}", file=sys.stderr)
+                return 1
             async with anyio.create_task_group() as tg:
                 self._tg = tg
                 code = await self._run(tg, handle_signals)
@@ -148,11 +182,21 @@ class Daemon:
             return code
         finally:
             await self._providers.aclose()
-            self.store.close()
+            with anyio.CancelScope(shield=True):
+                await self._store.aclose()
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
-        self._dispatcher = Dispatcher(tg, self._run_turn, self._store.remove_waiting, held=True)
+        store = self._store
+        shared: SharedDispatcher | None = None
+        if store.shared:
+            takeover = self.config.storage.takeover_secs
+            shared = SharedDispatcher(
+                tg, store, self.channels, self._run_turn, takeover_secs=takeover, held=True
+            )
+            self._dispatcher = shared
+        else:
+            self._dispatcher = Dispatcher(tg, self._run_turn, store.remove_waiting, held=True)
         self.metrics.queued.set_function(lambda: self._dispatcher.queued if self._dispatcher else 0)
         self.metrics.active_turns.set_function(lambda: self._active_turns)
         unbuilt: dict[str, str] = {}
@@ -161,7 +205,9 @@ class Daemon:
                 self._build_channel(name, channel_config)
             except NotImplementedError as exc:
                 unbuilt[name] = str(exc)
-        stale = await self._queue_waiting()
+        # A shared store's waiting messages are taken over by the sweep, by whichever instance
+        # claims their conversation (architecture §9).
+        stale = [] if shared is not None else await self._queue_waiting()
         for name in self.channels:
             await self._start_channel(tg, name)
         if not any(s.ever_up for s in self.supervisors.values()):
@@ -191,6 +237,11 @@ class Daemon:
             await tg.start(self._watch_signals)  # handled from here on
             await tg.start(self._watch_reload)
         self._dispatcher.release()
+        if shared is not None:
+            tg.start_soon(shared.sweep)
+            tg.start_soon(self._follow_stop_requests)
+        if self.config.storage.retain_days is not None:
+            tg.start_soon(self._prune, self.config.storage.retain_days)
         await self._send_stale_notices(stale)
         log.info("relaybot running with channels: %s", ", ".join(self.channels))
         await self.stopping.wait()
@@ -211,6 +262,23 @@ class Daemon:
         log.info("%s:%s is %s from now on", channel, old_chat_id, new_chat_id)
         if self._dispatcher is not None:
             self._dispatcher.move(channel, old_chat_id, new_chat_id)
+
+    async def _follow_stop_requests(self) -> None:
+        """``/stop`` asked at another instance: stop the turn if it runs here."""
+        async for key in self._store.stop_requests():
+            if self.turns.stop(key):
+                log.info("%s:%s: answer stopped at another instance's request", key[0], key[1])
+
+    async def _prune(self, retain_days: float) -> None:
+        """``storage.retain_days``: delete older history and round records, now and hourly."""
+        while True:
+            try:
+                deleted = await self._store.prune(time.time() - retain_days * 86400)
+                if deleted:
+                    log.info("storage: pruned %d row(s) older than %g day(s)", deleted, retain_days)
+            except Exception as exc:
+                log.warning("storage: pruning failed: %s", exc)
+            await anyio.sleep(PRUNE_EVERY_SECS)
 
     def _start_failed(self, name: str, cause: str) -> int:
         first_line = cause.strip().splitlines()[0] if cause.strip() else "unknown error"
@@ -318,6 +386,8 @@ class Daemon:
         with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             task_status.started()
             async for signum in signals:
+                if signum == signal.SIGINT and await self._offer_interrupt():
+                    continue
                 name = signal.Signals(signum).name
                 if not self.stopping.is_set():
                     log.info("received %s; finishing running answers, then stopping", name)
@@ -326,6 +396,20 @@ class Daemon:
                     log.warning("received %s again; interrupting running answers now", name)
                     if self._grace is not None:
                         self._grace.cancel()
+
+    async def _offer_interrupt(self) -> bool:
+        """SIGINT is Ctrl-C at a terminal: each channel may take it first (the console stops its
+        running answer, architecture §3 "Stop"). True when one did: the daemon goes on. Once
+        the daemon is stopping, SIGINT is a stop signal only."""
+        if self.stopping.is_set():
+            return False
+        for channel in self.channels.values():
+            try:
+                if await channel.interrupt():
+                    return True
+            except Exception:
+                log.exception("channel %s: Ctrl-C not handled", channel.name)
+        return False
 
     async def _shutdown(self) -> None:
         assert self._dispatcher is not None
@@ -375,9 +459,16 @@ class Daemon:
         await channel.reply_finished(message.chat_id)
 
     async def _stop_answer(self, channel: Channel, message: InboundMessage) -> None:
-        """``/stop``: cut the conversation's running answer short; say so when none runs."""
+        """``/stop``: cut the conversation's running answer short; say so when none runs. With
+        a shared store the answer may run on another instance: the request goes to all."""
+        key = conversation_key(channel.name, message)
         try:
-            if not self.turns.stop(conversation_key(channel.name, message)):
+            if self.turns.stop(key):
+                return
+            store = self._store
+            if store.shared and await store.claimed(*key):
+                await store.request_stop(*key)
+            else:
                 await self._say(channel, message, NOTHING_TO_STOP)
         finally:
             await channel.reply_finished(message.chat_id)
@@ -509,11 +600,12 @@ def _command(text: str) -> str | None:
 async def serve(
     config: RelaybotConfig,
     *,
-    storage_path: str | Path,
+    storage_path: str | Path | None = None,
     handle_signals: bool = True,
     config_path: str | Path | None = None,
 ) -> int:
-    """Run relaybot over ``config`` (read from ``config_path``, which SIGHUP reads again);
-    returns the exit code."""
+    """Run relaybot over ``config`` (read from ``config_path``, which SIGHUP reads again; its
+    store: ``storage.url``, else ``storage_path``, else ``storage.path``); returns the exit
+    code."""
     daemon = Daemon(config, storage_path=storage_path, config_path=config_path)
     return await daemon.run(handle_signals=handle_signals)

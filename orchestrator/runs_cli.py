@@ -1,8 +1,9 @@
 """``relaybot runs``: the latest model rounds from the store, as a table or JSON (architecture §7).
 
-The store is the one ``relaybot run`` would use: ``storage.path`` of ``--config FILE`` (or
-``$RELAYBOT_CONFIG``), else the embedded default's ``$XDG_DATA_HOME/relaybot/relaybot.db``. It is
-only read; a missing store is one line and exit 1.
+The store is the one ``relaybot run`` would use: ``storage.url`` or ``storage.path`` of
+``--config FILE`` (or ``$RELAYBOT_CONFIG``), else the embedded default's
+``$XDG_DATA_HOME/relaybot/relaybot.db``. It is only read; a missing SQLite store, or a
+PostgreSQL server that cannot be reached, is one line and exit 1.
 
 Columns: time (UTC, ``YYYY-MM-DD HH:MM:SS``), channel, chat (``chat/thread`` in a thread),
 provider, attempts, TTFT (ms), tokens (input + output), writes (sends, edits and deletes), outcome.
@@ -73,8 +74,45 @@ def store_path(config_file: str | None, environ: dict[str, str]) -> Path | None:
     return None if config is None else Path(config.storage.path)
 
 
+def _shared_store_url(config_file: str | None, environ: dict[str, str]) -> str | None:
+    """``storage.url`` of a valid config when it names PostgreSQL (architecture §9), else None
+    (an invalid config is reported by :func:`store_path`)."""
+    path = config_file or environ.get("RELAYBOT_CONFIG")
+    if not path:
+        return None
+    from config.errors import ConfigError
+    from config.loader import load_config
+
+    try:
+        config = load_config(path)
+    except ConfigError:
+        return None
+    return config.storage.store_url() if config.storage.shared else None
+
+
+async def _shared_rounds(url: str, limit: int, chat: str | None) -> list[tuple[float, RoundRecord]]:
+    from orchestrator.store import open_store
+
+    store = await open_store(url, pool_size=1)
+    try:
+        return await store.recent_rounds(limit, chat)
+    finally:
+        await store.aclose()
+
+
 def run(args: argparse.Namespace) -> int:
     """``relaybot runs``; returns the exit code (2: bad config, 1: no store)."""
+    shared = _shared_store_url(args.config, dict(os.environ))
+    if shared is not None:
+        import anyio
+
+        try:
+            rounds = anyio.run(_shared_rounds, shared, args.limit, args.chat)
+        except Exception as exc:  # psycopg.Error: one line
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            print(f"relaybot: cannot read the store: {first}", file=sys.stderr)
+            return 1
+        return _print(args, rounds)
     path = store_path(args.config, dict(os.environ))
     if path is None:
         return 2
@@ -86,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
         rounds = store.recent_rounds(args.limit, args.chat)
     finally:
         store.close()
+    return _print(args, rounds)
+
+
+def _print(args: argparse.Namespace, rounds: list[tuple[float, RoundRecord]]) -> int:
     if args.json:
         for at, record in rounds:
             sys.stdout.write(json.dumps(_as_json(at, record)) + "\n")

@@ -37,7 +37,7 @@ from dataclasses import replace
 
 import anyio
 
-from channels.base import Channel, InboundMessage
+from channels.base import Channel, InboundMessage, MessageRef
 from config.models import AgentConfig
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import (
@@ -50,7 +50,7 @@ from orchestrator.delivery.events import (
 from orchestrator.images import image_parts
 from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
-from orchestrator.store import AsyncStore, RoundRecord, Store
+from orchestrator.store import AsyncStore, ConversationStore, Draft, RoundRecord, Store
 from orchestrator.tools import ToolRegistry, tool_error
 from orchestrator.turn_state import (
     ConversationKey,
@@ -96,7 +96,9 @@ class TurnRunner:
         rounds: the round runner over ``agent.providers``.
         tools: the tools offered to the model.
         store: history and round records (a blocking :class:`Store` is wrapped so that it is
-            used off the event loop).
+            used off the event loop). A shared store (PostgreSQL) also keeps each reply's
+            draft — its last message's id and text — while the turn runs, so that another
+            instance can mark it interrupted when this one dies (architecture §9).
         policies: makes one outbound policy per reply.
         on_round: called with each round's record after it is stored (metrics).
         on_moved: awaited with (channel, old chat id, new chat id) when a reply's chat moved
@@ -109,7 +111,7 @@ class TurnRunner:
         agent: AgentConfig,
         rounds: RoundRunner,
         tools: ToolRegistry,
-        store: Store | AsyncStore,
+        store: Store | ConversationStore,
         policies: ReplyPolicyFactory,
         on_round: Callable[[RoundRecord], None] | None = None,
         on_moved: Callable[[str, str, str], Awaitable[None]] | None = None,
@@ -118,7 +120,8 @@ class TurnRunner:
         self._agent = agent
         self._rounds = rounds
         self._tools = tools
-        self._store = store if isinstance(store, AsyncStore) else AsyncStore(store)
+        self._store: ConversationStore = AsyncStore(store) if isinstance(store, Store) else store
+        self._journal = self._store.shared
         self._policies = policies
         self._on_round = on_round
         self._running: dict[ConversationKey, TurnState] = {}
@@ -169,6 +172,9 @@ class TurnRunner:
                     await self._store.append(
                         channel.name, turn.inbound.chat_id, turn.new_messages, inbound.thread_id
                     )
+        if self._journal:
+            with anyio.CancelScope(shield=True):
+                await self._forget_draft(channel.name, turn.inbound)
         if turn.driver.stats.unreachable and turn.outcome.outcome != "undelivered":
             # The answer was complete, its delivery was not (e.g. the one message of "off").
             turn.outcome.outcome, turn.outcome.cause = "undelivered", UNDELIVERED_CAUSE
@@ -176,6 +182,13 @@ class TurnRunner:
                 with anyio.CancelScope(shield=True):
                     await self._store.set_round_outcome(turn.last_round_id, "undelivered")
         return turn.outcome
+
+    async def _forget_draft(self, name: str, inbound: InboundMessage) -> None:
+        """The reply is delivered (or given up): no draft of it is left to recover."""
+        try:
+            await self._store.clear_draft(name, inbound.chat_id, inbound.thread_id)
+        except Exception as exc:
+            log.warning("could not forget the draft of %s:%s: %s", name, inbound.chat_id, exc)
 
     def _release(self, key: ConversationKey, turn: TurnState) -> None:
         if self._running.get(key) is turn:
@@ -191,6 +204,15 @@ class TurnRunner:
         def unreachable() -> None:
             self._cancel(turns[0], UNDELIVERED_CAUSE)
 
+        async def written(ref: MessageRef, text: str, formatted: bool) -> None:
+            draft = Draft(
+                channel.name, ref.chat_id, inbound.thread_id, ref.message_id, text, formatted
+            )
+            try:
+                await self._store.set_draft(draft)
+            except Exception as exc:  # the write landed: a store hiccup must not undo it
+                log.warning("could not keep the draft of %s: %s", turns[0].where, exc)
+
         driver = DeliveryDriver(
             channel,
             inbound.chat_id,
@@ -199,6 +221,7 @@ class TurnRunner:
             thread_id=inbound.thread_id,
             on_moved=moved,
             on_unreachable=unreachable,
+            on_written=written if self._journal else None,
         )
         user = ChatMessage("user", inbound.text, images=image_parts(inbound))
         turns.append(TurnState(channel, inbound, policy, driver, [], [user]))

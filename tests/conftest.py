@@ -8,8 +8,9 @@ import pytest
 
 __all__: list[str] = []
 
-pytest_plugins = ["tests.peers.synapse_fixtures"]
-"""The Synapse homeserver fixtures (``synapse``, ``synapse_default_limits``), architecture §8."""
+pytest_plugins = ["tests.peers.synapse_fixtures", "tests.peers.postgres_fixtures"]
+"""The Synapse homeserver fixtures (``synapse``, ``synapse_default_limits``) and the PostgreSQL
+ones (``postgres_server``, ``postgres_url``, ``store_url``), architecture §8."""
 
 _ENV_VARS = (
     "OPENAI_API_KEY",

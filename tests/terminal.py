@@ -57,7 +57,8 @@ class Terminal:
             stderr=slave,
             env={**env, "TERM": "xterm", "COLUMNS": str(COLUMNS), "LINES": str(LINES)},
             cwd=cwd,
-            start_new_session=True,  # the pty becomes its controlling terminal
+            start_new_session=True,
+            preexec_fn=_take_controlling_terminal,
             close_fds=True,
         )
         os.close(slave)
@@ -95,6 +96,11 @@ class Terminal:
             os.write(self._master, KEYS.get(key, key).encode())
             self._pump(0.05)
 
+    def local_modes(self) -> int:
+        """The terminal's local modes (``c_lflag``: ``termios.ECHO``, ``ICANON``...), as the
+        process left them (on Linux the master reports the slave's modes)."""
+        return int(termios.tcgetattr(self._master)[3])
+
     def lines(self) -> list[str]:
         """The screen's lines, trailing spaces removed."""
         return [line.rstrip() for line in self.screen.display]
@@ -113,21 +119,38 @@ class Terminal:
                 screen = "\n".join(self.lines())
                 raise AssertionError(f"the process ended; the screen:\n{screen}")
 
-    def settle(self, quiet_secs: float = 0.3) -> None:
-        """Read until the process has written nothing for ``quiet_secs``."""
+    def settle(self, quiet_secs: float = 0.3, *, within: float = 10.0) -> None:
+        """Read until the process has written nothing for ``quiet_secs`` (at most ``within``
+        seconds: a process that never stops writing does not hold the test)."""
+        deadline = time.monotonic() + within
         before = -1
-        while before != len(self.output):
+        while before != len(self.output) and time.monotonic() < deadline:
             before = len(self.output)
             self._pump(quiet_secs)
 
     def wait_exit(self, *, within: float = 30.0) -> int:
+        """Read output until the process ends; its exit code. Fails, with the screen, when it
+        still runs after ``within`` seconds."""
         deadline = time.monotonic() + within
-        while self.process.poll() is None and time.monotonic() < deadline:
+        while self.process.poll() is None:
+            if time.monotonic() > deadline:
+                screen = "\n".join(self.lines())
+                raise AssertionError(f"still running after {within} s; the screen:\n{screen}")
             self._pump(0.1)
-        while self._pump(0.05) and self.process.poll() is None:
+        drained = time.monotonic() + 5.0
+        while self._pump(0.05) and time.monotonic() < drained:  # what it wrote last
             pass
-        self.settle(0.1)
-        return self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        return self.process.returncode
+
+
+def _take_controlling_terminal() -> None:
+    """In the child, after ``setsid``: make the pty on stdin its controlling terminal.
+
+    A new session has no controlling terminal, and inheriting an open pty does not give it one
+    (only opening it, or ``TIOCSCTTY``, does); without one the terminal driver sends no signal
+    for Ctrl-C, Ctrl-Z or Ctrl-\\, it only echoes ``^C``.
+    """
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
 def relaybot_command(*args: str) -> list[str]:

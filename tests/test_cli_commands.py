@@ -70,7 +70,13 @@ def _subparsers() -> dict[str, argparse.ArgumentParser]:
 def test_every_command_and_argument_has_a_help_text(tmp_path: Path) -> None:
     parser = _parser()
     [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-    assert {c.dest for c in commands._choices_actions} == {"run", "check-config", "schema", "runs"}
+    assert {c.dest for c in commands._choices_actions} == {
+        "run",
+        "check-config",
+        "schema",
+        "runs",
+        "migrate-store",
+    }
     assert all(c.help for c in commands._choices_actions)
     for name, sub in _subparsers().items():
         assert sub.description and len(sub.description) > 60, name  # describes the command

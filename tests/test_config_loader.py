@@ -366,3 +366,34 @@ def test_provider_base_url_is_an_http_url(tmp_path: Path) -> None:
     errors = _errors(tmp_path, text)
     assert errors == ["FILE:6: providers.main.base_url: expected an http:// or https:// URL"]
     assert "sk-test-key" not in "\n".join(errors)
+
+
+def test_storage_url_a_relative_sqlite_path_joins_the_config_directory(tmp_path: Path) -> None:
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(VALID + "storage:\n  url: sqlite:///data/bot.db\n", encoding="utf-8")
+    storage = load_config(path, environ=ENV).storage
+    assert storage.url == f"sqlite:///{tmp_path / 'data' / 'bot.db'}" and not storage.shared
+    path.write_text(VALID + "storage:\n  url: postgresql://bot@db/bot\n", encoding="utf-8")
+    storage = load_config(path, environ=ENV).storage
+    assert storage.url == "postgresql://bot@db/bot" and storage.shared
+    assert storage.takeover_secs == 30 and storage.retain_days is None
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("url: mysql://db/bot", "storage.url: expected a sqlite:/// or postgresql:// URL"),
+        ("url: postgresql://bot:hunter2@db/bot", "storage.url: a password in the URL is not"),
+        ("retain_days: 0", "storage.retain_days: "),
+        ("takeover_secs: -1", "storage.takeover_secs: "),
+    ],
+)
+def test_storage_errors_are_located_and_never_show_a_password(
+    tmp_path: Path, value: str, message: str
+) -> None:
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(VALID + f"storage:\n  {value}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(path, environ=ENV)
+    text = format_errors(info.value)
+    assert message in text and "hunter2" not in text

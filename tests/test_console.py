@@ -8,7 +8,7 @@ import io
 import anyio
 
 from channels.base import InboundMessage, MessageRef
-from channels.console import BOT_COMMANDS, HELP_TEXT, ConsoleChannel
+from channels.console import BOT_COMMANDS, HELP_TEXT, QUIT_WINDOW_SECS, ConsoleChannel
 from config.models import ConsoleChannelConfig
 
 
@@ -121,3 +121,68 @@ async def test_help_and_unknown_commands_are_answered_here_and_bot_commands_go_o
         assert item in HELP_TEXT
     assert "unknown command /frobnicate" in out
     assert BOT_COMMANDS <= {line.split()[0] for line in HELP_TEXT.splitlines() if "/" in line}
+
+
+async def test_ctrl_c_is_stop_while_an_answer_runs_and_a_second_one_within_2_s_quits() -> None:
+    """``interrupt`` (the daemon offers it SIGINT first): True while an answer runs, after
+    passing ``/stop`` on; False for a second Ctrl-C within the quit window, or with no answer."""
+    stdout = io.StringIO()
+    now = [100.0]
+    received: list[str] = []
+    first: list[InboundMessage] = []
+
+    async def on_inbound(message: InboundMessage) -> None:
+        received.append(message.text)
+        if message.text == "/stop":  # as the daemon does: /stop is over before the answer is
+            await channel.reply_finished(message.chat_id)
+            assert not channel._reply_done.is_set()
+            await channel.send_message(first[0].chat_id, "cut short ⏹ Stopped.")
+            await channel.reply_finished(first[0].chat_id)
+        elif not first:
+            first.append(message)
+            await channel.send_message(message.chat_id, "the answer so far")
+        else:
+            await channel.reply_finished(message.chat_id)
+
+    channel = ConsoleChannel(
+        "term",
+        ConsoleChannelConfig(kind="console"),
+        on_inbound,
+        stdin=io.StringIO(""),
+        stdout=stdout,
+        clock=lambda: now[0],
+    )
+    assert not await channel.interrupt()  # no answer runs (and no prompt): quit
+    now[0] += QUIT_WINDOW_SECS + 0.1
+    await channel._pass_on("tell me a story")  # as serve() does with a line; the answer runs
+    assert not channel._reply_done.is_set()
+    assert await channel.interrupt()  # /stop
+    assert received == ["tell me a story", "/stop"]
+    assert channel._reply_done.is_set()
+    # One reply on the screen, printed once: the reply_finished of /stop ended nothing early.
+    assert stdout.getvalue() == "the answer so far\n\ncut short ⏹ Stopped.\n"
+    now[0] += 1.0
+    assert not await channel.interrupt()  # within 2 s of the last one: quit
+    assert received == ["tell me a story", "/stop"]
+
+
+async def test_a_second_ctrl_c_after_the_window_is_stop_again() -> None:
+    now = [0.0]
+    received: list[str] = []
+
+    async def on_inbound(message: InboundMessage) -> None:
+        received.append(message.text)  # the answer never ends by itself here
+
+    channel = ConsoleChannel(
+        "term",
+        ConsoleChannelConfig(kind="console"),
+        on_inbound,
+        stdin=io.StringIO(""),
+        stdout=io.StringIO(),
+        clock=lambda: now[0],
+    )
+    await channel._pass_on("question")
+    assert await channel.interrupt()
+    now[0] += QUIT_WINDOW_SECS + 0.1
+    assert await channel.interrupt()  # 2.1 s later: /stop again, not quit
+    assert received == ["question", "/stop", "/stop"]

@@ -86,6 +86,20 @@ async def test_start_identifies_with_the_message_content_intent_and_restores_the
     assert discord.http.Route.BASE == base and not channel.running
 
 
+async def test_an_instance_identifies_with_its_shard(peer: DiscordServer, inbox: Inbox) -> None:
+    async with _channel(peer, inbox, shard_id=1, shard_count=3) as channel:
+        assert channel.running
+        identify = next(f.d for f in peer.frames if f.op == 2)
+        assert identify["shard"] == [1, 3]
+
+
+def test_shard_id_and_count_go_together_and_the_id_is_below_the_count() -> None:
+    with pytest.raises(ValueError, match="shard_id and shard_count go together"):
+        DiscordChannelConfig(kind="discord", token="t", shard_id=1)
+    with pytest.raises(ValueError, match="expected less than shard_count"):
+        DiscordChannelConfig(kind="discord", token="t", shard_id=3, shard_count=3)
+
+
 async def test_a_refused_intent_is_one_line_saying_what_to_enable(inbox: Inbox) -> None:
     async with DiscordServer(granted_intents=0) as server:
         with pytest.raises(ChannelStartError) as raised:

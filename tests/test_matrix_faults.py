@@ -105,10 +105,9 @@ async def test_healthz_is_degraded_while_sync_fails(
                         except httpx.TransportError:
                             pass
                     await anyio.sleep(0.1)
-            assert (healthy.status_code, healthy.json()) == (
-                200,
-                {"status": "ok", "channels": {"mx": {"state": "ok"}}},
-            )
+            assert healthy.status_code == 200
+            assert healthy.json()["status"] == "ok"
+            assert healthy.json()["channels"] == {"mx": {"state": "ok"}}
             logout = await http.post(
                 f"{synapse.base_url}/_matrix/client/v3/logout",
                 headers={"Authorization": f"Bearer {world.bot_user.access_token}"},

@@ -303,3 +303,17 @@ def test_a_draft_never_shows_part_of_a_user_perceived_character(cluster: str) ->
             )
         emitted += window.flush()
         assert emitted == text
+
+
+def test_a_key_right_after_a_pem_body_the_match_read_into_is_masked_whole() -> None:
+    """A PEM block still open when a key follows on the next line: the block's match reads the
+    key's first letters as body and ends inside the key; the key's own match runs past it, so
+    both are one secret and no part of the key is shown."""
+    body = "\n".join(["1" * 16] * 5)
+    text = f"the -----BEGIN RSA PRIVATE KEY-----\n{body}\nsk-ant-api03-{'1' * 20} the end "
+    for size in (9, 25):
+        window = RedactionWindow(Redactor())
+        out = "".join(window.feed(text[i : i + size]) for i in range(0, len(text), size))
+        out += window.flush()
+        assert "ant-api03" not in out and "1111" not in out, out
+    assert "ant-api03" not in Redactor().redact(text)

@@ -1,4 +1,6 @@
-"""The SQLite store: history survives a restart; one row per round (architecture §7)."""
+"""What only the SQLite store does (architecture §7): its file's modes, older files gaining new
+columns, the blocking core kept off the event loop. What both stores do is in
+``tests/test_store_engines.py``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 import anyio
 
 from channels.base import InboundMessage
-from orchestrator.store import AsyncStore, RoundRecord, Store
+from orchestrator.store import AsyncStore, Store
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
@@ -56,23 +58,6 @@ def test_history_cut_never_starts_with_a_tool_result(tmp_path: Path) -> None:
     assert [m.role for m in store.history("c", "1", limit=2)] == ["assistant"]
 
 
-def test_reset_forgets_one_conversation(tmp_path: Path) -> None:
-    store = Store(tmp_path / "db")
-    store.append("c", "1", [ChatMessage("user", "a")])
-    store.append("c", "2", [ChatMessage("user", "b")])
-    store.reset("c", "1")
-    assert store.history("c", "1") == []
-    assert len(store.history("c", "2")) == 1
-
-
-def test_round_records(tmp_path: Path) -> None:
-    store = Store(tmp_path / "db")
-    record = RoundRecord("c", "1", "main", 2, 123.5, 10, 5, None, 3, "stop", "ok")
-    store.record_round(record)
-    assert store.rounds() == [record]
-    assert store.rounds("other") == []
-
-
 def test_file_is_0600_in_a_directory_created_0700(tmp_path: Path) -> None:
     old_umask = os.umask(0o022)  # a usual umask: without care, 0755 and 0644
     try:
@@ -95,24 +80,6 @@ def test_an_existing_file_is_narrowed_to_0600(tmp_path: Path) -> None:
     os.chmod(path, 0o644)
     Store(path).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-
-
-def test_threads_are_conversations_of_their_own(tmp_path: Path) -> None:
-    store = Store(tmp_path / "db")
-    store.append("tg", "1", [ChatMessage("user", "main")])
-    store.append("tg", "1", [ChatMessage("user", "topic 7")], thread_id="7")
-    assert [m.content for m in store.history("tg", "1")] == ["main"]
-    assert [m.content for m in store.history("tg", "1", "7")] == ["topic 7"]
-    store.reset("tg", "1", "7")
-    assert store.history("tg", "1", "7") == []
-    assert [m.content for m in store.history("tg", "1")] == ["main"]
-
-
-def test_round_records_keep_the_thread_and_a_stopped_outcome(tmp_path: Path) -> None:
-    store = Store(tmp_path / "db")
-    record = RoundRecord("tg", "1", None, 1, None, None, None, None, 4, None, "stopped", "7")
-    store.record_round(record)
-    assert store.rounds() == [record]
 
 
 def test_waiting_messages_survive_reopening_oldest_first(tmp_path: Path) -> None:

@@ -96,6 +96,9 @@ class DeliveryDriver:
         on_moved: awaited with the new chat id when the chat moved (a Telegram group became a
             supergroup): the conversation moves with it.
         on_unreachable: called once when the chat or thread is gone (a deleted forum topic).
+        on_written: awaited after each send or edit that landed, with the message, its text
+            as sent and whether it was formatted (the daemon keeps the reply's draft in a
+            shared store, architecture §9).
     """
 
     def __init__(
@@ -110,7 +113,9 @@ class DeliveryDriver:
         settings: DeliverySettings | None = None,
         on_moved: Callable[[str], Awaitable[None]] = _stay,
         on_unreachable: Callable[[], None] = _ignore,
+        on_written: Callable[[MessageRef, str, bool], Awaitable[None]] | None = None,
     ) -> None:
+        self._on_written = on_written
         self._channel = channel
         self._chat_id = chat_id
         self._origin = chat_id
@@ -271,9 +276,14 @@ class DeliveryDriver:
                     if ref.chat_id != self._origin:
                         key = f"{ref.chat_id}/{ref.message_id}"
                     self._refs[key] = ref
+                    if self._on_written is not None:
+                        await self._on_written(ref, text, formatted)
                     return WriteSucceeded(key)
                 case EditMessage(message_id=message_id, text=text, formatted=formatted):
-                    await channel.edit_message(self._ref(message_id), text, formatted=formatted)
+                    ref = self._ref(message_id)
+                    await channel.edit_message(ref, text, formatted=formatted)
+                    if self._on_written is not None:
+                        await self._on_written(ref, text, formatted)
                 case DeleteMessage(message_id=message_id):
                     await channel.delete_message(self._ref(message_id))
             return WriteSucceeded()

@@ -413,12 +413,32 @@ class Redactor:
                 secret = head.span(shape.secret) if shape.secret is not None else (begin, end)
                 if secret[0] < 0:
                     secret = (begin, end)
+                # A match of another shape that begins inside this one and runs past its end
+                # (a key right after a PEM body the match read into) is one secret with it.
+                overlapping = _overlapping(heads, best, end)
+                while overlapping is not None:
+                    if open_end and (overlapping.partial or overlapping.end() >= n):
+                        yield begin
+                        return
+                    end = overlapping.end()
+                    secret = (secret[0], end)
+                    overlapping = _overlapping(heads, best, end)
                 yield Hit(shape.name, begin, end, secret[0], secret[1])
             for index, other in enumerate(heads):
                 if isinstance(other, _TimedOut) and _start(other) < end:
                     heads[index] = None  # one time-out per scan: the rest is masked already
                 elif other is not None and _start(other) < end:
                     heads[index] = self._search(shapes[index], text, end, open_end)
+
+
+def _overlapping(
+    heads: Sequence[regex.Match[str] | _TimedOut | None], best: int, end: int
+) -> regex.Match[str] | None:
+    """A head other than ``best`` that starts before ``end`` and ends after it."""
+    for index, other in enumerate(heads):
+        if index != best and isinstance(other, regex.Match) and other.start() < end < other.end():
+            return other
+    return None
 
 
 def _context_start(text: str, start: int) -> int:

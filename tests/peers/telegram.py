@@ -40,6 +40,10 @@ Semantics kept from Telegram:
   found".
 * While :attr:`competing` is set, getUpdates answers 409 "Conflict: terminated by other
   getUpdates request; ..." (another instance polls the bot).
+* A load balancer in front of several instances: with :attr:`webhook_targets` set, each update
+  is POSTed to ``webhook_copies`` different targets in turn (round-robin: update *n* goes to
+  targets *n*, *n+1*, …), one after the other, instead of to the webhook URL, and counts as
+  delivered when one of them answered 2xx.
 * Not emulated: Telegram trims whitespace around a text and auto-detects links in bot messages;
   the peer keeps texts as sent.
 
@@ -193,6 +197,10 @@ class TelegramBotApiServer:
         self.files = FileStore()
         self.competing = False
         """While True, getUpdates answers 409 as when another instance polls the bot."""
+        self.webhook_targets: list[str] = []
+        """When set, updates go round-robin to these URLs instead (see the module docstring)."""
+        self.webhook_copies = 1
+        self._rotation = itertools.count()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -790,6 +798,15 @@ class TelegramBotApiServer:
             "pending_update_count": len(self._pending()),
         }
 
+    def _targets(self) -> list[str]:
+        """Where the next update goes: the webhook, or its share of :attr:`webhook_targets`."""
+        targets = self.webhook_targets
+        if not targets:
+            return [self.webhook_url]
+        first = next(self._rotation)
+        copies = min(self.webhook_copies, len(targets))
+        return [targets[(first + i) % len(targets)] for i in range(copies)]
+
     async def _deliver_webhooks(self) -> None:
         """POST pending updates, in order, to the webhook while one is set."""
         async with ClientSession(timeout=ClientTimeout(total=5)) as session:
@@ -802,13 +819,13 @@ class TelegramBotApiServer:
                 headers = {}
                 if self._webhook_secret:
                     headers["X-Telegram-Bot-Api-Secret-Token"] = self._webhook_secret
-                try:
-                    async with session.post(
-                        self.webhook_url, json=pending[0], headers=headers
-                    ) as response:
-                        delivered = response.status < 300
-                except (OSError, TimeoutError):
-                    delivered = False
+                delivered = False
+                for url in self._targets():
+                    try:
+                        async with session.post(url, json=pending[0], headers=headers) as response:
+                            delivered = response.status < 300 or delivered
+                    except (OSError, TimeoutError):
+                        pass
                 if delivered:
                     self._confirmed = pending[0]["update_id"] + 1
                     self._notify()

@@ -1,0 +1,86 @@
+"""The SQLite store's tables (architecture §7): created when missing; older files gain the
+columns added since (:func:`upgrade`)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["INDEXES", "SCHEMA", "upgrade"]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    tool_calls TEXT,
+    tool_call_id TEXT,
+    name TEXT,
+    provider_items TEXT,
+    created_at REAL NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS rounds (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    provider TEXT,
+    attempts INTEGER NOT NULL,
+    ttft_ms REAL,
+    input_tokens INTEGER,
+    output_tokens INTEGER,
+    cached_tokens INTEGER,
+    writes_sent INTEGER NOT NULL,
+    finish_reason TEXT,
+    outcome TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS channel_state (
+    channel TEXT NOT NULL,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (channel, key)
+);
+CREATE TABLE IF NOT EXISTS waiting (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL,
+    received_at REAL NOT NULL,
+    sort_key INTEGER
+);
+CREATE TABLE IF NOT EXISTS seen_updates (
+    channel TEXT NOT NULL,
+    update_id INTEGER NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (channel, update_id)
+);
+CREATE TABLE IF NOT EXISTS drafts (
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    formatted INTEGER NOT NULL,
+    PRIMARY KEY (channel, chat_id, thread_id)
+);
+"""
+INDEXES = """
+CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (channel, chat_id, thread_id, id);
+CREATE INDEX IF NOT EXISTS messages_by_time ON messages (created_at);
+CREATE INDEX IF NOT EXISTS rounds_by_time ON rounds (created_at);
+"""
+
+
+def upgrade(db: sqlite3.Connection) -> None:
+    """Add the columns a file written by an older version lacks."""
+    for table in ("messages", "rounds"):
+        columns = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+        if "thread_id" not in columns:
+            db.execute(f"ALTER TABLE {table} ADD COLUMN thread_id TEXT NOT NULL DEFAULT ''")
+    columns = {row[1] for row in db.execute("PRAGMA table_info(waiting)")}
+    if "sort_key" not in columns:
+        db.execute("ALTER TABLE waiting ADD COLUMN sort_key INTEGER")

@@ -76,12 +76,11 @@ def _parse(smoke: bool) -> list[Row]:
         ("trickled anthropic_ratio", _fmt(s["trickle_anthropic_ratio"]), "", "-"),
     ]  # fmt: skip
     for key in ("openai_chat", "anthropic"):
-        if f"decode_orjson_{key}" in s:
-            rows.append(
-                (f"JSON parse {key} json/orjson/json_fast µs",
-                 f"{s[f'decode_json_{key}']:.2f} / {s[f'decode_orjson_{key}']:.2f} / "
-                 f"{s[f'decode_json_fast_{key}']:.2f}", "", "-")
-            )  # fmt: skip
+        names = [n for n in ("json", "orjson", "msgspec", "json_fast") if f"decode_{n}_{key}" in s]
+        rows.append(
+            (f"JSON parse {key} {'/'.join(names)} µs",
+             " / ".join(f"{s[f'decode_{n}_{key}']:.2f}" for n in names), "", "-")
+        )  # fmt: skip
     return rows
 
 

@@ -15,8 +15,8 @@ stream=True)``), ``sdk_anthropic`` (``AsyncAnthropic().messages.create(stream=Tr
 ``ours_openai_chat_uvloop`` (ours on uvloop, trickled only). The trickled runs send one event
 per 0.5 ms (the cost of a wakeup per event, as a real model's pace gives).
 
-Also measured in-process: ``json.loads`` against ``orjson.loads`` on the same Chat Completions
-and Anthropic event payloads (the decode's JSON share).
+Also measured in-process: ``json.loads``, ``orjson.loads``, msgspec and ``json_fast`` on the same
+Chat Completions and Anthropic event payloads (the decode's JSON share).
 
 Usage: ``python -m bench.parse [--events 5000] [--runs 5]``
 """
@@ -219,12 +219,26 @@ def measure(
 
 
 def _json_decode_costs(n: int) -> dict[str, float]:
-    """µs per event of ``json.loads`` and ``orjson.loads`` on the data lines of two formats."""
+    """µs per event of ``json.loads``, ``orjson.loads``, msgspec's decoder and the seam
+    (``providers.json_fast.loads``) on the data lines of two formats; a parser that is not
+    installed is left out."""
+    from providers.json_fast import loads as seam
+
     out: dict[str, float] = {}
+    candidates: list[tuple[str, Callable[[str], object]]] = [("json", json.loads)]
     try:
         import orjson
     except ImportError:
-        orjson = None  # type: ignore[assignment]
+        pass
+    else:
+        candidates.append(("orjson", orjson.loads))
+    try:
+        import msgspec
+    except ImportError:
+        pass
+    else:
+        candidates.append(("msgspec", msgspec.json.Decoder().decode))
+    candidates.append(("json_fast", seam))
     for fmt in ("openai_chat", "anthropic"):
         lines = [
             line[6:]
@@ -232,12 +246,7 @@ def _json_decode_costs(n: int) -> dict[str, float]:
             for line in event.decode().split("\n")
             if line.startswith("data: {")
         ]
-        from providers.json_fast import loads as seam
-
-        candidates = (("json", json.loads), ("orjson", orjson.loads if orjson else None))
-        for name, loads in (*candidates, ("json_fast", seam if orjson else None)):
-            if loads is None:
-                continue
+        for name, loads in candidates:
             best = float("inf")
             for _ in range(5):
                 start = time.process_time()

@@ -94,7 +94,7 @@ def parse_json(text: str | bytes, *, what: str = "event data") -> Any:
     if len(text) > MAX_FRAME_BYTES or text.count("[") + text.count("{") > MAX_JSON_DEPTH:
         _check(text, what)  # the rare case: measure it
     try:
-        return loads(text)  # orjson when installed, with json's results (providers/json_fast.py)
+        return loads(text)  # msgspec when installed, with json's results (providers/json_fast.py)
     except (ValueError, RecursionError) as exc:
         raise StreamProtocolError(f"{what} is not JSON: {snippet(text)!r}") from exc
 

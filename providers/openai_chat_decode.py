@@ -221,11 +221,15 @@ class ChatCompletionsStreamReducer(StreamReducer):
         self._usage: Usage | None = None
 
     def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
-        for event in self._sse.close() if final else self._sse.feed(chunk):
-            data = event.data.strip()
-            if not data:
-                continue  # a keep-alive
-            yield _DONE if data == DONE_SENTINEL else parse_event_json(data)
+        for data in self._sse.close_data() if final else self._sse.feed_data(chunk):
+            if data[:1] != "{" or data[-1:] != "}":  # else stripping would change nothing
+                data = data.strip()
+                if not data:
+                    continue  # a keep-alive
+                if data == DONE_SENTINEL:
+                    yield _DONE
+                    continue
+            yield parse_event_json(data)
         if final and not self.done:
             if not self.finish_seen:
                 message = "the stream ended without finish_reason or [DONE]"

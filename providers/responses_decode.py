@@ -216,8 +216,8 @@ class ResponsesStreamReducer(StreamReducer):
         self._calls: dict[str, _Call] = {}  # by item id
 
     def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
-        events = self._sse.close() if final else self._sse.feed(chunk)
-        return (parse_event_json(event.data) for event in events)
+        frames = self._sse.close_data() if final else self._sse.feed_data(chunk)
+        return map(parse_event_json, frames)  # lazy: a bad frame fails after the good ones
 
     def _answer_objects(self, answer: Any) -> Iterable[Any]:
         """A blocking response object as the terminal event its stream ends with

@@ -79,6 +79,7 @@ class SSEDecoder:
         self._retry: int | None = None
         self._has_lines = False  # a field line was seen since the last dispatch
         self._failure: StreamProtocolError | None = None
+        self._objects = True  # dispatch ServerSentEvent objects (feed) or data alone (feed_data)
 
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode ``chunk`` (bytes, any split) and return the events it completed.
@@ -86,8 +87,16 @@ class SSEDecoder:
         Raises:
             StreamProtocolError: a line or an event's data is larger than 8 MiB.
         """
-        self._raise_failure()
-        events = self._feed_bytes(chunk)
+        self._objects = True
+        return self._checked(self._feed_bytes(chunk))
+
+    def feed_data(self, chunk: bytes) -> list[str]:
+        """:meth:`feed`, returning only the ``data`` of each event (no event objects are made:
+        the provider decoders read nothing else). The same bounds and errors as :meth:`feed`."""
+        self._objects = False
+        return self._checked(self._feed_bytes(chunk))
+
+    def _checked(self, events: list[Any]) -> list[Any]:
         if self._failure is not None and not events:
             self._raise_failure()
         return events
@@ -102,6 +111,15 @@ class SSEDecoder:
         Raises:
             StreamProtocolError: the limit was crossed by the last read (see :meth:`feed`).
         """
+        self._objects = True
+        return self._close()
+
+    def close_data(self) -> list[str]:
+        """:meth:`close`, returning only the last event's ``data`` (see :meth:`feed_data`)."""
+        self._objects = False
+        return self._close()
+
+    def _close(self) -> list[Any]:
         self._raise_failure()
         if self._pending:
             # The last line was cut: the whole pending event is incomplete, not only that line.
@@ -122,7 +140,8 @@ class SSEDecoder:
         self._pending, self._pending_size = [], 0
         self._reset_event()
 
-    def _feed_bytes(self, chunk: bytes) -> list[ServerSentEvent]:
+    def _feed_bytes(self, chunk: bytes) -> list[Any]:
+        self._raise_failure()
         if not chunk:
             return []
         start = 0
@@ -130,7 +149,9 @@ class SSEDecoder:
             self._skip_lf = False
             if chunk.startswith(b"\n"):
                 start = 1
-        events: list[ServerSentEvent] = []
+        if self._bom_checked and b"\r" not in chunk:
+            return self._feed_lf_lines(chunk[start:] if start else chunk)
+        events: list[Any] = []
         for end, after in _line_ends(chunk, start):
             raw = chunk[start:end]
             if self._pending:
@@ -150,12 +171,57 @@ class SSEDecoder:
             if event is not None:
                 events.append(event)
         if start < len(chunk):
-            rest = chunk[start:]
-            self._pending.append(rest)
-            self._pending_size += len(rest)
-            if self._pending_size > MAX_FRAME_BYTES:
-                self._fail("an event-stream line")
+            self._hold(chunk[start:])
         return events
+
+    def _feed_lf_lines(self, chunk: bytes) -> list[Any]:
+        """The common case of :meth:`_feed_bytes`: no CR in the read and the BOM already
+        checked, so the lines are ``chunk.split(b"\\n")``; a ``data:`` line is handled inline
+        (its value decoded alone: the field name is ASCII, so this equals decoding the line)."""
+        events: list[Any] = []
+        lines = chunk.split(b"\n")
+        rest = lines.pop()  # after the last LF: the start of a line still arriving
+        if self._pending and lines:
+            self._pending.append(lines[0])
+            lines[0] = b"".join(self._pending)
+            self._pending, self._pending_size = [], 0
+        data = self._data
+        for raw in lines:
+            if not raw:
+                event = self._dispatch()
+                if event is not None:
+                    events.append(event)
+                data = self._data
+                continue
+            size = len(raw)
+            if size > MAX_FRAME_BYTES:
+                self._fail("an event-stream line")
+                return events
+            if raw.startswith(b"data:"):
+                self._has_lines = True
+                self._data_size += size  # "data:" is longer than the LF joining values
+                if self._data_size > MAX_FRAME_BYTES:
+                    self._fail("an event's data")
+                    return events
+                data.append((raw[6:] if raw[5:6] == b" " else raw[5:]).decode("utf-8", "replace"))
+                continue
+            self._line_size = size
+            event = self._process_line(raw.decode("utf-8", "replace"))
+            if self._failure is not None:
+                return events
+            if event is not None:
+                events.append(event)
+            data = self._data
+        if rest:
+            self._hold(rest)
+        return events
+
+    def _hold(self, rest: bytes) -> None:
+        """Keep the start of a line not yet terminated (bounded by :data:`MAX_FRAME_BYTES`)."""
+        self._pending.append(rest)
+        self._pending_size += len(rest)
+        if self._pending_size > MAX_FRAME_BYTES:
+            self._fail("an event-stream line")
 
     def _decode(self, raw: bytes) -> str:
         """One line as text: UTF-8 (invalid bytes → U+FFFD); one leading BOM of the stream
@@ -168,7 +234,7 @@ class SSEDecoder:
                 line = line[1:]
         return line
 
-    def _process_line(self, line: str) -> ServerSentEvent | None:
+    def _process_line(self, line: str) -> ServerSentEvent | str | None:
         if not line:
             return self._dispatch()
         if line.startswith(":"):
@@ -193,16 +259,22 @@ class SSEDecoder:
                 self._retry = int(value)
         return None
 
-    def _dispatch(self) -> ServerSentEvent | None:
+    def _dispatch(self) -> ServerSentEvent | str | None:
+        """The event the buffers hold (its data alone when fed by :meth:`feed_data`), or
+        ``None`` when the data buffer is empty; the buffers are cleared either way."""
         if not self._data:
             self._reset_event()
             return None
-        event = ServerSentEvent(
-            data="\n".join(self._data),
-            event=self._event or "message",
-            id=self._last_id,
-            retry=self._retry,
-        )
+        data = self._data[0] if len(self._data) == 1 else "\n".join(self._data)
+        if self._objects:
+            event: ServerSentEvent | str = ServerSentEvent(
+                data=data,
+                event=self._event or "message",
+                id=self._last_id,
+                retry=self._retry,
+            )
+        else:
+            event = data
         self._reset_event()
         return event
 

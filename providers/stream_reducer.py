@@ -141,10 +141,19 @@ class StreamReducer(ABC):
         return (answer,)
 
     def _run(self, chunk: bytes, *, final: bool) -> list[StreamEvent]:
-        def frames() -> Iterable[Any]:  # lazy, so framing errors surface inside the try
-            yield from self._frames(chunk, final=final)
-
-        return self._run_objects(frames())
+        out: list[StreamEvent] = []
+        try:  # the framing is inside the try too: its errors are the stream's failure
+            for obj in self._frames(chunk, final=final):
+                if type(obj) is not dict and not isinstance(obj, dict):
+                    raise StreamProtocolError(f"expected a JSON object, got {type(obj).__name__}")
+                out += self._on_object(obj)
+                if self.done:
+                    break  # anything after the terminal signal is ignored
+        except ProviderError as exc:
+            self.failure = exc
+        except _WRONG_SHAPE as exc:  # a field of the wrong JSON type reached the reducer
+            self.failure = _wrong_shape(exc)
+        return out
 
     def _run_objects(self, objects: Iterable[Any]) -> list[StreamEvent]:
         out: list[StreamEvent] = []
@@ -158,9 +167,7 @@ class StreamReducer(ABC):
         except ProviderError as exc:
             self.failure = exc
         except _WRONG_SHAPE as exc:  # a field of the wrong JSON type reached the reducer
-            self.failure = StreamProtocolError(
-                f"a field has the wrong JSON type ({type(exc).__name__}: {snippet(str(exc))})"
-            )
+            self.failure = _wrong_shape(exc)
         return out
 
     @abstractmethod
@@ -178,6 +185,12 @@ class StreamReducer(ABC):
         Raises:
             ProviderError: an error the provider sent, or a protocol violation.
         """
+
+
+def _wrong_shape(exc: BaseException) -> StreamProtocolError:
+    return StreamProtocolError(
+        f"a field has the wrong JSON type ({type(exc).__name__}: {snippet(str(exc))})"
+    )
 
 
 def type_field(obj: dict[str, Any], key: str = "type") -> str | None:

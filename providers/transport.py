@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import logging
 import math
 import ssl
 import time
@@ -65,6 +66,8 @@ __all__ = [
     "post_json",
 ]
 
+log = logging.getLogger(__name__)
+
 CONNECT_TIMEOUT_SECS = 10.0
 """Connect timeout in seconds (architecture §2)."""
 
@@ -101,18 +104,43 @@ def make_client(
     client = httpx.AsyncClient(
         timeout=timeout, limits=limits, base_url=base_url or "", trust_env=True
     )
-    direct = client._transport
-    if isinstance(direct, httpx.AsyncHTTPTransport):
-        # httpx takes no network backend: the pool of its direct (unproxied) transport is
-        # rebuilt with the same settings and ours; proxied URLs keep httpx's proxy transports.
-        pool = direct._pool
-        direct._pool = httpcore.AsyncConnectionPool(
-            ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
-            max_connections=limits.max_connections,
-            max_keepalive_connections=limits.max_keepalive_connections,
-            keepalive_expiry=limits.keepalive_expiry,
-            network_backend=network_backend or AsyncioBackend(),
+    _use_backend(client, limits, network_backend or AsyncioBackend(), ssl_context)
+    return client
+
+
+def _use_backend(
+    client: httpx.AsyncClient,
+    limits: httpx.Limits,
+    backend: httpcore.AsyncNetworkBackend,
+    ssl_context: ssl.SSLContext | None,
+) -> bool:
+    """Give the direct (unproxied) transport of ``client`` a pool on ``backend``; proxied
+    URLs keep httpx's proxy transports. False, and a warning, when this httpx does not hold
+    its pool where 0.27/0.28 do (``AsyncHTTPTransport._pool``, an httpcore pool): httpx takes
+    no network backend, so this reaches into it, and a later httpx that moved it keeps its
+    own pool and backend (slower, the same behaviour) instead of failing."""
+    direct = getattr(client, "_transport", None)
+    pool = getattr(direct, "_pool", None)
+    if not isinstance(direct, httpx.AsyncHTTPTransport) or not isinstance(
+        pool, httpcore.AsyncConnectionPool
+    ):
+        log.warning(
+            "httpx %s keeps its connection pool elsewhere: its own network backend is used",
+            httpx.__version__,
         )
+        return False
+    direct._pool = httpcore.AsyncConnectionPool(  # the same settings, our sockets
+        ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        http1=getattr(pool, "_http1", True),
+        http2=getattr(pool, "_http2", False),
+        retries=getattr(pool, "_retries", 0),
+        network_backend=backend,
+    )
+    return True
+
     return client
 
 

@@ -1,4 +1,4 @@
-"""The JSON-parse seam (providers/json_fast.py) parses as ``json.loads`` does, orjson or not."""
+"""The JSON-parse seam (providers/json_fast.py) parses as ``json.loads`` does, msgspec or not."""
 
 from __future__ import annotations
 
@@ -29,15 +29,29 @@ def test_any_json_value_parses_to_what_json_loads_gives(value: object) -> None:
     [
         '{"delta": "\\ud83d"}',  # a lone surrogate: half an emoji split across two tokens
         '{"x": NaN, "y": Infinity}',
-        '{"n": 123456789012345678901234567890}',  # orjson would read a float
+        '{"n": 123456789012345678901234567890}',  # beyond 64 bits: still an int
         '{"n": -9223372036854775809, "m": 18446744073709551616}',
+        '{"x": 1e400}',  # json reads inf
+        '["\ud800"]',  # a lone surrogate code point in the text itself
     ],
 )
-def test_what_orjson_refuses_and_json_accepts_still_parses(text: str) -> None:
+def test_what_msgspec_refuses_and_json_accepts_still_parses(text: str) -> None:
     assert repr(loads(text)) == repr(json.loads(text))
 
 
-@pytest.mark.parametrize("text", ["", "{", '{"a": 1} x', "[1,]"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'"\xed\xa0\x80"',  # an encoded surrogate: json reads it (surrogatepass)
+        b"\xef\xbb\xbf[1]",  # a UTF-8 BOM
+        "[1]".encode("utf-16"),
+    ],
+)
+def test_bytes_parse_as_json_loads_parses_them(data: bytes) -> None:
+    assert repr(loads(data)) == repr(json.loads(data))
+
+
+@pytest.mark.parametrize("text", ["", "{", '{"a": 1} x', "[1,]", "1" * 5000, '"\\x"'])
 def test_what_is_not_json_raises_value_error(text: str) -> None:
     with pytest.raises(ValueError):
         loads(text)

@@ -306,6 +306,48 @@ def test_property_any_split_gives_the_same_events(
     assert decode(*pieces) == expected
 
 
+_DATA_LINE = st.tuples(
+    st.sampled_from(["data:", "data: ", "data:  ", "data", "event: x", ":"]), _LINE_TEXT
+)
+
+
+def decode_data(*pieces: bytes) -> list[str]:
+    """:meth:`SSEDecoder.feed_data` over ``pieces`` in order, then ``close_data``."""
+    decoder = SSEDecoder()
+    data: list[str] = []
+    for piece in pieces:
+        data.extend(decoder.feed_data(piece))
+    data.extend(decoder.close_data())
+    return data
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sse_bodies(),
+    st.lists(st.lists(_DATA_LINE, max_size=4), max_size=6),
+    st.sampled_from(["\n", "\r\n", "\r"]),
+    st.lists(st.integers(min_value=0, max_value=4096), max_size=12),
+)
+def test_property_feed_data_gives_the_data_of_the_events_feed_gives(
+    body_and_events: tuple[bytes, list[ServerSentEvent]],
+    blocks: list[list[tuple[str, str]]],
+    end: str,
+    cuts: list[int],
+) -> None:
+    # every field spelling of data lines (with and without the space, a bare "data", other
+    # fields and comments between them), with one line end throughout or the random ones
+    spelled = "".join(
+        "".join(f"{field}{'' if field == 'data' else text}{end}" for field, text in block) + end
+        for block in blocks
+    ).encode()
+    for body in (body_and_events[0], spelled, body_and_events[0] + spelled):
+        bounds = sorted({min(c, len(body)) for c in cuts})
+        pieces = [body[a:b] for a, b in zip([0, *bounds], [*bounds, len(body)], strict=True)]
+        expected = [event.data for event in decode(body)]
+        assert decode_data(*pieces) == expected
+        assert [event.data for event in decode(*pieces)] == expected
+
+
 # -- bounds (architecture §2: a line or event larger than 8 MiB is a protocol error)
 # ----------------
 

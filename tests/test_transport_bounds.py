@@ -6,19 +6,22 @@ whose waits are not model timeouts."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 import anyio
+import httpcore
 import httpx
 import pytest
 
 from providers.base import ChatMessage, ChatRequest
 from providers.errors import ProviderTimeout
 from providers.events import TextDelta
+from providers.net_backend import AsyncioBackend
 from providers.openai_chat import OpenAIChatProvider
-from providers.transport import DEFAULT_MAX_CONNECTIONS, make_client, open_stream
+from providers.transport import DEFAULT_MAX_CONNECTIONS, _use_backend, make_client, open_stream
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import provider_config, text_answer
 from tests.stream_helpers import config
@@ -237,3 +240,60 @@ async def test_a_stream_decodes_with_or_without_a_content_coding(coding: str | N
         server.script(PATH, Reply(body=sent, headers=headers, cuts=range(0, len(sent), 50)))
         text, error = await _run(server)
     assert error is None and text == WORDS
+
+
+class _NotAPool:
+    """What a later httpx might hold where 0.28 holds its httpcore pool: something else that
+    serves requests (here by handing them to the pool)."""
+
+    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
+        self._inner = pool
+
+    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _NotAPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def test_an_httpx_without_its_pool_where_expected_keeps_its_own_and_still_streams(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # providers/transport.py reaches into httpx for the pool (httpx takes no network backend):
+    # when a later httpx keeps it elsewhere, the client keeps httpx's pool, warns, and works.
+    body = b"".join(b"data: %d\n\n" % i for i in range(5))
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = httpx.AsyncClient()
+    transport = client._transport
+    assert isinstance(transport, httpx.AsyncHTTPTransport)
+    transport._pool = _NotAPool(transport._pool)  # type: ignore[assignment]
+    with caplog.at_level(logging.WARNING, logger="providers.transport"):
+        used = _use_backend(client, httpx.Limits(), AsyncioBackend(), None)
+    assert not used
+    assert "its own network backend is used" in caplog.text
+    async with server, client:
+        reads = open_stream(
+            client,
+            f"http://127.0.0.1:{port}/",
+            json_body={},
+            headers={},
+            timeout_secs=5,
+            idle_timeout_secs=5,
+        )
+        async with reads as stream:
+            got = b"".join([chunk async for chunk in stream])
+    assert got == body

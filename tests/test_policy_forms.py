@@ -246,7 +246,7 @@ def test_a_key_only_the_rendering_shows_is_masked_where_it_was_written(url_chars
     written = f"{_ANT[:12]}<b></b>{_ANT[12:]}"
     text = f"See {link} and {written} ok."
     redactor = Redactor()
-    assert "QXZJ" in _template_renderer(text) and not list(redactor.hits(text[:0]))
+    assert [h.name for h in redactor.hits(_template_renderer(text))] == ["anthropic_key"]
     out = redact_rendered(redactor, text, _template_renderer)
     assert out == f"See {link} and [REDACTED:anthropic_key] ok."
 

@@ -52,13 +52,12 @@ from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskGroup, TaskStatus
 
 from channels.base import Channel, InboundHandler, InboundMessage
-from channels.errors import ChannelError
 from channels.registry import build_channel
 from config.models import RelaybotConfig
 from config.store_url import parse_store_url
 from orchestrator.access import AccessControl
+from orchestrator.answering import Answering, command_of, stale_notice
 from orchestrator.dispatch import Dispatcher
-from orchestrator.images import screen_images
 from orchestrator.lifecycle import ChannelSupervisor
 from orchestrator.metrics import Metrics
 from orchestrator.ops_server import OpsServer, parse_listen
@@ -70,7 +69,7 @@ from orchestrator.shared_queue import SharedDispatcher
 from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
 from orchestrator.store.sqlite_async import AsyncStore
 from orchestrator.tool_setup import build_registry, start_tools
-from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
+from orchestrator.turn import TurnRunner
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
 
@@ -86,15 +85,6 @@ DELIVERY_GRACE_SECS = 10.0
 ChannelFactory = Callable[[str, Any, InboundHandler], Channel]
 """Builds one channel from its name, config model and inbound handler (default:
 :func:`channels.registry.build_channel`)."""
-
-HELP_TEXT = (
-    "Hi! Send me a message and I will answer. Commands: /stop ends the answer being written, "
-    "/reset forgets this conversation."
-)
-NOTHING_TO_STOP = "Nothing to stop."
-STALE_NOTICE = (
-    "Your message from {when} was not answered before the bot restarted; please send it again."
-)
 
 
 class Daemon:
@@ -144,18 +134,25 @@ class Daemon:
             on_round=self._on_round,
             on_moved=self._chat_moved,
         )
+        self._answering = Answering(
+            lambda: self.config,
+            self._store,
+            self.policy,
+            self.turns,
+            self.metrics,
+            lambda: self._providers.vision,
+            self._replies,
+        )
         self.metrics.health = lambda: {n: s.health() for n, s in self.supervisors.items()}
         self.channels: dict[str, Channel] = {}
         self.supervisors: dict[str, ChannelSupervisor] = {}
         self._tg: TaskGroup | None = None
         self._reloading = anyio.Lock()
-        self._active_turns = 0
         self._access: dict[str, AccessControl] = {}
         self._dispatcher: Dispatcher | SharedDispatcher | None = None
         self.stopping = anyio.Event()
         self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
         self._input_ended = False  # a console-only run ended with its input
-        self._unanswered: str | None = None  # cause of the first answer not produced
 
     @property
     def store(self) -> Store:
@@ -193,17 +190,17 @@ class Daemon:
         if store.shared:
             takeover = self.config.storage.takeover_secs
             shared = SharedDispatcher(
-                tg, store, self.channels, self._run_turn, takeover_secs=takeover, held=True
+                tg, store, self.channels, self._answering.run, takeover_secs=takeover, held=True
             )
             self._dispatcher = shared
         else:
-            self._dispatcher = Dispatcher(tg, self._run_turn, store.remove_waiting, held=True)
+            self._dispatcher = Dispatcher(tg, self._answering.run, store.remove_waiting, held=True)
         tools_error = await start_tools(self.config.agent, self.tools, tg)
         if tools_error is not None:
             print(f"relaybot: {tools_error}", file=sys.stderr)
             return 1
         self.metrics.queued.set_function(lambda: self._dispatcher.queued if self._dispatcher else 0)
-        self.metrics.active_turns.set_function(lambda: self._active_turns)
+        self.metrics.active_turns.set_function(lambda: self._answering.active)
         unbuilt: dict[str, str] = {}
         for name, channel_config in self.config.channels.items():
             try:
@@ -254,10 +251,13 @@ class Daemon:
         if server is not None:
             with anyio.CancelScope(shield=True):
                 await server.stop()
-        if self._input_ended and self._unanswered and not _stdin_is_terminal():
+        if self._input_ended and self._answering.unanswered and not _stdin_is_terminal():
             # A piped run whose answer could not be produced fails, with the cause (architecture
             # §7).
-            print(f"relaybot: an answer could not be produced: {self._unanswered}", file=sys.stderr)
+            print(
+                f"relaybot: an answer could not be produced: {self._answering.unanswered}",
+                file=sys.stderr,
+            )
             return 1
         return 0
 
@@ -448,8 +448,8 @@ class Daemon:
             log.info("%s:%s: update delivered again; answered once", name, message.chat_id)
             await channel.reply_finished(message.chat_id)
             return
-        if _command(message.text) == "/stop":  # also while stopping: it ends a running answer
-            await self._stop_answer(channel, message)
+        if command_of(message.text) == "/stop":  # also while stopping: it ends a running answer
+            await self._answering.stop(channel, message)
             return
         # Commands queue like any message, so "/reset" acts after the answer that is running.
         # The message is kept in the store until its turn starts: one that arrives or still
@@ -462,36 +462,6 @@ class Daemon:
         else:
             return
         await channel.reply_finished(message.chat_id)
-
-    async def _stop_answer(self, channel: Channel, message: InboundMessage) -> None:
-        """``/stop``: cut the conversation's running answer short; say so when none runs. With
-        a shared store the answer may run on another instance: the request goes to all."""
-        key = conversation_key(channel.name, message)
-        try:
-            if self.turns.stop(key):
-                return
-            store = self._store
-            if store.shared and await store.claimed(*key):
-                await store.request_stop(*key)
-            else:
-                await self._say(channel, message, NOTHING_TO_STOP)
-        finally:
-            await channel.reply_finished(message.chat_id)
-
-    async def _say(
-        self, channel: Channel, message: InboundMessage, text: str, *, reply: bool = False
-    ) -> None:
-        """A short notice in the message's chat and thread (redacted; failures logged), with
-        ``reply`` as an answer to it."""
-        try:
-            await channel.send_message(
-                message.chat_id,
-                self.policy.redact(text),
-                reply_to=message.message_id if reply else None,
-                thread_id=message.thread_id,
-            )
-        except ChannelError as exc:
-            log.warning("channel %s: could not send a notice: %s", channel.name, exc)
 
     async def _queue_waiting(self) -> list[WaitingMessage]:
         """Queue the messages a previous run left waiting, oldest first, ahead of any new one
@@ -515,76 +485,7 @@ class Daemon:
         for waiting in stale:
             await self._store.remove_waiting(waiting.id)
             channel = self.channels[waiting.message.channel]
-            await self._say(channel, waiting.message, _stale_notice(waiting), reply=True)
-
-    async def _run_command(self, channel: Channel, message: InboundMessage, command: str) -> None:
-        if command == "/reset":
-            await self._store.reset(channel.name, message.chat_id, message.thread_id)
-            text = "Conversation cleared."
-        else:
-            text = HELP_TEXT
-        await self._say(channel, message, text)
-
-    async def _run_turn(self, channel: Channel, message: InboundMessage) -> None:
-        self._active_turns += 1
-        began = time.monotonic()
-        try:
-            await self._answer(channel, message, began)
-        finally:
-            self._active_turns -= 1
-
-    async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
-        answered, notice = screen_images(
-            message, max_bytes=self.config.agent.max_image_bytes, vision=self._providers.vision
-        )
-        if notice is not None:
-            await self._say(channel, message, notice)
-        if answered is None:
-            with anyio.CancelScope(shield=True):
-                await channel.reply_finished(message.chat_id)
-            return
-        message = answered
-        command = _command(message.text)
-        if command in ("/start", "/help", "/reset"):
-            try:
-                await self._run_command(channel, message, command)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await channel.reply_finished(message.chat_id)
-            return
-        try:
-            outcome = await self.turns.run(channel, message)
-            if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
-                self._unanswered = self._unanswered or outcome.cause
-            seconds = time.monotonic() - began
-            self.metrics.observe_reply(channel.name, outcome.outcome, seconds)
-            totals = self._replies.take(channel.name, message.chat_id, message.thread_id)
-            fields = {
-                "channel": channel.name,
-                "chat": message.chat_id,
-                "round": outcome.rounds,
-                "outcome": outcome.outcome,
-                "duration_ms": round(seconds * 1000),
-                **totals.fields(),
-            }
-            if message.thread_id is not None:
-                fields["thread"] = message.thread_id
-            log.info(
-                "reply in %s:%s: %s after %d round(s)",
-                channel.name,
-                message.chat_id,
-                outcome.outcome,
-                outcome.rounds,
-                extra={"fields": fields},
-            )
-        finally:
-            with anyio.CancelScope(shield=True):
-                await channel.reply_finished(message.chat_id)
-
-
-def _stale_notice(waiting: WaitingMessage) -> str:
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(waiting.received_at))
-    return STALE_NOTICE.format(when=when)
+            await self._answering.say(channel, waiting.message, stale_notice(waiting), reply=True)
 
 
 def _stdin_is_terminal() -> bool:
@@ -592,14 +493,6 @@ def _stdin_is_terminal() -> bool:
         return sys.stdin is not None and sys.stdin.isatty()
     except ValueError:  # closed
         return False
-
-
-def _command(text: str) -> str | None:
-    """``/reset@BotName args`` → ``/reset``; None when the text is not a command."""
-    stripped = text.strip()
-    if not stripped.startswith("/"):
-        return None
-    return stripped.split()[0].split("@", 1)[0].lower()
 
 
 async def serve(

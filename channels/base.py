@@ -229,6 +229,12 @@ class Channel(ABC):
         return bool(getattr(self.config, "show_tool_status", False))
 
     @property
+    def can_edit(self) -> bool:
+        """The network lets us edit a message we sent (every channel here can; a status message
+        of ``multi_message`` is edited to its finished line only where this holds)."""
+        return True
+
+    @property
     def final_as_new_message(self) -> bool:
         """In ``partial``: the final text is sent anew and the drafts deleted, instead of the
         drafts' final edits (default: no; Matrix ``notice_previews``)."""

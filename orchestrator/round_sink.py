@@ -1,15 +1,24 @@
 """Where one model round's stream events go (architecture §5): visible text through the reply's
-outbound policy into delivery, tool status of provider-run tools, nothing of the reasoning."""
+outbound policy into delivery, tool status of provider-run tools, nothing of the reasoning.
+
+A tool the provider ran itself (``PreExecutedToolCall``) shows its status line like our own
+calls (architecture §3 "Tool status"); its ``PreExecutedToolResult`` finishes the earliest
+running call of that name (else the earliest running one): ``✓ name 0.4 s``, timed from the
+call's event to the result's, or ``✗ name: cause`` when the provider flagged an error."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+from collections.abc import Callable, Iterator
 from typing import Protocol
+
+import anyio
 
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import Restarted, TextEmitted, ToolFinished, ToolStarted
 from orchestrator.delivery.hooks import PiecePolicy
 from orchestrator.think import ThinkFilter
+from orchestrator.tool_status import done_line, failed_line, running_line
 from providers.events import PreExecutedToolCall, PreExecutedToolResult, StreamEvent, TextDelta
 
 __all__ = ["ReplyPolicyFactory", "ReplyPolicyLike", "RoundSink"]
@@ -39,11 +48,20 @@ class RoundSink:
     (``StreamChunk.reasoning`` and a leading ``<think>`` block) never reaches a chat: no channel
     shows it yet (``show_reasoning`` is accepted by the config and has no effect).
 
-    ``attempts`` counts the attempts seen so far (1 + restarts), for a round cut short."""
+    ``attempts`` counts the attempts seen so far (1 + restarts), for a round cut short;
+    ``call_numbers`` numbers the status lines (the turn's, shared with its own calls)."""
 
-    def __init__(self, policy: ReplyPolicyLike, driver: DeliveryDriver) -> None:
+    def __init__(
+        self,
+        policy: ReplyPolicyLike,
+        driver: DeliveryDriver,
+        call_numbers: Iterator[int] | None = None,
+    ) -> None:
         self._policy = policy
         self._driver = driver
+        self._numbers = call_numbers if call_numbers is not None else itertools.count()
+        self._running: list[tuple[int, str, float]] = []
+        """Provider-run calls without a result yet: (number, name, when it began)."""
         self._think = ThinkFilter()
         self.visible: list[str] = []
         self.attempts = 1
@@ -62,18 +80,43 @@ class RoundSink:
                 if chunk.delta:
                     self._forward(self._think.feed(chunk.delta)[0])
             case PreExecutedToolCall(name=name):
-                self._driver.feed(ToolStarted(self._policy.redact_line(f"⏳ {name}…")))
-            case PreExecutedToolResult():
-                self._driver.feed(ToolFinished())
+                number = next(self._numbers)
+                self._running.append((number, name, anyio.current_time()))
+                status = self._policy.redact_line(running_line(name))
+                self._driver.feed(ToolStarted(number, status))
+            case PreExecutedToolResult(name=name, error=error):
+                self._finish(name, error)
             case _:
                 pass
 
+    def _finish(self, name: str, error: str | None) -> None:
+        running = self._running
+        match = next((r for r in running if r[1] == name), running[0] if running else None)
+        if match is None:
+            return  # a result without its call: nothing shows it
+        running.remove(match)
+        number, called, began = match
+        if error is None:
+            line = done_line(called, anyio.current_time() - began)
+        else:
+            line = failed_line(called, error)
+        self._driver.feed(ToolFinished(number, self._policy.redact_line(line)))
+
     def end(self) -> str:
-        """The round's visible text (what the filter held is released first)."""
+        """The round's visible text (what the filter held is released first). A provider-run
+        call still without a result ends here (``✗ name: no result``)."""
         self._forward(self._think.flush()[0])
+        self._end_running("no result")
         return "".join(self.visible)
 
+    def _end_running(self, cause: str) -> None:
+        for number, name, _ in self._running:
+            line = self._policy.redact_line(failed_line(name, cause))
+            self._driver.feed(ToolFinished(number, line))
+        self._running.clear()
+
     def restart(self) -> None:
+        self._end_running("interrupted")
         self._think = ThinkFilter()
         self.visible.clear()
         self.attempts += 1

@@ -4,16 +4,21 @@ Theory of operation
 -------------------
 The calls of a round are taken in content order. Each is first checked by the turn's
 :class:`~orchestrator.tool_calls.RepeatGuard` (a third identical call, or a tool not offered,
-gets a tool error and does not run). Every call that runs shows its own status line
-(``⏳ name…``, redacted by the reply's policy) as it starts.
+gets a tool error and does not run). Every call shows its own status line
+(:mod:`orchestrator.tool_status`, redacted by the reply's policy): ``⏳ name…`` as it starts,
+then ``✓ name 0.4 s`` (how long the run took) or ``✗ name: cause`` when it ends — a refused
+call, a denied or unanswered approval, a timeout, a tool error (an MCP error included) and a
+turn stopped meanwhile are ``✗``. A refused call's line is finished at once.
 
 When no call of the round needs approval (``agent.require_approval``: names or ``"*"``) they
 all run at once, in one task group; otherwise they run one after the other, each asking first
 where it must. Either way the results are returned in the calls' order, so each result is paired
 with its call in content order.
 
-**Approvals.** Before the prompt the narration and the status lines so far are delivered
-(``driver.drain()``), so the prompt comes after them. The prompt shows the tool and its
+**Approvals.** Before the prompt the narration and the status lines so far are delivered,
+and the prompt waits for the chat's spacing after the last of them
+(:meth:`~orchestrator.delivery.driver.DeliveryDriver.write_elsewhere`); the reply's next write
+is spaced from the prompt's outcome in turn. The prompt shows the tool and its
 arguments, redacted by the policy (then cut to :data:`PROMPT_ARGUMENTS_CHARS`). The channel answers
 True (approved), False (denied) or None (nobody answered within ``approval_timeout_secs``; a
 channel that cannot ask answers None at once); the turn bounds the wait too, a second past the
@@ -33,7 +38,17 @@ from config.models import AgentConfig
 from config.tools import requires_approval
 from orchestrator.delivery.events import ToolFinished, ToolStarted
 from orchestrator.tool_calls import RepeatGuard
-from orchestrator.tools import ToolRegistry, tool_error
+from orchestrator.tool_status import (
+    DENIED_CAUSE,
+    REPEATED_CAUSE,
+    STOPPED_CAUSE,
+    UNANSWERED_CAUSE,
+    UNKNOWN_CAUSE,
+    done_line,
+    failed_line,
+    running_line,
+)
+from orchestrator.tools import ToolRegistry, ToolResult, tool_error
 from orchestrator.turn_state import TurnState
 from providers.base import ChatMessage
 from providers.events import ToolCall
@@ -92,23 +107,34 @@ async def run_calls(
     results = [None if refusal is None else tool_error(refusal) for refusal in refusals]
     runnable = [i for i, refusal in enumerate(refusals) if refusal is None]
     asks = [requires_approval(agent.require_approval, calls[i].name) for i in runnable]
+    numbers: dict[int, int] = {}
 
     def started(index: int) -> None:
-        status = turn.policy.redact_line(f"⏳ {calls[index].name}…")
-        turn.driver.feed(ToolStarted(status))
+        numbers[index] = next(turn.call_numbers)
+        status = turn.policy.redact_line(running_line(calls[index].name))
+        turn.driver.feed(ToolStarted(numbers[index], status))
+        if refusals[index] is not None:  # refused: it does not run, its line ends at once
+            cause = UNKNOWN_CAUSE if calls[index].name not in offered else REPEATED_CAUSE
+            finished(index, failed_line(calls[index].name, cause))
+
+    def finished(index: int, line: str) -> None:
+        turn.driver.feed(ToolFinished(numbers[index], turn.policy.redact_line(line)))
 
     async def one(index: int, ask: bool) -> None:
+        line = failed_line(calls[index].name, STOPPED_CAUSE)
         try:
-            results[index] = await _approved_run(turn, calls[index], ask, agent, tools, state)
+            outcome, line = await _approved_run(turn, calls[index], ask, agent, tools, state)
+            results[index] = outcome.text
         finally:
-            turn.driver.feed(ToolFinished())
+            finished(index, line)
 
     if any(asks):
-        for index, ask in zip(runnable, asks, strict=True):
+        for index in range(len(calls)):
             started(index)
-            await one(index, ask)
+            if refusals[index] is None:
+                await one(index, asks[runnable.index(index)])
     else:
-        for index in runnable:  # every line shows, in content order, before any runs
+        for index in range(len(calls)):  # every line shows, in content order, before any runs
             started(index)
         async with anyio.create_task_group() as tg:
             for index in runnable:
@@ -127,19 +153,24 @@ async def _approved_run(
     agent: AgentConfig,
     tools: ToolRegistry,
     state: ToolTurn,
-) -> str:
+) -> tuple[ToolResult, str]:
+    """The call's outcome and its finished status line (not yet redacted)."""
     if ask:
         answer = await _ask(turn, call, agent.approval_timeout_secs)
         if answer is not True:
             log.info("tool %s not approved in %s: %s", call.name, turn.where, answer)
             if answer is False:
-                return denied_error(call.name)
-            return unanswered_error(call.name, agent.approval_timeout_secs)
-    return await tools.run(call.name, call.arguments, restarted=state.restarted)
+                return ToolResult(denied_error(call.name)), failed_line(call.name, DENIED_CAUSE)
+            text = unanswered_error(call.name, agent.approval_timeout_secs)
+            return ToolResult(text), failed_line(call.name, UNANSWERED_CAUSE)
+    began = anyio.current_time()
+    outcome = await tools.call(call.name, call.arguments, restarted=state.restarted)
+    if outcome.cause is not None:
+        return outcome, failed_line(call.name, outcome.cause)
+    return outcome, done_line(call.name, anyio.current_time() - began)
 
 
 async def _ask(turn: TurnState, call: ToolCall, timeout_secs: float) -> bool | None:
-    await turn.driver.drain()  # the narration and status lines come before the prompt
     # Redacted whole, then cut: a cut first could leave a secret's prefix the policy no longer
     # recognises.
     shown = turn.policy.redact_line(call.arguments)
@@ -147,8 +178,13 @@ async def _ask(turn: TurnState, call: ToolCall, timeout_secs: float) -> bool | N
         shown = shown[:PROMPT_ARGUMENTS_CHARS] + "…"
     prompt = turn.policy.redact_line(f"Run {call.name} with {shown}?")
     inbound = turn.inbound
-    with anyio.move_on_after(timeout_secs + APPROVAL_GRACE_SECS):
-        return await turn.channel.request_approval(
-            inbound.chat_id, prompt, thread_id=inbound.thread_id
-        )
-    return None
+
+    async def request() -> bool | None:
+        with anyio.move_on_after(timeout_secs + APPROVAL_GRACE_SECS):
+            return await turn.channel.request_approval(
+                inbound.chat_id, prompt, thread_id=inbound.thread_id
+            )
+        return None
+
+    # The narration and status lines come before the prompt, which keeps the chat's spacing.
+    return await turn.driver.write_elsewhere(request)

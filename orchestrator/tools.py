@@ -31,6 +31,7 @@ __all__ = [
     "MAX_RESULT_CHARS",
     "Tool",
     "ToolRegistry",
+    "ToolResult",
     "builtin_tools",
     "current_time",
     "tool_error",
@@ -47,6 +48,29 @@ ToolFunction = Callable[[Mapping[str, Any]], Awaitable[str]]
 def tool_error(message: str) -> str:
     """The text of a tool error result, readable by the model."""
     return json.dumps({"error": message})
+
+
+def error_message(result: str) -> str | None:
+    """The message of a tool error result (``{"error": "..."}`` and nothing else: ours, or an
+    MCP result flagged ``isError``); ``None`` for any other result."""
+    if not result.startswith("{"):
+        return None
+    try:
+        parsed = json.loads(result)
+    except ValueError:
+        return None
+    if isinstance(parsed, dict) and len(parsed) == 1 and isinstance(parsed.get("error"), str):
+        return str(parsed["error"])
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """One call's outcome: ``text`` for the model; ``cause``: why it failed, in a few words
+    for its status line (``None``: it succeeded)."""
+
+    text: str
+    cause: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,25 +174,33 @@ class ToolRegistry:
         """Run ``name`` with ``arguments`` (JSON text), bounded by ``timeout_secs``. Never
         raises: errors become tool errors. ``restarted``: the MCP servers this turn restarted
         already (a crashed stdio server is restarted once per turn)."""
+        return (await self.call(name, arguments, restarted=restarted)).text
+
+    async def call(
+        self, name: str, arguments: str, *, restarted: set[str] | None = None
+    ) -> ToolResult:
+        """:meth:`run`, with why it failed in a few words (a status line's ``✗ name: cause``,
+        architecture §3 "Tool status")."""
         if name not in self:
-            return tool_error(f"no tool named {name!r}")
+            return ToolResult(tool_error(f"no tool named {name!r}"), "no such tool")
         try:
             parsed = json.loads(arguments or "{}")
         except ValueError as exc:
-            return tool_error(f"arguments are not valid JSON: {exc}")
+            return ToolResult(tool_error(f"arguments are not valid JSON: {exc}"), "bad arguments")
         if not isinstance(parsed, dict):
-            return tool_error("arguments must be a JSON object")
+            return ToolResult(tool_error("arguments must be a JSON object"), "bad arguments")
         try:
             with anyio.fail_after(self.timeout_secs):
                 output = await self._call(name, parsed, restarted)
         except TimeoutError:
-            return tool_error(f"the tool did not answer within {self.timeout_secs:g} s")
+            text = tool_error(f"the tool did not answer within {self.timeout_secs:g} s")
+            return ToolResult(text, f"timed out after {self.timeout_secs:g} s")
         except McpToolError as exc:
-            return tool_error(str(exc))
+            return ToolResult(tool_error(str(exc)), str(exc))
         except Exception as exc:  # a tool bug must not end the turn
             log.exception("tool %s failed", name)
-            return tool_error(f"{type(exc).__name__}: {exc}")
-        return _bounded(output)
+            return ToolResult(tool_error(f"{type(exc).__name__}: {exc}"), type(exc).__name__)
+        return ToolResult(_bounded(output), error_message(output))
 
     async def _call(self, name: str, arguments: dict[str, Any], restarted: set[str] | None) -> str:
         tool = self._tools.get(name)

@@ -299,7 +299,7 @@ class TurnRunner:
     async def _round(self, turn: TurnState, request: ChatRequest) -> RoundResult | None:
         """Serve one round; ``None`` when it failed (the reply is then interrupted)."""
         turn.policy.begin_round()
-        sink = RoundSink(turn.policy, turn.driver)
+        sink = RoundSink(turn.policy, turn.driver, turn.call_numbers)
         turn.open_round = OpenRound(sink, turn.driver.writes_sent)
         turn.outcome.rounds += 1
         try:

@@ -3,6 +3,7 @@ policy and delivery driver, the messages it adds to the history, and how it ende
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import anyio
@@ -61,6 +62,8 @@ class TurnState:
     pending_text: str = ""  # the visible text of the last round served
     open_round: OpenRound | None = None
     last_round_id: int | None = None  # the store row of the last round recorded
+    call_numbers: itertools.count[int] = field(default_factory=itertools.count)
+    """Numbers the reply's tool calls (its own and the provider's) for their status lines."""
 
     @property
     def where(self) -> str:

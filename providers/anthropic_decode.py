@@ -147,9 +147,23 @@ def _block_events(block: dict[str, Any], names: dict[str, str]) -> list[StreamEv
         return [PreExecutedToolCall(str(block.get("name", "")), _input_text(block))]
     if isinstance(kind, str) and kind.endswith("_tool_result"):
         name = names.get(str(block.get("tool_use_id", "")), kind.removesuffix("_tool_result"))
-        output = json.dumps(block.get("content"), ensure_ascii=False)
-        return [PreExecutedToolResult(name, output)]
+        content = block.get("content")
+        output = json.dumps(content, ensure_ascii=False)
+        return [PreExecutedToolResult(name, output, _result_error(content))]
     return []
+
+
+def _result_error(content: Any) -> str | None:
+    """A server tool's failure: its result content is one ``*_error`` object (such as
+    ``{"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}``); the
+    error code, with spaces, is the cause."""
+    if not isinstance(content, dict):
+        return None
+    kind = content.get("type")
+    if not isinstance(kind, str) or not kind.endswith("_error"):
+        return None
+    code = content.get("error_code")
+    return code.replace("_", " ") if isinstance(code, str) and code else "failed"
 
 
 def _input_text(block: dict[str, Any]) -> str:

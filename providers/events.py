@@ -63,10 +63,12 @@ class PreExecutedToolCall:
 
 @dataclass(frozen=True, slots=True)
 class PreExecutedToolResult:
-    """The output of a :class:`PreExecutedToolCall`; never dispatched by us."""
+    """The output of a :class:`PreExecutedToolCall`; never dispatched by us. ``error``: the
+    provider reported the run failed, in a few words (its error code); ``None`` otherwise."""
 
     name: str
     output: str
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

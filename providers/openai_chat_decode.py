@@ -160,7 +160,9 @@ def proxy_tool_event(chunk: dict[str, Any]) -> PreExecutedToolCall | PreExecuted
     """A proxy's ``x_tool_start`` / ``x_tool_result`` as an event; ``None`` for other chunks.
 
     A start without a ``name`` is ignored (there is nothing to show); a result without one is
-    named ``"unknown"``; missing arguments are ``"{}"`` and a missing output ``""``.
+    named ``"unknown"``; missing arguments are ``"{}"`` and a missing output ``""``. A result
+    with ``"is_error": true`` failed (its ``error`` string, if any, is the cause, else
+    ``"failed"``).
     """
     start = chunk.get("x_tool_start")
     if isinstance(start, dict):
@@ -172,9 +174,13 @@ def proxy_tool_event(chunk: dict[str, Any]) -> PreExecutedToolCall | PreExecuted
     if isinstance(result, dict):
         name = result.get("name")
         output = result.get("output")
+        error = result.get("error")
         return PreExecutedToolResult(
             name=name if isinstance(name, str) and name else "unknown",
             output=output if isinstance(output, str) else "" if output is None else str(output),
+            error=(error if isinstance(error, str) and error else "failed")
+            if result.get("is_error") is True
+            else None,
         )
     return None
 

@@ -32,6 +32,7 @@ from tests.fakes import (
 )
 
 STATUS = "⏳ current_time…"
+DONE = "✓ current_time 0.4 s"
 
 
 class _FormattingChannel(RecordingChannel):
@@ -107,12 +108,12 @@ async def test_drain_waits_until_the_narration_and_status_are_shown() -> None:
         driver.feed(TextEmitted("Let me check."))
         await anyio.sleep(0.1)
         driver.feed(RoundEnded())
-        driver.feed(ToolStarted(STATUS))
+        driver.feed(ToolStarted(1, STATUS))
         await driver.drain()
         assert channel.chat.visible() == [f"Let me check.\n\n{STATUS}"]
         # The send took 30 ms, the edit waited an interval after it and took 30 ms.
         assert anyio.current_time() == pytest.approx(1.06, abs=0.005)
-        driver.feed(ToolFinished())
+        driver.feed(ToolFinished(1, DONE))
         driver.feed(TextEmitted("It is noon."))
         driver.feed(AnswerEnded())
     await driver.drain()  # run has ended: returns at once

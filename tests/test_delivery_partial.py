@@ -59,6 +59,7 @@ TELEGRAM = DeliverySettings(
     render=renderer(html),
 )
 STATUS = "⏳ current_time…"
+DONE = "✓ current_time 0.4 s"
 
 
 def words(length: int, seed: int = 0) -> str:
@@ -153,7 +154,7 @@ def test_latest_text_wins_and_intermediate_states_are_skipped() -> None:
 
 def test_typing_before_the_first_text_and_every_4_s_while_nothing_new_shows() -> None:
     run = ScriptedDelivery(TELEGRAM)
-    run.play([(9.0, TextEmitted("Hi")), (10.5, ToolStarted(STATUS)), (19.0, AnswerEnded())])
+    run.play([(9.0, TextEmitted("Hi")), (10.5, ToolStarted(1, STATUS)), (19.0, AnswerEnded())])
     assert run.chat.typing == [0.0, 4.0, 8.0, 14.5, 18.5]
     assert [(w.t, w.kind) for w in run.chat.chat_writes()] == [
         (9.0, "send"),
@@ -182,8 +183,8 @@ def test_tool_status_is_the_last_line_then_replaced_by_the_next_round() -> None:
         [
             (0.0, TextEmitted("Let me check.")),
             (1.0, RoundEnded()),
-            (1.0, ToolStarted(STATUS)),
-            (1.2, ToolFinished()),
+            (1.0, ToolStarted(1, STATUS)),
+            (1.2, ToolFinished(1, DONE)),
             (3.0, TextEmitted("It is noon.")),
             (5.0, AnswerEnded()),
         ]
@@ -191,6 +192,7 @@ def test_tool_status_is_the_last_line_then_replaced_by_the_next_round() -> None:
     assert [texts for _, texts in run.chat.states] == [
         ("Let me check.",),
         (f"Let me check.\n\n{STATUS}",),
+        (f"Let me check.\n\n{DONE}",),  # edited in place at the next draft edit
         ("Let me check.\n\nIt is noon.",),
         ("Let me check.\n\nIt is noon.",),  # the final edit, formatted
     ]
@@ -199,8 +201,8 @@ def test_tool_status_is_the_last_line_then_replaced_by_the_next_round() -> None:
 
 def test_a_status_only_draft_is_deleted_when_no_text_follows() -> None:
     run = ScriptedDelivery(TELEGRAM)
-    run.play([(0.0, ToolStarted(STATUS)), (0.5, ToolFinished()), (2.0, AnswerEnded())])
-    assert [w.kind for w in run.chat.chat_writes()] == ["send", "delete"]
+    run.play([(0.0, ToolStarted(1, STATUS)), (0.5, ToolFinished(1, DONE)), (2.0, AnswerEnded())])
+    assert [w.kind for w in run.chat.chat_writes()] == ["send", "edit", "delete"]
     assert run.chat.visible() == []
 
 
@@ -289,7 +291,7 @@ def test_room_is_kept_for_the_status_line_near_the_limit() -> None:
     run = ScriptedDelivery(settings)
     long_status = "⏳ " + "a_very_long_tool_name_" * 10 + "…"
     script = deltas(words(290), 29, step=0.2)
-    script += [(3.0, RoundEnded()), (3.0, ToolStarted(long_status)), (9.0, AnswerEnded())]
+    script += [(3.0, RoundEnded()), (3.0, ToolStarted(1, long_status)), (9.0, AnswerEnded())]
     run.play(script)
     assert_no_rejections(run.chat)
     assert "".join(run.chat.visible()) == words(290)

@@ -45,6 +45,7 @@ TELEGRAM_TURNS = DeliverySettings(
 )
 OFF = DeliverySettings(mode="off", limits=ChannelLimits(2000, "chars"))
 STATUS = "⏳ current_time…"
+DONE = "✓ current_time 0.4 s"
 MARKER = "⚠️ Answer interrupted: the model stopped before finishing"
 
 
@@ -94,8 +95,8 @@ def test_the_rest_of_a_turn_is_flushed_when_the_round_ends() -> None:
         [
             (0.0, TextEmitted("Let me look that up")),
             (1.0, RoundEnded()),
-            (1.0, ToolStarted(STATUS)),
-            (3.0, ToolFinished()),
+            (1.0, ToolStarted(1, STATUS)),
+            (3.0, ToolFinished(1, DONE)),
             (4.0, TextEmitted("Found it.")),
             (5.0, AnswerEnded()),
         ]
@@ -105,20 +106,47 @@ def test_the_rest_of_a_turn_is_flushed_when_the_round_ends() -> None:
     assert run.chat.typing  # the tool status shows as typing only
 
 
-def test_show_tool_status_sends_each_status_as_its_own_plain_message() -> None:
+def test_show_tool_status_sends_each_status_as_its_own_plain_message_edited_when_done() -> None:
     settings = DeliverySettings(mode="multi_message", show_tool_status=True)
     run = ScriptedDelivery(settings)
     run.play(
         [
             (0.0, TextEmitted("Checking.")),
             (0.1, RoundEnded()),
-            (0.1, ToolStarted(STATUS)),
-            (0.5, ToolFinished()),
+            (0.1, ToolStarted(1, STATUS)),
+            (1.5, ToolFinished(1, DONE)),
+            (1.6, TextEmitted("Noon.")),
+            (1.7, AnswerEnded()),
+        ]
+    )
+    assert sent(run.chat) == [("Checking.", True), (STATUS, False), ("Noon.", True)]
+    # The status message is edited once, an interval after its send; the answer an
+    # interval after that edit.
+    writes = [(w.t, w.kind, w.text) for w in run.chat.chat_writes()]
+    assert writes == [
+        (0.1, "send", "Checking."),
+        (1.1, "send", STATUS),
+        (2.1, "edit", DONE),
+        (3.1, "send", "Noon."),
+    ]
+    assert run.chat.visible() == ["Checking.", DONE, "Noon."]
+
+
+def test_a_status_that_finished_before_it_was_sent_is_sent_finished() -> None:
+    settings = DeliverySettings(mode="multi_message", show_tool_status=True)
+    run = ScriptedDelivery(settings)
+    run.play(
+        [
+            (0.0, TextEmitted("Checking.")),
+            (0.1, RoundEnded()),
+            (0.1, ToolStarted(1, STATUS)),
+            (0.5, ToolFinished(1, DONE)),
             (0.6, TextEmitted("Noon.")),
             (0.7, AnswerEnded()),
         ]
     )
-    assert sent(run.chat) == [("Checking.", True), (STATUS, False), ("Noon.", True)]
+    assert sent(run.chat) == [("Checking.", True), (DONE, False), ("Noon.", True)]
+    assert [w.kind for w in run.chat.chat_writes()] == ["send"] * 3
 
 
 # -- multi_message: turns -----------------------------------------------------------------
@@ -132,8 +160,8 @@ def test_telegram_sends_one_message_per_completed_turn() -> None:
             (0.0, TextEmitted("Let me check")),
             (0.5, TextEmitted(" the time.\n\nOne moment.")),
             (2.0, RoundEnded()),
-            (2.0, ToolStarted(STATUS)),
-            (2.5, ToolFinished()),
+            (2.0, ToolStarted(1, STATUS)),
+            (2.5, ToolFinished(1, DONE)),
             (3.0, TextEmitted("It is noon.\n\n")),
             (3.5, TextEmitted("Have a nice day.")),
             (9.0, AnswerEnded()),
@@ -251,8 +279,8 @@ def test_off_sends_nothing_until_the_end_then_one_message_guarded_once() -> None
         [
             (0.0, TextEmitted("Let me check.")),
             (1.0, RoundEnded()),
-            (1.0, ToolStarted(STATUS)),
-            (6.0, ToolFinished()),
+            (1.0, ToolStarted(1, STATUS)),
+            (6.0, ToolFinished(1, DONE)),
             (7.0, TextEmitted("It is noon.")),
             (11.0, AnswerEnded()),
         ]

@@ -166,8 +166,8 @@ def scenarios(
             tools += 1
             script += [
                 (t, RoundEnded()),
-                (t, ToolStarted(f"⏳ t{tools}…")),
-                (t + 0.5, ToolFinished()),
+                (t, ToolStarted(tools, f"⏳ t{tools}…")),
+                (t + 0.5, ToolFinished(tools, f"✓ t{tools} 0.5 s")),
             ]
             t += 0.5
         else:
@@ -198,9 +198,20 @@ def scenarios(
         "interrupted": interrupted,
         "chat": FakeChat(ChannelLimits(chat_limit, limits.unit), fail=fails),
         "latency": draw(st.sampled_from([0.0, 0.05, 0.4])),
-        "statuses": {f"⏳ t{i}…" for i in range(1, tools + 1)},
+        "statuses": {f"{line}" for i in range(1, tools + 1) for line in _lines(i)},
         "formatting": formatting,
     }
+
+
+def _lines(call: int) -> tuple[str, str]:
+    """Call ``call``'s status line while it runs and once it finished."""
+    return f"⏳ t{call}…", f"✓ t{call} 0.5 s"
+
+
+def _running_form(message: str) -> str:
+    """A status message as it was sent (multi_message edits it to its finished line)."""
+    match = re.fullmatch(r"✓ (t\d+) 0\.5 s", message)
+    return f"⏳ {match.group(1)}…" if match else message
 
 
 def expected_text(script: list[tuple[float, DeliveryEvent]]) -> str:
@@ -356,8 +367,9 @@ def check_invariants(case: dict) -> None:
     # messages are never edited, so each state is the start of the final chat.
     if not case["restarts"]:
         for _, snapshot in chat.snapshots:
-            if mode != "partial":
-                assert list(shown(snapshot)) == final[: len(snapshot)]
+            if mode != "partial":  # only a status message changes: to its finished line
+                earlier = [_running_form(m) for m in shown(snapshot)]
+                assert earlier == [_running_form(m) for m in final[: len(snapshot)]]
                 continue
             state = strip_additions(shown(snapshot), statuses, own_messages=False)
             assert matches(state, text, gaps=False, prefix=True), (state, text)

@@ -123,7 +123,7 @@ def test_queries_change_nothing(mode: str) -> None:
     )
     text = words(1500)
     script: list[tuple[float, DeliveryEvent]] = [*deltas(text, 40, step=0.3)]
-    script += [(13.0, RoundEnded()), (13.0, ToolStarted("⏳ t…")), (14.0, TextEmitted(" more"))]
+    script += [(13.0, RoundEnded()), (13.0, ToolStarted(1, "⏳ t…")), (14.0, TextEmitted(" more"))]
     script += [(30.0, AnswerEnded())]
 
     class Asking(ScriptedDelivery):

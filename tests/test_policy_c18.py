@@ -65,7 +65,7 @@ def deliver(
         if text:
             run.feed(TextEmitted(text))
 
-    t = 0.0
+    t, call = 0.0, 0
     policy.begin_round()
     for step in steps:
         t += 0.25
@@ -77,10 +77,12 @@ def deliver(
                 run.finish()
                 return run.chat
             run.feed(RoundEnded())
-            run.feed(ToolStarted(policy.redact_line(status)))
+            call += 1
+            run.feed(ToolStarted(call, policy.redact_line(status)))
             t += 2.0
             run.advance_to(t)
-            run.feed(ToolFinished())
+            finished = status.replace("⏳", "✓", 1).removesuffix("…") + " 2.0 s"
+            run.feed(ToolFinished(call, policy.redact_line(finished)))
             policy.begin_round()
         else:
             assert isinstance(step, str)

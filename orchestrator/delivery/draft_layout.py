@@ -6,9 +6,11 @@ The reply's visible text (the :class:`~orchestrator.delivery.planning.Transcript
 over messages. ``cuts`` are the offsets where a message was *frozen*: message ``i`` holds
 ``text[cuts[i-1]:cuts[i]]`` (fences balanced by
 :func:`~orchestrator.delivery.splitting.render_chunk`, rendered once, when it froze), and the
-last message, the *live* draft, holds the rest, followed by the tool status line after a blank
-line while a tool runs. Cuts only ever grow, except on ``Restart`` (cuts past the round's start
-are forgotten) and when the platform counted more than we did (:meth:`DraftLayout.shrink`).
+last message, the *live* draft, holds the rest, followed by the status lines of the round's tool
+calls after a blank line (one per call: ``⏳ name…`` while it runs, then its finished line, until
+text follows or a new round's lines replace them). Cuts only ever grow, except on ``Restart``
+(cuts past the round's start are forgotten) and when the platform counted more than we did
+(:meth:`DraftLayout.shrink`).
 
 The layout is kept up to date as the text changes, at a cost that does not grow with the answer:
 an append adds its length to the live draft's measure; only when that passes the room is the
@@ -101,7 +103,10 @@ class DraftLayout:
         self._live_has_text = False
         self.version = 0
         self._memo: tuple[int, str] = (-1, "")
+        self._lines: dict[int, str] = {}
+        """The status lines of the running round, by call, in the order they began."""
         self.status: str | None = None
+        """``_lines`` joined and clipped (``None``: no line)."""
         self._status_round_over = False  # a round ended since the last status line
         self.final: list[Target] | None = None
         self._final_cuts: list[Frozen] = []
@@ -138,23 +143,41 @@ class DraftLayout:
         return text
 
     def append(self, appended: str) -> None:
-        """Text was appended to the transcript: the status line goes; freeze what outgrew."""
-        self.status = None
+        """Text was appended to the transcript: the status lines go; freeze what outgrew."""
+        self._clear_status()
         self._live_units += measure(self._limits, appended)
         self._live_has_text = self._live_has_text or bool(appended.strip())
         self.version += 1
         self._extend()
 
-    def set_status(self, status: str) -> None:
-        """A tool began: its line goes under the lines of the tools that began before it since
-        the last text (one line per call, architecture §3 "Tool status"). The lines take at
-        most half a message."""
-        keep = self.status and not self._status_round_over
-        lines = f"{self.status}\n{status}" if keep else status
+    def set_status(self, call: int, status: str) -> None:
+        """Tool call ``call`` began: its line goes under the lines of the calls that began
+        before it since the last text (one line per call, architecture §3 "Tool status"). The
+        lines take at most half a message."""
+        if self._status_round_over:
+            self._lines = {}
         self._status_round_over = False
+        self._lines[call] = status
+        self._show_status()
+
+    def finish_status(self, call: int, status: str) -> None:
+        """Tool call ``call`` ended: its line becomes ``status`` (``✓ name 0.4 s``), shown at
+        the draft's next edit; nothing when its line is gone (text followed, a new round's
+        lines replaced it)."""
+        if self._lines.get(call, status) == status:
+            return
+        self._lines[call] = status
+        self._show_status()
+
+    def _show_status(self) -> None:
+        lines = "\n".join(self._lines.values())
         self.status = clip_line(self._limits, lines, self._limits.max_length // 2)
         self.version += 1
         self._extend()
+
+    def _clear_status(self) -> None:
+        self._lines = {}
+        self.status = None
 
     def new_status_round(self) -> None:
         """The next status line starts the lines anew (those shown stay until it comes)."""
@@ -163,12 +186,12 @@ class DraftLayout:
     def restart(self, round_start: int) -> None:
         """The round's text is gone: cuts past ``round_start`` are forgotten."""
         self.cuts = [frozen for frozen in self.cuts if frozen.cut <= round_start]
-        self.status = None
+        self._clear_status()
         self._reset_live()
         self._extend()
 
     def end(self) -> None:
-        self.status = None
+        self._clear_status()
         self.version += 1
 
     def freeze_live(self) -> None:

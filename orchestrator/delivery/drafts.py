@@ -144,8 +144,13 @@ class DraftPlanner:
         self._layout.append(appended)
         self._freeze_for_cap()
 
-    def on_status(self, status: str) -> None:
-        self._layout.set_status(status)
+    def on_status(self, call: int, status: str) -> None:
+        self._layout.set_status(call, status)
+        self._freeze_for_cap()
+
+    def on_status_finished(self, call: int, status: str) -> None:
+        # The line is edited in place at the draft's next (throttled) edit.
+        self._layout.finish_status(call, status)
         self._freeze_for_cap()
 
     def on_round_ended(self) -> None:

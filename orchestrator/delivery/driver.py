@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -59,6 +60,7 @@ from orchestrator.delivery.events import (
     SleepUntil,
     WriteFailed,
     WriteSucceeded,
+    WrittenElsewhere,
 )
 from orchestrator.delivery.hooks import PiecePolicy, guard_piece
 from orchestrator.delivery.settings import DeliverySettings
@@ -66,6 +68,8 @@ from orchestrator.delivery.settings import DeliverySettings
 __all__ = ["MAX_MOVES", "DeliveryDriver"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 MAX_MOVES = 3
 """Chat moves one reply follows; a further ``ChatMoved`` is a failed write."""
@@ -164,6 +168,21 @@ class DeliveryDriver:
             if self._changed is None:
                 self._changed = anyio.Event()
             await self._changed.wait()
+
+    async def write_elsewhere(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Make a write to the reply's chat that is not the engine's (an approval prompt,
+        architecture §5 "Tools"): once everything fed so far that can be written has been
+        written (:meth:`drain`), and no earlier than the chat's spacing allows after the last
+        write (architecture §3 "Spacing"); the engine's next write is spaced from its end
+        (:class:`~orchestrator.delivery.events.WrittenElsewhere`). Returns what ``write``
+        returns; its exception propagates."""
+        await self.drain()
+        if not self._closed:
+            await anyio.sleep(max(0.0, self.engine.next_write_at() - self._clock()))
+        try:
+            return await write()
+        finally:
+            self.feed(WrittenElsewhere())
 
     async def run(self) -> DeliveryStats:
         """Deliver until the engine is finished; returns its stats."""

@@ -44,10 +44,13 @@ Event table (``handle(event, now)``)::
     -------------------  -------------------------------------------  ----------------------
     TextEmitted(t)       append t (a new round's first text comes      DeliveryProtocolError
                          after a blank line); the status line goes
-    ToolStarted(s)       s is the status line (partial), its own       DeliveryProtocolError
-                         message (multi_message + show_tool_status),
-                         else typing only
-    ToolFinished         nothing: the status stays until text or end  DeliveryProtocolError
+    ToolStarted(c, s)    s is call c's line under the round's lines    DeliveryProtocolError
+                         (partial), its own message (multi_message +
+                         show_tool_status), else typing only
+    ToolFinished(c, s)   s replaces c's line where it still shows: in  DeliveryProtocolError
+                         the draft at its next edit (partial); its
+                         message is edited, or sent so if not yet sent
+                         (multi_message + show_tool_status)
     RoundEnded           flush the turn (multi_message); the next      DeliveryProtocolError
                          text opens a new round
     Restarted            drop the round's text and held pieces         DeliveryProtocolError
@@ -62,6 +65,8 @@ Event table (``handle(event, now)``)::
                          unreachable: no more writes (nor typing)
     PieceGuarded(i, t)   the verdict on piece i (t None: cancelled)    same
     PieceWithheld(i)     the hook failed on piece i: withheld notice   same
+    WrittenElsewhere(s)  the next write is spaced from now (an         same
+                         approval prompt; s: it was a send)
     (WriteSucceeded/WriteFailed with nothing in flight: DeliveryProtocolError)
 
 The engine is :attr:`~DeliveryEngine.finished` once the answer is over, nothing is in flight or
@@ -92,6 +97,7 @@ from orchestrator.delivery.events import (
     ToolStarted,
     WriteFailed,
     WriteSucceeded,
+    WrittenElsewhere,
 )
 from orchestrator.delivery.pieces import QueuePlanner
 from orchestrator.delivery.planning import (
@@ -285,6 +291,11 @@ class DeliveryEngine:
             case PieceWithheld(piece_id=piece_id):
                 self._verdict(piece_id, None, withheld=True)
                 return
+            case WrittenElsewhere(sent=sent):
+                self._last_write_at = max(self._last_write_at or now, now)
+                if sent:
+                    self._last_send_at = max(self._last_send_at or now, now)
+                return
             case _:
                 pass
         if self._over:
@@ -294,10 +305,10 @@ class DeliveryEngine:
                 appended = self._transcript.append(text)
                 if appended:
                     self._planner.on_text(appended)
-            case ToolStarted(status=status):
-                self._planner.on_status(status)
-            case ToolFinished():
-                pass
+            case ToolStarted(call=call, status=status):
+                self._planner.on_status(call, status)
+            case ToolFinished(call=call, status=status):
+                self._planner.on_status_finished(call, status)
             case RoundEnded():
                 self._planner.on_round_ended()
                 self._transcript.end_round()
@@ -382,6 +393,13 @@ class DeliveryEngine:
         if wake:
             actions.append(SleepUntil(min(wake)))
         return actions
+
+    def next_write_at(self) -> float:
+        """The earliest monotonic time (seconds) a send to the chat may start: the spacing from
+        the last write (and send), a flood wait, a back-off. A query: it changes nothing (a
+        write not made by the engine, such as an approval prompt, waits for it, architecture
+        §3 "Spacing")."""
+        return self._write_at("send")
 
     def _write_at(self, kind: WriteKind) -> float:
         at = max(self._blocked_until, self._backoff_until)

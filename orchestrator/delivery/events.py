@@ -36,6 +36,7 @@ __all__ = [
     "WriteFailed",
     "WriteFailure",
     "WriteSucceeded",
+    "WrittenElsewhere",
 ]
 
 
@@ -51,14 +52,31 @@ class TextEmitted:
 
 @dataclass(frozen=True, slots=True)
 class ToolStarted:
-    """A tool began; ``status`` is the already-redacted status line (e.g. ``⏳ current_time…``)."""
+    """A tool call began. ``call`` identifies it within the reply (the caller numbers the
+    calls; no two of one reply share a number); ``status`` is its already-redacted status line
+    (``⏳ current_time…``, architecture §3 "Tool status")."""
 
+    call: int
     status: str
 
 
 @dataclass(frozen=True, slots=True)
 class ToolFinished:
-    """The running tool ended (its status line goes away when text follows or the answer ends)."""
+    """Tool call ``call`` ended; ``status`` is its finished line, already redacted
+    (``✓ current_time 0.4 s`` or ``✗ lookup: timed out``). It replaces the call's ``⏳`` line
+    where that still shows; a call never started, or whose line is gone, is ignored."""
+
+    call: int
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenElsewhere:
+    """A write to this reply's chat not made by the engine completed (an approval prompt, or
+    its outcome edit): the next write keeps the spacing from it (architecture §3 "Spacing").
+    ``sent``: it was a send (``multi_message_delay_ms`` counts from it too)."""
+
+    sent: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,6 +183,7 @@ DeliveryEvent = (
     | WriteFailed
     | PieceGuarded
     | PieceWithheld
+    | WrittenElsewhere
 )
 
 

@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-Nothing here is ever edited: each message is sent once, formatted, and stands.
+Each message is sent once, formatted, and stands; only a tool's status message is edited, once,
+to its finished line.
 
 ``multi_message`` cuts *pieces* from the reply's visible text as they complete, at a cursor that
 only moves forward (except on ``Restart``):
@@ -23,6 +24,14 @@ the limit; a piece whose hook failed (``PieceWithheld``) is replaced by the with
 statuses (``show_tool_status``), the restart notice and the interrupted marker are queued as
 their own plain messages. A message goes out formatted when the channel's renderer says its
 formatted form fits, else plain.
+
+Tool status (``multi_message`` with ``show_tool_status``, architecture §3 "Tool status"): each
+call's ``⏳`` line is its own message; when the call finishes that message is edited to the
+finished line (``✓ name 0.4 s``, ``✗ name: cause``). A line still queued is sent in its finished
+form instead; one in flight is edited once its send landed. Edits go before the next send (each
+spaced like any write). A status message is left as it stands when the channel cannot edit, when
+its send timed out (no id to edit it by), or when its edit is given up (``MAX_ATTEMPTS`` refused
+or timed-out tries, or any other rejection).
 
 ``Restart``: queued pieces of the failed attempt are dropped; pieces already sent stand; when one
 was sent (or in flight), ``(answer restarted)`` is queued before the next message.
@@ -49,7 +58,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.delivery.events import GuardPiece, SendMessage, WriteFailure
+from orchestrator.delivery.events import EditMessage, GuardPiece, SendMessage, WriteFailure
 from orchestrator.delivery.planning import (
     FAILURE_EFFECTS,
     MAX_ATTEMPTS,
@@ -97,10 +106,22 @@ class _Item:
     plain: bool = False
     tries: int = 0
     line: str = ""
+    call: int | None = None
+    """The tool call whose status line this is."""
 
     @property
     def message(self) -> str:
         return append_line(self.text, self.line) if self.line else self.text
+
+
+@dataclass(eq=False, slots=True)
+class _StatusEdit:
+    """A status message to edit to its call's finished line."""
+
+    call: int
+    message_id: str
+    text: str
+    tries: int = 0
 
 
 def paragraph_end(text: str, start: int, fence: Fence | None) -> tuple[int, int] | None:
@@ -172,13 +193,21 @@ class QueuePlanner:
         self._sent_attempts: set[int] = set()
         self._notice_due = False
         self._piece_ids = itertools.count(1)
-        self._in_flight: _Item | None = None
+        self._in_flight: _Item | _StatusEdit | None = None
+        self._status_ids: dict[int, str] = {}
+        """The message ids of the status messages sent, by call."""
+        self._finished: dict[int, str] = {}
+        """Finished lines of calls whose status send is in flight."""
+        self._edits: dict[int, _StatusEdit] = {}
+        """Status messages to edit, oldest first."""
         self._live_units = 0
         """``measure`` of the text after the cursor, kept as it grows."""
 
     # -- cutting pieces -------------------------------------------------------------------
 
-    def _queue_message(self, text: str, *, formatted: bool, piece: bool, raw: bool) -> None:
+    def _queue_message(
+        self, text: str, *, formatted: bool, piece: bool, raw: bool, call: int | None = None
+    ) -> None:
         if not text.strip():
             return
         if self._notice_due:
@@ -187,7 +216,9 @@ class QueuePlanner:
             self._queue.append(_Item(notice, False, self._attempt, piece=False))
         piece_id = next(self._piece_ids) if raw else 0
         self._queue.append(
-            _Item(text, formatted, self._attempt, piece=piece, raw=raw, piece_id=piece_id)
+            _Item(
+                text, formatted, self._attempt, piece=piece, raw=raw, piece_id=piece_id, call=call
+            )
         )
 
     def _advance(self, live: str, count: int, fence: Fence | None) -> None:
@@ -246,10 +277,26 @@ class QueuePlanner:
         if self._streams:
             self._cut(flush=False, appended=appended)
 
-    def on_status(self, status: str) -> None:
+    def on_status(self, call: int, status: str) -> None:
         if self._streams and self._settings.show_tool_status:
             line = clip_line(self._limits, status, self._max)
-            self._queue_message(line, formatted=False, piece=False, raw=False)
+            self._queue_message(line, formatted=False, piece=False, raw=False, call=call)
+
+    def on_status_finished(self, call: int, status: str) -> None:
+        if not (self._streams and self._settings.show_tool_status):
+            return
+        line = clip_line(self._limits, status, self._max)
+        queued = next((item for item in self._queue if item.call == call), None)
+        if queued is not None and queued is not self._in_flight:
+            queued.text = line  # not sent yet: it goes out finished
+        elif queued is not None:
+            self._finished[call] = line  # edited once its send landed
+        elif call in self._status_ids:
+            self._edit_status(call, self._status_ids.pop(call), line)
+
+    def _edit_status(self, call: int, message_id: str, line: str) -> None:
+        if self._settings.can_edit:
+            self._edits[call] = _StatusEdit(call, message_id, line)
 
     def on_round_ended(self) -> None:
         if self._streams:
@@ -350,9 +397,15 @@ class QueuePlanner:
     # -- writes ---------------------------------------------------------------------------
 
     def next_kind(self) -> WriteKind | None:
+        if self._edits:
+            return "edit"
         return "send" if self._queue and not self._queue[0].raw else None
 
     def plan(self) -> Write | None:
+        if self._edits:
+            edit = next(iter(self._edits.values()))
+            self._in_flight = edit
+            return Write(EditMessage(edit.message_id, edit.text), final=True)
         if not self._queue or self._queue[0].raw:
             return None  # the head awaits its verdict: nothing behind it goes first
         item = self._queue[0]
@@ -364,16 +417,28 @@ class QueuePlanner:
         self._in_flight = item
         return Write(SendMessage(message, formatted), final=True)
 
-    def _take(self) -> _Item:
+    def _take(self) -> _Item | _StatusEdit:
         item, self._in_flight = self._in_flight, None
         assert item is not None, "an outcome with no write in flight"
         return item
 
     def succeeded(self, message_id: str | None) -> None:
-        self._discard(self._take())
+        item = self._take()
+        if isinstance(item, _StatusEdit):
+            self._edits.pop(item.call, None)
+            return
+        if item.call is not None and message_id is not None:
+            finished = self._finished.pop(item.call, None)
+            if finished is None:
+                self._status_ids[item.call] = message_id
+            elif finished != item.text:
+                self._edit_status(item.call, message_id, finished)
+        self._discard(item)
 
     def failed(self, reason: WriteFailure) -> float:
         item = self._take()
+        if isinstance(item, _StatusEdit):
+            return self._status_edit_failed(item, reason)
         match FAILURE_EFFECTS[("send", reason)]:
             case Effect.UNCONFIRMED:
                 self._counters.unconfirmed_sends += 1
@@ -414,13 +479,31 @@ class QueuePlanner:
                 piece=item.piece,
             )
 
+    def _status_edit_failed(self, edit: _StatusEdit, reason: WriteFailure) -> float:
+        """A status edit failed: retried when it may have landed or was refused, up to
+        ``MAX_ATTEMPTS`` tries; otherwise, and then, the message is left as it stands."""
+        effect = FAILURE_EFFECTS[("edit", reason)]
+        if effect in (Effect.UNCONFIRMED, Effect.RETRY):
+            edit.tries += 1
+            if edit.tries < MAX_ATTEMPTS:
+                if effect is Effect.RETRY:
+                    self._counters.writes_refused += 1
+                    return REFUSED_BACKOFF_SECS[edit.tries - 1]
+                return 0.0
+        if effect is not Effect.SHOWN:
+            self._counters.writes_given_up += 1
+        self._edits.pop(edit.call, None)
+        return 0.0
+
     def deferred(self) -> None:
-        self._take()  # it stays at the head of the queue
+        self._take()  # it stays at the head of the queue (an edit stays pending)
 
     def _give_up(self, item: _Item) -> None:
         self._counters.writes_given_up += 1
         self._discard(item)
 
     def _discard(self, item: _Item) -> None:
+        if item.call is not None:
+            self._finished.pop(item.call, None)
         if item in self._queue:
             self._queue.remove(item)

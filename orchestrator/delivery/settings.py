@@ -27,7 +27,9 @@ class DeliverySettings:
         multi_message_unit: what one message holds in ``multi_message``: a ``paragraph``
             (Matrix, Discord) or a completed model ``turn`` (Telegram).
         max_edits_per_message: edits one message may receive (Matrix: 100); ``None``: no cap.
-        show_tool_status: in ``multi_message``, also send each tool status as its own message.
+        show_tool_status: in ``multi_message``, also send each tool status as its own message
+            (edited to the finished line when the call ends, where ``can_edit``).
+        can_edit: the channel can edit a message it sent (every channel today).
         typing_interval_ms: how often the typing indicator is renewed while nothing new shows.
         final_as_new_message: in ``partial``, the final text goes out as new messages instead
             of the drafts' final edits, and the drafts are deleted once every one of them
@@ -50,6 +52,7 @@ class DeliverySettings:
     multi_message_unit: Literal["paragraph", "turn"] = "paragraph"
     max_edits_per_message: int | None = None
     show_tool_status: bool = False
+    can_edit: bool = True
     typing_interval_ms: int = 4000
     final_as_new_message: bool = False
     render: Callable[[str], Rendering] | None = field(default=None, compare=False)
@@ -94,6 +97,7 @@ class DeliverySettings:
             multi_message_unit=channel.multi_message_unit,
             max_edits_per_message=channel.max_edits_per_message,
             show_tool_status=channel.show_tool_status,
+            can_edit=channel.can_edit,
             final_as_new_message=channel.final_as_new_message,
             render=channel.render,
         )

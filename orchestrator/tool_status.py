@@ -1,0 +1,61 @@
+"""The status lines of tool calls (architecture §3 "Tool status"): one per call, ``⏳ name…``
+while it runs, then ``✓ name 0.4 s`` or ``✗ name: cause``.
+
+These are composed here and redacted by the reply's policy (``redact_line``) before they reach
+delivery, like every status line. A cause is a few words: the first clause of the error, cut
+with an ellipsis at :data:`CAUSE_CHARS` characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "CAUSE_CHARS",
+    "DENIED_CAUSE",
+    "REPEATED_CAUSE",
+    "STOPPED_CAUSE",
+    "UNANSWERED_CAUSE",
+    "UNKNOWN_CAUSE",
+    "done_line",
+    "failed_line",
+    "running_line",
+    "short_cause",
+]
+
+CAUSE_CHARS = 48
+"""The longest cause shown after ``✗ name:``, in characters (the rest is cut)."""
+
+DENIED_CAUSE = "denied"
+UNANSWERED_CAUSE = "not approved in time"
+REPEATED_CAUSE = "repeated call, not run"
+UNKNOWN_CAUSE = "no such tool"
+STOPPED_CAUSE = "stopped"
+
+_CLAUSE_END = re.compile(r"[;\n]|\.\s|\s\(")
+
+
+def running_line(name: str) -> str:
+    return f"⏳ {name}…"
+
+
+def done_line(name: str, seconds: float) -> str:
+    """``✓ name 0.4 s``: the run took ``seconds``, shown to one decimal."""
+    return f"✓ {name} {max(seconds, 0.0):.1f} s"
+
+
+def failed_line(name: str, cause: str) -> str:
+    return f"✗ {name}: {short_cause(cause)}"
+
+
+def short_cause(cause: str) -> str:
+    """The first clause of ``cause`` (up to ``;``, a sentence end, `` (`` or a newline), at
+    most :data:`CAUSE_CHARS` characters; ``failed`` when nothing is left."""
+    text = cause.strip()
+    end = _CLAUSE_END.search(text)
+    if end is not None and end.start() > 0:
+        text = text[: end.start()]
+    text = text.strip().rstrip(".:") or "failed"
+    if len(text) > CAUSE_CHARS:
+        text = text[: CAUSE_CHARS - 1].rstrip() + "…"
+    return text

@@ -33,6 +33,8 @@ UNKNOWN_CAUSE = "no such tool"
 STOPPED_CAUSE = "stopped"
 
 _CLAUSE_END = re.compile(r"[;\n]|\.\s|\s\(")
+_SDK_PREFIX = re.compile(r"^Error executing tool \S+: ")
+"""How the MCP SDK's server words a tool that raised (the name is on the line already)."""
 
 
 def running_line(name: str) -> str:
@@ -49,9 +51,10 @@ def failed_line(name: str, cause: str) -> str:
 
 
 def short_cause(cause: str) -> str:
-    """The first clause of ``cause`` (up to ``;``, a sentence end, `` (`` or a newline), at
-    most :data:`CAUSE_CHARS` characters; ``failed`` when nothing is left."""
-    text = cause.strip()
+    """The first clause of ``cause`` (up to ``;``, a sentence end, `` (`` or a newline; the MCP
+    SDK's ``Error executing tool NAME:`` dropped), at most :data:`CAUSE_CHARS` characters;
+    ``failed`` when nothing is left."""
+    text = _SDK_PREFIX.sub("", cause.strip())
     end = _CLAUSE_END.search(text)
     if end is not None and end.start() > 0:
         text = text[: end.start()]

@@ -211,6 +211,8 @@ async def test_an_approval_prompt_shows_no_key_in_any_form_of_the_arguments(
     async with policy_bot(tmp_path, [first, second], mode=mode, edit=_approval) as bot:
         await bot.ask("time?", within=30)
     assert any("current_time" in text for text in shown(bot)), "the prompt was shown"
+    # The prompt, its outcome edit and the reply's writes keep the chat's spacing.
+    bot.check()
     assert_hidden(bot, ANT)
     assert "It was not run." in final(bot)
 

@@ -10,6 +10,7 @@ import re
 import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +40,9 @@ Call = tuple[str, str, dict[str, Any]]  # (id, name, arguments)
 # -- provider streams -----------------------------------------------------------------------
 
 
-def chat_calls(narration: str, calls: Sequence[Call]) -> Reply:
-    """A Chat Completions stream: ``narration``, then ``calls`` (one delta each), finish
-    ``tool_calls``."""
+def chat_calls(narration: str, calls: Sequence[Call], *, pause_secs: float = 0.0) -> Reply:
+    """A Chat Completions stream: ``narration``, then (after ``pause_secs``) ``calls`` (one
+    delta each), finish ``tool_calls``."""
     events: list[Any] = [{"choices": [{"index": 0, "delta": {"content": narration}}]}]
     for index, (call_id, name, arguments) in enumerate(calls):
         call = {
@@ -51,7 +52,8 @@ def chat_calls(narration: str, calls: Sequence[Call]) -> Reply:
             "function": {"name": name, "arguments": json.dumps(arguments)},
         }
         events.append({"choices": [{"index": 0, "delta": {"tool_calls": [call]}}]})
-    return _chat(events, "tool_calls")
+    reply = _chat(events, "tool_calls")
+    return replace(reply, pauses={1: pause_secs}) if pause_secs else reply
 
 
 def chat_text(text: str) -> Reply:
@@ -177,6 +179,8 @@ async def tool_bot(
     chain: str = "[main]",
     agent_extra: str = "",
     channel_extra: str = "",
+    mode: str = "partial",
+    multi_message_delay_ms: int = 300,
 ) -> AsyncIterator[Bot]:
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
         peer.open_chat(CHAT)
@@ -195,7 +199,7 @@ async def tool_bot(
         config = load_config_text(text, source_name="tools.yaml", environ={})
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_channels)
         async with serving(daemon, peer):
-            yield Bot(peer, provider, daemon, 150, "partial", 300)
+            yield Bot(peer, provider, daemon, 150, mode, multi_message_delay_ms)
 
 
 def _tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -209,29 +213,62 @@ def _error(content: str) -> str:
 # -- one round, an MCP tool and a built-in at once -------------------------------------------
 
 
+PARALLEL: list[Call] = [
+    ("call_a", "slow", {"seconds": 0.6}),
+    ("call_b", "current_time", {"timezone": "UTC"}),
+    ("call_c", "fail", {"reason": "disk full"}),
+]
+SLOW_DONE = re.compile(r"✓ slow (\d+\.\d) s")
+TIME_DONE = re.compile(r"✓ current_time \d+\.\d s")
+FAIL_DONE = "✗ fail: disk full"
+
+
+def _check_parallel_results(bot: Bot, slept: str = "0.6") -> None:
+    second = bot.provider.requests_to(CHAT_PATH)[1].json
+    assert [t["function"]["name"] for t in second["tools"]][:2] == ["current_time", "lookup"]
+    results = _tool_messages(second)
+    assert [r["tool_call_id"] for r in results] == ["call_a", "call_b", "call_c"]
+    assert results[0]["content"] == f"slept {slept}"
+    assert json.loads(results[1]["content"])["timezone"] == "UTC"
+    assert _error(results[2]["content"]) == "Error executing tool fail: disk full"
+
+
 async def test_an_mcp_tool_and_a_built_in_run_in_one_round_each_with_its_status_line(
     tmp_path: Path,
 ) -> None:
-    calls: list[Call] = [
-        ("call_a", "slow", {"seconds": 0.6}),
-        ("call_b", "current_time", {"timezone": "UTC"}),
-    ]
-    async with tool_bot(tmp_path, chat=[chat_calls(NARRATION, calls), chat_text(ANSWER)]) as bot:
+    """``partial``: the round's lines are the draft's last lines, each edited in place from
+    ``⏳`` to its finished form, and gone from the final text. The stream pauses after the
+    narration, so the edit with the lines is due at once when the calls arrive (before the
+    built-in one has finished)."""
+    replies = [chat_calls(NARRATION, PARALLEL, pause_secs=0.4), chat_text(ANSWER)]
+    async with tool_bot(tmp_path, chat=replies) as bot:
         await bot.ask("look it up")
     bot.check()
     [message] = bot.peer.messages(CHAT)
     assert message.text == f"{NARRATION}\n\n{ANSWER}"
     states = [s[0] for s in bot.peer.states(CHAT)]
-    both = f"{NARRATION}\n\n⏳ slow…\n⏳ current_time…"
-    assert both in states  # both status lines at once, in content order, under the narration
-    narration_at = next(i for i, s in enumerate(states) if s.startswith(NARRATION))
-    assert narration_at <= states.index(both) < states.index(message.text)
-    second = bot.provider.requests_to(CHAT_PATH)[1].json
-    assert [t["function"]["name"] for t in second["tools"]][:2] == ["current_time", "lookup"]
-    results = _tool_messages(second)
-    assert [r["tool_call_id"] for r in results] == ["call_a", "call_b"]
-    assert results[0]["content"] == "slept 0.6"
-    assert json.loads(results[1]["content"])["timezone"] == "UTC"
+    running = f"{NARRATION}\n\n⏳ slow…\n⏳ current_time…\n⏳ fail…"
+    # The lines at once, in content order, under the narration; then each finished.
+    at_running = states.index(running)
+    lines = [s.split("\n\n", 1)[1].split("\n") for s in states[at_running:]]
+    finished = next(
+        i
+        for i, (slow, clock, failed) in enumerate(ln for ln in lines if len(ln) == 3)
+        if SLOW_DONE.fullmatch(slow) and TIME_DONE.fullmatch(clock) and failed == FAIL_DONE
+    )
+    for slow, clock, failed in lines[: finished + 1]:  # each line running, then finished
+        assert slow == "⏳ slow…" or SLOW_DONE.fullmatch(slow)
+        assert clock == "⏳ current_time…" or TIME_DONE.fullmatch(clock)
+        assert failed in ("⏳ fail…", FAIL_DONE)
+    done = states[at_running + finished]
+    slow_secs = SLOW_DONE.search(done)
+    assert slow_secs is not None and 0.6 <= float(slow_secs.group(1)) < 3
+    # Before the lines, only the narration (the policy's window may hold it back until the
+    # round ends: then it comes in the same edit, above them).
+    assert all(NARRATION.startswith(state) for state in states[:at_running])
+    assert at_running < states.index(done) < states.index(message.text)
+    assert states[-1] == message.text  # no status line in the final text
+    _check_parallel_results(bot)
 
 
 async def test_parallel_mcp_calls_run_concurrently(tmp_path: Path) -> None:
@@ -243,16 +280,42 @@ async def test_parallel_mcp_calls_run_concurrently(tmp_path: Path) -> None:
     assert [r["content"] for r in results] == ["met", "met"]
 
 
-async def test_multi_message_with_tool_status_sends_one_status_message_per_call(
+async def test_multi_message_with_tool_status_edits_each_status_message_when_its_call_ends(
     tmp_path: Path,
 ) -> None:
-    calls: list[Call] = [("c1", "lookup", {"key": "a"}), ("c2", "current_time", {})]
-    extra = "    stream_mode: multi_message\n    show_tool_status: true\n"
+    """``multi_message`` with ``show_tool_status``: each call's line is its own message, edited
+    to its finished form when the call ends; a call that ended before its line could be sent
+    (sends are ``multi_message_delay_ms`` apart) has it sent finished (latest text wins)."""
+    calls = [("call_a", "slow", {"seconds": 1.5}), *PARALLEL[1:]]
+    extra = (
+        "    stream_mode: multi_message\n    show_tool_status: true\n"
+        "    multi_message_delay_ms: 300\n"
+    )
     async with tool_bot(
-        tmp_path, chat=[chat_calls(NARRATION, calls), chat_text(ANSWER)], channel_extra=extra
+        tmp_path,
+        chat=[chat_calls(NARRATION, calls), chat_text(ANSWER)],
+        channel_extra=extra,
+        mode="multi_message",
     ) as bot:
         await bot.ask("look it up")
-    assert bot.peer.texts(CHAT) == [NARRATION, "⏳ lookup…", "⏳ current_time…", ANSWER]
+    bot.check()
+    texts = bot.peer.texts(CHAT)
+    assert len(texts) == 5 and texts[0] == NARRATION and texts[-1] == ANSWER
+    assert SLOW_DONE.fullmatch(texts[1]) and TIME_DONE.fullmatch(texts[2])
+    assert texts[3] == FAIL_DONE
+    writes = [
+        (c.method.lower(), c.params.get("message_id"), c.params["text"]) for c in bot.writes()
+    ]
+    sends = [text for method, _, text in writes if method == "sendmessage"]
+    assert sends[:2] == [NARRATION, "⏳ slow…"] and sends[-1] == ANSWER
+    assert sends[2] == "⏳ current_time…" or TIME_DONE.fullmatch(sends[2])
+    assert sends[3] in ("⏳ fail…", FAIL_DONE)
+    slow_id = bot.peer.messages(CHAT)[1].message_id
+    edits = [(i, text) for i, (method, mid, text) in enumerate(writes) if mid == slow_id]
+    [(edited_at, edited)] = edits  # edited once, to its finished form, before the answer
+    assert SLOW_DONE.fullmatch(edited)
+    assert edited_at < max(i for i, (_, _, text) in enumerate(writes) if text == ANSWER)
+    _check_parallel_results(bot, slept="1.5")
 
 
 # -- approvals ------------------------------------------------------------------------------

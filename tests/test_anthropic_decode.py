@@ -241,6 +241,19 @@ def test_server_tools_are_pre_executed() -> None:
     assert blocking[:2] == events[:2]
 
 
+def test_a_server_tool_error_result_carries_its_error_code() -> None:
+    """A server tool's ``*_tool_result`` whose content is an ``*_error`` object failed."""
+    error = {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}
+    blocks = [
+        {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"query": "x"}},
+        {"type": "web_search_tool_result", "tool_use_id": "s1", "content": error},
+    ]
+    events, _ = message_events({"content": blocks, "stop_reason": "end_turn"})
+    assert events[1] == PreExecutedToolResult(
+        "web_search", json.dumps(error), error="max uses exceeded"
+    )
+
+
 def test_blocking_message_events() -> None:
     message = {
         "type": "message",

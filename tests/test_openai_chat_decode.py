@@ -405,3 +405,14 @@ def test_a_refusal_is_visible_text() -> None:
     events, failure = reduce_body(ChatCompletionsStreamReducer(), [body])
     assert failure is None
     assert fold(events).text == "I can't help with that."
+
+
+def test_a_proxy_tool_result_flagged_is_error_failed() -> None:
+    from providers.openai_chat_decode import proxy_tool_event
+
+    flagged = {"x_tool_result": {"name": "bash", "output": "", "is_error": True, "error": "exit 2"}}
+    assert proxy_tool_event(flagged) == PreExecutedToolResult("bash", "", error="exit 2")
+    bare = {"x_tool_result": {"name": "bash", "is_error": True}}
+    assert proxy_tool_event(bare) == PreExecutedToolResult("bash", "", error="failed")
+    ok = {"x_tool_result": {"name": "bash", "output": "hi", "is_error": False}}
+    assert proxy_tool_event(ok) == PreExecutedToolResult("bash", "hi")

@@ -39,6 +39,7 @@ CORES = [
     "orchestrator/delivery/pieces.py",
     "orchestrator/delivery/planning.py",
     "orchestrator/delivery/slots.py",
+    "orchestrator/delivery/status_messages.py",
     "orchestrator/delivery/events.py",
     "orchestrator/delivery/splitting.py",
     "orchestrator/policy/catalogue.py",

@@ -27,11 +27,9 @@ formatted form fits, else plain.
 
 Tool status (``multi_message`` with ``show_tool_status``, architecture §3 "Tool status"): each
 call's ``⏳`` line is its own message; when the call finishes that message is edited to the
-finished line (``✓ name 0.4 s``, ``✗ name: cause``). A line still queued is sent in its finished
-form instead; one in flight is edited once its send landed. Edits go before the next send (each
-spaced like any write). A status message is left as it stands when the channel cannot edit, when
-its send timed out (no id to edit it by), or when its edit is given up (``MAX_ATTEMPTS`` refused
-or timed-out tries, or any other rejection).
+finished line (``✓ name 0.4 s``, ``✗ name: cause``) by
+:class:`~orchestrator.delivery.status_messages.StatusMessages`. A line still queued is sent in
+its finished form instead. Edits go before the next send (each spaced like any write).
 
 ``Restart``: queued pieces of the failed attempt are dropped; pieces already sent stand; when one
 was sent (or in flight), ``(answer restarted)`` is queued before the next message.
@@ -58,7 +56,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from orchestrator.delivery.events import EditMessage, GuardPiece, SendMessage, WriteFailure
+from orchestrator.delivery.events import GuardPiece, SendMessage, WriteFailure
 from orchestrator.delivery.planning import (
     FAILURE_EFFECTS,
     MAX_ATTEMPTS,
@@ -84,6 +82,7 @@ from orchestrator.delivery.splitting import (
     render_chunk,
     split_text,
 )
+from orchestrator.delivery.status_messages import StatusEdit, StatusMessages
 
 __all__ = ["QueuePlanner", "paragraph_end"]
 
@@ -112,16 +111,6 @@ class _Item:
     @property
     def message(self) -> str:
         return append_line(self.text, self.line) if self.line else self.text
-
-
-@dataclass(eq=False, slots=True)
-class _StatusEdit:
-    """A status message to edit to its call's finished line."""
-
-    call: int
-    message_id: str
-    text: str
-    tries: int = 0
 
 
 def paragraph_end(text: str, start: int, fence: Fence | None) -> tuple[int, int] | None:
@@ -193,13 +182,8 @@ class QueuePlanner:
         self._sent_attempts: set[int] = set()
         self._notice_due = False
         self._piece_ids = itertools.count(1)
-        self._in_flight: _Item | _StatusEdit | None = None
-        self._status_ids: dict[int, str] = {}
-        """The message ids of the status messages sent, by call."""
-        self._finished: dict[int, str] = {}
-        """Finished lines of calls whose status send is in flight."""
-        self._edits: dict[int, _StatusEdit] = {}
-        """Status messages to edit, oldest first."""
+        self._in_flight: _Item | StatusEdit | None = None
+        self._status = StatusMessages(settings.can_edit, counters)
         self._live_units = 0
         """``measure`` of the text after the cursor, kept as it grows."""
 
@@ -289,14 +273,8 @@ class QueuePlanner:
         queued = next((item for item in self._queue if item.call == call), None)
         if queued is not None and queued is not self._in_flight:
             queued.text = line  # not sent yet: it goes out finished
-        elif queued is not None:
-            self._finished[call] = line  # edited once its send landed
-        elif call in self._status_ids:
-            self._edit_status(call, self._status_ids.pop(call), line)
-
-    def _edit_status(self, call: int, message_id: str, line: str) -> None:
-        if self._settings.can_edit:
-            self._edits[call] = _StatusEdit(call, message_id, line)
+        else:
+            self._status.finish(call, line, sending=queued is not None)
 
     def on_round_ended(self) -> None:
         if self._streams:
@@ -397,15 +375,14 @@ class QueuePlanner:
     # -- writes ---------------------------------------------------------------------------
 
     def next_kind(self) -> WriteKind | None:
-        if self._edits:
+        if self._status.due:
             return "edit"
         return "send" if self._queue and not self._queue[0].raw else None
 
     def plan(self) -> Write | None:
-        if self._edits:
-            edit = next(iter(self._edits.values()))
-            self._in_flight = edit
-            return Write(EditMessage(edit.message_id, edit.text), final=True)
+        if self._status.due:
+            self._in_flight, write = self._status.plan()
+            return write
         if not self._queue or self._queue[0].raw:
             return None  # the head awaits its verdict: nothing behind it goes first
         item = self._queue[0]
@@ -417,28 +394,24 @@ class QueuePlanner:
         self._in_flight = item
         return Write(SendMessage(message, formatted), final=True)
 
-    def _take(self) -> _Item | _StatusEdit:
+    def _take(self) -> _Item | StatusEdit:
         item, self._in_flight = self._in_flight, None
         assert item is not None, "an outcome with no write in flight"
         return item
 
     def succeeded(self, message_id: str | None) -> None:
         item = self._take()
-        if isinstance(item, _StatusEdit):
-            self._edits.pop(item.call, None)
+        if isinstance(item, StatusEdit):
+            self._status.succeeded(item)
             return
-        if item.call is not None and message_id is not None:
-            finished = self._finished.pop(item.call, None)
-            if finished is None:
-                self._status_ids[item.call] = message_id
-            elif finished != item.text:
-                self._edit_status(item.call, message_id, finished)
+        if item.call is not None:
+            self._status.sent(item.call, message_id, item.text)
         self._discard(item)
 
     def failed(self, reason: WriteFailure) -> float:
         item = self._take()
-        if isinstance(item, _StatusEdit):
-            return self._status_edit_failed(item, reason)
+        if isinstance(item, StatusEdit):
+            return self._status.failed(item, reason)
         match FAILURE_EFFECTS[("send", reason)]:
             case Effect.UNCONFIRMED:
                 self._counters.unconfirmed_sends += 1
@@ -479,22 +452,6 @@ class QueuePlanner:
                 piece=item.piece,
             )
 
-    def _status_edit_failed(self, edit: _StatusEdit, reason: WriteFailure) -> float:
-        """A status edit failed: retried when it may have landed or was refused, up to
-        ``MAX_ATTEMPTS`` tries; otherwise, and then, the message is left as it stands."""
-        effect = FAILURE_EFFECTS[("edit", reason)]
-        if effect in (Effect.UNCONFIRMED, Effect.RETRY):
-            edit.tries += 1
-            if edit.tries < MAX_ATTEMPTS:
-                if effect is Effect.RETRY:
-                    self._counters.writes_refused += 1
-                    return REFUSED_BACKOFF_SECS[edit.tries - 1]
-                return 0.0
-        if effect is not Effect.SHOWN:
-            self._counters.writes_given_up += 1
-        self._edits.pop(edit.call, None)
-        return 0.0
-
     def deferred(self) -> None:
         self._take()  # it stays at the head of the queue (an edit stays pending)
 
@@ -504,6 +461,6 @@ class QueuePlanner:
 
     def _discard(self, item: _Item) -> None:
         if item.call is not None:
-            self._finished.pop(item.call, None)
+            self._status.dropped(item.call)
         if item in self._queue:
             self._queue.remove(item)

@@ -9,7 +9,7 @@ and off again (two ``epoll_ctl`` calls). For a stream of small events that per-r
 costs more than parsing the event (bench/README.md). This backend implements httpcore's
 ``AsyncNetworkBackend`` / ``AsyncNetworkStream`` interface directly on an ``asyncio.Protocol``:
 received data is queued as it arrives (reading is paused only above :data:`READ_BUFFER_BYTES`),
-and a read returns the oldest queued piece, or waits on one future for the next.
+and a read returns what is queued (up to its ``max_bytes``), or waits on one future for more.
 
 * timeouts (httpcore's ``timeout`` arguments: connect, write; reads pass none, architecture §2) are
   ``asyncio.timeout`` scopes, raised as httpcore's ``ConnectTimeout``/``ReadTimeout``/
@@ -120,6 +120,14 @@ class _Stream(AsyncNetworkStream):
             if not chunks:
                 return b""  # EOF or the connection was lost
         chunk = chunks.popleft()
+        if chunks and len(chunk) < max_bytes:  # everything queued, up to max_bytes
+            parts = [chunk]
+            size = len(chunk)
+            while chunks and size + len(chunks[0]) <= max_bytes:
+                part = chunks.popleft()
+                parts.append(part)
+                size += len(part)
+            chunk = b"".join(parts)
         if len(chunk) > max_bytes:
             chunks.appendleft(chunk[max_bytes:])
             chunk = chunk[:max_bytes]

@@ -239,3 +239,65 @@ async def test_settings_come_from_the_channel() -> None:
     assert settings.limits.max_length == 2000 and settings.limits.unit == "chars"
     assert settings.multi_message_unit == "turn" and settings.max_edits_per_message == 100
     assert settings.show_tool_status
+
+
+class _CountingPolls:
+    """Counts the engine's polls: one per turn of the driver's loop."""
+
+    def __init__(self, driver: DeliveryDriver) -> None:
+        self.count = 0
+        poll = driver.engine.poll
+
+        def counted(now: float) -> list:
+            self.count += 1
+            return poll(now)
+
+        driver.engine.poll = counted  # type: ignore[method-assign]
+
+
+@pytest.mark.looptime
+async def test_text_waits_for_the_next_edit_instead_of_waking_the_loop_per_delta() -> None:
+    # 600 deltas 30 ms apart into a chat edited once a second: the loop turns about once per
+    # edit, not once per delta, and every edit still carries the newest text when it is due.
+    channel = RecordingChannel(FakeChannelConfig(latency_ms=0))
+    driver = DeliveryDriver(channel, "chat", GuardStub())
+    polls = _CountingPolls(driver)
+    fed: list[tuple[float, int]] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(driver.run)
+        for i in range(600):
+            driver.feed(TextEmitted(f"w{i} "))
+            fed.append((anyio.current_time(), i))
+            await anyio.sleep(0.03)
+        driver.feed(AnswerEnded())
+    writes = channel.chat.chat_writes()
+    assert 18 <= len(writes) <= 20
+    assert polls.count <= 3 * len(writes) + 5, polls.count  # it was one per delta: 600
+    for a, b in pairwise(writes):
+        assert b.t - a.t >= 1.0 - 1e-9
+    for write in writes[1:]:  # each edit at its due time shows all text fed before it
+        newest = max(i for t, i in fed if t < write.t - 1e-9)
+        assert write.text.rstrip().endswith(f"w{newest}")
+    assert channel.chat.visible() == ["".join(f"w{i} " for i in range(600))]
+
+
+@pytest.mark.looptime
+async def test_text_after_everything_was_shown_is_edited_in_when_spacing_allows() -> None:
+    # After an edit that showed all text, the loop waits for the typing deadline (4 s); text
+    # arriving then shortens that wait to the spacing, so it shows one interval after the
+    # last write, not at the typing deadline.
+    channel = RecordingChannel(FakeChannelConfig(latency_ms=0))
+    driver = DeliveryDriver(channel, "chat", GuardStub())
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(driver.run)
+        driver.feed(TextEmitted("first "))
+        await anyio.sleep(0.2)  # the first draft went out at once
+        start = anyio.current_time()
+        await anyio.sleep(0.3)
+        driver.feed(TextEmitted("second "))
+        await anyio.sleep(2.0)
+        driver.feed(AnswerEnded())
+    writes = channel.chat.chat_writes()
+    assert writes[0].text.strip() == "first" and writes[0].t < start
+    assert writes[1].text.strip() == "first second"
+    assert writes[1].t == pytest.approx(writes[0].t + 1.0, abs=0.01)

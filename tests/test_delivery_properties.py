@@ -24,7 +24,7 @@ import itertools
 import re
 from itertools import pairwise
 
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from channels.base import ChannelLimits
@@ -242,12 +242,66 @@ def test_streaming_invariants(case: dict) -> None:
     check_invariants(case)
 
 
+def _landed_timeout_case(script: list[tuple[float, DeliveryEvent]], statuses: set[str]) -> dict:
+    """A reply whose third write, a send, times out but lands, with one edit per message."""
+    limits = ChannelLimits(60, "utf16")
+    return {
+        "settings": DeliverySettings(
+            mode="partial",
+            draft_update_interval_ms=50,
+            multi_message_delay_ms=0,
+            limits=limits,
+            max_edits_per_message=1,
+            render=renderer(html, limits.unit),
+        ),
+        "script": script,
+        "restarts": False,
+        "interrupted": False,
+        "chat": FakeChat(limits=limits, fail=[Fail("any", 3, timeout, lands=True)]),
+        "latency": 0.0,
+        "statuses": statuses,
+        "formatting": True,
+    }
+
+
+def _texts(t: float, *parts: str) -> list[tuple[float, DeliveryEvent]]:
+    return [(t, TextEmitted(part)) for part in parts]
+
+
+def _resent_below_assumed() -> dict:
+    # Found by the property below: the first message had used its one edit, so its final
+    # (formatted) form was sent anew, below the draft whose send had timed out and landed:
+    # its text then showed after that draft's, and twice.
+    script = _texts(0.0, *["a"] * 15, "aaaaa", "aaaa", "aaa", *["aaaaaa"] * 4, *["a"] * 5)
+    return _landed_timeout_case([*script, (1.0, AnswerEnded())], set())
+
+
+def _assumed_resent() -> dict:
+    # Found by the property below: retiring the first message also re-sent the text of the
+    # one assumed landed after it, its status line included.
+    script = [
+        *_texts(0.0, *["a"] * 9, "aaaaa", "aaaaaa"),
+        (0.0, RoundEnded()),
+        (0.0, ToolStarted("⏳ t1…")),
+        (0.5, ToolFinished()),
+        *_texts(0.5, *["aaaaaa"] * 4),
+        (0.5, RoundEnded()),
+        (0.5, ToolStarted("⏳ t2…")),
+        (1.0, ToolFinished()),
+        *_texts(1.0, *["a"] * 10),
+        (1.0, AnswerEnded()),
+    ]
+    return _landed_timeout_case(script, {"⏳ t1…", "⏳ t2…"})
+
+
 @settings(
     max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(scenarios(modes=("partial",)))
+@example(_resent_below_assumed())
+@example(_assumed_resent())
 def test_streaming_invariants_of_drafts(case: dict) -> None:
     check_invariants(case)
 

@@ -118,6 +118,40 @@ async def test_a_body_larger_than_the_read_buffer_read_slowly_arrives_intact() -
     assert bytes(seen) == body
 
 
+async def test_pieces_that_arrived_while_the_consumer_worked_come_in_one_read() -> None:
+    # 60 pieces written 2 ms apart while the consumer is busy with the first: the next read
+    # returns all that arrived meanwhile, not one piece per read (a read per piece is a wakeup
+    # of the whole stack per piece).
+    pieces = [b"data: %03d\n\n" % i for i in range(60)]
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"content-length: %d\r\n\r\n" % sum(map(len, pieces))
+    )
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(head)
+        for piece in pieces:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.002)
+        writer.close()
+
+    chunks: list[bytes] = []
+    async with serving(handler) as port, make_client() as http:
+        opening = open_stream(
+            http, f"http://127.0.0.1:{port}/x", json_body={}, headers={},
+            timeout_secs=10, idle_timeout_secs=10,
+        )  # fmt: skip
+        async with opening as stream:
+            async for chunk in stream:
+                chunks.append(chunk)
+                if len(chunks) == 1:
+                    await asyncio.sleep(0.5)  # every other piece arrives meanwhile
+    assert b"".join(chunks) == b"".join(pieces)
+    assert len(chunks) <= 3, [len(c) for c in chunks]
+
+
 async def test_kept_alive_connections_are_reused_and_a_closed_one_is_not() -> None:
     # Each connection serves three requests, then the server closes it (after a reply that
     # said keep-alive): the fourth request must see the idle connection closed and open anew.

@@ -299,7 +299,12 @@ class DraftPlanner:
             if live and not final:
                 continue  # the live draft keeps its preview until the final edit
             # No edit left for a frozen message or the final text (timeouts used them up):
-            # it goes out as a new message, and the messages after it too.
+            # it goes out as a new message, and the messages after it too; not when one
+            # assumed landed follows (it cannot be deleted): then it keeps what it shows.
+            if self._assumed_after(index):
+                if commit:
+                    self._give_up(slot, form)
+                continue
             if not commit:
                 return "send"
             self._retire(index)
@@ -327,9 +332,20 @@ class DraftPlanner:
         assert slot.message_id is not None
         return _InFlight(slot, "", self._layout.version, Write(DeleteMessage(slot.message_id)))
 
+    def _assumed_after(self, index: int) -> bool:
+        """A message assumed landed follows slot ``index``: the messages before it cannot be
+        retired, since a new message goes below that one, which cannot be deleted."""
+        return any(slot.state is SlotState.ASSUMED for slot in self._slots[index + 1 :])
+
+    def _give_up(self, slot: Slot, form: str) -> None:
+        """``slot`` keeps what it shows until its target changes."""
+        slot.abandoned = form
+        self._counters.writes_given_up += 1
+
     def _retire(self, index: int) -> None:
         """Slot ``index`` can no longer be edited: the old messages from it on are deleted, then
-        their texts go out as new messages."""
+        their texts go out as new messages (never with a message assumed landed among them:
+        see :meth:`_assumed_after`; a moved chat aside, where all of them are sent anew)."""
         self._counters.resent_as_new += 1
         self._clean = min(self._clean, index)
         self._stale.extend(slot for slot in self._slots[index:] if slot.writable)
@@ -439,15 +455,17 @@ class DraftPlanner:
         if slot.attempts < MAX_ATTEMPTS:
             return REFUSED_BACKOFF_SECS[slot.attempts - 1]
         slot.attempts = 0
-        if write.kind == "edit" and slot in self._slots:
+        if write.kind == "edit" and self._retirable(slot):
             self._retire(self._slots.index(slot))
-        else:
+        elif write.kind == "delete":
             self._counters.writes_given_up += 1
-            if write.kind == "delete":
-                self._forget(slot)
-            else:
-                slot.abandoned = flight.form
+            self._forget(slot)
+        else:
+            self._give_up(slot, flight.form)
         return 0.0
+
+    def _retirable(self, slot: Slot) -> bool:
+        return slot in self._slots and not self._assumed_after(self._slots.index(slot))
 
     def _moved(self, flight: _InFlight) -> None:
         """The chat moved: a send goes again (to the new chat); a message of the old chat is
@@ -465,14 +483,13 @@ class DraftPlanner:
         if write.formatted and not slot.plain:
             slot.plain = True
             self._counters.plain_fallbacks += 1
-        elif write.kind == "edit" and write.final and slot in self._slots:
+        elif write.kind == "edit" and write.final and self._retirable(slot):
             self._retire(self._slots.index(slot))
-        else:
+        elif write.kind == "delete":
             self._counters.writes_given_up += 1
-            if write.kind == "delete":
-                self._forget(slot)
-            else:
-                slot.abandoned = flight.form
+            self._forget(slot)
+        else:
+            self._give_up(slot, flight.form)
 
     def _attempt_failed(self, slot: Slot) -> bool:
         """Count a timeout; True when the write is given up."""

@@ -13,6 +13,13 @@ slow hook stalls neither this chat's typing nor any other chat; or a wait until 
 ``SleepUntil`` deadline or the next :meth:`feed`, whichever comes first. ``run`` returns the
 delivery's :class:`~orchestrator.delivery.engine.DeliveryStats` once the engine is finished.
 
+Text does not wake the loop when no write could start before the loop wakes anyway
+(``DeliveryEngine.quiet_until``: the spacing after the last write, a rate limit): it waits in the
+queue and is applied, newest text and all, when the wait ends; a wait that would outlast that
+time is shortened to it. So a model streaming 50 deltas a second into a chat edited once a second
+costs one wakeup of this task per edit, not one per delta. Not when a hook guards the pieces of a
+``multi_message`` or ``off`` reply: a finished piece's hook starts as soon as its text is there.
+
 Channel errors become write outcomes here, once: ``ChannelRateLimited`` →
 ``rate_limited`` (with its ``retry_after``), ``MessageNotModified`` → ``not_modified``,
 ``MessageTooLong`` → ``too_long``, ``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``,
@@ -29,6 +36,7 @@ running is abandoned in its thread, and nothing more is written.
 from __future__ import annotations
 
 import logging
+import math
 from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -58,6 +66,7 @@ from orchestrator.delivery.events import (
     SendMessage,
     SendTyping,
     SleepUntil,
+    TextEmitted,
     WriteFailed,
     WriteSucceeded,
     WrittenElsewhere,
@@ -136,6 +145,13 @@ class DeliveryDriver:
         self._inbox: deque[DeliveryEvent] = deque()
         self._refs: dict[str, MessageRef] = {}
         self._wakeup: anyio.Event | None = None
+        self._wait: anyio.CancelScope | None = None
+        """The loop's current wait (``None`` while it works)."""
+        self._wait_until = math.inf
+        """When the current wait ends, on ``clock`` (``inf``: at the next event)."""
+        self._quiet = -math.inf
+        """Before this time (on ``clock``) fed text cannot start anything: see :meth:`feed`."""
+        self._text_waits = self.engine.settings.mode == "partial" or not policy.has_hook
         self._changed: anyio.Event | None = None
         self._closed = False
         self._hooks: anyio.abc.TaskGroup | None = None
@@ -155,10 +171,26 @@ class DeliveryDriver:
         return self.engine.stats
 
     def feed(self, event: DeliveryEvent) -> None:
-        """Queue an event for the engine and wake :meth:`run`. Never blocks."""
+        """Queue an event for the engine and wake :meth:`run` (text only when it could start
+        something before the loop wakes anyway: see the module docstring). Never blocks."""
         self._inbox.append(event)
-        if self._wakeup is not None:
-            self._wakeup.set()
+        wakeup = self._wakeup
+        if wakeup is None:
+            return
+        if type(event) is TextEmitted and self._wait is not None and self._text_can_wait():
+            return
+        wakeup.set()
+
+    def _text_can_wait(self) -> bool:
+        quiet = self._quiet
+        if self._wait_until <= quiet:
+            return True
+        if quiet == -math.inf or self._wait is None:
+            return False
+        # Shorten the wait to the time a write could start (at most once per wait).
+        self._wait.deadline = anyio.current_time() + max(0.0, quiet - self._clock())
+        self._wait_until = quiet
+        return True
 
     async def drain(self) -> None:
         """Wait until everything fed so far that can be written has been written (typing
@@ -217,11 +249,19 @@ class DeliveryDriver:
             if self._inbox:
                 continue
             self._wakeup = anyio.Event()
+            self._quiet = self.engine.quiet_until if self._text_waits else -math.inf
             if deadline is None:
-                await self._wakeup.wait()
+                self._wait_until = math.inf
+                scope = anyio.CancelScope()
             else:
-                with anyio.move_on_after(max(0.0, deadline - self._clock())):
+                self._wait_until = deadline
+                scope = anyio.move_on_after(max(0.0, deadline - self._clock()))
+            self._wait = scope
+            try:
+                with scope:
                     await self._wakeup.wait()
+            finally:
+                self._wait = None
 
     def _notify(self) -> None:
         changed, self._changed = self._changed, None

@@ -234,6 +234,13 @@ class DeliveryEngine:
         )
 
     @property
+    def quiet_until(self) -> float:
+        """Monotonic time (seconds) before which no write can start, whatever is fed next: the
+        spacing after the last write, a rate limit or a back-off. ``-inf`` when a write may
+        start at once (nothing written yet). Changes nothing."""
+        return self._write_at("edit")
+
+    @property
     def finished(self) -> bool:
         """The answer is over and everything has been written."""
         return self._over and not self.pending

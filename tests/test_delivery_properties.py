@@ -282,16 +282,16 @@ def _assumed_resent() -> dict:
     script = [
         *_texts(0.0, *["a"] * 9, "aaaaa", "aaaaaa"),
         (0.0, RoundEnded()),
-        (0.0, ToolStarted("⏳ t1…")),
-        (0.5, ToolFinished()),
+        (0.0, ToolStarted(1, "⏳ t1…")),
+        (0.5, ToolFinished(1, "✓ t1 0.5 s")),
         *_texts(0.5, *["aaaaaa"] * 4),
         (0.5, RoundEnded()),
-        (0.5, ToolStarted("⏳ t2…")),
-        (1.0, ToolFinished()),
+        (0.5, ToolStarted(2, "⏳ t2…")),
+        (1.0, ToolFinished(2, "✓ t2 0.5 s")),
         *_texts(1.0, *["a"] * 10),
         (1.0, AnswerEnded()),
     ]
-    return _landed_timeout_case(script, {"⏳ t1…", "⏳ t2…"})
+    return _landed_timeout_case(script, {*_lines(1), *_lines(2)})
 
 
 @settings(

@@ -15,6 +15,7 @@ is found.
 from __future__ import annotations
 
 import argparse
+import base64
 import re
 import site
 import sys
@@ -40,10 +41,28 @@ URL_EXAMPLE = re.compile(r"@?(?:[a-z0-9.-]*\.)?(?:example\.(?:com|org|net)|local
 """A credential in a URL to a documentation host (RFC 2606 example domains, localhost)."""
 
 
+EXAMPLE_CLAIMS = re.compile(r'"some"\s*:\s*"payload"|john doe|1234567890', re.IGNORECASE)
+"""The claims of the JSON Web Tokens documentation shows (jwt.io's and PyJWT's examples)."""
+
+
+def _jwt_claims(secret: str) -> str:
+    """The decoded middle segment of a JSON Web Token (``""`` when it is not one)."""
+    parts = secret.split(".")
+    if len(parts) != 3 or not parts[0].startswith("eyJ"):
+        return ""
+    try:
+        return base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        return ""
+
+
 def is_placeholder(secret: str, after: str = "") -> bool:
     """Whether a matched secret reads as a documentation placeholder; ``after``: the text that
-    follows the match (a URL's host)."""
+    follows the match (a URL's host). A token whose claims are a documentation example counts
+    as one: it is a real token shape, so it is masked, but no secret."""
     if PLACEHOLDER.search(secret) or URL_EXAMPLE.match(after):
+        return True
+    if EXAMPLE_CLAIMS.search(_jwt_claims(secret)):
         return True
     body = re.sub(r"[^A-Za-z0-9]", "", secret)
     if not body:

@@ -242,22 +242,30 @@ def test_streaming_invariants(case: dict) -> None:
     check_invariants(case)
 
 
-def _landed_timeout_case(script: list[tuple[float, DeliveryEvent]], statuses: set[str]) -> dict:
+def _landed_timeout_case(
+    script: list[tuple[float, DeliveryEvent]],
+    statuses: set[str],
+    *,
+    fail: Fail | None = None,
+    max_edits: int = 1,
+) -> dict:
     """A reply whose third write, a send, times out but lands, with one edit per message."""
     limits = ChannelLimits(60, "utf16")
+    fail = fail or Fail("any", 3, timeout, lands=True)
+    kinds = {type(event) for _, event in script}
     return {
         "settings": DeliverySettings(
             mode="partial",
             draft_update_interval_ms=50,
             multi_message_delay_ms=0,
             limits=limits,
-            max_edits_per_message=1,
+            max_edits_per_message=max_edits,
             render=renderer(html, limits.unit),
         ),
         "script": script,
-        "restarts": False,
-        "interrupted": False,
-        "chat": FakeChat(limits=limits, fail=[Fail("any", 3, timeout, lands=True)]),
+        "restarts": Restarted in kinds,
+        "interrupted": AnswerInterrupted in kinds,
+        "chat": FakeChat(limits=limits, fail=[fail]),
         "latency": 0.0,
         "statuses": statuses,
         "formatting": True,
@@ -294,12 +302,33 @@ def _assumed_resent() -> dict:
     return _landed_timeout_case(script, {*_lines(1), *_lines(2)})
 
 
+def _restart_above_assumed() -> dict:
+    # Found by the property below: a draft assumed landed held text of an attempt that was
+    # then restarted; the new text went to the message above it, so the reply (and its
+    # interrupted marker) ended above the failed attempt's text.
+    script = [
+        *_texts(0.0, *["a"] * 12),
+        *_texts(1.0, "a"),
+        *_texts(2.0, "a"),
+        (2.0, Restarted()),
+        *_texts(2.0, *["a"] * 4),
+        (2.0, RoundEnded()),
+        (2.0, ToolStarted("⏳ t1…")),
+        (2.5, ToolFinished()),
+        *_texts(2.5, "a", "a"),
+        (2.5, AnswerInterrupted("x")),
+    ]
+    fail = Fail("send", 2, timeout, lands=True)
+    return _landed_timeout_case(script, {"⏳ t1…"}, fail=fail, max_edits=3)
+
+
 @settings(
     max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(scenarios(modes=("partial",)))
+@example(_restart_above_assumed())
 @example(_resent_below_assumed())
 @example(_assumed_resent())
 def test_streaming_invariants_of_drafts(case: dict) -> None:

@@ -9,6 +9,7 @@ import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 import trustme
 
@@ -198,3 +199,26 @@ async def test_a_body_cut_short_is_a_connection_error() -> None:
     async with serving(handler) as port:
         with pytest.raises(ProviderConnectionError):
             await read_body(f"http://127.0.0.1:{port}/x")
+
+
+async def test_a_plain_body_is_read_from_the_connection_stream_and_others_through_httpx() -> None:
+    # The pass-through layers are skipped only where they are the known ones; any other
+    # stream (here a response built in memory) reads through httpx, as a coded body does.
+    from providers.transport import BodyStream, _connection_body
+
+    body = b"data: 1\n\n"
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await read_request(reader):
+            writer.write(reply(body))
+            await writer.drain()
+
+    async with serving(handler) as port, make_client() as http:
+        request = http.build_request("POST", f"http://127.0.0.1:{port}/x", json={})
+        response = await http.send(request, stream=True)
+        try:
+            assert _connection_body(response) is not None
+            assert b"".join([c async for c in BodyStream(response, 10)]) == body
+        finally:
+            await response.aclose()
+    assert _connection_body(httpx.Response(200, content=b"x")) is None

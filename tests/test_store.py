@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 import anyio
+import pytest
 
 from channels.base import InboundMessage
 from orchestrator.store import AsyncStore, Store
@@ -156,3 +157,27 @@ async def test_async_store_runs_calls_one_at_a_time_in_order(tmp_path: Path) -> 
             tg.start_soon(store.append, "c", "1", [ChatMessage("user", str(i))])
             await anyio.lowlevel.checkpoint()
     assert [m.content for m in await store.history("c", "1")] == [str(i) for i in range(20)]
+
+
+async def test_a_write_whose_caller_was_cancelled_still_lands_before_later_calls(
+    tmp_path: Path,
+) -> None:
+    disk = _SlowDisk(tmp_path / "db")
+    store = AsyncStore(disk)
+    with anyio.move_on_after(0.05):
+        await store.history("c", "1")  # held on its thread: the caller gives up
+    write = store.append("c", "1", [ChatMessage("user", "kept")])
+    disk.release.set()
+    await write
+    assert [m.content for m in await store.history("c", "1")] == ["kept"]
+
+
+async def test_an_error_of_a_store_call_reaches_its_caller_and_the_next_call_runs(
+    tmp_path: Path,
+) -> None:
+    store = AsyncStore(Store(tmp_path / "db"))
+    with pytest.raises(KeyError):
+        await store.load("no_such_table", [(1,)])
+    await store.append("c", "1", [ChatMessage("user", "after")])
+    assert [m.content for m in await store.history("c", "1")] == ["after"]
+    await store.aclose()

@@ -42,7 +42,8 @@ message, so no text is shown twice. One that showed no text of the reply (a stat
 left as it stands; one overtaken by a restart while in flight is an orphan (``ORPHANED``):
 previews stop and the final text is sent as a new message below it. When the messages are laid
 out anew (a restart, a refusal, a hook that rewrote or withheld the text, ``too_long``), messages
-assumed landed are left as they stand and the new layout goes to the others. A write refused
+assumed landed are left as they stand and the new layout goes below the last of them (the ones
+above it are deleted: the reply must not end above text it no longer holds). A write refused
 outright (5xx, connection refused, "message to edit not found") is retried after
 ``REFUSED_BACKOFF_SECS``; after ``MAX_ATTEMPTS`` (at once when the chat moved: a group became a
 supergroup, and the old chat's messages cannot be edited) the message is *retired*: its text and the
@@ -216,12 +217,17 @@ class DraftPlanner:
         self._superseded, self._slots, self._clean = self._slots, [], 0
 
     def _leave_assumed(self, index: int) -> None:
-        """Messages from ``index`` on are laid out anew: those assumed landed (no id to edit
-        them by) are left as they stand, and the new layout goes to the others and new ones."""
-        kept = [s for s in self._slots[index:] if s.state is not SlotState.ASSUMED]
-        if len(kept) < len(self._slots) - index:
+        """Messages from ``index`` on are laid out anew: those assumed landed (no id to edit or
+        delete them by) are left as they stand, and the new layout goes below the last of them:
+        the messages above it are deleted, since the reply laid out there would end above text
+        it no longer holds (a failed attempt's, a rewritten one's)."""
+        tail = self._slots[index:]
+        assumed = [i for i, slot in enumerate(tail) if slot.state is SlotState.ASSUMED]
+        if assumed:
+            last = assumed[-1]
+            self._stale.extend(slot for slot in tail[:last] if slot.writable)
             del self._slots[index:]
-            self._slots.extend(kept)
+            self._slots.extend(tail[last + 1 :])
         self._clean = min(self._clean, index)
 
     # -- choosing the next write ----------------------------------------------------------

@@ -8,7 +8,7 @@ Theory of operation
 serialised by a lock (any thread may call it). The event loop never calls it directly: it uses
 :class:`~orchestrator.store.sqlite_async.AsyncStore` (a
 :class:`~orchestrator.store.interface.ConversationStore`), which runs
-every call on a worker thread through a capacity-1 ``anyio.CapacityLimiter`` — one store call
+every call on one worker thread (:class:`~orchestrator.store.worker.StoreWorker`) — one store call
 at a time, in order of arrival, and a slow disk never stalls the chats. A turn makes a few calls
 (history, a record per round, the new messages).
 

@@ -12,6 +12,7 @@ from channels.base import InboundMessage
 from orchestrator.store.interface import ChannelStateRows
 from orchestrator.store.records import ConversationRef, Draft, RoundRecord, WaitingMessage
 from orchestrator.store.sqlite import Store
+from orchestrator.store.worker import StoreWorker
 from providers.base import ChatMessage
 
 __all__ = ["AsyncStore"]
@@ -22,14 +23,15 @@ _T = TypeVar("_T")
 class AsyncStore:
     """:class:`Store` for the event loop (a
     :class:`~orchestrator.store.interface.ConversationStore`): the same calls as coroutines,
-    each run on a worker thread, one at a time (capacity-1 limiter), so the loop never waits on
-    the disk. Claims are this process's own (one process uses the file).
+    each run on a worker thread, one at a time, so the loop never waits on
+    the disk. Claims are this process's own (one process uses the file). The calls run on one
+    :class:`~orchestrator.store.worker.StoreWorker` thread, in order.
 
     ``sync`` is the wrapped store (for start-up, shutdown and tests)."""
 
     def __init__(self, store: Store) -> None:
         self.sync = store
-        self._limiter = anyio.CapacityLimiter(1)
+        self._worker = StoreWorker()
         self._claimed: set[ConversationRef] = set()
 
     @property
@@ -37,7 +39,7 @@ class AsyncStore:
         return False
 
     async def _run(self, call: Callable[[], _T]) -> _T:
-        return await anyio.to_thread.run_sync(call, limiter=self._limiter)
+        return await self._worker.run(call)
 
     async def history(
         self, channel: str, chat_id: str, thread_id: str | None = None
@@ -149,3 +151,4 @@ class AsyncStore:
 
     async def aclose(self) -> None:
         await self._run(self.sync.close)
+        self._worker.stop()

@@ -313,13 +313,13 @@ def _restart_above_assumed() -> dict:
         (2.0, Restarted()),
         *_texts(2.0, *["a"] * 4),
         (2.0, RoundEnded()),
-        (2.0, ToolStarted("⏳ t1…")),
-        (2.5, ToolFinished()),
+        (2.0, ToolStarted(1, "⏳ t1…")),
+        (2.5, ToolFinished(1, "✓ t1 0.5 s")),
         *_texts(2.5, "a", "a"),
         (2.5, AnswerInterrupted("x")),
     ]
     fail = Fail("send", 2, timeout, lands=True)
-    return _landed_timeout_case(script, {"⏳ t1…"}, fail=fail, max_edits=3)
+    return _landed_timeout_case(script, set(_lines(1)), fail=fail, max_edits=3)
 
 
 @settings(

@@ -29,10 +29,36 @@ __all__ = [
     "Rendering",
     "StreamMode",
     "WriteObserver",
+    "UNSPACED",
+    "WriteSpacing",
     "utf16_len",
 ]
 
 StreamMode = Literal["off", "partial", "multi_message"]
+
+
+class WriteSpacing(Protocol):
+    """The chat's spacing for writes an adapter makes on its own (architecture §3 "Spacing"):
+    the outcome edit of an approval prompt. The adapter never sleeps itself: it says when a
+    write landed and awaits :meth:`next_write` before the next one."""
+
+    def landed(self) -> None:
+        """A write to the chat just completed."""
+
+    async def next_write(self) -> None:
+        """Return once the chat's spacing allows the next write."""
+
+
+class _Unspaced:
+    def landed(self) -> None:
+        return None
+
+    async def next_write(self) -> None:
+        return None
+
+
+UNSPACED: WriteSpacing = _Unspaced()
+"""No spacing: every write may start at once."""
 
 
 def utf16_len(text: str) -> int:
@@ -339,11 +365,17 @@ class Channel(ABC):
 
     @final
     async def request_approval(
-        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+        self,
+        chat_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        spacing: WriteSpacing = UNSPACED,
     ) -> bool | None:
         """Ask the user (in thread ``thread_id`` when given); True/False for their answer, None
-        on timeout."""
-        return await self._request_approval(chat_id, prompt, thread_id=thread_id)
+        on timeout. A write the adapter makes after the prompt (its outcome edit) keeps
+        ``spacing``."""
+        return await self._request_approval(chat_id, prompt, thread_id=thread_id, spacing=spacing)
 
     @abstractmethod
     async def _send_message(
@@ -367,7 +399,12 @@ class Channel(ABC):
         return None
 
     async def _request_approval(
-        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+        self,
+        chat_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        spacing: WriteSpacing = UNSPACED,
     ) -> bool | None:
         """Default: the network cannot ask; the tool is not approved."""
         return None

@@ -48,7 +48,15 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, Rendering
+from channels.base import (
+    UNSPACED,
+    Channel,
+    InboundHandler,
+    InboundMessage,
+    MessageRef,
+    Rendering,
+    WriteSpacing,
+)
 from channels.limits import CONSOLE_LIMITS
 from config.models import ConsoleChannelConfig
 
@@ -280,7 +288,12 @@ class ConsoleChannel(Channel):
             self._refresh()
 
     async def _request_approval(
-        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+        self,
+        chat_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        spacing: WriteSpacing = UNSPACED,
     ) -> bool | None:
         if not self._prompting:
             return None

@@ -52,7 +52,15 @@ import aiohttp
 import discord
 import yarl
 
-from channels.base import Channel, ChannelHealth, InboundHandler, InboundMessage, MessageRef
+from channels.base import (
+    UNSPACED,
+    Channel,
+    ChannelHealth,
+    InboundHandler,
+    InboundMessage,
+    MessageRef,
+    WriteSpacing,
+)
 from channels.discord_approval import OUTCOME, ApprovalView
 from channels.discord_commands import command_tree
 from channels.discord_errors import translate_error
@@ -415,7 +423,12 @@ class DiscordChannel(Channel):
         await self._call(typing)
 
     async def _request_approval(
-        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+        self,
+        chat_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        spacing: WriteSpacing = UNSPACED,
     ) -> bool | None:
         """Raises ChannelError when the prompt cannot be sent."""
         channel = self._messageable(thread_id or chat_id)
@@ -425,9 +438,11 @@ class DiscordChannel(Channel):
             lambda: channel.send(prompt, view=view, allowed_mentions=_NO_MENTIONS),
             length=len(prompt),
         )
-        await view.wait()
+        spacing.landed()
+        await view.wait()  # a press is answered in its interaction (ApprovalView)
         if view.answer is None:  # show the outcome and remove the buttons; None stands
             try:
+                await spacing.next_write()
                 await sent.edit(
                     content=f"{prompt}\n\n{OUTCOME[None]}", view=None, allowed_mentions=_NO_MENTIONS
                 )

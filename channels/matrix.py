@@ -53,11 +53,13 @@ import nio
 import nio.exceptions
 
 from channels.base import (
+    UNSPACED,
     Channel,
     ChannelHealth,
     InboundHandler,
     MessageRef,
     Rendering,
+    WriteSpacing,
 )
 from channels.errors import ChannelStartError, ChannelWriteFailed
 from channels.limits import MATRIX_LIMITS
@@ -332,13 +334,19 @@ class MatrixChannel(Channel):
         await call(client.room_typing(chat_id, True, timeout=5000))
 
     async def _request_approval(
-        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+        self,
+        chat_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        spacing: WriteSpacing = UNSPACED,
     ) -> bool | None:
         """Raises ChannelError when the prompt cannot be sent."""
         question = f"{prompt}\n\nReply yes or no (or react ✅ / ❌)."
         ref = await self._send_message(
             chat_id, question, formatted=False, reply_to=None, thread_id=thread_id
         )
+        spacing.landed()
         approvals = self._inbound.approvals
         approval = approvals.open(chat_id, ref.message_id)
         try:
@@ -348,9 +356,11 @@ class MatrixChannel(Channel):
             approvals.close(ref.message_id)
         outcome = {True: "✅ Approved", False: "❌ Denied", None: "⌛ No answer: not approved"}
         with contextlib.suppress(Exception):  # the answer stands either way
+            await spacing.next_write()
             await self._edit_message(
                 ref, f"{prompt}\n\n{outcome[approval.answer]}", formatted=False
             )
+            spacing.landed()
         return approval.answer
 
     def render(self, text: str) -> Rendering:

@@ -70,7 +70,15 @@ from telegram.error import (
 )
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 
-from channels.base import Channel, ChannelHealth, InboundHandler, MessageRef, Rendering
+from channels.base import (
+    UNSPACED,
+    Channel,
+    ChannelHealth,
+    InboundHandler,
+    MessageRef,
+    Rendering,
+    WriteSpacing,
+)
 from channels.base import utf16_len as _utf16_len
 from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
 from channels.limits import TELEGRAM_LIMITS
@@ -394,7 +402,12 @@ class TelegramChannel(Channel):
         )
 
     async def _request_approval(
-        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+        self,
+        chat_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        spacing: WriteSpacing = UNSPACED,
     ) -> bool | None:
         """Raises ChannelError when the prompt cannot be sent."""
         bot = self._bot()
@@ -411,15 +424,18 @@ class TelegramChannel(Channel):
                 ),
                 length=_utf16_len(prompt),
             )
+            spacing.landed()
             with anyio.move_on_after(self.approval_timeout_secs):
                 await approval.answered.wait()
         finally:
             del self._approvals[token]
         outcome = {True: "✅ Approved", False: "❌ Denied", None: "⌛ No answer: not approved"}
         try:  # show the outcome and remove the buttons; the answer stands either way
+            await spacing.next_write()
             await bot.edit_message_text(
                 f"{prompt}\n\n{outcome[approval.answer]}", chat_id, sent.message_id
             )
+            spacing.landed()
         except TelegramError as exc:
             _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
         return approval.answer

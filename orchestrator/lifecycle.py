@@ -211,4 +211,3 @@ class ChannelSupervisor:
                 log.exception("channel %s did not stop cleanly", self.name)
         if bound.cancelled_caught:
             log.warning("channel %s: stopping took over %g s; left", self.name, STOP_BOUND_SECS)
-

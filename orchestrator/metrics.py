@@ -114,9 +114,7 @@ class Metrics:
             "relaybot_redactions", "Secrets replaced by the redactor", ["shape"],
             registry=registry,
         )  # fmt: skip
-        self.active_turns = Gauge(
-            "relaybot_active_turns", "Turns running now", registry=registry
-        )
+        self.active_turns = Gauge("relaybot_active_turns", "Turns running now", registry=registry)
         self.queued = Gauge(
             "relaybot_queued_messages", "Messages waiting behind a running answer",
             registry=registry,

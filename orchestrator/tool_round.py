@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
+from channels.base import WriteSpacing
 from config.models import AgentConfig
 from config.tools import requires_approval
 from orchestrator.delivery.events import ToolFinished, ToolStarted
@@ -179,10 +180,10 @@ async def _ask(turn: TurnState, call: ToolCall, timeout_secs: float) -> bool | N
     prompt = turn.policy.redact_line(f"Run {call.name} with {shown}?")
     inbound = turn.inbound
 
-    async def request() -> bool | None:
+    async def request(spacing: WriteSpacing) -> bool | None:
         with anyio.move_on_after(timeout_secs + APPROVAL_GRACE_SECS):
             return await turn.channel.request_approval(
-                inbound.chat_id, prompt, thread_id=inbound.thread_id
+                inbound.chat_id, prompt, thread_id=inbound.thread_id, spacing=spacing
             )
         return None
 

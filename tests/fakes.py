@@ -33,12 +33,14 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from channels.base import (
+    UNSPACED,
     Channel,
     ChannelLimits,
     InboundHandler,
     InboundMessage,
     MessageRef,
     Rendering,
+    WriteSpacing,
 )
 from channels.errors import (
     ChannelError,
@@ -431,7 +433,12 @@ class RecordingChannel(Channel):
         self.chat.typing.append(anyio.current_time())
 
     async def _request_approval(
-        self, chat_id: str, prompt: str, *, thread_id: str | None = None
+        self,
+        chat_id: str,
+        prompt: str,
+        *,
+        thread_id: str | None = None,
+        spacing: WriteSpacing = UNSPACED,
     ) -> bool | None:
         self.prompts.append(prompt)
         return self._approvals.popleft() if self._approvals else None

@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from channels.base import InboundMessage
+from channels.base import InboundMessage, WriteSpacing
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerEnded, RoundEnded, TextEmitted
 from orchestrator.policy import ReplyPolicy
@@ -86,7 +86,7 @@ async def test_a_write_elsewhere_waits_for_the_spacing_and_spaces_the_next_write
     driver = DeliveryDriver(channel, "chat", policy)
     stamps: list[float] = []
 
-    async def prompt() -> str:
+    async def prompt(spacing: WriteSpacing) -> str:
         stamps.append(anyio.current_time())
         await anyio.sleep(2.0)  # the user takes two seconds to answer
         return "yes"
@@ -154,3 +154,28 @@ async def test_a_refused_call_and_one_not_approved_end_with_their_causes(
         f"✗ current_time: {cause}",
         "Sorry.",
     ]
+
+
+@pytest.mark.looptime
+async def test_a_quick_answer_waits_for_the_spacing_before_the_prompts_outcome_edit() -> None:
+    # The user answers 50 ms after the prompt landed: the adapter's outcome edit still waits
+    # for the chat's interval after the prompt.
+    channel = RecordingChannel(FakeChannelConfig(draft_update_interval_ms=1000))
+    driver = DeliveryDriver(channel, "chat", ReplyPolicy(channel="fake", chat_id="chat"))
+    times: dict[str, float] = {}
+
+    async def prompt(spacing: WriteSpacing) -> bool:
+        await anyio.sleep(0.1)  # the prompt's send
+        spacing.landed()
+        times["landed"] = anyio.current_time()
+        await anyio.sleep(0.05)  # the press
+        await spacing.next_write()
+        times["edit"] = anyio.current_time()
+        spacing.landed()
+        return True
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(driver.run)
+        assert await driver.write_elsewhere(prompt) is True
+        driver.feed(AnswerEnded())
+    assert times["edit"] == pytest.approx(times["landed"] + 1.0, abs=0.01)

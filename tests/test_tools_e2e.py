@@ -354,6 +354,7 @@ async def test_a_denied_call_is_not_run_and_the_model_is_told_the_user_denied_it
     [result] = _tool_messages(bot.provider.requests_to(CHAT_PATH)[1].json)
     assert result["content"] == denied_error("lookup")
     assert "denied" in _error(result["content"])
+    bot.check()  # the prompt's outcome edit, made at once on the press, kept the spacing too
 
 
 async def test_an_unanswered_approval_times_out_and_the_model_is_told_nobody_answered(

@@ -44,7 +44,7 @@ from typing import TypeVar
 import anyio
 import anyio.abc
 
-from channels.base import Channel, MessageRef
+from channels.base import Channel, MessageRef, WriteSpacing
 from channels.errors import (
     ChannelError,
     ChannelRateLimited,
@@ -90,6 +90,23 @@ async def _stay(chat_id: str) -> None:
 
 def _ignore() -> None:
     return None
+
+
+class _ChatSpacing:
+    """:class:`~channels.base.WriteSpacing` of one chat: ``interval`` seconds after the last
+    write that landed, on ``clock``."""
+
+    def __init__(self, clock: Callable[[], float], interval: float) -> None:
+        self._clock = clock
+        self._interval = interval
+        self._landed: float | None = None
+
+    def landed(self) -> None:
+        self._landed = self._clock()
+
+    async def next_write(self) -> None:
+        if self._landed is not None:
+            await anyio.sleep(max(0.0, self._landed + self._interval - self._clock()))
 
 
 class DeliveryDriver:
@@ -201,18 +218,19 @@ class DeliveryDriver:
                 self._changed = anyio.Event()
             await self._changed.wait()
 
-    async def write_elsewhere(self, write: Callable[[], Awaitable[T]]) -> T:
+    async def write_elsewhere(self, write: Callable[[WriteSpacing], Awaitable[T]]) -> T:
         """Make a write to the reply's chat that is not the engine's (an approval prompt,
         architecture §5 "Tools"): once everything fed so far that can be written has been
         written (:meth:`drain`), and no earlier than the chat's spacing allows after the last
         write (architecture §3 "Spacing"); the engine's next write is spaced from its end
         (:class:`~orchestrator.delivery.events.WrittenElsewhere`). Returns what ``write``
-        returns; its exception propagates."""
+        returns; its exception propagates. ``write`` gets the chat's spacing for the writes it
+        makes after its first (the prompt's outcome edit)."""
         await self.drain()
         if not self._closed:
             await anyio.sleep(max(0.0, self.engine.next_write_at() - self._clock()))
         try:
-            return await write()
+            return await write(_ChatSpacing(self._clock, self.engine.settings.interval))
         finally:
             self.feed(WrittenElsewhere())
 

@@ -53,7 +53,8 @@ class _ChannelBase(_Strict):
         default=False, description="reserved: show the model's reasoning (no channel shows it yet)"
     )
     show_tool_status: bool = Field(
-        default=False, description="multi_message: also send each tool status as a message"
+        default=False,
+        description="multi_message: also send each tool status as a message, edited to ✓ or ✗",
     )
 
 

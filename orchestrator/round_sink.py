@@ -102,11 +102,11 @@ class RoundSink:
             line = failed_line(called, error)
         self._driver.feed(ToolFinished(number, self._policy.redact_line(line)))
 
-    def end(self) -> str:
+    def end(self, cause: str = "no result") -> str:
         """The round's visible text (what the filter held is released first). A provider-run
-        call still without a result ends here (``✗ name: no result``)."""
+        call still without a result ends here (``✗ name: <cause>``)."""
         self._forward(self._think.flush()[0])
-        self._end_running("no result")
+        self._end_running(cause)
         return "".join(self.visible)
 
     def _end_running(self, cause: str) -> None:

@@ -246,7 +246,8 @@ class TurnRunner:
         what it said, end the reply with the marker."""
         stopped = turn.stop_cause == STOPPED_CAUSE
         cut = turn.open_round
-        text = cut.sink.end() if cut is not None else ""  # what the think filter held, too
+        # What the think filter held, too; a provider-run tool still running ends with it.
+        text = cut.sink.end("stopped" if stopped else "interrupted") if cut is not None else ""
         undelivered = turn.stop_cause == UNDELIVERED_CAUSE
         if stopped:
             log.info("answer stopped in %s", turn.where)

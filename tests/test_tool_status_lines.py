@@ -179,3 +179,18 @@ async def test_a_quick_answer_waits_for_the_spacing_before_the_prompts_outcome_e
         assert await driver.write_elsewhere(prompt) is True
         driver.feed(AnswerEnded())
     assert times["edit"] == pytest.approx(times["landed"] + 1.0, abs=0.01)
+
+
+@pytest.mark.looptime
+async def test_a_provider_run_tool_cut_short_by_stop_ends_with_that_cause() -> None:
+    channel = RecordingChannel(MULTI)
+    policy = ReplyPolicy(channel="fake", chat_id="chat")
+    driver = DeliveryDriver(channel, "chat", policy)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(driver.run)
+        sink = RoundSink(policy, driver)
+        sink.event(PreExecutedToolCall("web_search", '{"query": "x"}'))
+        await anyio.sleep(0.5)
+        sink.end("stopped")  # the turn's /stop ends the round (TurnRunner._cut_short)
+        driver.feed(AnswerEnded())
+    assert channel.chat.visible() == ["✗ web_search: stopped"]

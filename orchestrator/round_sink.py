@@ -99,7 +99,7 @@ class RoundSink:
         if error is None:
             line = done_line(called, anyio.current_time() - began)
         else:
-            line = failed_line(called, error)
+            line = failed_line(called, error, self._policy.redact_line)
         self._driver.feed(ToolFinished(number, self._policy.redact_line(line)))
 
     def end(self, cause: str = "no result") -> str:
@@ -111,7 +111,7 @@ class RoundSink:
 
     def _end_running(self, cause: str) -> None:
         for number, name, _ in self._running:
-            line = self._policy.redact_line(failed_line(name, cause))
+            line = self._policy.redact_line(failed_line(name, cause, self._policy.redact_line))
             self._driver.feed(ToolFinished(number, line))
         self._running.clear()
 

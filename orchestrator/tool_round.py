@@ -116,13 +116,13 @@ async def run_calls(
         turn.driver.feed(ToolStarted(numbers[index], status))
         if refusals[index] is not None:  # refused: it does not run, its line ends at once
             cause = UNKNOWN_CAUSE if calls[index].name not in offered else REPEATED_CAUSE
-            finished(index, failed_line(calls[index].name, cause))
+            finished(index, failed_line(calls[index].name, cause, turn.policy.redact_line))
 
     def finished(index: int, line: str) -> None:
         turn.driver.feed(ToolFinished(numbers[index], turn.policy.redact_line(line)))
 
     async def one(index: int, ask: bool) -> None:
-        line = failed_line(calls[index].name, STOPPED_CAUSE)
+        line = failed_line(calls[index].name, STOPPED_CAUSE, turn.policy.redact_line)
         try:
             outcome, line = await _approved_run(turn, calls[index], ask, agent, tools, state)
             results[index] = outcome.text
@@ -160,14 +160,17 @@ async def _approved_run(
         answer = await _ask(turn, call, agent.approval_timeout_secs)
         if answer is not True:
             log.info("tool %s not approved in %s: %s", call.name, turn.where, answer)
+            redact = turn.policy.redact_line
             if answer is False:
-                return ToolResult(denied_error(call.name)), failed_line(call.name, DENIED_CAUSE)
+                return ToolResult(denied_error(call.name)), failed_line(
+                    call.name, DENIED_CAUSE, redact
+                )
             text = unanswered_error(call.name, agent.approval_timeout_secs)
-            return ToolResult(text), failed_line(call.name, UNANSWERED_CAUSE)
+            return ToolResult(text), failed_line(call.name, UNANSWERED_CAUSE, redact)
     began = anyio.current_time()
     outcome = await tools.call(call.name, call.arguments, restarted=state.restarted)
     if outcome.cause is not None:
-        return outcome, failed_line(call.name, outcome.cause)
+        return outcome, failed_line(call.name, outcome.cause, turn.policy.redact_line)
     return outcome, done_line(call.name, anyio.current_time() - began)
 
 

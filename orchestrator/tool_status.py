@@ -3,12 +3,14 @@ while it runs, then ``✓ name 0.4 s`` or ``✗ name: cause``.
 
 These are composed here and redacted by the reply's policy (``redact_line``) before they reach
 delivery, like every status line. A cause is a few words: the first clause of the error, cut
-with an ellipsis at :data:`CAUSE_CHARS` characters.
+with an ellipsis at :data:`CAUSE_CHARS` characters; it is redacted whole *before* it is cut, since
+a cut could leave a secret's prefix the policy no longer recognises (architecture §4).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 __all__ = [
     "CAUSE_CHARS",
@@ -46,8 +48,10 @@ def done_line(name: str, seconds: float) -> str:
     return f"✓ {name} {max(seconds, 0.0):.1f} s"
 
 
-def failed_line(name: str, cause: str) -> str:
-    return f"✗ {name}: {short_cause(cause)}"
+def failed_line(name: str, cause: str, redact: Callable[[str], str]) -> str:
+    """``✗ name: cause``, the cause redacted by ``redact`` (the policy's ``redact_line``) before
+    it is shortened (:func:`short_cause`)."""
+    return f"✗ {name}: {short_cause(redact(cause))}"
 
 
 def short_cause(cause: str) -> str:
@@ -60,5 +64,9 @@ def short_cause(cause: str) -> str:
         text = text[: end.start()]
     text = text.strip().rstrip(".:") or "failed"
     if len(text) > CAUSE_CHARS:
-        text = text[: CAUSE_CHARS - 1].rstrip() + "…"
+        text = text[: CAUSE_CHARS - 1]
+        marker = text.rfind("[REDACTED")
+        if marker >= 0 and "]" not in text[marker:]:  # never half a redaction marker
+            text = text[:marker]
+        text = text.rstrip() + "…"
     return text

@@ -4,10 +4,13 @@ through a real driver on virtual time, and the approval prompt's wait for the ch
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from channels.base import InboundMessage, WriteSpacing
 from orchestrator.delivery.driver import DeliveryDriver
@@ -19,6 +22,7 @@ from providers.events import PreExecutedToolCall, PreExecutedToolResult
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config, sse, text_answer
+from tests.policy_samples import SAMPLES, secret_part, windows
 
 MULTI = FakeChannelConfig(
     stream_mode="multi_message", show_tool_status=True, draft_update_interval_ms=100
@@ -41,7 +45,7 @@ MULTI = FakeChannelConfig(
 )
 def test_a_cause_is_a_few_words(cause: str, shown: str) -> None:
     assert short_cause(cause) == shown
-    assert failed_line("t", cause) == f"✗ t: {shown}"
+    assert failed_line("t", cause, str) == f"✗ t: {shown}"
 
 
 def test_a_duration_is_shown_in_seconds_to_one_decimal() -> None:
@@ -194,3 +198,25 @@ async def test_a_provider_run_tool_cut_short_by_stop_ends_with_that_cause() -> N
         sink.end("stopped")  # the turn's /stop ends the round (TurnRunner._cut_short)
         driver.feed(AnswerEnded())
     assert channel.chat.visible() == ["✗ web_search: stopped"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sample=st.sampled_from(SAMPLES),
+    lead=st.text(alphabet="abc xyz'(=:/", max_size=70).map(lambda s: s + " "),  # a boundary
+    trail=st.sampled_from(
+        ["", "'", "; use another", ". Try again", " (see the docs)", " " + "x" * 30]
+    ),
+    name=st.sampled_from(["current_time", "lookup"]),
+)
+def test_a_cause_with_a_secret_never_shows_any_of_it(
+    sample: tuple[str, str, str], lead: str, trail: str, name: str
+) -> None:
+    # The cause is redacted whole before it is cut to a few words: a cut first left a key's
+    # first 13 characters visible ("unknown time zone 'Etc/Nowhere-Lo AKIAABCDEFGHI…").
+    _, text, secret = sample
+    hidden = secret_part(text, secret)
+    redact = ReplyPolicy(channel="fake", chat_id="chat").redact_line
+    line = redact(failed_line(name, f"{lead}{text}{trail}", redact))
+    shown = re.sub(r"\[REDACTED:\w+\]", "\x00", line)  # a marker's name is no secret
+    assert not windows(hidden) & {shown[i : i + 5] for i in range(len(shown))}, line

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from channels.base import Channel, InboundHandler
 from channels.registry import build_channel
@@ -316,6 +317,32 @@ async def test_multi_message_with_tool_status_edits_each_status_message_when_its
     assert SLOW_DONE.fullmatch(edited)
     assert edited_at < max(i for i, (_, _, text) in enumerate(writes) if text == ANSWER)
     _check_parallel_results(bot, slept="1.5")
+
+
+@pytest.mark.parametrize("mode", ["partial", "multi_message"])
+async def test_a_secret_in_a_failed_calls_cause_never_shows_in_its_status_line(
+    tmp_path: Path, mode: str
+) -> None:
+    # The cause ("unknown time zone '…'") quotes the model's argument; it is cut to a few words
+    # after it is redacted, so no state of the chat shows any part of the key (a cut first
+    # left "AKIAABCDEFGHI…" in the line).
+    key = "AKIAABCDEFGHIJKLMNOP"
+    calls: list[Call] = [("c1", "current_time", {"timezone": f"Etc/Nowhere-Lo {key}"})]
+    extra = "    show_tool_status: true\n" if mode == "multi_message" else ""
+    if mode == "multi_message":
+        extra = "    stream_mode: multi_message\n" + extra
+    async with tool_bot(
+        tmp_path,
+        # The answer comes a second later: the finished line shows in the chat meanwhile.
+        chat=[chat_calls(NARRATION, calls), replace(chat_text(ANSWER), pauses={0: 1.0})],
+        channel_extra=extra,
+        mode=mode,
+    ) as bot:
+        await bot.ask("what time is it there?")
+    states = bot.peer.states(CHAT)
+    assert any("✗ current_time: unknown time zone" in "".join(s) for s in states)
+    assert not any("AKIA" in "".join(s) for s in states)
+    assert not any("AKIA" in (c.params.get("text") or "") for c in bot.writes())
 
 
 # -- approvals ------------------------------------------------------------------------------

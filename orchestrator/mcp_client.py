@@ -24,11 +24,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import shlex
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
@@ -48,6 +51,38 @@ START_TIMEOUT_SECS = 30.0
 """How long starting a server (spawn or connect, initialise, list tools) may take, in seconds."""
 
 STOP_TIMEOUT_SECS = 5.0
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+STDERR_LINE_CHARS = 2000
+"""A stdio server's stderr line longer than this is cut in the log."""
+
+
+class _ServerStderr:
+    """A stdio MCP server's stderr, as lines of this module's log (so they cross the log's
+    redaction like every log line, architecture §4), not the terminal: a pipe whose write end
+    the server gets, read by a daemon thread until the server and this context closed it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        read_fd, write_fd = os.pipe()
+        self._reader = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
+        self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8")
+        self._thread = threading.Thread(target=self._relay, name=f"mcp-stderr-{name}", daemon=True)
+
+    def __enter__(self) -> TextIO:
+        self._thread.start()
+        return self.writer
+
+    def __exit__(self, *exc: object) -> None:
+        self.writer.close()  # the reader ends once the server's copy is closed too
+
+    def _relay(self) -> None:
+        with self._reader:
+            for line in self._reader:
+                text = _ANSI.sub("", line.rstrip("\n"))[:STDERR_LINE_CHARS]
+                if text.strip():
+                    log.info("MCP server %s: %s", self._name, text)
 
 
 class McpUnavailable(Exception):
@@ -210,7 +245,8 @@ class McpConnection:
                     env={k: v.get_secret_value() for k, v in self.config.env.items()} or None,
                     cwd=self.config.cwd,
                 )
-                read, write = await stack.enter_async_context(stdio_client(params))
+                errlog = stack.enter_context(_ServerStderr(self.name))
+                read, write = await stack.enter_async_context(stdio_client(params, errlog))
             session = ClientSession(read, write, message_handler=self._on_message)
             yield await stack.enter_async_context(session)
 

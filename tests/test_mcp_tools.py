@@ -5,6 +5,7 @@ peer of ``tests/peers/mcp_server.py`` over stdio (a child process) and over stre
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -14,13 +15,15 @@ import anyio
 import pytest
 
 from config.tools import McpHttpServerConfig, McpServerConfig, McpStdioServerConfig
+from orchestrator.logsetup import RedactingFormatter
 from orchestrator.mcp_tools import McpServers, qualified_name
+from orchestrator.policy import Redactor
 from orchestrator.tools import MAX_RESULT_CHARS, ToolRegistry, builtin_tools
 from tests.peers.mcp_server import HttpMcpServer
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PEER_TOOLS = ["lookup", "slow", "fail", "large", "crash", "grow", "meet", "header"]
+PEER_TOOLS = ["lookup", "slow", "fail", "shout", "large", "crash", "grow", "meet", "header"]
 
 
 def stdio_peer() -> McpStdioServerConfig:
@@ -149,3 +152,22 @@ async def test_unknown_tools_and_bad_arguments_are_tool_errors() -> None:
 def test_qualified_names_are_valid_for_every_provider() -> None:
     assert qualified_name("web", "read.file") == "web__read_file"
     assert qualified_name("s", "x" * 100) == ("s__" + "x" * 100)[:64]
+
+
+async def test_a_stdio_servers_stderr_goes_to_the_log_not_the_terminal(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Written to the terminal as it was, a server's traceback showed the secrets in it past the
+    # log's redaction; as log lines they cross it like every other line.
+    line = "backend refused token ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIII"
+    with caplog.at_level(logging.INFO, logger="orchestrator.mcp_client"):
+        async with registry({"peer": stdio_peer()}) as tools:
+            assert await tools.run("shout", json.dumps({"text": line})) == "shouted"
+            with anyio.fail_after(5):
+                while not any(line in r.getMessage() for r in caplog.records):  # noqa: ASYNC110 - a thread logs it
+                    await anyio.sleep(0.05)
+    assert "ghp_" not in capfd.readouterr().err
+    [record] = [r for r in caplog.records if line in r.getMessage()]
+    assert record.getMessage() == f"MCP server peer: {line}"
+    redacted = RedactingFormatter(Redactor().redact).format(record)
+    assert "ghp_" not in redacted and "[REDACTED:github_token]" in redacted

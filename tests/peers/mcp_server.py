@@ -5,6 +5,7 @@ Its tools:
 * ``lookup(key)``: answers ``value of <key>`` at once;
 * ``slow(seconds)``: sleeps that long, then answers ``slept <seconds>``;
 * ``fail(reason)``: raises, so the call ends with ``isError`` and the reason;
+* ``shout(text)``: writes ``text`` to the server's stderr;
 * ``large(chars)``: answers ``chars`` characters of ``x``;
 * ``crash()``: ends the server process at once (stdio only: a crashed server);
 * ``grow(name)``: adds a tool ``name`` (answering ``grown <name>``) and sends
@@ -54,6 +55,11 @@ def build_server(name: str = "peer") -> MCPServer:
     @server.tool(description="Always fails.")
     def fail(reason: str = "it broke") -> str:
         raise ToolError(reason)
+
+    @server.tool(description="Write a line to the server's stderr.")
+    def shout(text: str) -> str:
+        print(text, file=sys.stderr, flush=True)
+        return "shouted"
 
     @server.tool(description="A large result.")
     def large(chars: int) -> str:

@@ -18,6 +18,7 @@ from channels.visible_text import markdown_visible_text
 
 __all__ = [
     "IMAGE_TYPES",
+    "UNSPACED",
     "Attachment",
     "Channel",
     "ChannelHealth",
@@ -29,7 +30,6 @@ __all__ = [
     "Rendering",
     "StreamMode",
     "WriteObserver",
-    "UNSPACED",
     "WriteSpacing",
     "utf16_len",
 ]

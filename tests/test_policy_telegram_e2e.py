@@ -185,8 +185,7 @@ async def test_an_extra_pattern_matches_whatever_its_keywords(
 def _approval(text: str) -> str:
     return text.replace(
         "  tools: [current_time]\n",
-        "  tools: [current_time]\n  require_approval: [current_time]\n"
-        "  approval_timeout_secs: 1\n",
+        "  tools: [current_time]\n  require_approval: [current_time]\n  approval_timeout_secs: 1\n",
     )
 
 

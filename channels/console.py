@@ -118,6 +118,9 @@ class ConsoleChannel(Channel):
         self._console = Console(file=out, highlight=False)
         self._messages: dict[str, tuple[str, bool]] = {}  # id -> (text, formatted)
         self._order: list[str] = []
+        self._printed: dict[str, list[str]] = {}
+        """Per message, the paragraphs printed for good above an approval prompt: the live
+        region then shows only what follows them."""
         self._next_id = 0
         self._live: Live | None = None
         self._reply_done = anyio.Event()
@@ -297,7 +300,7 @@ class ConsoleChannel(Channel):
     ) -> bool | None:
         if not self._prompting:
             return None
-        self._stop_live()
+        self._print_above_prompt()
         seconds = f"{self.approval_timeout_secs:g}"
         self._console.print(f"[yellow]{prompt}[/] [dim](y/N, {seconds} s)[/]")
         with anyio.move_on_after(self.approval_timeout_secs):
@@ -374,13 +377,47 @@ class ConsoleChannel(Channel):
     def _begin_reply(self) -> None:
         self._messages.clear()
         self._order.clear()
+        self._printed.clear()
+
+    def _unprinted(self, message_id: str) -> str:
+        """The message's text after the paragraphs already printed above a prompt (the whole
+        text when it no longer begins with them)."""
+        text = self._messages[message_id][0]
+        printed = self._printed.get(message_id)
+        if not printed:
+            return text
+        paragraphs = text.split("\n\n")
+        if paragraphs[: len(printed)] != printed:
+            return text
+        return "\n\n".join(paragraphs[len(printed) :])
 
     def _renderable(self) -> Text | Markdown:
-        parts = [self._messages[i] for i in self._order]
-        text = "\n\n".join(t for t, _ in parts)
+        parts = [(self._unprinted(i), self._messages[i][1]) for i in self._order]
+        text = "\n\n".join(t for t, _ in parts if t)
         if parts and all(formatted for _, formatted in parts):
             return Markdown(text)
         return Text(text)
+
+    def _print_above_prompt(self) -> None:
+        """Before an approval prompt: the reply so far is printed for good, without its tool
+        status lines (the prompt says what is pending; the lines show on, finished, below)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        shown: list[str] = []
+        for message_id in self._order:
+            paragraphs = self._unprinted(message_id).split("\n\n")
+            while paragraphs and _is_status(paragraphs[-1]):
+                paragraphs.pop()
+            paragraphs = [p for p in paragraphs if p]
+            if not paragraphs:
+                continue
+            self._printed[message_id] = [*self._printed.get(message_id, []), *paragraphs]
+            shown.append("\n\n".join(paragraphs))
+        if shown:
+            text = "\n\n".join(shown)
+            formatted = all(self._messages[i][1] for i in self._order)
+            self._console.print(Markdown(text) if formatted else Text(text))
 
     def _live_view(self) -> Text | Markdown:
         """What the live region shows: the draft's last screenful. A live region taller than
@@ -534,3 +571,12 @@ def _inbound(channel: str, user: str, text: str, message_id: str) -> InboundMess
         message_id=message_id,
         is_direct=True,
     )
+
+
+_STATUS_MARKS = ("⏳ ", "✓ ", "✗ ")
+
+
+def _is_status(paragraph: str) -> bool:
+    """A paragraph of tool status lines (architecture §3 "Tool status")."""
+    lines = paragraph.split("\n")
+    return bool(paragraph) and all(line.startswith(_STATUS_MARKS) for line in lines)

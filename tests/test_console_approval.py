@@ -103,10 +103,14 @@ def test_y_approves_the_call(tmp_path: Path) -> None:
         t.type("y", "enter")
         t.wait(lambda t: "It is late." in _screen(t) and _at_prompt(t))
         t.settle(0.5)
+        screen = _screen(t)
         t.type("ctrl-d")
         assert t.wait_exit() == 0
     result = next(m for m in requests[1].json["messages"] if m["role"] == "tool")  # type: ignore[index]
     assert '"timezone": "UTC"' in result["content"]
+    # The narration was printed once, above the prompt; no status line stayed unfinished.
+    assert screen.count("Checking.") == 1, screen
+    assert "⏳" not in screen, screen
 
 
 def test_no_answer_is_not_approved_and_the_next_line_is_kept(tmp_path: Path) -> None:

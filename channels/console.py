@@ -26,6 +26,7 @@ as they were before readline changed them.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import io
 import os
@@ -36,7 +37,7 @@ import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from typing import IO, Any, TypeVar
 
@@ -224,6 +225,10 @@ class ConsoleChannel(Channel):
 
     async def _read_typed(self, held: deque[str | None]) -> None:
         fd = self._stdin.fileno()
+        with _no_echo(fd):
+            await self._read_typed_lines(fd, held)
+
+    async def _read_typed_lines(self, fd: int, held: deque[str | None]) -> None:
         while True:
             line = await self._typed_line(fd, held)
             if line is None:
@@ -232,12 +237,25 @@ class ConsoleChannel(Channel):
                     self._question.answer("")
                 return
             text = line.strip()
+            self._show_typed(text)
             if _is_stop(text):
                 await self._pass_on("/stop")
             elif self._question is not None:
                 self._question.answer(text)
             elif text:
                 held.append(line)
+
+    def _show_typed(self, text: str) -> None:
+        """A line typed during an answer, shown once it is complete: the terminal does not
+        echo it (:func:`_no_echo`), since an echo below the live region would put the cursor
+        a line lower than the region's redraw assumes and leave a stale line of it on screen.
+        Above the live region while it shows; after an approval prompt, as typed."""
+        if not self._interactive or not text:
+            return
+        if self._live is not None:
+            self._console.print(Text(f"you> {text}", style="dim"))
+        else:
+            self._console.print(Text(text))
 
     async def _typed_line(self, fd: int, held: deque[str | None]) -> str | None:
         """One line typed at the terminal (its line discipline edits and echoes it), or None
@@ -580,3 +598,26 @@ def _is_status(paragraph: str) -> bool:
     """A paragraph of tool status lines (architecture §3 "Tool status")."""
     lines = paragraph.split("\n")
     return bool(paragraph) and all(line.startswith(_STATUS_MARKS) for line in lines)
+
+
+@contextlib.contextmanager
+def _no_echo(fd: int) -> Iterator[None]:
+    """The terminal on ``fd`` does not echo typed characters inside (its line editing stays);
+    nothing changes when ``fd`` is not a terminal."""
+    try:
+        modes = termios.tcgetattr(fd)
+    except (OSError, ValueError, termios.error):
+        yield
+        return
+    quiet = list(modes)
+    quiet[3] &= ~termios.ECHO
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, quiet)
+    except (OSError, ValueError, termios.error):
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError, termios.error):
+            termios.tcsetattr(fd, termios.TCSANOW, modes)

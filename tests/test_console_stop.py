@@ -144,6 +144,8 @@ def test_stop_typed_during_the_answer_stops_it_and_other_lines_wait(
         assert STOPPED_MARKER in t.output.decode(errors="replace")
         assert "word399" not in _screen(t)
         assert "Nothing to stop" not in _screen(t)
+        # The terminal's echo of the typed lines left no stale line of the live region.
+        assert _screen(t).count("word0 ") == 1, _screen(t)
         second = provider.requests_to(PATH)[1].json["messages"]
         assert [m["content"] for m in second if m["role"] == "user"] == [
             "tell me a long story",

@@ -26,20 +26,17 @@ as they were before readline changed them.
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import io
-import os
 import re
-import select
 import sys
 import termios
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import anyio
 import anyio.from_thread
@@ -58,6 +55,15 @@ from channels.base import (
     Rendering,
     WriteSpacing,
 )
+from channels.console_input import (
+    Question,
+    in_daemon_thread,
+    isatty,
+    line_buffer,
+    no_echo,
+    read_typed_line,
+    start_daemon_thread,
+)
 from channels.limits import CONSOLE_LIMITS
 from config.models import ConsoleChannelConfig
 
@@ -66,10 +72,6 @@ __all__ = ["BOT_COMMANDS", "HELP_TEXT", "QUIT_WINDOW_SECS", "ConsoleChannel"]
 CHAT_ID = "console"
 QUIT_WINDOW_SECS = 2.0
 """A second Ctrl-C within this many seconds of the first quits, answer running or not."""
-_TYPED_POLL_SECS = 0.1
-"""How often the reader of lines typed during an answer looks whether it should end, in s."""
-
-_T = TypeVar("_T")
 
 BOT_COMMANDS = frozenset({"/start", "/reset", "/stop"})
 """Commands passed on to the bot (the daemon answers them); ``/help`` is answered here."""
@@ -114,7 +116,7 @@ class ConsoleChannel(Channel):
         out = stdout or sys.stdout
         self._interactive = out.isatty()
         # Banner, prompt and line editing need a person at a terminal on both ends.
-        self._prompting = self._interactive and _isatty(self._stdin)
+        self._prompting = self._interactive and isatty(self._stdin)
         self._reading: Future[str | None] | None = None  # a line being read, see _next_line
         self._console = Console(file=out, highlight=False)
         self._messages: dict[str, tuple[str, bool]] = {}  # id -> (text, formatted)
@@ -128,7 +130,7 @@ class ConsoleChannel(Channel):
         self._pending = 0  # messages passed on whose reply_finished has not come yet
         self._last_interrupt: float | None = None  # self._clock() at the last Ctrl-C
         self._at_prompt = False  # input() shows the prompt
-        self._question: _Question | None = None  # an approval question typed lines answer
+        self._question: Question | None = None  # an approval question typed lines answer
         self._tty_modes: list[Any] | None = None  # the terminal's modes before readline's
         self._user = _user_name()
 
@@ -203,7 +205,7 @@ class ConsoleChannel(Channel):
         if self._pending:
             await self._pass_on("/stop")
             return True
-        return self._at_prompt and bool(_line_buffer())
+        return self._at_prompt and bool(line_buffer())
 
     async def _pass_on(self, text: str) -> None:
         """Give ``text`` to the bot as a message; the first one since the last reply ended
@@ -225,7 +227,7 @@ class ConsoleChannel(Channel):
 
     async def _read_typed(self, held: deque[str | None]) -> None:
         fd = self._stdin.fileno()
-        with _no_echo(fd):
+        with no_echo(fd):
             await self._read_typed_lines(fd, held)
 
     async def _read_typed_lines(self, fd: int, held: deque[str | None]) -> None:
@@ -247,7 +249,7 @@ class ConsoleChannel(Channel):
 
     def _show_typed(self, text: str) -> None:
         """A line typed during an answer, shown once it is complete: the terminal does not
-        echo it (:func:`_no_echo`), since an echo below the live region would put the cursor
+        echo it (:func:`no_echo`), since an echo below the live region would put the cursor
         a line lower than the region's redraw assumes and leave a stale line of it on screen.
         Above the live region while it shows; after an approval prompt, as typed."""
         if not self._interactive or not text:
@@ -258,17 +260,17 @@ class ConsoleChannel(Channel):
             self._console.print(Text(text))
 
     async def _typed_line(self, fd: int, held: deque[str | None]) -> str | None:
-        """One line typed at the terminal (its line discipline edits and echoes it), or None
-        at end of input. Cancelled, it waits for its thread to end (at most
-        :data:`_TYPED_POLL_SECS`) so that the prompt's ``input()`` never reads beside it; a
-        line the thread read meanwhile goes to ``held``."""
+        """One line typed at the terminal (its line discipline edits it), or None at end of
+        input. Cancelled, it waits for its thread to end (at most
+        :data:`~channels.console_input.TYPED_POLL_SECS`) so that the prompt's ``input()`` never
+        reads beside it; a line the thread read meanwhile goes to ``held``."""
         stop = threading.Event()
         box: list[str | None] = []
 
         def read() -> None:
-            box.append(_read_typed_line(fd, stop))
+            box.append(read_typed_line(fd, stop))
 
-        done = _start_daemon_thread(read)
+        done = start_daemon_thread(read)
         try:
             await done.wait()
         finally:
@@ -323,7 +325,7 @@ class ConsoleChannel(Channel):
         self._console.print(f"[yellow]{prompt}[/] [dim](y/N, {seconds} s)[/]")
         with anyio.move_on_after(self.approval_timeout_secs):
             if self._pending:  # the reader of typed lines runs: it takes the answer
-                question = self._question = _Question()
+                question = self._question = Question()
                 try:
                     await question.answered.wait()
                 finally:
@@ -348,9 +350,9 @@ class ConsoleChannel(Channel):
                 except BaseException as exc:  # handed to the waiting task
                     reading.set_exception(exc)
 
-            _start_daemon_thread(read)
+            start_daemon_thread(read)
             self._reading = reading
-        line = await _in_daemon_thread(self._reading.result)
+        line = await in_daemon_thread(self._reading.result)
         self._reading = None
         return line
 
@@ -477,86 +479,9 @@ class ConsoleChannel(Channel):
         self._begin_reply()
 
 
-class _Question:
-    """An approval question waiting for the next typed line."""
-
-    def __init__(self) -> None:
-        self.answered = anyio.Event()
-        self.text: str | None = None
-
-    def answer(self, text: str) -> None:
-        if not self.answered.is_set():
-            self.text = text
-            self.answered.set()
-
-
-def _start_daemon_thread(func: Callable[[], None]) -> anyio.Event:
-    """Run ``func`` in a daemon thread; the returned event is set (on the event loop) when it
-    returned. Unlike anyio's worker threads, a daemon thread blocked in ``input()`` does not
-    keep the process alive after the daemon stopped."""
-    token = anyio.lowlevel.current_token()
-    done = anyio.Event()
-
-    def run() -> None:
-        try:
-            func()
-        finally:
-            try:
-                anyio.from_thread.run_sync(done.set, token=token)
-            except RuntimeError:  # the event loop is gone: nobody waits
-                pass
-
-    threading.Thread(target=run, name="console input", daemon=True).start()
-    return done
-
-
-async def _in_daemon_thread(func: Callable[[], _T]) -> _T:
-    """``func()`` in a daemon thread of its own (:func:`_start_daemon_thread`); cancelling the
-    wait abandons the thread. Exceptions are raised here."""
-    box: list[tuple[_T | None, BaseException | None]] = []
-
-    def run() -> None:
-        try:
-            box.append((func(), None))
-        except BaseException as exc:
-            box.append((None, exc))
-
-    await _start_daemon_thread(run).wait()
-    result, error = box[0]
-    if error is not None:
-        raise error
-    return result  # type: ignore[return-value]
-
-
-def _read_typed_line(fd: int, stop: threading.Event) -> str | None:
-    """A line from terminal ``fd`` in canonical mode (one ``read`` returns one line, or what
-    Ctrl-D pushed), or None at end of input; None too once ``stop`` is set."""
-    while not stop.is_set():
-        ready, _, _ = select.select([fd], [], [], _TYPED_POLL_SECS)
-        if ready:
-            data = os.read(fd, 4096)
-            return data.decode(errors="replace") if data else None
-    return None
-
-
-def _line_buffer() -> str:
-    """What is typed at readline's prompt so far (empty when readline is not loaded)."""
-    readline = sys.modules.get("readline")
-    if readline is None:
-        return ""
-    return str(readline.get_line_buffer())
-
-
 def _is_stop(text: str) -> bool:
     match = _COMMAND.fullmatch(text.split(maxsplit=1)[0]) if text else None
     return match is not None and match.group("name").lower() == "stop"
-
-
-def _isatty(stream: IO[str]) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):  # no such method, or closed
-        return False
 
 
 def _local_answer(text: str) -> str | None:
@@ -598,26 +523,3 @@ def _is_status(paragraph: str) -> bool:
     """A paragraph of tool status lines (architecture §3 "Tool status")."""
     lines = paragraph.split("\n")
     return bool(paragraph) and all(line.startswith(_STATUS_MARKS) for line in lines)
-
-
-@contextlib.contextmanager
-def _no_echo(fd: int) -> Iterator[None]:
-    """The terminal on ``fd`` does not echo typed characters inside (its line editing stays);
-    nothing changes when ``fd`` is not a terminal."""
-    try:
-        modes = termios.tcgetattr(fd)
-    except (OSError, ValueError, termios.error):
-        yield
-        return
-    quiet = list(modes)
-    quiet[3] &= ~termios.ECHO
-    try:
-        termios.tcsetattr(fd, termios.TCSANOW, quiet)
-    except (OSError, ValueError, termios.error):
-        yield
-        return
-    try:
-        yield
-    finally:
-        with contextlib.suppress(OSError, ValueError, termios.error):
-            termios.tcsetattr(fd, termios.TCSANOW, modes)

@@ -83,6 +83,34 @@ def test_property_no_state_shows_a_secret_in_any_form(
     assert not leaks(chat, secret), (form, leaks(chat, secret)[:3])
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "steps",
+    [
+        # Found by the property above: empty inline HTML between a keyword and its token (a
+        # space on one side of it) renders as nothing, so the reader saw "Bearer 7111…".
+        [
+            " ",
+            ROUND,
+            "B",
+            ROUND,
+            "earer<",
+            ROUND,
+            "b></b>",
+            ROUND,
+            " 71111111111",
+            ROUND,
+            "1111111111 .",
+            ROUND,
+        ],
+        ["The header is Bearer <b></b>711111111111", "1111111111 ok."],
+    ],
+)
+def test_inline_html_beside_a_space_hides_no_token(mode: str, steps: list[object]) -> None:
+    chat = deliver(mode, steps, max_length=600)
+    assert not leaks(chat, "711111111111111111111")
+
+
 # -- round starts are boundaries -----------------------------------------------------------
 
 

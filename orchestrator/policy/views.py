@@ -26,7 +26,8 @@ token                       in the view
 ``[`` and ``](url)``        nothing: a Markdown link shows its text (CommonMark §6.3)
 ``![alt](url)`` ``[^note]``  nothing: an image and a footnote reference render as a glyph or
                             a superscript, not as text of the line
-``<tag>`` between non-spaces nothing: inline HTML (CommonMark §6.6), ``sk-<b>ant</b>-…``
+``<tag>`` next to a non-space  nothing: inline HTML (CommonMark §6.6), ``sk-<b>ant</b>-…``,
+                            ``Bearer<b></b> …``
 ``*`` ``~`` inside a word    nothing: emphasis delimiters (CommonMark §6.2), ``sk_live_**51…**``
 invisible characters        nothing: soft hyphen, zero-width space/joiners, word joiner,
                             bidi controls, BOM
@@ -96,6 +97,8 @@ _TOKEN = regex.compile(
     r"|\]\([^()\s]{0,2048}\)|\]\[[^\[\]\s]{0,64}\]|\[(?!REDACTED:)"
     r"|(?<=[A-Za-z0-9_-])[*~`]{1,3}(?=[A-Za-z0-9_-])"
     r"|(?<=\S)(?:</?[A-Za-z][A-Za-z0-9]{0,15}(?:\s[^<>\n]{0,64})?/?>"
+    r"|<!--[^\n]{0,64}?-->){1,8}"
+    r"|(?:</?[A-Za-z][A-Za-z0-9]{0,15}(?:\s[^<>\n]{0,64})?/?>"
     r"|<!--[^\n]{0,64}?-->){1,8}(?=\S)"
     r"|[" + _INVISIBLE + r"]+"
     r"|[" + _COMPAT + r"]"

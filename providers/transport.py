@@ -52,6 +52,7 @@ from providers.errors import (
     StreamProtocolError,
     snippet,
 )
+from providers.h11_body import h11_body
 from providers.net_backend import AsyncioBackend
 
 __all__ = [
@@ -75,6 +76,12 @@ CONNECT_TIMEOUT_SECS = 10.0
 DEFAULT_MAX_CONNECTIONS = 1000
 """Connections per provider's pool when the config sets none (architecture §2)."""
 
+MAX_KEEPALIVE_CONNECTIONS = 20
+"""Idle connections a pool keeps for reuse (httpx's default). httpcore's pool looks at every
+connection for each idle one whenever a request starts or ends, so a thousand idle connections
+would cost a million checks per request; above this many connections it closes idle ones as
+they come back instead."""
+
 
 def make_client(
     base_url: str | None = None,
@@ -85,8 +92,9 @@ def make_client(
 ) -> httpx.AsyncClient:
     """An httpx client with the connect bound only; reads are bounded by our watchdog and scopes.
 
-    The pool holds up to ``max_connections`` connections, all of which may be kept alive
-    between replies (idle ones close after httpx's 5 s); waiting for one is unbounded. Its
+    The pool holds up to ``max_connections`` connections, of which up to
+    :data:`MAX_KEEPALIVE_CONNECTIONS` idle ones are kept alive between replies (for httpx's
+    5 s); waiting for one is unbounded. Its
     sockets are :class:`providers.net_backend.AsyncioBackend`'s unless ``network_backend``
     says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice). TLS verifies with
     ``ssl_context``, by default httpx's.
@@ -99,7 +107,8 @@ def make_client(
     """
     timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=None)
     limits = httpx.Limits(
-        max_connections=max_connections, max_keepalive_connections=max_connections
+        max_connections=max_connections,
+        max_keepalive_connections=min(max_connections, MAX_KEEPALIVE_CONNECTIONS),
     )
     client = httpx.AsyncClient(
         timeout=timeout, limits=limits, base_url=base_url or "", trust_env=True
@@ -302,7 +311,7 @@ class BodyStream:
         coding = response.headers.get("content-encoding", "identity").strip().lower()
         raw = _connection_body(response) if coding in ("", "identity") else None
         if raw is not None:
-            self._iter = raw.__aiter__()
+            self._iter = h11_body(raw) or raw.__aiter__()
         elif coding in ("", "identity"):
             self._iter = response.aiter_raw()
         else:

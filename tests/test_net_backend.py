@@ -222,3 +222,117 @@ async def test_a_plain_body_is_read_from_the_connection_stream_and_others_throug
         finally:
             await response.aclose()
     assert _connection_body(httpx.Response(200, content=b"x")) is None
+
+
+def chunked_head() -> bytes:
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+        b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
+    )
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def test_chunks_that_arrived_in_one_read_come_as_one_piece_read_from_h11() -> None:
+    # One SSE event per HTTP chunk, as models stream: 60 chunks arriving while the consumer is
+    # busy are handed on as the data of the reads that brought them, not one piece per chunk
+    # (each piece is a resumption of every iterator above it). The body is read from h11 here,
+    # not through httpcore's iterators (providers/h11_body.py).
+    from providers.h11_body import h11_body
+    from providers.transport import _connection_body
+
+    events = [b"data: %03d\n\n" % i for i in range(60)]
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while await read_request(reader):
+            writer.write(chunked_head())
+            for event in events:
+                writer.write(chunk(event))
+                await writer.drain()
+                await asyncio.sleep(0.002)
+            writer.write(b"0\r\n\r\n")
+
+    async with serving(handler) as port, make_client() as http:
+        url = f"http://127.0.0.1:{port}/x"
+        request = http.build_request("POST", url, json={})
+        response = await http.send(request, stream=True)
+        try:
+            assert h11_body(_connection_body(response)) is not None
+        finally:
+            await response.aclose()
+        for _ in range(2):  # the connection goes back to the pool and serves the next body
+            pieces: list[bytes] = []
+            async with open_stream(
+                http, url, json_body={}, headers={}, timeout_secs=10, idle_timeout_secs=10
+            ) as body:
+                async for piece in body:
+                    pieces.append(piece)
+                    if len(pieces) == 1:
+                        await asyncio.sleep(0.5)  # every other chunk arrives meanwhile
+            assert b"".join(pieces) == b"".join(events)
+            assert len(pieces) <= 3, [len(p) for p in pieces]
+    assert connections == 2  # the first response closed unread; both bodies read on one
+    assert h11_body(object()) is None
+
+
+async def test_a_pool_keeps_a_bounded_number_of_idle_connections() -> None:
+    # 60 streams at once, then all idle: the pool keeps at most MAX_KEEPALIVE_CONNECTIONS of
+    # them (httpcore's pool checks every connection per idle one on each request), and the
+    # next burst is served.
+    from providers.transport import MAX_KEEPALIVE_CONNECTIONS
+
+    release = asyncio.Event()
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await read_request(reader):
+            writer.write(chunked_head() + chunk(b"data: 1\n\n"))
+            await release.wait()
+            writer.write(b"0\r\n\r\n")
+
+    async def one(http: httpx.AsyncClient, url: str) -> bytes:
+        async with open_stream(
+            http, url, json_body={}, headers={}, timeout_secs=10, idle_timeout_secs=10
+        ) as body:
+            return b"".join([piece async for piece in body])
+
+    async with serving(handler) as port, make_client() as http:
+        url = f"http://127.0.0.1:{port}/x"
+        for _ in range(2):
+            release.clear()
+            tasks = [asyncio.ensure_future(one(http, url)) for _ in range(60)]
+            await asyncio.sleep(0.3)
+            release.set()
+            assert await asyncio.gather(*tasks) == [b"data: 1\n\n"] * 60
+            pool = http._transport._pool  # type: ignore[attr-defined]
+            idle = [c for c in pool.connections if c.is_idle()]
+            assert 1 <= len(idle) <= MAX_KEEPALIVE_CONNECTIONS, len(idle)
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [b"zz\r\nnot a chunk size\r\n", b"5\r\nab", b""],
+    ids=["bad chunk framing", "cut inside a chunk", "closed before the last chunk"],
+)
+async def test_a_broken_chunked_body_is_a_connection_error(tail: bytes) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(chunked_head() + chunk(b"data: 1\n\n") + tail)
+        await writer.drain()
+        writer.close()
+
+    async with serving(handler) as port, make_client() as http:
+        got: list[bytes] = []
+        with pytest.raises(ProviderConnectionError):
+            async with open_stream(
+                http, f"http://127.0.0.1:{port}/x", json_body={}, headers={},
+                timeout_secs=5, idle_timeout_secs=5,
+            ) as body:  # fmt: skip
+                async for piece in body:
+                    got.append(piece)
+        # every byte of data received before the break is handed on
+        assert b"".join(got) == (b"data: 1\n\nab" if tail.startswith(b"5") else b"data: 1\n\n")

@@ -1,0 +1,96 @@
+"""A streamed HTTP/1.1 body read straight from httpcore's connection: its h11 state and socket.
+
+Theory of operation
+-------------------
+httpcore reads a body through three nested iterators per piece (its connection stream's
+``__aiter__``, ``_receive_response_body``, ``_receive_event``), with an exception-mapping
+context manager around every ``h11.Connection.next_event()`` call, and hands on one piece per
+HTTP chunk. A model streams one event per chunk: that is all per event. :func:`h11_body` is
+the same loop in one async generator, on the same objects: it takes every event h11 can parse
+out of what one read returned and yields their data joined, once per read, mapping
+``h11.RemoteProtocolError`` to httpcore's as httpcore does (RFC 9112 §7.1 chunked framing is
+h11's; nothing here parses HTTP).
+
+Closing is httpcore's: the body's stream is closed (``aclose()``, which returns a connection
+that finished its cycle to the pool and closes any other) by the response's ``aclose()`` as
+before, and at once when reading fails, as httpcore's own iterator does.
+
+Private layouts are checked, not assumed: :func:`h11_body` returns ``None`` unless the stream is
+httpcore 1.0's ``HTTP11ConnectionByteStream`` over an ``AsyncHTTP11Connection`` with the fields
+read here; the caller then iterates the stream as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import h11
+import httpcore
+
+__all__ = ["h11_body"]
+
+try:  # private: checked, not assumed (see the module docstring)
+    from httpcore._async.http11 import AsyncHTTP11Connection, HTTP11ConnectionByteStream
+    from httpcore._synchronization import AsyncShieldCancellation
+except ImportError:  # pragma: no cover - another httpcore layout
+    AsyncHTTP11Connection = HTTP11ConnectionByteStream = None  # type: ignore[assignment,misc]
+
+_DISCONNECTED = "Server disconnected without sending a response."
+
+
+def h11_body(stream: Any) -> AsyncIterator[bytes] | None:
+    """The body of ``stream`` (httpcore's connection body stream), one ``bytes`` per read
+    (the data of every chunk the read completed), or ``None`` when ``stream`` is not the known
+    httpcore layout.
+
+    Raises (from iteration): httpcore's ``RemoteProtocolError`` (bad framing, or the server
+    closed before the body ended) and whatever the network stream's ``read`` raises
+    (httpcore's ``ReadError``/``ReadTimeout``)."""
+    if HTTP11ConnectionByteStream is None or type(stream) is not HTTP11ConnectionByteStream:
+        return None
+    connection = getattr(stream, "_connection", None)
+    if type(connection) is not AsyncHTTP11Connection:
+        return None
+    state = getattr(connection, "_h11_state", None)
+    network = getattr(connection, "_network_stream", None)
+    request = getattr(stream, "_request", None)
+    if type(state) is not h11.Connection or network is None or request is None:
+        return None
+    timeout = request.extensions.get("timeout", {}).get("read")
+    return _reads(stream, state, network, connection.READ_NUM_BYTES, timeout)
+
+
+async def _reads(
+    stream: Any, state: h11.Connection, network: Any, size: int, read_timeout: float | None
+) -> AsyncIterator[bytes]:
+    next_event = state.next_event
+    data_type, need_data, paused = h11.Data, h11.NEED_DATA, h11.PAUSED
+    pieces: list[Any] = []
+    try:
+        while True:
+            try:
+                event = next_event()
+            except h11.RemoteProtocolError as exc:
+                if pieces:  # the data parsed before the fault is handed on first
+                    yield b"".join(pieces)
+                raise httpcore.RemoteProtocolError(exc) from exc
+            if type(event) is data_type:
+                pieces.append(event.data)
+            elif event is need_data:
+                if pieces:
+                    yield b"".join(pieces)
+                    pieces.clear()
+                data = await network.read(size, timeout=read_timeout)
+                if data == b"" and state.their_state is h11.SEND_RESPONSE:
+                    raise httpcore.RemoteProtocolError(_DISCONNECTED)
+                state.receive_data(data)
+            elif type(event) is h11.EndOfMessage or event is paused:
+                if pieces:
+                    yield b"".join(pieces)
+                return
+    except BaseException:
+        # As httpcore's own iterator: a body that failed part-way closes its connection now.
+        with AsyncShieldCancellation():
+            await stream.aclose()
+        raise

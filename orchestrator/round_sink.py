@@ -4,7 +4,12 @@ outbound policy into delivery, tool status of provider-run tools, nothing of the
 A tool the provider ran itself (``PreExecutedToolCall``) shows its status line like our own
 calls (architecture §3 "Tool status"); its ``PreExecutedToolResult`` finishes the earliest
 running call of that name (else the earliest running one): ``✓ name 0.4 s``, timed from the
-call's event to the result's, or ``✗ name: cause`` when the provider flagged an error."""
+call's event to the result's, or ``✗ name: cause`` when the provider flagged an error.
+
+Visible text that comes while no write could start (``DeliveryDriver.text_waits``) is held
+here, before the policy, and handed to it joined when the driver's loop next passes (the driver
+calls the sink's source first), before a provider-run tool's status line, and at the round's end
+(architecture §3 "Spacing"); a restart forgets it with the attempt."""
 
 from __future__ import annotations
 
@@ -63,16 +68,31 @@ class RoundSink:
         self._running: list[tuple[int, str, float]] = []
         """Provider-run calls without a result yet: (number, name, when it began)."""
         self._think = ThinkFilter()
+        self._held: list[str] = []
+        """Visible text not yet through the policy: it came while no write could start."""
         self.visible: list[str] = []
         self.attempts = 1
+        driver.pull_from(self._release)
 
     def _forward(self, visible: str) -> None:
         if not visible:
             return
         self.visible.append(visible)
-        emitted = self._policy.feed(visible)
-        if emitted:
-            self._driver.feed(TextEmitted(emitted))
+        if self._driver.text_waits():
+            self._held.append(visible)  # through the policy once a write could start
+            return
+        self._release(visible)
+
+    def _release(self, visible: str = "") -> None:
+        """The held text and ``visible`` through the policy, what it emits to delivery."""
+        if self._held:
+            self._held.append(visible)
+            visible = "".join(self._held)
+            self._held.clear()
+        if visible:
+            emitted = self._policy.feed(visible)
+            if emitted:
+                self._driver.feed(TextEmitted(emitted))
 
     def event(self, event: StreamEvent) -> None:
         match event:
@@ -80,11 +100,13 @@ class RoundSink:
                 if chunk.delta:
                     self._forward(self._think.feed(chunk.delta)[0])
             case PreExecutedToolCall(name=name):
+                self._release()
                 number = next(self._numbers)
                 self._running.append((number, name, anyio.current_time()))
                 status = self._policy.redact_line(running_line(name))
                 self._driver.feed(ToolStarted(number, status))
             case PreExecutedToolResult(name=name, error=error):
+                self._release()
                 self._finish(name, error)
             case _:
                 pass
@@ -106,6 +128,7 @@ class RoundSink:
         """The round's visible text (what the filter held is released first). A provider-run
         call still without a result ends here (``✗ name: <cause>``)."""
         self._forward(self._think.flush()[0])
+        self._release()
         self._end_running(cause)
         return "".join(self.visible)
 
@@ -118,6 +141,7 @@ class RoundSink:
     def restart(self) -> None:
         self._end_running("interrupted")
         self._think = ThinkFilter()
+        self._held.clear()  # the attempt's text: forgotten with it, never emitted
         self.visible.clear()
         self.attempts += 1
         self._policy.restart()

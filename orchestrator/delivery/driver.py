@@ -19,6 +19,9 @@ queue and is applied, newest text and all, when the wait ends; a wait that would
 time is shortened to it. So a model streaming 50 deltas a second into a chat edited once a second
 costs one wakeup of this task per edit, not one per delta. Not when a hook guards the pieces of a
 ``multi_message`` or ``off`` reply: a finished piece's hook starts as soon as its text is there.
+A caller may hold such text back before its policy (:meth:`~DeliveryDriver.text_waits`) and feed
+it from the source it gave :meth:`~DeliveryDriver.pull_from`, which each pass of the loop calls
+first (the round's sink does: the policy then runs once per write, not once per delta).
 
 Channel errors become write outcomes here, once: ``ChannelRateLimited`` →
 ``rate_limited`` (with its ``retry_after``), ``MessageNotModified`` → ``not_modified``,
@@ -170,6 +173,8 @@ class DeliveryDriver:
         """Before this time (on ``clock``) fed text cannot start anything: see :meth:`feed`."""
         self._text_waits = self.engine.settings.mode == "partial" or not policy.has_hook
         self._changed: anyio.Event | None = None
+        self._source: Callable[[], None] = _ignore
+        """Called before each pass of the loop: text held back while :meth:`text_waits`."""
         self._closed = False
         self._hooks: anyio.abc.TaskGroup | None = None
 
@@ -198,6 +203,18 @@ class DeliveryDriver:
             return
         wakeup.set()
 
+    def text_waits(self) -> bool:
+        """Whether text fed now could start nothing before the loop's next pass anyway (see
+        the module docstring); the wait is shortened to when a write could start, as
+        :meth:`feed` does. A caller that holds its text back then hands it over from the
+        source given to :meth:`pull_from`, which the loop calls before each pass."""
+        return self._wakeup is not None and self._wait is not None and self._text_can_wait()
+
+    def pull_from(self, source: Callable[[], None]) -> None:
+        """Call ``source`` (which feeds what it held back while :meth:`text_waits`) before each
+        pass of the loop and in :meth:`drain`; it replaces the source given before."""
+        self._source = source
+
     def _text_can_wait(self) -> bool:
         quiet = self._quiet
         if self._wait_until <= quiet:
@@ -213,6 +230,7 @@ class DeliveryDriver:
         """Wait until everything fed so far that can be written has been written (typing
         aside): e.g. a turn's narration and tool status before an approval prompt. A rate limit
         is waited out. Returns at once when :meth:`run` has ended."""
+        self._source()
         while not self._closed and (self._inbox or self.engine.pending):
             if self._changed is None:
                 self._changed = anyio.Event()
@@ -289,6 +307,7 @@ class DeliveryDriver:
     async def _step(self) -> tuple[bool, float | None]:
         """Apply queued events, poll, execute. Returns whether a write was done and the
         engine's wake-up deadline (``None``: none, wait for the next event)."""
+        self._source()
         now = self._clock()
         while self._inbox:
             event = self._inbox.popleft()

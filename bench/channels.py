@@ -8,7 +8,7 @@ lag*: how late it came compared with when it was due. A write is due at the late
 previous write to that chat plus the draft interval and (b) the moment the first text it adds
 could have been shown: the server's send time of the delta whose arrival released that text
 from the redaction window (:class:`StampingPolicies` records it; the deltas carry their send
-times, :func:`bench.streams.read_stamps`). So the policy's holdback and the throttle, which
+times, :func:`bench.streams.last_stamp`). So the policy's holdback and the throttle, which
 are by design, are not lag; a backlog anywhere (socket, decode, policy, delivery, loop) is.
 """
 
@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from bench.streams import read_stamps
+from bench.streams import last_stamp
 from channels.base import Channel, ChannelLimits, InboundMessage, MessageRef
 from orchestrator.policy import OutboundPolicy
 
@@ -121,9 +121,9 @@ class StampingPolicies:
 
         def stamped_feed(text: str) -> str:
             emitted = feed(text)
-            stamps = read_stamps(text)
-            if stamps:
-                last[0] = stamps[-1]
+            stamp = last_stamp(text)
+            if stamp is not None:
+                last[0] = stamp
             if emitted and chat_id not in released:
                 released[chat_id] = last[0]
             return emitted

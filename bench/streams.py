@@ -18,7 +18,7 @@ import random
 import re
 from collections.abc import Callable
 
-__all__ = ["FORMATS", "PATHS", "deltas", "events", "read_stamps", "stamp"]
+__all__ = ["FORMATS", "PATHS", "deltas", "events", "last_stamp", "read_stamps", "stamp"]
 
 _WORDS = (
     "the answer is that we can run each step on its own and then compare results "
@@ -60,15 +60,28 @@ def stamp(now: float) -> str:
     return "q" + "".join(reversed(letters)) + " "
 
 
+def _decode(letters: str) -> float:
+    value = 0
+    for ch in letters:
+        value = value * 26 + (ord(ch) - 97)
+    return value / 1e6
+
+
 def read_stamps(text: str) -> list[float]:
     """The send times (seconds) of the stamped deltas in ``text``, in order."""
-    out = []
-    for match in _STAMP.finditer(text):
-        value = 0
-        for ch in match.group(1):
-            value = value * 26 + (ord(ch) - 97)
-        out.append(value / 1e6)
-    return out
+    return [_decode(match.group(1)) for match in _STAMP.finditer(text)]
+
+
+def last_stamp(text: str) -> float | None:
+    """The send time of the last stamped delta in ``text`` (``None``: none), looking at its
+    last 24 characters first: a stamp is 11, and one never matches inside another."""
+    found = None
+    for match in _STAMP.finditer(text, max(0, len(text) - 24)):
+        found = match
+    if found is None and len(text) > 24:
+        for match in _STAMP.finditer(text):
+            found = match
+    return None if found is None else _decode(found.group(1))
 
 
 def _sse(data: object, event: str | None = None) -> bytes:

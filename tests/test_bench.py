@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from bench.parse import running_server
-from bench.streams import FORMATS, deltas, read_stamps, stamp
+from bench.streams import FORMATS, deltas, last_stamp, read_stamps, stamp
 from config.models import ProviderConfig
 from providers.base import ChatMessage, ChatRequest
 from providers.events import Final, TextDelta
@@ -24,6 +24,9 @@ def test_a_stamp_reads_back_as_its_time_to_the_microsecond() -> None:
     text = "".join(stamp(t) for t in (1.0, 12_345.678901, 987_654.000001))
     assert len(stamp(1.0)) == 11
     assert read_stamps(text) == pytest.approx([1.0, 12_345.678901, 987_654.000001], abs=1e-6)
+    assert last_stamp(text) == pytest.approx(987_654.000001, abs=1e-6)
+    assert last_stamp(text + "some words after it, more than twenty-four") == last_stamp(text)
+    assert last_stamp("no stamp here") is None
 
 
 def test_deltas_are_three_to_six_characters() -> None:

@@ -74,11 +74,6 @@ class RoundSink:
         self.attempts = 1
         driver.pull_from(self._release)
 
-    def reads_may_wait_until(self) -> float:
-        """Until when (the driver's clock) more of the stream could start no write: the
-        provider's reads may wait until then (:mod:`providers.read_hold`)."""
-        return self._driver.quiet_until()
-
     def _forward(self, visible: str) -> None:
         if not visible:
             return

@@ -48,7 +48,6 @@ from providers.errors import (
 )
 from providers.events import StreamEvent, TextDelta
 from providers.openai_chat import rejects_reasoning_effort
-from providers.read_hold import READS_MAY_WAIT_UNTIL
 
 __all__ = ["ChainEntry", "RoundFailed", "RoundResult", "RoundRunner", "RoundSink", "user_cause"]
 
@@ -279,8 +278,6 @@ class RoundRunner:
         """Stream one attempt to its end. The stream is closed however it ends (a ``/stop``
         cancels the task iterating it: the provider's connection is closed then too)."""
         stream = provider.stream(request)
-        hold = getattr(round_.sink, "reads_may_wait_until", None)
-        token = READS_MAY_WAIT_UNTIL.set(hold)
         try:
             async for event in stream:
                 if isinstance(event, TextDelta) and event.chunk.delta and not attempt.got_text:
@@ -289,7 +286,6 @@ class RoundRunner:
                 attempt.folder.add(event)
                 round_.sink.event(event)
         finally:
-            READS_MAY_WAIT_UNTIL.reset(token)
             await _close(stream)
         if attempt.folder.final is None:
             raise StreamTruncated("the stream ended without its terminal event")

@@ -8,9 +8,8 @@ exception-mapping context managers, a resource guard, and the transport's readin
 and off again (two ``epoll_ctl`` calls). For a stream of small events that per-read machinery
 costs more than parsing the event (bench/README.md). This backend implements httpcore's
 ``AsyncNetworkBackend`` / ``AsyncNetworkStream`` interface directly on an ``asyncio.Protocol``:
-received data is queued as it arrives (reading is paused only above :data:`READ_BUFFER_BYTES`;
-small pieces that arrive while no read waits are joined, :data:`JOIN_BELOW_BYTES`), and a read
-returns what is queued (up to its ``max_bytes``), or waits on one future for more.
+received data is queued as it arrives (reading is paused only above :data:`READ_BUFFER_BYTES`),
+and a read returns what is queued (up to its ``max_bytes``), or waits on one future for more.
 
 * timeouts (httpcore's ``timeout`` arguments: connect, write; reads pass none, architecture §2) are
   ``asyncio.timeout`` scopes, raised as httpcore's ``ConnectTimeout``/``ReadTimeout``/
@@ -36,14 +35,10 @@ from typing import Any
 import httpcore
 from httpcore import AsyncNetworkBackend, AsyncNetworkStream
 
-__all__ = ["JOIN_BELOW_BYTES", "READ_BUFFER_BYTES", "AsyncioBackend"]
+__all__ = ["READ_BUFFER_BYTES", "AsyncioBackend"]
 
 READ_BUFFER_BYTES = 256 * 1024
 """Bytes received but not yet read above which the socket's reading is paused."""
-
-JOIN_BELOW_BYTES = 4096
-"""Data received while no read waits is appended to the last queued piece while that is
-smaller than this (so at most this much is copied per piece)."""
 
 SocketOption = (
     tuple[int, int, int] | tuple[int, int, bytes | bytearray] | tuple[int, int, None, int]
@@ -67,13 +62,7 @@ class _Protocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        chunks = self.chunks
-        if self.reader is None and chunks and len(chunks[-1]) < JOIN_BELOW_BYTES:
-            # Nobody waits: join small pieces now. Each arrives in a buffer sized for a whole
-            # read, and a queue of them would keep a page of memory per piece.
-            chunks[-1] += data
-        else:
-            chunks.append(data)
+        self.chunks.append(data)
         self.buffered += len(data)
         if self.buffered > READ_BUFFER_BYTES and self.transport is not None:
             self.transport.pause_reading()

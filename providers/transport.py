@@ -54,7 +54,6 @@ from providers.errors import (
 )
 from providers.h11_body import h11_body
 from providers.net_backend import AsyncioBackend
-from providers.read_hold import HOLD_MARGIN_SECS, MAX_HOLD_SECS, READS_MAY_WAIT_UNTIL
 
 __all__ = [
     "CONNECT_TIMEOUT_SECS",
@@ -324,16 +323,8 @@ class BodyStream:
     async def _chunks(self) -> AsyncIterator[bytes]:
         watchdog = IdleWatchdog(self._idle)
         read = self._iter.__anext__
-        hold = READS_MAY_WAIT_UNTIL.get()
         try:
             while True:
-                if hold is not None:
-                    # Until the consumer can use more (at most MAX_HOLD_SECS): what arrives
-                    # meanwhile is read at once. Not a read: the idle bound is not running.
-                    now = anyio.current_time()
-                    delay = min(hold() - HOLD_MARGIN_SECS - now, MAX_HOLD_SECS)
-                    if delay > 0:
-                        await anyio.sleep(delay)
                 watchdog.reading()
                 try:
                     chunk = await read()

@@ -8,8 +8,6 @@ split across deltas, whatever the deltas' sizes and pace, in ``partial`` and ``m
 from __future__ import annotations
 
 import asyncio
-import math
-from itertools import pairwise
 
 import anyio
 import looptime
@@ -167,34 +165,3 @@ def test_property_no_write_shows_a_secret_split_across_held_deltas(
     assert not leaked, leaked
     whole = Redactor().redact("".join(text for _, text in fed))
     assert " ".join(channel.chat.visible()).split() == whole.split()
-
-
-@pytest.mark.looptime
-async def test_the_sink_tells_reads_when_the_driver_next_passes() -> None:
-    # What the provider's reads are told (providers/read_hold.py): until the next write could
-    # start, which is when the driver's loop next passes; "now" while a write may start.
-    channel = RecordingChannel(FakeChannelConfig(latency_ms=0))
-    policy = ReplyPolicy(channel="fake", chat_id="chat")
-    driver = DeliveryDriver(channel, "chat", policy)
-    sink = RoundSink(policy, driver)
-    assert sink.reads_may_wait_until() == -math.inf  # the loop has not started
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(driver.run)
-        policy.begin_round()
-        words = [f"w{i} " for i in range(100)]
-        seen: list[float] = []
-        for word in words:
-            sink.event(delta(word))
-            seen.append(sink.reads_may_wait_until())
-            await anyio.sleep(0.03)
-        sink.end()
-        driver.feed(TextEmitted(policy.finish()))
-        driver.feed(AnswerEnded())
-    writes = channel.chat.chat_writes()
-    assert seen[0] == -math.inf  # nothing written yet: text may start the first write now
-    for write, following in pairwise(writes):
-        assert following.t == pytest.approx(write.t + 1.0, abs=1e-6)
-    first = seen.index(next(t for t in seen if t != -math.inf))
-    assert first * 0.03 == pytest.approx(writes[0].t, abs=0.031)  # "now" until the first write
-    assert -math.inf not in seen[first:]  # then "later" for every delta,
-    assert set(seen[first:]) <= {w.t for w in writes}  # and always the next write

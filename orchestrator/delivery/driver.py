@@ -210,13 +210,6 @@ class DeliveryDriver:
         source given to :meth:`pull_from`, which the loop calls before each pass."""
         return self._wakeup is not None and self._wait is not None and self._text_can_wait()
 
-    def quiet_until(self) -> float:
-        """Before this time (on the driver's clock) text fed now could start nothing: the
-        loop waits and will not pass before it (``-inf`` when it may pass at any moment)."""
-        if self._wait is None or self._wakeup is None:
-            return -math.inf
-        return self._quiet
-
     def pull_from(self, source: Callable[[], None]) -> None:
         """Call ``source`` (which feeds what it held back while :meth:`text_waits`) before each
         pass of the loop and in :meth:`drain`; it replaces the source given before."""

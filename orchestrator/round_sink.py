@@ -95,6 +95,10 @@ class RoundSink:
                 self._driver.feed(TextEmitted(emitted))
 
     def event(self, event: StreamEvent) -> None:
+        if type(event) is TextDelta:  # nearly every event: no pattern matching for it
+            if event.chunk.delta:
+                self._forward(self._think.feed(event.chunk.delta)[0])
+            return
         match event:
             case TextDelta(chunk):
                 if chunk.delta:

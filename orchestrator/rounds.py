@@ -278,13 +278,14 @@ class RoundRunner:
         """Stream one attempt to its end. The stream is closed however it ends (a ``/stop``
         cancels the task iterating it: the provider's connection is closed then too)."""
         stream = provider.stream(request)
+        fold, sink = attempt.folder.add, round_.sink.event
         try:
             async for event in stream:
-                if isinstance(event, TextDelta) and event.chunk.delta and not attempt.got_text:
+                if not attempt.got_text and isinstance(event, TextDelta) and event.chunk.delta:
                     attempt.got_text = True
                     attempt.ttft_ms = (self._clock() - round_.start) * 1000.0
-                attempt.folder.add(event)
-                round_.sink.event(event)
+                fold(event)
+                sink(event)
         finally:
             await _close(stream)
         if attempt.folder.final is None:

@@ -151,6 +151,13 @@ class ResponseFolder:
         self.provider_items: tuple[dict[str, Any], ...] = ()
 
     def add(self, event: StreamEvent) -> None:
+        if type(event) is TextDelta:  # nearly every event: no pattern matching for it
+            chunk = event.chunk
+            if chunk.delta:
+                self._text.append(chunk.delta)
+            if chunk.reasoning:
+                self._reasoning.append(chunk.reasoning)
+            return
         match event:
             case TextDelta(chunk):
                 if chunk.delta:

@@ -56,8 +56,9 @@ class ReducedStream:
         """Opaque output items to store with the assistant message (``()`` until done)."""
         return self._reducer.provider_items
 
-    def __aiter__(self) -> ReducedStream:
-        return self
+    def __aiter__(self) -> AsyncGenerator[StreamEvent, None]:
+        # The generator itself: ``async for`` then resumes it with no wrapper call per event.
+        return self._events
 
     async def __anext__(self) -> StreamEvent:
         return await self._events.__anext__()

@@ -100,7 +100,7 @@ def _pipeline(smoke: bool) -> list[Row]:
 
 
 def _scale(smoke: bool) -> list[Row]:
-    ns = (3,) if smoke else (100, 200, 300, 500, 1000)
+    ns = (3,) if smoke else (100, 200, 300, 400, 500, 1000)
     s = scale.run(ns, 10 if smoke else 186, () if smoke or not _have("uvloop") else (500,))
     rows: list[Row] = []
     for n in ns:

@@ -1,6 +1,6 @@
 """Scale: N concurrent conversations streaming at 50 deltas/s through the whole pipeline.
 
-For each N (default 100, 200, 300, 500, 1000) a fresh client process (pinned to one core with
+For each N (default 100, 200, 300, 400, 500, 1000) a fresh client process (pinned to one core with
 ``taskset``) starts N conversations at once against the loopback server (:mod:`bench.server`,
 on the other core): ``openai_chat`` provider with its default pool, the real round runner, turn
 loop, outbound policy, store (SQLite in a temporary directory) and delivery driver, into one
@@ -156,7 +156,7 @@ def measure(
 
 
 def run(
-    ns: tuple[int, ...] = (100, 200, 300, 500, 1000),
+    ns: tuple[int, ...] = (100, 200, 300, 400, 500, 1000),
     deltas: int = 186,
     uvloop_n: tuple[int, ...] = (),
 ) -> dict[str, float]:
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--client" in argv:
         return client_main(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 300, 500, 1000])
+    parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 300, 400, 500, 1000])
     parser.add_argument("--deltas", type=int, default=186)
     parser.add_argument("--uvloop", type=int, nargs="*", default=[], help="N to run on uvloop")
     args = parser.parse_args(argv)

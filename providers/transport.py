@@ -54,7 +54,6 @@ from providers.errors import (
 )
 from providers.h11_body import h11_body
 from providers.net_backend import AsyncioBackend
-from providers.pool_shards import PoolShards
 
 __all__ = [
     "CONNECT_TIMEOUT_SECS",
@@ -78,10 +77,9 @@ DEFAULT_MAX_CONNECTIONS = 1000
 """Connections per provider's pool when the config sets none (architecture §2)."""
 
 MAX_KEEPALIVE_CONNECTIONS = 20
-"""Idle connections a provider keeps for reuse (httpx's default), shared by its pools (at least
-one each, :class:`providers.pool_shards.PoolShards`). httpcore's pool looks at every connection
-for each idle one whenever a request starts or ends, so a thousand idle connections would cost
-a million checks per request; a pool with more connections than its share closes idle ones as
+"""Idle connections a pool keeps for reuse (httpx's default). httpcore's pool looks at every
+connection for each idle one whenever a request starts or ends, so a thousand idle connections
+would cost a million checks per request; above this many connections it closes idle ones as
 they come back instead."""
 
 
@@ -94,9 +92,9 @@ def make_client(
 ) -> httpx.AsyncClient:
     """An httpx client with the connect bound only; reads are bounded by our watchdog and scopes.
 
-    Its pools (:class:`providers.pool_shards.PoolShards`) hold up to ``max_connections``
-    connections, of which about :data:`MAX_KEEPALIVE_CONNECTIONS` idle ones are kept alive
-    between replies (for httpx's 5 s); waiting for one is unbounded. Its
+    The pool holds up to ``max_connections`` connections, of which up to
+    :data:`MAX_KEEPALIVE_CONNECTIONS` idle ones are kept alive between replies (for httpx's
+    5 s); waiting for one is unbounded. Its
     sockets are :class:`providers.net_backend.AsyncioBackend`'s unless ``network_backend``
     says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice). TLS verifies with
     ``ssl_context``, by default httpx's.
@@ -125,9 +123,8 @@ def _use_backend(
     backend: httpcore.AsyncNetworkBackend,
     ssl_context: ssl.SSLContext | None,
 ) -> bool:
-    """Give the direct (unproxied) transport of ``client`` pools on ``backend``
-    (:class:`providers.pool_shards.PoolShards`: at most 64 connections per pool); proxied URLs
-    keep httpx's proxy transports. False, and a warning, when this httpx does not hold
+    """Give the direct (unproxied) transport of ``client`` a pool on ``backend``; proxied
+    URLs keep httpx's proxy transports. False, and a warning, when this httpx does not hold
     its pool where 0.27/0.28 do (``AsyncHTTPTransport._pool``, an httpcore pool): httpx takes
     no network backend, so this reaches into it, and a later httpx that moved it keeps its
     own pool and backend (slower, the same behaviour) instead of failing."""
@@ -141,21 +138,15 @@ def _use_backend(
             httpx.__version__,
         )
         return False
-
-    def make_pool(max_connections: int, max_keepalive: int) -> httpcore.AsyncConnectionPool:
-        return httpcore.AsyncConnectionPool(  # the same settings, our sockets
-            ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
-            max_connections=max_connections,
-            max_keepalive_connections=max_keepalive,
-            keepalive_expiry=limits.keepalive_expiry,
-            http1=getattr(pool, "_http1", True),
-            http2=getattr(pool, "_http2", False),
-            retries=getattr(pool, "_retries", 0),
-            network_backend=backend,
-        )
-
-    direct._pool = PoolShards(  # type: ignore[assignment]  # what httpx calls on its pool
-        make_pool, limits.max_connections or 1, limits.max_keepalive_connections or 0
+    direct._pool = httpcore.AsyncConnectionPool(  # the same settings, our sockets
+        ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
+        max_connections=limits.max_connections,
+        max_keepalive_connections=limits.max_keepalive_connections,
+        keepalive_expiry=limits.keepalive_expiry,
+        http1=getattr(pool, "_http1", True),
+        http2=getattr(pool, "_http2", False),
+        retries=getattr(pool, "_retries", 0),
+        network_backend=backend,
     )
     return True
 

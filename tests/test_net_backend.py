@@ -309,12 +309,9 @@ async def test_a_pool_keeps_a_bounded_number_of_idle_connections() -> None:
             await asyncio.sleep(0.3)
             release.set()
             assert await asyncio.gather(*tasks) == [b"data: 1\n\n"] * 60
-            shards = http._transport._pool  # type: ignore[attr-defined]
-            idle = [c for c in shards.connections if c.is_idle()]
+            pool = http._transport._pool  # type: ignore[attr-defined]
+            idle = [c for c in pool.connections if c.is_idle()]
             assert 1 <= len(idle) <= MAX_KEEPALIVE_CONNECTIONS, len(idle)
-            # the 60 went to the pools with the fewest requests in flight: 60 connections
-            # over the 16 pools of the default 1000, none holding more than its share
-            assert [len(p.connections) <= 63 for p in shards.pools] == [True] * 16
 
 
 @pytest.mark.parametrize(

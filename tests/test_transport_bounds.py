@@ -223,22 +223,10 @@ def test_max_connections_must_be_positive(value: int) -> None:
 def test_the_pool_of_a_provider_is_its_max_connections() -> None:
     settings = config("openai_chat", "http://127.0.0.1:9/v1", max_connections=7)
     provider = OpenAIChatProvider("p", settings)
-    shards = provider._client._transport._pool  # type: ignore[attr-defined]
-    assert [(p._max_connections, p._max_keepalive_connections) for p in shards.pools] == [(7, 7)]
+    pool = provider._client._transport._pool  # type: ignore[attr-defined]
+    assert pool._max_connections == 7 and pool._max_keepalive_connections == 7
     assert provider._client.timeout.pool is None
     assert isinstance(provider._client, httpx.AsyncClient)
-
-
-def test_a_large_pool_is_shards_of_at_most_64_connections() -> None:
-    # httpcore's pool checks all its connections on every request start and end: 1000
-    # connections are 16 pools of 63, keeping 1 idle one each.
-    from providers.pool_shards import SHARD_CONNECTIONS
-
-    provider = OpenAIChatProvider("p", config("openai_chat", "http://127.0.0.1:9/v1"))
-    shards = provider._client._transport._pool  # type: ignore[attr-defined]
-    limits = {(p._max_connections, p._max_keepalive_connections) for p in shards.pools}
-    assert len(shards.pools) == 16 and limits == {(63, 1)}
-    assert 63 <= SHARD_CONNECTIONS
 
 
 @pytest.mark.parametrize("coding", ["gzip", "identity", None])

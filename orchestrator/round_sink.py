@@ -100,9 +100,6 @@ class RoundSink:
                 self._forward(self._think.feed(event.chunk.delta)[0])
             return
         match event:
-            case TextDelta(chunk):
-                if chunk.delta:
-                    self._forward(self._think.feed(chunk.delta)[0])
             case PreExecutedToolCall(name=name):
                 self._release()
                 number = next(self._numbers)

@@ -159,11 +159,6 @@ class ResponseFolder:
                 self._reasoning.append(chunk.reasoning)
             return
         match event:
-            case TextDelta(chunk):
-                if chunk.delta:
-                    self._text.append(chunk.delta)
-                if chunk.reasoning:
-                    self._reasoning.append(chunk.reasoning)
             case ToolCall():
                 self._calls.append(event)
             case PreExecutedToolCall() | PreExecutedToolResult():

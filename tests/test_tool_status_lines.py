@@ -54,14 +54,19 @@ def test_a_duration_is_shown_in_seconds_to_one_decimal() -> None:
     assert done_line("slow", 12.36) == "✓ slow 12.4 s"
 
 
-@pytest.mark.looptime
-async def test_provider_run_tools_finish_their_own_lines() -> None:
+def multi_message_sink() -> tuple[RecordingChannel, DeliveryDriver, RoundSink]:
+    """A ``multi_message`` chat showing tool status, its driver and a round's sink."""
     channel = RecordingChannel(MULTI)
     policy = ReplyPolicy(channel="fake", chat_id="chat")
     driver = DeliveryDriver(channel, "chat", policy)
+    return channel, driver, RoundSink(policy, driver)
+
+
+@pytest.mark.looptime
+async def test_provider_run_tools_finish_their_own_lines() -> None:
+    channel, driver, sink = multi_message_sink()
     async with anyio.create_task_group() as tg:
         tg.start_soon(driver.run)
-        sink = RoundSink(policy, driver)
         sink.event(PreExecutedToolCall("web_search", '{"query": "x"}'))
         sink.event(PreExecutedToolCall("code_execution", "{}"))
         await anyio.sleep(0.5)
@@ -187,12 +192,9 @@ async def test_a_quick_answer_waits_for_the_spacing_before_the_prompts_outcome_e
 
 @pytest.mark.looptime
 async def test_a_provider_run_tool_cut_short_by_stop_ends_with_that_cause() -> None:
-    channel = RecordingChannel(MULTI)
-    policy = ReplyPolicy(channel="fake", chat_id="chat")
-    driver = DeliveryDriver(channel, "chat", policy)
+    channel, driver, sink = multi_message_sink()
     async with anyio.create_task_group() as tg:
         tg.start_soon(driver.run)
-        sink = RoundSink(policy, driver)
         sink.event(PreExecutedToolCall("web_search", '{"query": "x"}'))
         await anyio.sleep(0.5)
         sink.end("stopped")  # the turn's /stop ends the round (TurnRunner._cut_short)

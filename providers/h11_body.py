@@ -9,8 +9,14 @@ HTTP chunk. A model streams one event per chunk: that is all per event. :func:`h
 the same loop in one async generator, on the same objects: it takes every event h11 can parse
 out of what one read returned and yields their data joined, once per read (at most
 :data:`MAX_CHUNKS_PER_PIECE` chunks per piece), mapping
-``h11.RemoteProtocolError`` to httpcore's as httpcore does (RFC 9112 §7.1 chunked framing is
-h11's; nothing here parses HTTP).
+``h11.RemoteProtocolError`` to httpcore's as httpcore does.
+
+Chunked bodies: once h11 stands between two chunks with nothing buffered (normally after the
+chunks that came with the head), the data chunks are decoded by
+:class:`providers.chunked.ChunkedDecoder` (RFC 9112 §7.1) instead of h11's state machine; the
+bytes from the last chunk on are handed back to h11 (``receive_data``), which parses the last
+chunk and the trailers and ends the message, so the connection is reused exactly as before. A
+framing fault or an EOF inside the body is httpcore's ``RemoteProtocolError``, as from h11.
 
 Closing is httpcore's: the body's stream is closed (``aclose()``, which returns a connection
 that finished its cycle to the pool and closes any other) by the response's ``aclose()`` as
@@ -18,7 +24,9 @@ before, and at once when reading fails, as httpcore's own iterator does.
 
 Private layouts are checked, not assumed: :func:`h11_body` returns ``None`` unless the stream is
 httpcore 1.0's ``HTTP11ConnectionByteStream`` over an ``AsyncHTTP11Connection`` with the fields
-read here; the caller then iterates the stream as it is.
+read here; the caller then iterates the stream as it is. The chunk decoder takes over only
+where h11's reader is its ``ChunkedReader`` with the fields read here at their between-chunks
+values; anywhere else h11 parses every chunk.
 """
 
 from __future__ import annotations
@@ -31,13 +39,22 @@ import httpcore
 
 __all__ = ["MAX_CHUNKS_PER_PIECE", "h11_body"]
 
+from providers.chunked import ChunkedDecoder, ChunkedFramingError
+
 try:  # private: checked, not assumed (see the module docstring)
     from httpcore._async.http11 import AsyncHTTP11Connection, HTTP11ConnectionByteStream
     from httpcore._synchronization import AsyncShieldCancellation
 except ImportError:  # pragma: no cover - another httpcore layout
     AsyncHTTP11Connection = HTTP11ConnectionByteStream = None  # type: ignore[assignment,misc]
+try:
+    from h11._readers import ChunkedReader
+except ImportError:  # pragma: no cover - another h11 layout: h11 parses every chunk
+    ChunkedReader = None  # type: ignore[assignment,misc]
 
 _DISCONNECTED = "Server disconnected without sending a response."
+_INCOMPLETE = (
+    "peer closed connection without sending complete message body (incomplete chunked read)"
+)
 
 MAX_CHUNKS_PER_PIECE = 16
 """The most chunks whose data one piece joins. A loop that falls behind reads 64 KB at once,
@@ -73,6 +90,7 @@ async def _reads(
     next_event = state.next_event
     data_type, need_data, paused = h11.Data, h11.NEED_DATA, h11.PAUSED
     pieces: list[Any] = []
+    decoded = False  # the data chunks were decoded here, h11 has the rest
     try:
         while True:
             try:
@@ -90,6 +108,26 @@ async def _reads(
                 if pieces:
                     yield b"".join(pieces)
                     pieces.clear()
+                if not decoded and _at_chunk_boundary(state):
+                    decoded = True
+                    decoder = ChunkedDecoder()
+                    next_piece, feed = decoder.next_piece, decoder.feed
+                    while True:
+                        try:
+                            piece = next_piece(MAX_CHUNKS_PER_PIECE)
+                        except ChunkedFramingError as exc:
+                            raise httpcore.RemoteProtocolError(str(exc)) from exc
+                        if piece is not None:
+                            yield piece
+                        elif decoder.last_chunk is not None:
+                            break
+                        else:
+                            data = await network.read(size, timeout=read_timeout)
+                            if not data:
+                                raise httpcore.RemoteProtocolError(_INCOMPLETE)
+                            feed(data)
+                    state.receive_data(decoder.last_chunk)
+                    continue
                 data = await network.read(size, timeout=read_timeout)
                 if data == b"" and state.their_state is h11.SEND_RESPONSE:
                     raise httpcore.RemoteProtocolError(_DISCONNECTED)
@@ -103,3 +141,17 @@ async def _reads(
         with AsyncShieldCancellation():
             await stream.aclose()
         raise
+
+
+def _at_chunk_boundary(state: h11.Connection) -> bool:
+    """h11 is reading a chunked body, between two chunks, with nothing buffered."""
+    reader = getattr(state, "_reader", None)
+    return (
+        ChunkedReader is not None
+        and type(reader) is ChunkedReader
+        and getattr(reader, "_bytes_in_chunk", None) == 0
+        and getattr(reader, "_bytes_to_discard", None) == b""
+        and getattr(reader, "_reading_trailer", None) is False
+        and state.their_state is h11.SEND_BODY
+        and not state.trailing_data[0]
+    )

@@ -77,42 +77,47 @@ class ChunkedDecoder:
         if not buffer:
             return None
         pos, end = 0, len(buffer)
+        in_chunk, crlf_due = self._in_chunk, self._crlf_due
         parts: list[bytes] = []
         fault: str | None = None
         while pos < end and len(parts) < max_chunks:
-            if self._crlf_due:
-                due = self._crlf_due
-                seen = buffer[pos : pos + due]
-                if seen != b"\r\n"[2 - due : 2 - due + len(seen)]:
+            if crlf_due:
+                seen = buffer[pos : pos + crlf_due]
+                if seen != b"\r\n"[2 - crlf_due : 2 - crlf_due + len(seen)]:
                     fault = f"malformed chunk footer: {seen!r}"
                     break
                 pos += len(seen)
-                self._crlf_due = due - len(seen)
-                continue
-            if self._in_chunk:
-                take = min(self._in_chunk, end - pos)
+                crlf_due -= len(seen)
+            elif in_chunk:
+                take = min(in_chunk, end - pos)
                 parts.append(buffer[pos : pos + take])
                 pos += take
-                self._in_chunk -= take
-                if not self._in_chunk:
-                    self._crlf_due = 2
-                continue
-            line_end = buffer.find(b"\r\n", pos)
-            if line_end < 0:
-                if end - pos > MAX_SIZE_LINE_BYTES:
-                    fault = "chunk size line too long"
-                break
-            matched = _SIZE_LINE.fullmatch(buffer, pos, line_end)
-            if matched is None:
-                fault = f"illegal chunk header: {buffer[pos : line_end + 2][:80]!r}"
-                break
-            size = int(matched[1], 16)
-            if not size:
-                self.last_chunk = buffer[pos:]
-                pos = end
-                break
-            self._in_chunk = size
-            pos = line_end + 2
+                in_chunk -= take
+                if not in_chunk:
+                    crlf_due = 2
+            else:
+                line_end = buffer.find(b"\r\n", pos)
+                if line_end < 0:
+                    if end - pos > MAX_SIZE_LINE_BYTES:
+                        fault = "chunk size line too long"
+                    break
+                matched = _SIZE_LINE.fullmatch(buffer, pos, line_end)
+                if matched is None:
+                    fault = f"illegal chunk header: {buffer[pos : line_end + 2][:80]!r}"
+                    break
+                size = int(matched[1], 16)
+                if not size:
+                    self.last_chunk = buffer[pos:]
+                    pos = end
+                    break
+                start = line_end + 2
+                stop = start + size
+                if stop + 2 <= end and buffer[stop : stop + 2] == b"\r\n":  # a whole chunk
+                    parts.append(buffer[start:stop])
+                    pos = stop + 2
+                else:
+                    in_chunk, pos = size, start
+        self._in_chunk, self._crlf_due = in_chunk, crlf_due
         self._buffer = buffer[pos:] if pos < end else b""
         if fault is not None:
             self._fault = ChunkedFramingError(fault)

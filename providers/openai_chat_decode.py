@@ -283,38 +283,56 @@ class ChatCompletionsStreamReducer(StreamReducer):
         if obj.get("error") is not None:
             raise error_from_event(obj["error"])
         events: list[StreamEvent] = []
-        proxy = proxy_tool_event(obj)
-        if proxy is not None:
-            events.append(proxy)
-        choice = _first_choice(obj.get("choices"))
+        if "x_tool_start" in obj or "x_tool_result" in obj:
+            proxy = proxy_tool_event(obj)
+            if proxy is not None:
+                events.append(proxy)
+        choices = obj.get("choices")
+        if type(choices) is list and len(choices) == 1:  # as every server sends: inline
+            choice = choices[0]
+            if not isinstance(choice, dict) or choice.get("index") not in (0, None):
+                choice = None
+        else:
+            choice = _first_choice(choices)
         if choice is not None:
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                events.extend(self._on_delta(delta))
+                self._on_delta(delta, events)
             raw_finish = choice.get("finish_reason")
             if isinstance(raw_finish, str) and raw_finish and not self.finish_seen:
                 self.finish_seen = True
                 self._raw_finish = raw_finish
                 events.extend(self._emit_calls())
-        usage = parse_usage(obj.get("usage"))
+        usage = obj.get("usage")
         if usage is not None:
-            self._usage = usage
+            parsed = parse_usage(usage)
+            if parsed is not None:
+                self._usage = parsed
         return events
 
-    def _on_delta(self, delta: dict[str, Any]) -> list[StreamEvent]:
-        events: list[StreamEvent] = []
-        text = visible_content(delta)
-        reasoning = parse_reasoning(delta)
+    def _on_delta(self, delta: dict[str, Any], events: list[StreamEvent]) -> None:
+        """Append the events of one ``delta``: its text (``visible_content``, inlined for the
+        plain ``content`` string) and reasoning (``parse_reasoning``), then fold its tool-call
+        fragments."""
+        get = delta.get
+        text = get("content")
+        if type(text) is not str:
+            text = ""
+        refusal = get("refusal")
+        if refusal is not None:
+            text = visible_content(delta)
+        reasoning = get("reasoning_content")
+        if not (isinstance(reasoning, str) and reasoning):
+            reasoning = parse_reasoning(delta) if "reasoning" in delta else ""
         if text or reasoning:
             events.append(TextDelta(StreamChunk(delta=text, reasoning=reasoning)))
-        fragments = delta.get("tool_calls")
-        if isinstance(fragments, list) and fragments:
+        fragments = get("tool_calls")
+        if fragments and isinstance(fragments, list):
             if self._calls_emitted:
                 raise StreamProtocolError("tool call fragment after the finish_reason")
             for fragment in fragments:
                 if isinstance(fragment, dict):
                     self._on_call_fragment(fragment)
-        return events
 
     def _on_call_fragment(self, fragment: dict[str, Any]) -> None:
         index = _int_or_none(fragment.get("index"))

@@ -94,6 +94,26 @@ class SSEDecoder:
         """:meth:`feed`, returning only the ``data`` of each event (no event objects are made:
         the provider decoders read nothing else). The same bounds and errors as :meth:`feed`."""
         self._objects = False
+        if (
+            chunk[-2:] == b"\n\n"
+            and self._bom_checked
+            and not self._has_lines
+            and not self._pending
+            and not self._skip_lf
+            and self._failure is None
+            and len(chunk) <= MAX_FRAME_BYTES
+            and b"\r" not in chunk
+        ):
+            # The read as models send it: one whole event, ``data: X`` (after an ``event:``
+            # line or not) and a blank line. The line loop would return X and leave every
+            # buffer as it found it; so does this.
+            if chunk.startswith(b"data: "):
+                if chunk.find(b"\n", 6) == len(chunk) - 2:
+                    return [chunk[6:-2].decode("utf-8", "replace")]
+            elif chunk.startswith(b"event:"):
+                data = chunk.find(b"\n") + 1
+                if chunk.startswith(b"data: ", data) and chunk.find(b"\n", data) == len(chunk) - 2:
+                    return [chunk[data + 6 : -2].decode("utf-8", "replace")]
         return self._checked(self._feed_bytes(chunk))
 
     def _checked(self, events: list[Any]) -> list[Any]:

@@ -306,6 +306,28 @@ def test_property_any_split_gives_the_same_events(
     assert decode(*pieces) == expected
 
 
+@settings(max_examples=300, deadline=None)
+@given(sse_bodies(), st.integers(0, 3))
+def test_property_reads_of_whole_events_give_the_data_of_every_event(
+    body_and_events: tuple[bytes, list[ServerSentEvent]], events_per_read: int
+) -> None:
+    # A model's stream comes one whole event per read ("data: ...\n\n", maybe after an
+    # "event:" line), which feed_data takes without its line loop: reads cut at line ends
+    # (every first, second or third LF), so many reads are whole events, some not; or (0)
+    # after every blank line, so each read is a whole event or block.
+    body, expected = body_and_events
+    if events_per_read:
+        ends = [i + 1 for i in range(len(body)) if body[i : i + 1] == b"\n"]
+        cuts = [end for n, end in enumerate(ends) if n % events_per_read == 0]
+    else:
+        cuts = [i + 2 for i in range(len(body)) if body[i : i + 2] == b"\n\n"]
+    pieces = [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)], strict=True)]
+    data = [event.data for event in expected]
+    assert decode_data(*pieces) == data
+    if not body.startswith("\ufeff".encode()):  # a BOM is dropped only at the start
+        assert decode_data(b"data: {}\n\n", *pieces) == ["{}", *data]
+
+
 _DATA_LINE = st.tuples(
     st.sampled_from(["data:", "data: ", "data:  ", "data", "event: x", ":"]), _LINE_TEXT
 )

@@ -17,7 +17,12 @@ started (KB), CPU per delta (process CPU time / deltas delivered, µs). The delt
 one core sustains is the largest offered load (N × 50) whose edit lag p99 stayed under
 100 ms; ``capacity`` is 1e6 / CPU per delta.
 
-Usage: ``python -m bench.scale [--n 100 200 300 500 1000] [--deltas 186] [--uvloop]``
+Rows marked ``spread`` start their conversations evenly over :data:`SPREAD_MS` instead of at
+once (``--spread N …``): their lag is the steady state's, not the burst of N streams opened,
+and N chats written, in the same millisecond.
+
+Usage: ``python -m bench.scale [--n 100 200 300 500 1000] [--deltas 186] [--uvloop N …]
+[--spread N …]``
 """
 
 from __future__ import annotations
@@ -37,6 +42,10 @@ __all__ = ["main", "run"]
 
 ROOT = Path(__file__).resolve().parents[1]
 RATE = 50  # deltas per second per conversation
+SPREAD_MS = 1000
+"""The ``spread`` rows start their N conversations evenly over this long (one draft interval)
+instead of all at once, so the chats' writes and their streams' starts and ends are not in
+step: the steady state of N replies rather than N of them arriving in the same millisecond."""
 
 
 def _rss_kb() -> int:
@@ -52,7 +61,7 @@ def _pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100)[q - 1]
 
 
-async def _client(url: str, n: int, deltas: int) -> dict[str, float]:
+async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str, float]:
     import anyio
 
     from bench.channels import RecordingChannel, StampingPolicies
@@ -87,6 +96,8 @@ async def _client(url: str, n: int, deltas: int) -> dict[str, float]:
         )
 
         async def conversation(i: int) -> None:
+            if spread_ms:
+                await anyio.sleep(spread_ms / 1000 * i / n)
             chat = f"c{i}"
             starts[chat] = time.monotonic()
             inbound = InboundMessage("bench", chat, "u1", "user", "tell me", f"m{i}")
@@ -130,8 +141,9 @@ def client_main(argv: list[str]) -> int:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--deltas", type=int, default=186)
     parser.add_argument("--uvloop", action="store_true")
+    parser.add_argument("--spread-ms", type=int, default=0)
     args = parser.parse_args(argv)
-    coro = _client(args.url, args.n, args.deltas)
+    coro = _client(args.url, args.n, args.deltas, args.spread_ms)
     if args.uvloop:
         import uvloop
 
@@ -143,12 +155,13 @@ def client_main(argv: list[str]) -> int:
 
 
 def measure(
-    url: str, n: int, deltas: int, *, uvloop: bool = False, core: int = 1
+    url: str, n: int, deltas: int, *, uvloop: bool = False, spread_ms: int = 0, core: int = 1
 ) -> dict[str, float]:
     from bench.parse import _pin
 
     cmd = [*_pin(core), sys.executable, "-m", "bench.scale", "--client", "--url", url,
-           "--n", str(n), "--deltas", str(deltas)] + (["--uvloop"] if uvloop else [])  # fmt: skip
+           "--n", str(n), "--deltas", str(deltas), "--spread-ms", str(spread_ms)]  # fmt: skip
+    cmd += ["--uvloop"] if uvloop else []
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"scale N={n} failed:\n{out.stderr[-3000:]}")
@@ -159,6 +172,7 @@ def run(
     ns: tuple[int, ...] = (100, 200, 300, 400, 500, 1000),
     deltas: int = 186,
     uvloop_n: tuple[int, ...] = (),
+    spread_n: tuple[int, ...] = (),
 ) -> dict[str, float]:
     """The scale section; returns the summary figures."""
     from bench.parse import running_server
@@ -169,11 +183,13 @@ def run(
             rows.append(("asyncio", measure(url, n, deltas)))
         for n in uvloop_n:
             rows.append(("uvloop", measure(url, n, deltas, uvloop=True)))
+        for n in spread_n:
+            rows.append(("spread", measure(url, n, deltas, spread_ms=SPREAD_MS)))
     print(f"scale: N conversations at {RATE} deltas/s, {deltas} deltas of 11 characters each")
     print(f"  {'loop':8} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
           f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'wall s':>7}")  # fmt: skip
     summary: dict[str, float] = {}
-    sustained = 0
+    sustained = spread = 0
     for loop, r in rows:
         print(
             f"  {loop:8} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
@@ -186,10 +202,16 @@ def run(
             summary[f"{prefix}_{key}"] = r[key]
         if loop == "asyncio" and r["lag_p99_ms"] < 100 and r["failed"] == 0:
             sustained = max(sustained, int(r["n"]) * RATE)
+        if loop == "spread" and r["lag_p99_ms"] < 100 and r["failed"] == 0:
+            spread = max(spread, int(r["n"]) * RATE)
     asyncio_rows = [r for loop, r in rows if loop == "asyncio"]
     cpu = min(r["cpu_us_per_delta"] for r in asyncio_rows)
     summary["sustained_deltas_per_s"] = sustained
+    if spread_n:
+        summary["sustained_spread_deltas_per_s"] = spread
     summary["capacity_deltas_per_s"] = 1e6 / cpu
+    if spread_n:
+        print(f"  sustained with the starts spread over {SPREAD_MS} ms: {spread} deltas/s")
     print(
         f"  sustained with edit lag p99 < 100 ms: {sustained} deltas/s; "
         f"capacity from CPU per delta: {1e6 / cpu:.0f} deltas/s per core"
@@ -205,8 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 300, 400, 500, 1000])
     parser.add_argument("--deltas", type=int, default=186)
     parser.add_argument("--uvloop", type=int, nargs="*", default=[], help="N to run on uvloop")
+    parser.add_argument(
+        "--spread", type=int, nargs="*", default=[], help="N to run with the starts spread"
+    )
     args = parser.parse_args(argv)
-    run(tuple(args.n), args.deltas, tuple(args.uvloop))
+    run(tuple(args.n), args.deltas, tuple(args.uvloop), tuple(args.spread))
     return 0
 
 

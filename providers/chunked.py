@@ -24,8 +24,9 @@ import re
 __all__ = ["MAX_SIZE_LINE_BYTES", "ChunkedDecoder", "ChunkedFramingError"]
 
 MAX_SIZE_LINE_BYTES = 16 * 1024
-"""The longest chunk-size line (with its extensions) accepted, as h11's default bound on an
-incomplete event (``h11.Connection(max_incomplete_event_size=16384)``)."""
+"""The default bound on a chunk-size line (with its extensions) not yet ended, h11's default
+bound on an incomplete event (``h11.Connection(max_incomplete_event_size=16384)``); pass the
+bound the connection's h11 was given (httpcore: 100 KB) to :class:`ChunkedDecoder`."""
 
 _SIZE_LINE = re.compile(rb"([0-9A-Fa-f]{1,20})(?:;[^\n]*)?[ \t]*")
 """h11's ``chunk_header`` (``h11/_abnf.py``) without its CRLF."""
@@ -38,14 +39,18 @@ class ChunkedFramingError(ValueError):
 class ChunkedDecoder:
     """Data chunks of a chunked body, from a chunk boundary to its last chunk.
 
+    Args:
+        max_line_bytes: the longest size line, not yet ended, to wait for (bytes).
+
     Attributes:
         last_chunk: ``None`` until the last chunk's size line begins; then the bytes from that
             line on (the last chunk, trailers and anything after them), for h11 to parse.
     """
 
-    __slots__ = ("_buffer", "_crlf_due", "_fault", "_in_chunk", "last_chunk")
+    __slots__ = ("_buffer", "_crlf_due", "_fault", "_in_chunk", "_max_line", "last_chunk")
 
-    def __init__(self) -> None:
+    def __init__(self, max_line_bytes: int = MAX_SIZE_LINE_BYTES) -> None:
+        self._max_line = max_line_bytes
         self._buffer = b""
         self._in_chunk = 0  # data bytes of the current chunk not yet decoded
         self._crlf_due = 0  # bytes of the CRLF after the chunk's data not yet seen (0-2)
@@ -64,11 +69,12 @@ class ChunkedDecoder:
 
     def next_piece(self, max_chunks: int) -> bytes | None:
         """The data of the next chunks fed so far (at most ``max_chunks`` of them, one of them
-        possibly partial), or ``None`` when more bytes are needed or the last chunk began.
+        possibly partial), or ``None`` when more bytes are needed or the last chunk began. When
+        :attr:`last_chunk` is set, the piece returned (if any) is the body's last.
 
         Raises:
             ChunkedFramingError: a malformed size line, a size line longer than
-                :data:`MAX_SIZE_LINE_BYTES`, or a chunk's data not followed by CRLF; raised
+                ``max_line_bytes``, or a chunk's data not followed by CRLF; raised
                 once the data decoded before the fault has been returned.
         """
         if self._fault is not None:
@@ -98,7 +104,7 @@ class ChunkedDecoder:
             else:
                 line_end = buffer.find(b"\r\n", pos)
                 if line_end < 0:
-                    if end - pos > MAX_SIZE_LINE_BYTES:
+                    if end - pos > self._max_line:
                         fault = "chunk size line too long"
                     break
                 matched = _SIZE_LINE.fullmatch(buffer, pos, line_end)

@@ -39,7 +39,7 @@ import httpcore
 
 __all__ = ["MAX_CHUNKS_PER_PIECE", "h11_body"]
 
-from providers.chunked import ChunkedDecoder, ChunkedFramingError
+from providers.chunked import MAX_SIZE_LINE_BYTES, ChunkedDecoder, ChunkedFramingError
 
 try:  # private: checked, not assumed (see the module docstring)
     from httpcore._async.http11 import AsyncHTTP11Connection, HTTP11ConnectionByteStream
@@ -110,17 +110,21 @@ async def _reads(
                     pieces.clear()
                 if not decoded and _at_chunk_boundary(state):
                     decoded = True
-                    decoder = ChunkedDecoder()
+                    decoder = ChunkedDecoder(_max_line_bytes(state))
                     next_piece, feed = decoder.next_piece, decoder.feed
                     while True:
                         try:
                             piece = next_piece(MAX_CHUNKS_PER_PIECE)
                         except ChunkedFramingError as exc:
                             raise httpcore.RemoteProtocolError(str(exc)) from exc
+                        if decoder.last_chunk is not None:
+                            # h11 ends the message before the last piece is handed on, as
+                            # before: a reader that stops at it leaves the connection reusable.
+                            if piece is not None:
+                                pieces.append(piece)
+                            break
                         if piece is not None:
                             yield piece
-                        elif decoder.last_chunk is not None:
-                            break
                         else:
                             data = await network.read(size, timeout=read_timeout)
                             if not data:
@@ -141,6 +145,12 @@ async def _reads(
         with AsyncShieldCancellation():
             await stream.aclose()
         raise
+
+
+def _max_line_bytes(state: h11.Connection) -> int:
+    """The bound h11 puts on an incomplete event, as httpcore configured it (100 KB)."""
+    bound = getattr(state, "_max_incomplete_event_size", None)
+    return bound if type(bound) is int and bound > 0 else MAX_SIZE_LINE_BYTES
 
 
 def _at_chunk_boundary(state: h11.Connection) -> bool:

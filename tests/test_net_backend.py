@@ -379,3 +379,55 @@ async def read_body_from(http: httpx.AsyncClient, url: str) -> bytes:
         http, url, json_body={}, headers={}, timeout_secs=10, idle_timeout_secs=10
     ) as body:
         return b"".join([piece async for piece in body])
+
+
+@pytest.mark.parametrize("trailer", [b"", b"x-checksum: 1\r\n"], ids=["no trailer", "trailer"])
+async def test_a_reader_that_stops_at_the_last_piece_leaves_the_connection_reusable(
+    trailer: bytes,
+) -> None:
+    # A model's stream is read up to its terminal event ([DONE]) and no further. When that
+    # event and the last chunk come in one read, h11 must have ended the message before the
+    # piece is handed on, or the stopped body's connection is closed instead of reused.
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while await read_request(reader):
+            writer.write(chunked_head() + chunk(b"data: 1\n\n"))
+            await writer.drain()
+            await asyncio.sleep(0.02)  # the chunks below are decoded after h11 handed over
+            writer.write(chunk(b"data: 2\n\n") + chunk(b"data: [DONE]\n\n"))
+            writer.write(b"0\r\n" + trailer + b"\r\n")
+            await writer.drain()
+
+    async with serving(handler) as port, make_client() as http:
+        for _ in range(3):
+            async with open_stream(
+                http, f"http://127.0.0.1:{port}/x", json_body={}, headers={},
+                timeout_secs=10, idle_timeout_secs=10,
+            ) as body:  # fmt: skip
+                async for piece in body:
+                    if b"[DONE]" in piece:
+                        break
+    assert connections == 1
+
+
+async def test_a_size_line_within_httpcores_bound_is_waited_for() -> None:
+    # httpcore gives h11 a 100 KB bound on an incomplete event; a longer size line than
+    # h11's own 16 KB default, arriving over two reads, is accepted as h11 would accept it.
+    line = b"5;" + b"x" * 20_000
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(chunked_head() + chunk(b"first"))
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(line[:17_000])  # more than 16 KB of it not yet ended
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(line[17_000:] + b"\r\nhello\r\n0\r\n\r\n")
+        await writer.drain()
+
+    async with serving(handler) as port:
+        assert await read_body(f"http://127.0.0.1:{port}/x") == b"firsthello"

@@ -382,8 +382,12 @@ async def open_stream(
         if not acquired:
             acquired = True
             scope.deadline = anyio.current_time() + timeout_secs
+            # The one event needed: httpcore reads the extension per phase, so the request's
+            # other dozen phases (send, receive, close) call nothing.
+            extensions.pop("trace", None)
 
-    request.extensions["trace"] = on_trace
+    extensions = request.extensions
+    extensions["trace"] = on_trace
     if not isinstance(getattr(client, "_transport", None), httpx.AsyncHTTPTransport):
         # Not httpcore (a mounted or mock transport): no trace events, bound from now.
         scope.deadline = anyio.current_time() + timeout_secs

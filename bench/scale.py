@@ -18,8 +18,8 @@ one core sustains is the largest offered load (N × 50) whose edit lag p99 staye
 100 ms; ``capacity`` is 1e6 / CPU per delta.
 
 Rows marked ``spread`` start their conversations evenly over :data:`SPREAD_MS` instead of at
-once (``--spread N …``): their lag is the steady state's, not the burst of N streams opened,
-and N chats written, in the same millisecond.
+once (``--spread N …``): the N streams open over one second rather than in one millisecond,
+and the chats' once-a-second writes are not in step.
 
 Usage: ``python -m bench.scale [--n 100 200 300 500 1000] [--deltas 186] [--uvloop N …]
 [--spread N …]``
@@ -45,7 +45,7 @@ RATE = 50  # deltas per second per conversation
 SPREAD_MS = 1000
 """The ``spread`` rows start their N conversations evenly over this long (one draft interval)
 instead of all at once, so the chats' writes and their streams' starts and ends are not in
-step: the steady state of N replies rather than N of them arriving in the same millisecond."""
+step, as replies that did not all begin in the same millisecond."""
 
 
 def _rss_kb() -> int:

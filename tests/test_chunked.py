@@ -156,21 +156,22 @@ def test_size_lines_at_the_edges_of_h11s_grammar(line: bytes, refused: bool) -> 
             assert b"".join(decode(body, [cut], 3)[0]) == b"hello"
 
 
-def test_the_data_before_a_fault_is_handed_on_then_the_fault_raised() -> None:
+@pytest.mark.parametrize(
+    ("body", "data", "fault"),
+    [
+        (b"5\r\nhello\r\nzz\r\n", b"hello", "illegal chunk header"),
+        (b"3\r\nabcX\r\n", b"abc", "malformed chunk footer"),  # data where the CRLF belongs
+    ],
+)
+def test_the_data_before_a_fault_is_handed_on_then_the_fault_raised(
+    body: bytes, data: bytes, fault: str
+) -> None:
     decoder = ChunkedDecoder()
-    decoder.feed(b"5\r\nhello\r\nzz\r\n")
-    assert decoder.next_piece(16) == b"hello"
-    with pytest.raises(ChunkedFramingError, match="illegal chunk header"):
+    decoder.feed(body)
+    assert decoder.next_piece(16) == data
+    with pytest.raises(ChunkedFramingError, match=fault):
         decoder.next_piece(16)
-    with pytest.raises(ChunkedFramingError):  # and stays raised
-        decoder.next_piece(16)
-
-
-def test_data_where_the_crlf_belongs_is_refused() -> None:
-    decoder = ChunkedDecoder()
-    decoder.feed(b"3\r\nabcX\r\n")
-    assert decoder.next_piece(16) == b"abc"
-    with pytest.raises(ChunkedFramingError, match="malformed chunk footer"):
+    with pytest.raises(ChunkedFramingError, match=fault):  # and stays raised
         decoder.next_piece(16)
 
 

@@ -37,9 +37,9 @@ from typing import Any
 import h11
 import httpcore
 
-__all__ = ["MAX_CHUNKS_PER_PIECE", "h11_body"]
-
 from providers.chunked import MAX_SIZE_LINE_BYTES, ChunkedDecoder, ChunkedFramingError
+
+__all__ = ["MAX_CHUNKS_PER_PIECE", "h11_body"]
 
 try:  # private: checked, not assumed (see the module docstring)
     from httpcore._async.http11 import AsyncHTTP11Connection, HTTP11ConnectionByteStream

@@ -9,8 +9,11 @@ bounded by ``timeout_secs``, every read bounded by the byte-idle timeout), and f
 the reducer. It yields the events of a read, then raises the reducer's failure if that read ended
 the stream badly.
 
-When the reducer decodes the terminal signal, iteration ends at once and the response is closed:
-the socket is never awaited for an EOF that a server may not send (architecture §2, C08 B). Closing
+When the reducer decodes the terminal signal, its events are yielded at once; the rest of the body
+is then read for at most :data:`DRAIN_SECS` and dropped, so a server's last chunk, written a
+moment after ``[DONE]``, ends the message and the connection goes back to the pool (the vendor
+SDKs read the whole body for the same reason, without a bound), and the response is closed: the
+socket is never awaited for an EOF that a server may not send (architecture §2, C08 B). Closing
 the iterator early (``aclose()``, or cancelling the task iterating it) closes the HTTP response; no
 request is re-sent.
 
@@ -24,10 +27,18 @@ from collections.abc import AsyncGenerator, AsyncIterable
 from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, cast
 
+import anyio
+
+from providers.errors import ProviderError
 from providers.events import StreamEvent
 from providers.stream_reducer import StreamReducer
 
-__all__ = ["ReducedStream"]
+__all__ = ["DRAIN_SECS", "ReducedStream"]
+
+DRAIN_SECS = 0.05
+"""How long the body is read on after the terminal signal (seconds): long enough for the last
+chunk a server sends right after its final event, short enough that a server holding the socket
+open (C08 B) delays the end of the stream by no more than this."""
 
 
 class ReducedStream:
@@ -78,8 +89,20 @@ class ReducedStream:
                     for event in reducer.feed(chunk):
                         yield event
                     reducer.raise_failure()
-                    if reducer.done:
-                        return  # terminal signal: do not wait for the server's EOF
+                    if reducer.done:  # terminal signal: do not wait for the server's EOF
+                        await _drain(reads)
+                        return
             for event in reducer.close():
                 yield event
             reducer.raise_failure()
+
+
+async def _drain(reads: AsyncGenerator[bytes, None]) -> None:
+    """Read and drop what ``reads`` still brings within :data:`DRAIN_SECS`; the answer is whole,
+    so a broken or endless tail changes nothing."""
+    with anyio.move_on_after(DRAIN_SECS):
+        try:
+            async for _ in reads:
+                pass
+        except ProviderError:
+            pass

@@ -431,3 +431,50 @@ async def test_a_size_line_within_httpcores_bound_is_waited_for() -> None:
 
     async with serving(handler) as port:
         assert await read_body(f"http://127.0.0.1:{port}/x") == b"firsthello"
+
+
+@pytest.mark.parametrize("gap", [0.01, 1.0], ids=["last chunk soon after", "socket held open"])
+async def test_after_the_final_event_the_body_is_read_on_briefly(gap: float) -> None:
+    # Servers write the body's last chunk a moment after their final event ([DONE]): read on
+    # for DRAIN_SECS, the message ends and the connection is reused. A server that holds the
+    # socket open longer (C08 B) costs DRAIN_SECS, not the idle bound, and its connection is
+    # closed.
+    from config.models import ProviderConfig
+    from providers.base import ChatMessage, ChatRequest
+    from providers.events import Final
+    from providers.http_stream import DRAIN_SECS
+    from providers.registry import build_provider
+
+    events = [b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n', b"data: [DONE]\n\n"]
+    connections = 0
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        while await read_request(reader):
+            writer.write(chunked_head() + chunk(events[0]))
+            await writer.drain()
+            await asyncio.sleep(0.02)
+            writer.write(chunk(events[1]))
+            await writer.drain()
+            await asyncio.sleep(gap)
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+    request = ChatRequest(messages=(ChatMessage("user", "hi"),))
+    async with serving(handler) as port:
+        config = ProviderConfig(
+            kind="openai_chat", base_url=f"http://127.0.0.1:{port}/v1", api_key="k", model="m",
+            stream_idle_timeout_secs=30,
+        )  # fmt: skip
+        provider = build_provider("p", config)
+        try:
+            for _ in range(3):
+                started = asyncio.get_running_loop().time()
+                got = [event async for event in provider.stream(request)]
+                took = asyncio.get_running_loop().time() - started
+                assert isinstance(got[-1], Final)
+                assert took < 10  # far below the 30 s idle bound: never waited for
+        finally:
+            await provider.aclose()
+    assert connections == (1 if gap < DRAIN_SECS else 3)

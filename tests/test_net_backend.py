@@ -49,6 +49,20 @@ async def read_request(reader: asyncio.StreamReader) -> bool:
     return True
 
 
+class KeptAlive:
+    """A server handler answering every request of a connection with ``respond(writer)``;
+    ``connections`` counts the connections it was given."""
+
+    def __init__(self, respond: Callable[[asyncio.StreamWriter], Awaitable[None]]) -> None:
+        self.connections = 0
+        self._respond = respond
+
+    async def __call__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        while await read_request(reader):
+            await self._respond(writer)
+
+
 def reply(body: bytes, *, close: bool = False) -> bytes:
     connection = b"close" if close else b"keep-alive"
     return (
@@ -244,18 +258,16 @@ async def test_chunks_that_arrived_in_one_read_come_as_one_piece_read_from_h11()
     from providers.transport import _connection_body
 
     events = [b"data: %03d\n\n" % i for i in range(60)]
-    connections = 0
 
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        while await read_request(reader):
-            writer.write(chunked_head())
-            for event in events:
-                writer.write(chunk(event))
-                await writer.drain()
-                await asyncio.sleep(0.002)
-            writer.write(b"0\r\n\r\n")
+    async def respond(writer: asyncio.StreamWriter) -> None:
+        writer.write(chunked_head())
+        for event in events:
+            writer.write(chunk(event))
+            await writer.drain()
+            await asyncio.sleep(0.002)
+        writer.write(b"0\r\n\r\n")
+
+    handler = KeptAlive(respond)
 
     async with serving(handler) as port, make_client() as http:
         url = f"http://127.0.0.1:{port}/x"
@@ -277,7 +289,7 @@ async def test_chunks_that_arrived_in_one_read_come_as_one_piece_read_from_h11()
             assert b"".join(pieces) == b"".join(events)
             sizes = [p.count(b"data: ") for p in pieces]  # chunks per piece
             assert max(sizes) <= MAX_CHUNKS_PER_PIECE and len(pieces) <= 60 // 16 + 3, sizes
-    assert connections == 2  # the first response closed unread; both bodies read on one
+    assert handler.connections == 2  # the first response closed unread; both bodies read on one
     assert h11_body(object()) is None
 
 
@@ -353,25 +365,23 @@ async def test_a_body_written_a_byte_at_a_time_with_extensions_and_trailers_is_w
     events = [b"data: %d\n\n" % i for i in range(5)]
     wire = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(e), e) for e in events)
     wire += b"0;last\r\nx-checksum: 1\r\n\r\n"
-    connections = 0
 
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        while await read_request(reader):
-            writer.write(chunked_head() + chunk(events[0]))
+    async def respond(writer: asyncio.StreamWriter) -> None:
+        writer.write(chunked_head() + chunk(events[0]))
+        await writer.drain()
+        for i in range(len(wire)):
+            writer.write(wire[i : i + 1])
             await writer.drain()
-            for i in range(len(wire)):
-                writer.write(wire[i : i + 1])
-                await writer.drain()
-                await asyncio.sleep(0)
+            await asyncio.sleep(0)
+
+    handler = KeptAlive(respond)
 
     async with serving(handler) as port, make_client() as http:
         for _ in range(2):
             assert await read_body_from(http, f"http://127.0.0.1:{port}/x") == b"".join(
                 [events[0], *events]
             )
-    assert connections == 1
+    assert handler.connections == 1
 
 
 async def read_body_from(http: httpx.AsyncClient, url: str) -> bytes:
@@ -388,18 +398,15 @@ async def test_a_reader_that_stops_at_the_last_piece_leaves_the_connection_reusa
     # A model's stream is read up to its terminal event ([DONE]) and no further. When that
     # event and the last chunk come in one read, h11 must have ended the message before the
     # piece is handed on, or the stopped body's connection is closed instead of reused.
-    connections = 0
+    async def respond(writer: asyncio.StreamWriter) -> None:
+        writer.write(chunked_head() + chunk(b"data: 1\n\n"))
+        await writer.drain()
+        await asyncio.sleep(0.02)  # the chunks below are decoded after h11 handed over
+        writer.write(chunk(b"data: 2\n\n") + chunk(b"data: [DONE]\n\n"))
+        writer.write(b"0\r\n" + trailer + b"\r\n")
+        await writer.drain()
 
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        while await read_request(reader):
-            writer.write(chunked_head() + chunk(b"data: 1\n\n"))
-            await writer.drain()
-            await asyncio.sleep(0.02)  # the chunks below are decoded after h11 handed over
-            writer.write(chunk(b"data: 2\n\n") + chunk(b"data: [DONE]\n\n"))
-            writer.write(b"0\r\n" + trailer + b"\r\n")
-            await writer.drain()
+    handler = KeptAlive(respond)
 
     async with serving(handler) as port, make_client() as http:
         for _ in range(3):
@@ -410,7 +417,7 @@ async def test_a_reader_that_stops_at_the_last_piece_leaves_the_connection_reusa
                 async for piece in body:
                     if b"[DONE]" in piece:
                         break
-    assert connections == 1
+    assert handler.connections == 1
 
 
 async def test_a_size_line_within_httpcores_bound_is_waited_for() -> None:
@@ -446,20 +453,18 @@ async def test_after_the_final_event_the_body_is_read_on_briefly(gap: float) -> 
     from providers.registry import build_provider
 
     events = [b'data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n', b"data: [DONE]\n\n"]
-    connections = 0
 
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal connections
-        connections += 1
-        while await read_request(reader):
-            writer.write(chunked_head() + chunk(events[0]))
-            await writer.drain()
-            await asyncio.sleep(0.02)
-            writer.write(chunk(events[1]))
-            await writer.drain()
-            await asyncio.sleep(gap)
-            writer.write(b"0\r\n\r\n")
-            await writer.drain()
+    async def respond(writer: asyncio.StreamWriter) -> None:
+        writer.write(chunked_head() + chunk(events[0]))
+        await writer.drain()
+        await asyncio.sleep(0.02)
+        writer.write(chunk(events[1]))
+        await writer.drain()
+        await asyncio.sleep(gap)
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+
+    handler = KeptAlive(respond)
 
     request = ChatRequest(messages=(ChatMessage("user", "hi"),))
     async with serving(handler) as port:
@@ -477,4 +482,4 @@ async def test_after_the_final_event_the_body_is_read_on_briefly(gap: float) -> 
                 assert took < 10  # far below the 30 s idle bound: never waited for
         finally:
             await provider.aclose()
-    assert connections == (1 if gap < DRAIN_SECS else 3)
+    assert handler.connections == (1 if gap < DRAIN_SECS else 3)

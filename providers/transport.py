@@ -14,11 +14,12 @@ and, when it is exceeded while a read is waiting, cancels the reading task, whic
 into :class:`providers.errors.ProviderTimeout` (phase ``"idle"``). A scope per read cost more
 than the whole decode (bench/README.md).
 
-The pool holds ``max_connections`` connections per provider (default 1000, architecture §2) and
-waiting for one is unbounded: it is not the model's time. The headers bound starts when the
-connection is acquired (httpcore's first trace event), so a queued request is never "the model
-did not answer in time"; an httpx ``PoolTimeout`` from a client with a pool bound is a
-:class:`providers.errors.ProviderConnectionError`, not a timeout.
+The pool (:mod:`providers.pool`) holds ``max_connections`` connections per provider (default
+1000, architecture §2), with bookkeeping per request instead of httpcore's scan of every
+connection, and waiting for one is unbounded: it is not the model's time. The headers bound
+starts when the connection is acquired (httpcore's first trace event), so a queued request is
+never "the model did not answer in time"; an httpx ``PoolTimeout`` from a client with a pool
+bound is a :class:`providers.errors.ProviderConnectionError`, not a timeout.
 
 Every httpx exception is translated once, here, with ``raise ... from exc``.
 The watchdog needs the asyncio event loop (uvloop included), the loop relaybot runs on.
@@ -54,6 +55,7 @@ from providers.errors import (
 )
 from providers.h11_body import h11_body
 from providers.net_backend import AsyncioBackend
+from providers.pool import ConnectionPool
 
 __all__ = [
     "CONNECT_TIMEOUT_SECS",
@@ -77,10 +79,11 @@ DEFAULT_MAX_CONNECTIONS = 1000
 """Connections per provider's pool when the config sets none (architecture §2)."""
 
 MAX_KEEPALIVE_CONNECTIONS = 20
-"""Idle connections a pool keeps for reuse (httpx's default). httpcore's pool looks at every
-connection for each idle one whenever a request starts or ends, so a thousand idle connections
-would cost a million checks per request; above this many connections it closes idle ones as
-they come back instead."""
+"""Idle connections httpcore's own pool keeps for reuse (httpx's default), where that pool is
+used: HTTP/2, or an httpx whose pool cannot be replaced. It looks at every connection for each
+idle one whenever a request starts or ends, so a thousand idle connections would cost a million
+checks per request. :class:`providers.pool.ConnectionPool` keeps every idle connection for its
+keep-alive: it never scans them."""
 
 
 def make_client(
@@ -92,12 +95,11 @@ def make_client(
 ) -> httpx.AsyncClient:
     """An httpx client with the connect bound only; reads are bounded by our watchdog and scopes.
 
-    The pool holds up to ``max_connections`` connections, of which up to
-    :data:`MAX_KEEPALIVE_CONNECTIONS` idle ones are kept alive between replies (for httpx's
-    5 s); waiting for one is unbounded. Its
-    sockets are :class:`providers.net_backend.AsyncioBackend`'s unless ``network_backend``
-    says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice). TLS verifies with
-    ``ssl_context``, by default httpx's.
+    The pool (:class:`providers.pool.ConnectionPool`) holds up to ``max_connections``
+    connections, idle ones kept alive between replies for httpx's 5 s; waiting for one is
+    unbounded. Its sockets are :class:`providers.net_backend.AsyncioBackend`'s unless
+    ``network_backend`` says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice).
+    TLS verifies with ``ssl_context``, by default httpx's.
 
     The environment is honoured as the openai and anthropic SDKs honour it (their clients are
     ``httpx.AsyncClient`` with httpx's default ``trust_env=True``): ``HTTPS_PROXY``,
@@ -138,19 +140,21 @@ def _use_backend(
             httpx.__version__,
         )
         return False
-    direct._pool = httpcore.AsyncConnectionPool(  # the same settings, our sockets
+    settings: dict[str, Any] = dict(  # the same settings, our sockets
         ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
         max_connections=limits.max_connections,
-        max_keepalive_connections=limits.max_keepalive_connections,
         keepalive_expiry=limits.keepalive_expiry,
         http1=getattr(pool, "_http1", True),
-        http2=getattr(pool, "_http2", False),
         retries=getattr(pool, "_retries", 0),
         network_backend=backend,
     )
+    if getattr(pool, "_http2", False):  # several requests per connection: httpcore's pool
+        direct._pool = httpcore.AsyncConnectionPool(
+            **settings, http2=True, max_keepalive_connections=limits.max_keepalive_connections
+        )
+    else:  # idle connections cost nothing there: all may stay for their keep-alive
+        direct._pool = ConnectionPool(**settings, max_keepalive_connections=limits.max_connections)
     return True
-
-    return client
 
 
 def parse_retry_after(value: str | None) -> float | None:

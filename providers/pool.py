@@ -31,9 +31,11 @@ Each transition is one of four, all O(1) for one origin:
 
 An idle connection is asked ``is_closed()``/``has_expired()``/``is_idle()`` once, when it is
 taken for a request: a server that closed it meanwhile makes it readable and it is closed
-instead (httpcore's check). A connection that failed with its request, or was made for a
-request cancelled before it connected, is dropped at once (httpcore's pool kept the latter,
-counted against ``max_connections``, until it was asked again).
+instead (httpcore's check). A connection that failed with its request, or was given to a
+request cancelled before it used it, is dropped at once (httpcore's pool kept the latter,
+neither idle nor closed, counted against ``max_connections`` for good). A response whose close
+was cut short by a cancellation (asyncio's ``Task.cancel()`` passes anyio's shield) still gives
+its connection back, dropped; one given back after the pool was closed is closed.
 
 HTTP/2 connections serve several requests at once; a client with ``http2=True`` keeps httpcore's
 pool (:func:`providers.transport.make_client`).
@@ -183,8 +185,8 @@ class ConnectionPool(httpcore.AsyncConnectionPool):
     ) -> list[httpcore.AsyncConnectionInterface]:
         """``connection`` is no longer a request's: keep it idle or drop it; the ones to close."""
         closing: list[httpcore.AsyncConnectionInterface] = []
-        if connection not in self._held:  # closed with the pool meanwhile
-            pass
+        if connection not in self._held:  # the pool was closed meanwhile: so is this one
+            closing.append(connection)
         elif connection.is_closed():
             self._drop(connection)
         elif connection.is_idle():
@@ -254,7 +256,9 @@ class _PooledStream:
         if self._closed:
             return
         self._closed = True
-        with anyio.CancelScope(shield=True):
-            if hasattr(self._stream, "aclose"):
-                await self._stream.aclose()
-        await self._pool._close(self._pool._release(self._connection))
+        try:
+            with anyio.CancelScope(shield=True):  # no shield against asyncio's Task.cancel()
+                if hasattr(self._stream, "aclose"):
+                    await self._stream.aclose()
+        finally:  # so a close cut short still gives the connection back (dropped: mid-close)
+            await self._pool._close(self._pool._release(self._connection))

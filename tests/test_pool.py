@@ -109,12 +109,13 @@ async def test_a_request_cancelled_after_a_connection_was_assigned_to_it_gives_i
         assert server.paths == ["/first", "/third"]
 
 
-async def test_a_request_cancelled_while_connecting_frees_its_place() -> None:
-    class SlowConnect(AsyncioBackend):
-        async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
-            await asyncio.sleep(0.2)
-            return await super().connect_tcp(*args, **kwargs)
+class SlowConnect(AsyncioBackend):
+    async def connect_tcp(self, *args: Any, **kwargs: Any) -> Any:
+        await asyncio.sleep(0.2)
+        return await super().connect_tcp(*args, **kwargs)
 
+
+async def test_a_request_cancelled_while_connecting_frees_its_place() -> None:
     server = Held()
     server.release.set()
     async with serving(server) as port:
@@ -188,6 +189,42 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
         await asyncio.sleep(0.05)
         assert await fetch(http, url) == b"ok"
         assert connections == 2
+
+
+async def test_a_task_cancelled_while_it_closes_a_response_gives_its_connection_back() -> None:
+    # Closing a response awaits httpcore's connection lock, a real yield, and anyio's shield
+    # does not stop asyncio's Task.cancel() (a /stop, the idle watchdog): the connection must
+    # come back even so, or with max_connections=1 every later request waits forever.
+    server = Held()
+    server.release.set()
+    async with serving(server) as port, pool(max_connections=1) as http:
+        url = f"http://127.0.0.1:{port}/x"
+
+        async def stopped_while_closing() -> None:
+            request = httpcore.Request("GET", url, headers=[(b"host", b"127.0.0.1")])
+            response = await http.handle_async_request(request)
+            await response.aread()
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            await response.aclose()
+
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.ensure_future(stopped_while_closing())
+        assert await asyncio.wait_for(fetch(http, url), 5) == b"x"
+
+
+async def test_a_connection_made_after_the_pool_closed_is_closed_with_its_response() -> None:
+    server = Held()
+    server.release.set()
+    async with serving(server) as port:
+        http = ConnectionPool(network_backend=SlowConnect())
+        connecting = asyncio.ensure_future(fetch(http, f"http://127.0.0.1:{port}/x"))
+        await asyncio.sleep(0.05)
+        await http.aclose()  # e.g. the daemon stopping
+        assert await connecting == b"x"
+        await asyncio.sleep(0.05)
+        assert server.open == 0 and http.connections == []
 
 
 def test_http2_and_proxies_are_refused() -> None:

@@ -82,6 +82,15 @@ class ChunkedDecoder:
         buffer = self._buffer
         if not buffer:
             return None
+        if not (self._in_chunk or self._crlf_due):  # the usual read: exactly one whole chunk
+            line_end = buffer.find(b"\r\n")
+            matched = _SIZE_LINE.fullmatch(buffer, 0, line_end) if line_end > 0 else None
+            if matched is not None:
+                start = line_end + 2
+                stop = start + int(matched[1], 16)
+                if start < stop == len(buffer) - 2 and buffer.endswith(b"\r\n"):
+                    self._buffer = b""
+                    return buffer[start:stop]
         pos, end = 0, len(buffer)
         in_chunk, crlf_due = self._in_chunk, self._crlf_due
         parts: list[bytes] = []

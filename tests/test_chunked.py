@@ -161,6 +161,7 @@ def test_size_lines_at_the_edges_of_h11s_grammar(line: bytes, refused: bool) -> 
     [
         (b"5\r\nhello\r\nzz\r\n", b"hello", "illegal chunk header"),
         (b"3\r\nabcX\r\n", b"abc", "malformed chunk footer"),  # data where the CRLF belongs
+        (b"3\r\nabcXY", b"abc", "malformed chunk footer"),  # a read of one chunk's length
     ],
 )
 def test_the_data_before_a_fault_is_handed_on_then_the_fault_raised(

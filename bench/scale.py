@@ -2,7 +2,8 @@
 
 For each N (default 100, 200, 300, 400, 500, 1000) a fresh client process (pinned to one core with
 ``taskset``) starts N conversations at once against the loopback server (:mod:`bench.server`,
-on the other core): ``openai_chat`` provider with its default pool, the real round runner, turn
+on the other core; its collector set as ``relaybot run`` sets it, :mod:`orchestrator.process`):
+``openai_chat`` provider with its default pool, the real round runner, turn
 loop, outbound policy, store (SQLite in a temporary directory) and delivery driver, into one
 :class:`bench.channels.RecordingChannel` (``partial`` mode, one write per second per chat as
 Telegram's default). Each answer is about 2 KB: ``deltas`` deltas of 11 characters, each
@@ -143,6 +144,9 @@ def client_main(argv: list[str]) -> int:
     parser.add_argument("--uvloop", action="store_true")
     parser.add_argument("--spread-ms", type=int, default=0)
     args = parser.parse_args(argv)
+    from orchestrator.process import tune_collector
+
+    tune_collector()  # as `relaybot run` does
     coro = _client(args.url, args.n, args.deltas, args.spread_ms)
     if args.uvloop:
         import uvloop

@@ -340,8 +340,11 @@ def _run(args: argparse.Namespace) -> int:
     )
     level_name = (args.log_level or ("warning" if interactive else "info")).upper()
     _setup_logging(config, args.log_format, getattr(logging, level_name, logging.INFO))
+    from orchestrator.process import loop_options, tune_collector
+
+    tune_collector()
     try:
-        return anyio.run(_serve, config, environ, path, backend_options=_loop_options())
+        return anyio.run(_serve, config, environ, path, backend_options=loop_options())
     except KeyboardInterrupt:
         return 0
 
@@ -352,14 +355,6 @@ def _setup_logging(config: RelaybotConfig | None, fmt: str, level: int) -> None:
 
     policy = OutboundPolicy.from_config(config.policy if config else PolicyConfig())
     setup_logging(policy.redact, fmt="json" if fmt == "json" else "text", level=level)
-
-
-def _loop_options() -> dict[str, bool]:
-    """uvloop when installed (``relaybot[fast]``): a cheaper event loop per received read
-    (bench/README.md); asyncio's own otherwise."""
-    import importlib.util
-
-    return {"use_uvloop": importlib.util.find_spec("uvloop") is not None}
 
 
 async def _serve(

@@ -387,3 +387,31 @@ async def test_questions_queued_at_sigterm_are_answered_once_after_a_restart(
     assert asked == ["question one", "question two", "question three"]
     assert peer.texts(chat)[1:] == ["Answer two.", "Answer 3."]
     assert waiting() == 0
+
+
+def test_run_tunes_the_collector_and_picks_the_loop_before_the_loop_starts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # `relaybot run` sets the young-generation threshold (orchestrator/process.py) before
+    # anyio.run; the other generations keep CPython's.
+    import gc
+
+    import orchestrator.cli as cli
+    from orchestrator.process import GC_YOUNG_THRESHOLD
+
+    seen: dict[str, object] = {}
+
+    def fake_run(*args: object, backend_options: dict[str, bool]) -> int:
+        seen["threshold"] = gc.get_threshold()
+        seen["options"] = backend_options
+        return 0
+
+    before = gc.get_threshold()
+    monkeypatch.setattr(cli.anyio, "run", fake_run)
+    monkeypatch.setattr(cli, "_setup_logging", lambda *args: None)
+    try:
+        assert cli.main(["run"]) == 0
+    finally:
+        gc.set_threshold(*before)
+    assert seen["threshold"] == (GC_YOUNG_THRESHOLD, before[1], before[2])
+    assert set(seen["options"]) == {"use_uvloop"}  # type: ignore[arg-type]

@@ -210,6 +210,10 @@ class Daemon:
         # A shared store's waiting messages are taken over by the sweep, by whichever instance
         # claims their conversation (architecture §9).
         stale = [] if shared is not None else await self._queue_waiting()
+        if handle_signals:
+            # Before any channel starts: a Ctrl-C at the console's first prompt is the console's
+            # (its line kept, or the answer stopped), never Python's KeyboardInterrupt.
+            await tg.start(self._watch_signals)
         for name in self.channels:
             await self._start_channel(tg, name)
         if not any(s.ever_up for s in self.supervisors.values()):
@@ -236,7 +240,6 @@ class Daemon:
                 return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
-            await tg.start(self._watch_signals)  # handled from here on
             await tg.start(self._watch_reload)
         self._dispatcher.release()
         if shared is not None:

@@ -96,6 +96,16 @@ def _ignore() -> None:
     return None
 
 
+def _loop_clock() -> Callable[[], float]:
+    """The running loop's ``time``, bound once (``anyio.current_time`` finds the loop and its
+    backend on every call, and the driver reads the clock several times per write); outside a
+    running loop, ``anyio.current_time`` itself."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:
+        return anyio.current_time
+
+
 class _ChatSpacing:
     """:class:`~channels.base.WriteSpacing` of one chat: ``interval`` seconds after the last
     write that landed, on ``clock``."""
@@ -123,9 +133,9 @@ class DeliveryDriver:
             the hook, the redaction of its output, and of the lines the engine composes.
         reply_to: the inbound message id the reply's first message answers.
         thread_id: the thread every message of the reply goes to (``None``: none).
-        clock: monotonic time in seconds; default the event loop's clock
-            (``anyio.current_time``, which is ``time.monotonic`` on asyncio and virtual time
-            under ``looptime``).
+        clock: monotonic time in seconds; default the running event loop's clock
+            (``loop.time``, bound once: what ``anyio.current_time`` looks up per call, which is
+            ``time.monotonic`` on asyncio and virtual time under ``looptime``).
         settings: override ``DeliverySettings.from_channel(channel)``.
         on_moved: awaited with the new chat id when the chat moved (a Telegram group became a
             supergroup): the conversation moves with it.
@@ -158,14 +168,14 @@ class DeliveryDriver:
         self._on_unreachable = on_unreachable
         self._reply_to = reply_to
         self._thread_id = thread_id
-        self._clock = clock or anyio.current_time
+        self._clock = clock or _loop_clock()
         self._policy = policy
         self.engine = DeliveryEngine(
             settings or DeliverySettings.from_channel(channel), policy.redact_line
         )
         self._inbox: deque[DeliveryEvent] = deque()
         self._refs: dict[str, MessageRef] = {}
-        self._wakeup: anyio.Event | None = None
+        self._wakeup: asyncio.Event | None = None
         self._waiting = False
         """Whether the loop waits (for :attr:`_wakeup`, set by :meth:`feed` or by ``_timer``)."""
         self._timer: asyncio.Handle | None = None
@@ -257,12 +267,15 @@ class DeliveryDriver:
 
     async def run(self) -> DeliveryStats:
         """Deliver until the engine is finished; returns its stats."""
-        self._wakeup = anyio.Event()
+        self._wakeup = asyncio.Event()
         try:
-            async with anyio.create_task_group() as hooks:
-                self._hooks = hooks
+            if not self._policy.has_hook:  # the verdicts are given inline: no task for them
                 await self._loop()
-                hooks.cancel_scope.cancel()  # nothing awaits a verdict any more
+            else:
+                async with anyio.create_task_group() as hooks:
+                    self._hooks = hooks
+                    await self._loop()
+                    hooks.cancel_scope.cancel()  # nothing awaits a verdict any more
         finally:
             self._hooks = None
             self._closed = True
@@ -287,7 +300,7 @@ class DeliveryDriver:
             self._notify()
             if self._inbox:
                 continue
-            wakeup = self._wakeup = anyio.Event()
+            wakeup = self._wakeup = asyncio.Event()
             self._quiet = self.engine.quiet_until if self._text_waits else -math.inf
             if deadline is None:
                 self._wait_until = math.inf
@@ -303,7 +316,7 @@ class DeliveryDriver:
                     self._timer.cancel()
                     self._timer = None
 
-    def _wake_in(self, delay: float, wakeup: anyio.Event) -> None:
+    def _wake_in(self, delay: float, wakeup: asyncio.Event) -> None:
         """End the current wait ``delay`` seconds from now (replacing an earlier end): a timer
         of the loop that sets the event, where a cancel scope's deadline would throw a
         cancellation into the task and catch it, about three times the cost per write."""
@@ -313,7 +326,7 @@ class DeliveryDriver:
         at = loop.time() + max(0.0, delay)
         self._timer = loop.call_at(at, self._due, loop, wakeup, at)
 
-    def _due(self, loop: asyncio.AbstractEventLoop, wakeup: anyio.Event, at: float) -> None:
+    def _due(self, loop: asyncio.AbstractEventLoop, wakeup: asyncio.Event, at: float) -> None:
         # The loop runs a timer up to its clock's resolution early: the wait ends only once its
         # time has come, as a cancel scope's deadline does (or the engine, asked a hair early,
         # would ask to sleep until the same time again, at once, for good under virtual time).

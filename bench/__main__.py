@@ -100,9 +100,9 @@ def _pipeline(smoke: bool) -> list[Row]:
 
 
 def _scale(smoke: bool) -> list[Row]:
-    ns = (3,) if smoke else (100, 200, 300, 400, 500, 1000)
-    repeat = () if smoke else (300, 400, 500)
-    spread = () if smoke else (300, 400, 500)
+    ns = (3,) if smoke else (100, 300, 400, 500, 1000)
+    repeat = () if smoke else (400, 500)
+    spread = () if smoke else (500,)
     uvloop = () if smoke or not _have("uvloop") else (300, 400, 500)
     s = scale.run(ns, 10 if smoke else 186, uvloop, spread, repeat)
     rows: list[Row] = []
@@ -140,10 +140,6 @@ def _scale(smoke: bool) -> list[Row]:
         on_uvloop = s["sustained_uvloop_deltas_per_s"]
         rows.append(("deltas/s sustained on uvloop (relaybot run with relaybot[fast])",
                      _fmt(on_uvloop), ">= 25,000", _met(on_uvloop >= 25_000)))  # fmt: skip
-    if spread:
-        spread_sustained = int(s["sustained_spread_deltas_per_s"])
-        rows.append(("deltas/s sustained, starts spread over 1 s", f"{spread_sustained:,}",
-                     ">= 25,000", _met(spread_sustained >= 25_000)))  # fmt: skip
     rows.append(("deltas/s per core from CPU per delta", _fmt(s["capacity_deltas_per_s"]),
                  ">= 25,000", _met(s["capacity_deltas_per_s"] >= 25_000)))  # fmt: skip
     return rows

@@ -16,7 +16,7 @@ text, whichever is later; see :mod:`bench.channels`; ms), peak RSS of
 the process and peak RSS per conversation above the process's RSS before the conversations
 started (KB), CPU per delta (process CPU time / deltas delivered, µs). The deltas per second
 one core sustains is the largest offered load (N × 50) whose edit lag p99 stayed under
-100 ms; ``capacity`` is 1e6 / CPU per delta.
+100 ms, as did every smaller N's; ``capacity`` is 1e6 / CPU per delta.
 
 Rows marked ``spread`` start their conversations evenly over :data:`SPREAD_MS` instead of at
 once (``--spread N …``): the N streams open over one second rather than in one millisecond,
@@ -216,7 +216,8 @@ def run(
         runs.setdefault((loop, int(r["n"])), []).append(r)
     summary: dict[str, float] = {}
     sustained: dict[str, int] = {"asyncio": 0}
-    for (loop, n), results in runs.items():
+    missed: set[str] = set()  # loops with an N that missed: no larger N counts for them
+    for (loop, n), results in sorted(runs.items()):
         prefix = f"{loop}_{n}"
         for key in ("completed", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
                     "peak_rss_mb", "rss_per_conv_kb", "cpu_us_per_delta"):  # fmt: skip
@@ -229,8 +230,10 @@ def run(
         if len(results) > 1:
             print(f"  {loop:8} {n:5d} median of {len(results)} runs: lag p99 {median:.0f} ms "
                   f"({min(lags):.0f}-{max(lags):.0f})")  # fmt: skip
-        if median < 100 and all(r["failed"] == 0 for r in results):
-            sustained[loop] = max(sustained.get(loop, 0), n * RATE)
+        if median < 100 and all(r["failed"] == 0 for r in results) and loop not in missed:
+            sustained[loop] = n * RATE
+        else:
+            missed.add(loop)
     cpu = min(r["cpu_us_per_delta"] for loop, r in rows if loop == "asyncio")
     summary["sustained_deltas_per_s"] = sustained["asyncio"]
     if uvloop_n:

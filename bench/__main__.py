@@ -122,7 +122,8 @@ def _scale(smoke: bool) -> list[Row]:
     for n in uvloop:
         p = f"uvloop_{n}"
         runs = int(s[f"{p}_runs"])
-        rows.append((f"scale N={n} on uvloop: lag p99 ms (median of {runs}) / µs per delta",
+        of = f" (median of {runs})" if runs > 1 else ""
+        rows.append((f"scale N={n} on uvloop: lag p99 ms{of} / µs per delta",
                      f"{_fmt(s[f'{p}_lag_p99_ms'])} / {_fmt(s[f'{p}_cpu_us_per_delta'])}", "",
                      "-"))  # fmt: skip
     for n in spread:

@@ -243,7 +243,7 @@ def run(
     summary["capacity_deltas_per_s"] = 1e6 / cpu
     spread_label = f"with the starts spread over {SPREAD_MS} ms"
     for loop, label in (("uvloop", "on uvloop"), ("spread", spread_label)):
-        if f"sustained_{loop}_deltas_per_s" in summary:
+        if f"sustained_{loop}_deltas_per_s" in summary and (loop != "spread" or len(spread_n) > 1):
             print(f"  sustained {label}: {sustained.get(loop, 0)} deltas/s")
     print(
         f"  sustained with edit lag p99 < 100 ms: {sustained['asyncio']} deltas/s; "

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable
 from itertools import pairwise
 
 import anyio
+import looptime
 import pytest
 
 from channels.base import MessageRef, Rendering
@@ -301,3 +304,44 @@ async def test_text_after_everything_was_shown_is_edited_in_when_spacing_allows(
     assert writes[0].text.strip() == "first" and writes[0].t < start
     assert writes[1].text.strip() == "first second"
     assert writes[1].t == pytest.approx(writes[0].t + 1.0, abs=0.01)
+
+
+def _built_in_one_loop_run_in_another(
+    make_first: Callable[[], asyncio.AbstractEventLoop],
+) -> list[str]:
+    """A driver built in one loop (then closed) and run in a looptime loop: 20 words 0.25 s
+    apart. Its clock must be the running loop's: the first loop's virtual clock stood still."""
+
+    async def build() -> tuple[RecordingChannel, DeliveryDriver]:
+        channel = RecordingChannel(FakeChannelConfig(latency_ms=10))
+        return channel, DeliveryDriver(channel, "chat", GuardStub())
+
+    async def play() -> list[str]:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(driver.run)
+            await stream(driver, 20, 0.25)
+            driver.feed(AnswerEnded())
+        return channel.chat.visible()
+
+    first = make_first()
+    try:
+        channel, driver = first.run_until_complete(build())
+    finally:
+        first.close()
+    second = looptime.new_event_loop(start=0)
+    try:
+        return second.run_until_complete(asyncio.wait_for(play(), 600))
+    finally:
+        second.close()
+        asyncio.set_event_loop(None)
+
+
+@pytest.mark.parametrize(
+    "make_first",
+    [lambda: looptime.new_event_loop(start=0), asyncio.new_event_loop],
+    ids=["looptime", "asyncio"],
+)
+def test_a_driver_built_in_another_loop_runs_on_the_clock_of_the_loop_running_it(
+    make_first: Callable[[], asyncio.AbstractEventLoop],
+) -> None:
+    assert _built_in_one_loop_run_in_another(make_first) == ["".join(f"w{i} " for i in range(20))]

@@ -96,16 +96,6 @@ def _ignore() -> None:
     return None
 
 
-def _loop_clock() -> Callable[[], float]:
-    """The running loop's ``time``, bound once (``anyio.current_time`` finds the loop and its
-    backend on every call, and the driver reads the clock several times per write); outside a
-    running loop, ``anyio.current_time`` itself."""
-    try:
-        return asyncio.get_running_loop().time
-    except RuntimeError:
-        return anyio.current_time
-
-
 class _ChatSpacing:
     """:class:`~channels.base.WriteSpacing` of one chat: ``interval`` seconds after the last
     write that landed, on ``clock``."""
@@ -133,9 +123,11 @@ class DeliveryDriver:
             the hook, the redaction of its output, and of the lines the engine composes.
         reply_to: the inbound message id the reply's first message answers.
         thread_id: the thread every message of the reply goes to (``None``: none).
-        clock: monotonic time in seconds; default the running event loop's clock
-            (``loop.time``, bound once: what ``anyio.current_time`` looks up per call, which is
-            ``time.monotonic`` on asyncio and virtual time under ``looptime``).
+        clock: monotonic time in seconds; default the event loop's clock: while :meth:`run`
+            runs, the ``time`` of the loop running it, bound once (``anyio.current_time``, used
+            outside it, finds the loop and its backend on every call, and the driver reads the
+            clock several times per write); ``time.monotonic`` on asyncio, virtual time under
+            ``looptime``.
         settings: override ``DeliverySettings.from_channel(channel)``.
         on_moved: awaited with the new chat id when the chat moved (a Telegram group became a
             supergroup): the conversation moves with it.
@@ -168,7 +160,9 @@ class DeliveryDriver:
         self._on_unreachable = on_unreachable
         self._reply_to = reply_to
         self._thread_id = thread_id
-        self._clock = clock or _loop_clock()
+        self._clock = clock or anyio.current_time
+        self._loop_clock = clock is None
+        """Whether :meth:`run` binds the clock to the loop running it."""
         self._policy = policy
         self.engine = DeliveryEngine(
             settings or DeliverySettings.from_channel(channel), policy.redact_line
@@ -268,15 +262,16 @@ class DeliveryDriver:
     async def run(self) -> DeliveryStats:
         """Deliver until the engine is finished; returns its stats."""
         self._wakeup = asyncio.Event()
+        if self._loop_clock:
+            self._clock = asyncio.get_running_loop().time
         try:
-            if not self._policy.has_hook:  # the verdicts are given inline: no task for them
+            async with anyio.create_task_group() as hooks:
+                self._hooks = hooks
                 await self._loop()
-            else:
-                async with anyio.create_task_group() as hooks:
-                    self._hooks = hooks
-                    await self._loop()
-                    hooks.cancel_scope.cancel()  # nothing awaits a verdict any more
+                hooks.cancel_scope.cancel()  # nothing awaits a verdict any more
         finally:
+            if self._loop_clock:
+                self._clock = anyio.current_time
             self._hooks = None
             self._closed = True
             self._notify()

@@ -99,6 +99,12 @@ def _pipeline(smoke: bool) -> list[Row]:
     return rows
 
 
+def _median_of(s: dict[str, float], prefix: str) -> str:
+    """`` (median of N)`` for the figures of an N that ran N > 1 times, else ``""``."""
+    runs = int(s[f"{prefix}_runs"])
+    return f" (median of {runs})" if runs > 1 else ""
+
+
 def _scale(smoke: bool) -> list[Row]:
     ns = (3,) if smoke else (100, 300, 400, 500, 1000)
     repeat = () if smoke else (400, 500)
@@ -108,8 +114,7 @@ def _scale(smoke: bool) -> list[Row]:
     rows: list[Row] = []
     for n in ns:
         p = f"asyncio_{n}"
-        runs = int(s[f"{p}_runs"])
-        of = f" (median of {runs})" if runs > 1 else ""
+        of = _median_of(s, p)
         done = int(s[f"{p}_completed"])
         rows.append((f"scale N={n}: completed", f"{done}/{n}", "all" if n == 1000 else "",
                      _met(done == n) if n == 1000 else "-"))  # fmt: skip
@@ -121,9 +126,7 @@ def _scale(smoke: bool) -> list[Row]:
                      f"{_fmt(s[f'{p}_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
     for n in uvloop:
         p = f"uvloop_{n}"
-        runs = int(s[f"{p}_runs"])
-        of = f" (median of {runs})" if runs > 1 else ""
-        rows.append((f"scale N={n} on uvloop: lag p99 ms{of} / µs per delta",
+        rows.append((f"scale N={n} on uvloop: lag p99 ms{_median_of(s, p)} / µs per delta",
                      f"{_fmt(s[f'{p}_lag_p99_ms'])} / {_fmt(s[f'{p}_cpu_us_per_delta'])}", "",
                      "-"))  # fmt: skip
     for n in spread:

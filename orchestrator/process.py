@@ -14,8 +14,9 @@ streaming, the young collections come every few milliseconds and walk mostly sho
 objects, and a full collection walks every live object with the loop stopped: 30-80 ms at 500
 conversations (about 250,000 objects). :data:`GC_YOUNG_THRESHOLD` (ten times CPython's
 default) makes young collections ten times rarer; in the scale benchmark at 500 conversations
-the time spent collecting halved and no full collection ran (bench/README.md). Garbage in
-reference cycles waits at most that many more allocations.
+the time spent collecting halved and full collections became rarer (none in most runs; one of
+85-130 ms in some: bench/README.md). Garbage in reference cycles waits at most that many more
+allocations.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ values; anywhere else h11 parses every chunk.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import h11
@@ -62,10 +62,18 @@ several hundred events: decoded in one go they all live at once, and at 1000 con
 that held about a tenth more memory per conversation (bench/README.md)."""
 
 
-def h11_body(stream: Any) -> AsyncIterator[bytes] | None:
+def _nothing() -> None:
+    pass
+
+
+def h11_body(stream: Any, on_bytes: Callable[[], None] = _nothing) -> AsyncIterator[bytes] | None:
     """The body of ``stream`` (httpcore's connection body stream), one ``bytes`` per read
     (the data of every chunk the read completed), or ``None`` when ``stream`` is not the known
     httpcore layout.
+
+    ``on_bytes`` is called after every network read that returned bytes, framing included (a
+    size line, a chunk's CRLF, a trailer): the byte-idle bound counts them though no data is
+    handed on for them.
 
     Raises (from iteration): httpcore's ``RemoteProtocolError`` (bad framing, or the server
     closed before the body ended) and whatever the network stream's ``read`` raises
@@ -81,11 +89,16 @@ def h11_body(stream: Any) -> AsyncIterator[bytes] | None:
     if type(state) is not h11.Connection or network is None or request is None:
         return None
     timeout = request.extensions.get("timeout", {}).get("read")
-    return _reads(stream, state, network, connection.READ_NUM_BYTES, timeout)
+    return _reads(stream, state, network, connection.READ_NUM_BYTES, timeout, on_bytes)
 
 
 async def _reads(
-    stream: Any, state: h11.Connection, network: Any, size: int, read_timeout: float | None
+    stream: Any,
+    state: h11.Connection,
+    network: Any,
+    size: int,
+    read_timeout: float | None,
+    on_bytes: Callable[[], None],
 ) -> AsyncIterator[bytes]:
     next_event = state.next_event
     data_type, need_data, paused = h11.Data, h11.NEED_DATA, h11.PAUSED
@@ -129,11 +142,14 @@ async def _reads(
                             data = await network.read(size, timeout=read_timeout)
                             if not data:
                                 raise httpcore.RemoteProtocolError(_INCOMPLETE)
+                            on_bytes()
                             feed(data)
                     state.receive_data(decoder.last_chunk)
                     continue
                 data = await network.read(size, timeout=read_timeout)
-                if data == b"" and state.their_state is h11.SEND_RESPONSE:
+                if data:
+                    on_bytes()
+                elif state.their_state is h11.SEND_RESPONSE:
                     raise httpcore.RemoteProtocolError(_DISCONNECTED)
                 state.receive_data(data)
             elif type(event) is h11.EndOfMessage or event is paused:

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 architecture §2 "Timeouts": connecting is bounded by 10 s; waiting for the response headers and
 reading an error body are bounded by ``timeout_secs``; the body of a stream is bounded by a
-*byte-idle* timeout (``stream_idle_timeout_secs``) that every read resets, so a long answer that
+*byte-idle* timeout (``stream_idle_timeout_secs``) that every read resets (every network read that
+returned bytes, chunked framing included, where the body is read from h11), so a long answer that
 keeps arriving is never cut by a total deadline. httpx's own read timeout would also bound the
 headers by the idle value, so we give httpx no read timeout and apply both bounds ourselves.
 
@@ -209,8 +210,10 @@ class IdleWatchdog:
     """The byte-idle bound of one stream: one timer per idle period, not one scope per read.
 
     Call :meth:`reading` right before awaiting a read and :meth:`read_done` after it (both
-    cheap: a clock read and a flag). When ``idle_secs`` seconds pass after a read started and it
-    is still waiting, the timer cancels the reading task; :meth:`expired_by` tells the read
+    cheap: a clock read and a flag), and :meth:`bytes_arrived` whenever bytes came in during a
+    read that hands nothing on yet (chunked framing: a size line, a trailer). When
+    ``idle_secs`` seconds pass after a read started, or after its latest bytes, and it is
+    still waiting, the timer cancels the reading task; :meth:`expired_by` tells the read
     that the ``CancelledError`` it caught was the watchdog's (and clears that cancellation), so
     it can raise the timeout instead. A cancellation from anywhere else is never taken for it.
     While the consumer works between reads nothing is bounded. :meth:`stop` cancels the timer.
@@ -239,6 +242,10 @@ class IdleWatchdog:
     def read_done(self) -> None:
         """The read returned (or raised)."""
         self._reading = False
+
+    def bytes_arrived(self) -> None:
+        """Bytes came in during the read being awaited: the idle period starts again."""
+        self._last = self._loop.time()
 
     def expired_by(self) -> bool:
         """True when the ``CancelledError`` being handled is the watchdog's alone.
@@ -310,24 +317,30 @@ class BodyStream:
     def __init__(self, response: httpx.Response, idle_timeout_secs: float) -> None:
         self._response = response
         self._idle = idle_timeout_secs
-        # Without a content coding the raw bytes are the body: skip httpx's decoder layer, and
-        # where the layers are the known ones, httpx's and httpcore's wrappers too.
+
+    def _pieces(self, watchdog: IdleWatchdog) -> AsyncIterator[bytes]:
+        """The body's pieces, from the shallowest layer that serves them.
+
+        Without a content coding the raw bytes are the body: skip httpx's decoder layer, and
+        where the layers are the known ones, httpx's and httpcore's wrappers too; there every
+        network read resets ``watchdog``, framing bytes included. Through httpx, only a read
+        that hands data on does."""
+        response = self._response
         coding = response.headers.get("content-encoding", "identity").strip().lower()
-        raw = _connection_body(response) if coding in ("", "identity") else None
-        if raw is not None:
-            self._iter = h11_body(raw) or raw.__aiter__()
-        elif coding in ("", "identity"):
-            self._iter = response.aiter_raw()
-        else:
-            self._iter = response.aiter_bytes()
+        if coding not in ("", "identity"):
+            return response.aiter_bytes()
+        raw = _connection_body(response)
+        if raw is None:
+            return response.aiter_raw()
+        return h11_body(raw, watchdog.bytes_arrived) or raw.__aiter__()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         watchdog = IdleWatchdog(self._idle)
-        read = self._iter.__anext__
         try:
+            read = self._pieces(watchdog).__anext__
             while True:
                 watchdog.reading()
                 try:

@@ -297,3 +297,92 @@ async def test_an_httpx_without_its_pool_where_expected_keeps_its_own_and_still_
         async with reads as stream:
             got = b"".join([chunk async for chunk in stream])
     assert got == body
+
+
+_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+_EVENTS = [b"data: %d\n\n" % i for i in range(3)]
+_FRAMES = [b"%x\r\n%s\r\n" % (len(event), event) for event in _EVENTS]
+
+
+def _trickled(where: str) -> tuple[list[bytes], int]:
+    """The writes of a chunked body and the index of the one that trickles: 16 framing bytes,
+    a chunk extension of the size line that h11 parses (the line began with the head) or that
+    our chunk decoder parses (a later chunk's), or a trailer field's name after the last
+    chunk."""
+    slow = b";" + b"x" * 15
+    first, second = (b"%x" % len(event) for event in _EVENTS[:2])
+    if where == "h11 size line":
+        rest = [b"\r\n" + _EVENTS[0] + b"\r\n", *_FRAMES[1:], b"0\r\n\r\n"]
+        return [_HEAD + first, slow, *rest], 1
+    if where == "decoder size line":
+        rest = [b"\r\n" + _EVENTS[1] + b"\r\n", _FRAMES[2], b"0\r\n\r\n"]
+        return [_HEAD + _FRAMES[0], second, slow, *rest], 2
+    return [_HEAD + b"".join(_FRAMES) + b"0\r\nx-t", b"x" * 16, b": 1\r\n\r\n"], 1
+
+
+@pytest.mark.parametrize("where", ["h11 size line", "decoder size line", "trailer"])
+async def test_framing_bytes_that_keep_arriving_reset_the_idle_bound(where: str) -> None:
+    # architecture §2: every received read resets the byte-idle bound, also one that carries
+    # no data yet. 16 bytes 0.1 s apart are 1.6 s without a data byte, four times the bound.
+    writes, slow_at = _trickled(where)
+
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        for index, data in enumerate(writes):
+            if index == slow_at:  # the trickle: one byte per 0.1 s
+                for byte in range(len(data)):
+                    writer.write(data[byte : byte + 1])
+                    await writer.drain()
+                    await asyncio.sleep(0.1)
+                continue
+            writer.write(data)
+            await writer.drain()
+        await reader.read()  # until the client closes
+
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server, make_client() as client:
+        opening = open_stream(
+            client,
+            f"http://127.0.0.1:{port}/",
+            json_body={},
+            headers={},
+            timeout_secs=5,
+            idle_timeout_secs=0.4,
+        )
+        started = time.monotonic()
+        async with opening as stream:
+            got = b"".join([chunk async for chunk in stream])
+        elapsed = time.monotonic() - started
+    assert got == b"".join(_EVENTS)
+    assert elapsed > 1.6  # the trickle did outlast the bound
+
+
+async def test_framing_bytes_that_stop_arriving_are_an_idle_stream() -> None:
+    # The counterpart: a size line begun and never finished is silence at the bound.
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(_HEAD + _FRAMES[0] + b"5;x")
+        await writer.drain()
+        await reader.read()
+
+    server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    got: list[bytes] = []
+    async with server, make_client() as client:
+        opening = open_stream(
+            client,
+            f"http://127.0.0.1:{port}/",
+            json_body={},
+            headers={},
+            timeout_secs=5,
+            idle_timeout_secs=0.3,
+        )
+        started = time.monotonic()
+        with pytest.raises(ProviderTimeout) as raised:
+            async with opening as stream:
+                async for chunk in stream:
+                    got.append(chunk)
+        elapsed = time.monotonic() - started
+    assert raised.value.phase == "idle" and got == [_EVENTS[0]]
+    assert 0.3 <= elapsed < 3.0

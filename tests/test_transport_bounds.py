@@ -9,6 +9,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
@@ -21,7 +22,13 @@ from providers.errors import ProviderTimeout
 from providers.events import TextDelta
 from providers.net_backend import AsyncioBackend
 from providers.openai_chat import OpenAIChatProvider
-from providers.transport import DEFAULT_MAX_CONNECTIONS, _use_backend, make_client, open_stream
+from providers.transport import (
+    DEFAULT_MAX_CONNECTIONS,
+    BodyStream,
+    _use_backend,
+    make_client,
+    open_stream,
+)
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import provider_config, text_answer
 from tests.stream_helpers import config
@@ -320,6 +327,17 @@ def _trickled(where: str) -> tuple[list[bytes], int]:
     return [_HEAD + b"".join(_FRAMES) + b"0\r\nx-t", b"x" * 16, b": 1\r\n\r\n"], 1
 
 
+def _open_raw(
+    client: httpx.AsyncClient, server: asyncio.Server, *, idle_timeout_secs: float
+) -> AbstractAsyncContextManager[BodyStream]:
+    """A stream from ``server`` (a raw asyncio server) under the given idle bound."""
+    port = server.sockets[0].getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    return open_stream(
+        client, url, json_body={}, headers={}, timeout_secs=5, idle_timeout_secs=idle_timeout_secs
+    )
+
+
 @pytest.mark.parametrize("where", ["h11 size line", "decoder size line", "trailer"])
 async def test_framing_bytes_that_keep_arriving_reset_the_idle_bound(where: str) -> None:
     # architecture §2: every received read resets the byte-idle bound, also one that carries
@@ -340,16 +358,8 @@ async def test_framing_bytes_that_keep_arriving_reset_the_idle_bound(where: str)
         await reader.read()  # until the client closes
 
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
     async with server, make_client() as client:
-        opening = open_stream(
-            client,
-            f"http://127.0.0.1:{port}/",
-            json_body={},
-            headers={},
-            timeout_secs=5,
-            idle_timeout_secs=0.4,
-        )
+        opening = _open_raw(client, server, idle_timeout_secs=0.4)
         started = time.monotonic()
         async with opening as stream:
             got = b"".join([chunk async for chunk in stream])
@@ -367,17 +377,9 @@ async def test_framing_bytes_that_stop_arriving_are_an_idle_stream() -> None:
         await reader.read()
 
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
     got: list[bytes] = []
     async with server, make_client() as client:
-        opening = open_stream(
-            client,
-            f"http://127.0.0.1:{port}/",
-            json_body={},
-            headers={},
-            timeout_secs=5,
-            idle_timeout_secs=0.3,
-        )
+        opening = _open_raw(client, server, idle_timeout_secs=0.3)
         started = time.monotonic()
         with pytest.raises(ProviderTimeout) as raised:
             async with opening as stream:

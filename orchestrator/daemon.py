@@ -122,6 +122,7 @@ class Daemon:
         self.policy = policy if policy is not None else OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         self.policy.redactor.observer = self.metrics.observe_redaction
+        self.policy.redactor.overmask_observer = self.metrics.observe_overmask
         self._providers = ProviderChain(config, self.metrics)
         self._replies = ReplyStats()
         self.tools = build_registry(config.agent)

@@ -64,6 +64,7 @@ __all__ = [
     "BodyStream",
     "IdleWatchdog",
     "error_from_status",
+    "is_json_media_type",
     "make_client",
     "open_stream",
     "parse_retry_after",
@@ -311,12 +312,34 @@ def _connection_body(response: httpx.Response) -> AsyncIterable[bytes] | None:
     return connection_stream
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """True for ``application/json`` and ``application/*+json`` (parameters ignored):
+    a body that is one JSON value, not a stream of them (``application/x-ndjson`` is not).
+
+    >>> is_json_media_type("application/json; charset=utf-8")
+    True
+    >>> is_json_media_type("application/x-ndjson")
+    False
+    """
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 class BodyStream:
-    """The body of a 2xx streaming response, read under the byte-idle bound (seconds)."""
+    """The body of a 2xx streaming response, read under the byte-idle bound (seconds).
+
+    Attributes:
+        whole_json: the server answered with one JSON body (``Content-Type:
+            application/json``) instead of a stream: it ignored ``stream: true``
+            (architecture §2 "A server that does not stream"). Read once, from the headers.
+    """
 
     def __init__(self, response: httpx.Response, idle_timeout_secs: float) -> None:
         self._response = response
         self._idle = idle_timeout_secs
+        self.whole_json = is_json_media_type(response.headers.get("content-type"))
 
     def _pieces(self, watchdog: IdleWatchdog) -> AsyncIterator[bytes]:
         """The body's pieces, from the shallowest layer that serves them.

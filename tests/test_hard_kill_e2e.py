@@ -14,10 +14,13 @@ import signal
 import sqlite3
 from pathlib import Path
 
+import anyio
 import pytest
 
 from orchestrator.delivery.planning import interrupted_marker
 from orchestrator.shared_queue import TAKEOVER_CAUSE
+from orchestrator.store import Draft, Store
+from tests import telegram_harness
 from tests.ops_harness import BotProcess
 from tests.peers.echo_model import EchoModel, answer_to, slow_answer_to
 from tests.peers.telegram import TelegramBotApiServer
@@ -103,3 +106,21 @@ async def test_sigkill_mid_answer_then_restart_marks_the_cut_answer_and_answers_
         (drafts,) = db.execute("SELECT COUNT(*) FROM drafts").fetchone()
     assert outcomes == ["interrupted", "ok", "ok"]
     assert drafts == 0, "no reply is left in flight"
+
+
+async def test_a_reply_cut_before_its_first_message_gets_the_marker_as_a_message(
+    tmp_path: Path,
+) -> None:
+    """A kill before the reply's first message landed left only its record: the next start
+    sends the marker, answering the user's message, and records the round interrupted."""
+    store = Store(tmp_path / "relaybot.db")
+    store.set_draft(Draft("tg", str(telegram_harness.CHAT), None, None, "", False, (), None))
+    store.close()
+    async with telegram_harness.running_bot(tmp_path, []) as bot:
+        chat = telegram_harness.CHAT
+        store = bot.daemon.store
+        with anyio.fail_after(10):
+            while store.drafts() or not store.rounds():  # noqa: ASYNC110 - the store is polled
+                await anyio.sleep(0.05)
+        assert bot.peer.texts(chat) == [interrupted_marker(TAKEOVER_CAUSE)]
+        assert [r.outcome for r in store.rounds()] == ["interrupted"]

@@ -19,7 +19,10 @@ running answers; otherwise the running config stays and one line says why.
 
 Every message is kept in the store's waiting messages until its turn starts (architecture §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
-those older than ``agent.stale_after_secs`` get a short notice instead. A message is taken once
+those older than ``agent.stale_after_secs`` get a short notice instead. Every reply is recorded
+in flight until it ends: after a hard kill (SIGKILL, a crash, power loss) the next start marks
+the cut reply interrupted before any turn runs (:mod:`orchestrator.cut_answers`); its question
+is not answered again. A message is taken once
 per update id (the store keeps the ids seen), so a redelivered update is not answered again.
 Images are screened when the message's turn comes (:mod:`orchestrator.images`: too large, or no
 vision, is one line to the user). ``/stop`` is not queued:
@@ -57,6 +60,7 @@ from config.models import RelaybotConfig
 from config.store_url import parse_store_url
 from orchestrator.access import AccessControl
 from orchestrator.answering import Answering, command_of, stale_notice
+from orchestrator.cut_answers import mark_cut_answers
 from orchestrator.dispatch import Dispatcher
 from orchestrator.lifecycle import ChannelSupervisor
 from orchestrator.metrics import Metrics
@@ -242,6 +246,10 @@ class Daemon:
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
             await tg.start(self._watch_reload)
+        if shared is None:
+            # The only instance on the store: every reply still in flight was cut by a hard
+            # kill of the previous run; marked before any turn runs (architecture §7 "Store").
+            await mark_cut_answers(store, self.channels)
         self._dispatcher.release()
         if shared is not None:
             tg.start_soon(shared.sweep)

@@ -475,9 +475,13 @@ class GuardStub:
     def has_hook(self) -> bool:
         return self._transform is not None
 
-    def hook_piece(self, text: str) -> str | None:
+    def verdict(self, text: str) -> str | None:
+        """The hook at once, in this thread (what :class:`ScriptedDelivery` runs)."""
         self.pieces.append(text)
         return self._transform(text) if self._transform else text
+
+    async def hook_piece(self, text: str) -> str | None:
+        return self.verdict(text)
 
     def redact_piece(self, text: str) -> str:
         self.redacted.append(text)
@@ -544,7 +548,7 @@ class ScriptedDelivery:
     def _verdict(self, piece: GuardPiece) -> DeliveryEvent:
         """The hook at once (no time passes), as the driver runs it."""
         try:
-            verdict = self.guard.hook_piece(piece.text)
+            verdict = self.guard.verdict(piece.text)
         except Exception:
             return PieceWithheld(piece.piece_id)
         if verdict is None:

@@ -15,9 +15,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from orchestrator.delivery.events import GuardPiece, PieceGuarded, PieceWithheld
+from orchestrator.delivery.hooks import guard_piece
 from orchestrator.policy.errors import HookFailed, HookTimedOut, PolicyError
 from orchestrator.policy.hook import HOOK_OUTPUT_MAX_CHARS
 from orchestrator.policy.hook_pool import HookWorkers
+from orchestrator.policy.reply import ReplyPolicy
+from tests import policy_hooks
 
 REPO = Path(__file__).resolve().parents[1]
 CATASTROPHIC = "a" * 28 + "!"
@@ -177,3 +181,23 @@ def test_workers_die_with_a_killed_parent() -> None:
             break
         time.sleep(0.05)
     assert not any(alive(pid) for pid in pids)
+
+
+async def test_the_driver_s_verdict_fails_closed_on_a_timeout_and_without_workers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Through :func:`guard_piece`, as the delivery driver asks: a hung hook's piece is withheld
+    and logged; a reply policy with a hook but no running workers withholds too (the loop never
+    calls the hook itself)."""
+    async with HookWorkers("tests.policy_hooks:hang", workers=1, timeout_secs=0.3) as hooks:
+        policy = ReplyPolicy(hooks=hooks, channel="tg", chat_id="7", hook_timeout_secs=0.3)
+        verdict = await guard_piece(policy, GuardPiece(1, "hello"), where="tg:7")
+    assert verdict == PieceWithheld(1)
+    assert "did not answer within 0.3 s in tg:7; that piece is withheld" in caplog.text
+    loopless = ReplyPolicy(hook=policy_hooks.shout)
+    assert await guard_piece(loopless, GuardPiece(2, "hello"), where="tg:7") == PieceWithheld(2)
+    assert loopless.hook_piece_here("hello") == "HELLO"  # a fake-clock runner's own call
+    async with HookWorkers("tests.policy_hooks:shout", workers=1) as hooks:
+        policy = ReplyPolicy(hooks=hooks, channel="tg", chat_id="7")
+        verdict = await guard_piece(policy, GuardPiece(3, "hello"), where="tg:7")
+    assert verdict == PieceGuarded(3, "HELLO")

@@ -36,7 +36,7 @@ from typing import Protocol
 from orchestrator.policy.catalogue import Redactor
 from orchestrator.policy.errors import HookFailed
 from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
-from orchestrator.policy.hook import Hook, run_hook
+from orchestrator.policy.hook import Hook, call_hook, run_hook
 from orchestrator.policy.pieces import PieceHistory
 from orchestrator.policy.rendered import Renderer, redact_rendered
 from orchestrator.policy.window import RedactionWindow
@@ -229,6 +229,19 @@ class ReplyPolicy:
         if self._hook is None:
             return text
         raise HookFailed("a hook is configured but its worker processes are not running")
+
+    def hook_piece_here(self, text: str) -> str | None:
+        """The hook alone on one piece, called in this thread (``text`` unchanged without one):
+        for a caller with no event loop to keep running (a fake-clock delivery run). The
+        daemon never calls it.
+
+        Raises:
+            Exception: whatever the hook raised, or ``TypeError`` for an output that is neither
+                ``str`` nor ``None``.
+        """
+        if self._hook is None:
+            return text
+        return call_hook(self._hook, self._channel, self._chat_id, text)
 
     def redact_piece(self, text: str) -> str:
         """The hook's output redacted again with the delivered history as context, joined by

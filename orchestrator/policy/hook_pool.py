@@ -159,10 +159,9 @@ class HookWorkers:
                     answer = await worker.ask(
                         {"channel": channel, "chat_id": chat_id, "text": text}
                     )
-            except _PIPE_ERRORS as exc:
-                code = worker.process.returncode
+            except _PIPE_ERRORS as exc:  # it died mid-call (os._exit, a crash, the OOM killer)
                 raise HookFailed(
-                    f"the hook's worker process exited (code {code}): {type(exc).__name__}"
+                    f"the hook's worker process exited mid-call ({type(exc).__name__})"
                 ) from exc
             finally:
                 if answer is not None and not self._closed:

@@ -65,7 +65,7 @@ from orchestrator.dispatch import Dispatcher
 from orchestrator.lifecycle import ChannelSupervisor
 from orchestrator.metrics import Metrics
 from orchestrator.ops_server import OpsServer, parse_listen
-from orchestrator.policy import OutboundPolicy
+from orchestrator.policy import OutboundPolicy, PolicyError
 from orchestrator.provider_chain import ProviderChain
 from orchestrator.reload import plan_reload, read_for_reload
 from orchestrator.reply_stats import ReplyStats
@@ -168,10 +168,17 @@ class Daemon:
         return self._store.sync
 
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up
-        or the store cannot be opened, or when a console-only run ended with its piped input
-        and an answer was not produced."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up,
+        the store cannot be opened or the hook's worker processes cannot start, or when a
+        console-only run ended with its piped input and an answer was not produced."""
+        hooks = self.policy.hooks
         try:
+            if hooks is not None:  # its workers outlive the drain: they stop in ``finally``
+                try:
+                    await hooks.start()
+                except PolicyError as exc:
+                    print(f"relaybot: {exc}", file=sys.stderr)
+                    return 1
             try:
                 await self._store.open()
             except Exception as exc:  # psycopg.Error, SchemaTooNew: one line
@@ -187,6 +194,8 @@ class Daemon:
             await self._providers.aclose()
             with anyio.CancelScope(shield=True):
                 await self._store.aclose()
+                if hooks is not None:
+                    await hooks.aclose()
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins

@@ -146,8 +146,16 @@ def test_piped_help_and_unknown_commands_never_reach_the_model(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("status", "cause"),
     [
-        (401, "the model service refused the API key"),
-        (403, "the model service denied access with this API key"),
+        (
+            401,
+            "the model service refused the API key "
+            "(check OPENAI_API_KEY / providers.openai.api_key)",
+        ),
+        (
+            403,
+            "the model service denied access with this API key "
+            "(check OPENAI_API_KEY / providers.openai.api_key)",
+        ),
     ],
 )
 async def test_a_piped_run_whose_answer_failed_exits_1_with_the_cause(

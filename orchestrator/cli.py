@@ -71,7 +71,9 @@ logged in one line and the running config stays.
 
 Without --config and RELAYBOT_CONFIG no file is looked up: the embedded default runs the console
 channel (this terminal; /help lists its commands and keys) with
-  OpenAI     when OPENAI_API_KEY is set (model gpt-4.1-mini; OPENAI_BASE_URL overrides the API),
+  OpenAI     when OPENAI_API_KEY is set (model $OPENAI_MODEL, default gpt-4.1-mini;
+             OPENAI_BASE_URL overrides the API, and without OPENAI_MODEL the first model
+             that server lists is used and named on stderr),
   Anthropic  else when ANTHROPIC_API_KEY is set (model $ANTHROPIC_MODEL, default
              claude-haiku-4-5; ANTHROPIC_BASE_URL overrides the API),
   a demo     otherwise: a built-in demo model on 127.0.0.1 with canned answers,
@@ -365,7 +367,8 @@ async def _serve(
     if config is not None:
         return await serve(config, storage_path=Path(config.storage.path), config_path=path)
     if environ.get("OPENAI_API_KEY") or environ.get("ANTHROPIC_API_KEY"):
-        default = default_config(environ, demo_base_url=None)
+        listed = await _first_listed_model(environ)
+        default = default_config(environ, demo_base_url=None, listed_model=listed)
         return await serve(default, storage_path=Path(default.storage.path))
     from orchestrator.demo_model import DemoModelServer
 
@@ -377,6 +380,49 @@ async def _serve(
         code = await serve(default, storage_path=Path(default.storage.path))
         tg.cancel_scope.cancel()
     return code
+
+
+async def _first_listed_model(environ: dict[str, str]) -> str | None:
+    """With ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` but no ``OPENAI_MODEL``: the first model
+    that server lists, said in one banner line on stderr (``None`` otherwise, or when the
+    server lists none: the default model is used and the line says why)."""
+    if not environ.get("OPENAI_API_KEY") or environ.get("OPENAI_MODEL"):
+        return None
+    base_url = environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        return None
+    from config.default import OPENAI_MODEL
+    from config.models import ProviderConfig
+    from providers.errors import ProviderError
+    from providers.model_list import list_models
+
+    config = ProviderConfig.model_validate(
+        {
+            "kind": "openai_chat",
+            "base_url": base_url,
+            "api_key": environ["OPENAI_API_KEY"],
+            "model": "-",
+        }
+    )
+    try:
+        names = await list_models(config)
+    except ProviderError as exc:
+        names, why = [], f"its models could not be listed ({exc.message})"
+    else:
+        why = "it lists no models"
+    if names:
+        print(
+            f"relaybot: model {names[0]}, the first that {base_url} lists "
+            "(OPENAI_MODEL chooses another)",
+            file=sys.stderr,
+        )
+        return names[0]
+    print(
+        f"relaybot: model {OPENAI_MODEL}: {base_url} was asked for its models, but {why}; "
+        "set OPENAI_MODEL",
+        file=sys.stderr,
+    )
+    return None
 
 
 if __name__ == "__main__":

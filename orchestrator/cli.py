@@ -7,6 +7,8 @@
 ``relaybot check-config FILE``     exit 0, or print ``FILE:LINE: key.path: message`` lines, exit 2.
 ``relaybot schema``                print the JSON Schema of the config file.
 ``relaybot tools [--config FILE]`` list every tool the bot would offer (MCP servers are asked).
+``relaybot doctor [--config FILE] [--store-only]``
+                                   online checks, one ✓/✗ line each (:mod:`orchestrator.doctor`).
 ``relaybot migrate-store --from URL --to URL``
                                    copy conversations and run records between stores
                                    (``sqlite:///PATH``, ``postgresql://…``).
@@ -102,6 +104,15 @@ Print the JSON Schema (draft 2020-12) of the config file, e.g. for an editor's Y
 server."""
 
 
+_DOCTOR_DESCRIPTION = """\
+Check online, one line each with ✓ or ✗ and what to do, what `relaybot run` would use: every
+channel's credentials (Telegram getMe, Discord users/@me, Matrix whoami), every provider's key
+and model (its models list, or one tiny request), the store (connect, migrate, write one row)
+and the ops port (server.listen: can it be bound). --store-only checks only the store and reads
+only the storage section of the file, so the other sections' secrets need not be set.
+Exit 0 when every check passed, 1 when one failed, 2 for a bad config file."""
+
+
 _MIGRATE_DESCRIPTION = """\
 Copy one store into another: conversations, run records, waiting messages, channel state and the
 update ids already seen, e.g. from the SQLite file into the PostgreSQL server that several
@@ -174,6 +185,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
     )
+    doctor = sub.add_parser(
+        "doctor",
+        help="check online what the config names: channels, providers, store, ops port",
+        description=_DOCTOR_DESCRIPTION,
+        formatter_class=raw,
+    )
+    doctor.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
+    )
+    doctor.add_argument(
+        "--store-only",
+        action="store_true",
+        help="check only the store; read only the storage section of the file",
+    )
     migrate = sub.add_parser(
         "migrate-store",
         help="copy conversations and run records from one store to another",
@@ -219,6 +246,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _flush()
     if args.command == "tools":
         return _tools(args)
+    if args.command == "doctor":
+        return _doctor(args)
     if args.command == "migrate-store":
         return _migrate_store(args.source, args.destination)
     if args.command == "runs":
@@ -262,6 +291,36 @@ def _tools(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     return anyio.run(list_tools, config)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from orchestrator.doctor import doctor, store_only_config
+
+    environ = dict(os.environ)
+    path = args.config or environ.get("RELAYBOT_CONFIG")
+    config: RelaybotConfig | None = None
+    if args.store_only and path:
+        try:
+            storage = store_only_config(path, environ)
+        except (OSError, ValueError) as exc:
+            print(f"relaybot: doctor: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
+            return 2
+    else:
+        demo = "http://127.0.0.1:9/v1"  # the demo model runs only under `run`: not checked
+        config = _load(path) if path else default_config(environ, demo_base_url=demo)
+        if config is None:
+            return 2
+        storage = config.storage
+        if not path:
+            from config.default import DEMO_PROVIDER_NAME
+
+            providers = {k: v for k, v in config.providers.items() if k != DEMO_PROVIDER_NAME}
+            config = config.model_copy(update={"providers": providers})
+        if args.store_only:
+            config = None
+    code = anyio.run(doctor, config, storage, sys.stdout)
+    sys.stdout.flush()
+    return code
 
 
 def _migrate_store(source: str, destination: str) -> int:

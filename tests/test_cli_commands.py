@@ -76,6 +76,7 @@ def test_every_command_and_argument_has_a_help_text(tmp_path: Path) -> None:
         "schema",
         "runs",
         "tools",
+        "doctor",
         "migrate-store",
     }
     assert all(c.help for c in commands._choices_actions)

@@ -13,6 +13,7 @@ import pytest
 
 from tests.peers.discord import DiscordServer
 from tests.peers.provider_server import ProviderServer, Reply
+from tests.peers.synapse import SynapseHomeserver
 from tests.peers.telegram import TelegramBotApiServer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -187,3 +188,56 @@ async def test_a_refused_postgresql_server_is_one_line(tmp_path: Path) -> None:
         f"✗ store postgresql://relaybot@127.0.0.1:{port}"
     )
     assert "Traceback" not in err
+
+
+MATRIX_CONFIG = """\
+channels:
+  mx:
+    kind: matrix
+    homeserver: "{homeserver}"
+    user_id: "{user_id}"
+    access_token: "${{MX_TOKEN}}"
+    device_id: "{device_id}"
+    allowed_users: ["*"]
+providers:
+  openai:
+    kind: openai_chat
+    base_url: "{provider}/v1"
+    api_key: sk-test
+    model: m
+agent:
+  providers: [openai]
+storage:
+  path: "{store}"
+server:
+  listen: null
+"""
+
+
+@pytest.mark.parametrize("good_token", [True, False])
+async def test_matrix_whoami_against_synapse(
+    tmp_path: Path, synapse: SynapseHomeserver, good_token: bool
+) -> None:
+    bot = synapse.register(f"doctor{int(good_token)}")
+    async with ProviderServer() as provider:
+        provider.script("/v1/models", [Reply.json({"data": [{"id": "m"}]})])
+        config = tmp_path / "bot.yaml"
+        config.write_text(
+            MATRIX_CONFIG.format(
+                homeserver=synapse.base_url,
+                user_id=bot.user_id,
+                device_id=bot.device_id,
+                provider=provider.url,
+                store=tmp_path / "relaybot.db",
+            )
+        )
+        token = bot.access_token if good_token else "syt_wrong"
+        code, lines, err = await _doctor(tmp_path, "--config", str(config), MX_TOKEN=token)
+    if good_token:
+        assert code == 0, (lines, err)
+        assert lines[0] == f"✓ channel mx: {bot.user_id} (whoami)"
+    else:
+        assert code == 1
+        assert lines[0] == (
+            "✗ channel mx: the access token was refused (401): check channels.mx.access_token"
+        )

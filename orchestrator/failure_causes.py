@@ -182,6 +182,9 @@ def _context_length(error: ContextLengthExceeded, context: FailureContext) -> st
 
 
 def _bad_request(error: ProviderBadRequest, context: FailureContext) -> str:
+    if error.status_code == 404:  # a 404 that names no model: the path is not an API's
+        where = context.setting("base_url", _URL_VARIABLES)
+        return f"the model service has no such endpoint (HTTP 404): check {where}"
     return f"the model service rejected the request{_status(error)} (the log has its message)"
 
 

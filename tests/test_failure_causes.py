@@ -125,6 +125,14 @@ OLLAMA_404 = {  # Ollama's /v1 answer for a model it has not pulled
             id="unknown-model-openai",
         ),
         pytest.param(
+            [Reply(body=b"404 page not found", status=404, content_type="text/plain")],
+            {},
+            "the model service has no such endpoint (HTTP 404): check OPENAI_BASE_URL / "
+            "providers.p0.base_url",
+            "404 page not found",
+            id="wrong-base-url",
+        ),
+        pytest.param(
             [Reply.json(OLLAMA_404, status=404)],
             {},
             'the model service does not know the model "m"; it lists: llama3.2, qwen3',
@@ -249,3 +257,23 @@ def test_the_table_is_walked_by_class_hierarchy() -> None:
 
     assert user_cause(Other("x"), context) == "the model service failed after 1 try"
     assert user_cause(None) == "the model service failed"
+
+
+async def test_the_providers_message_is_redacted_in_the_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from config.models import PolicyConfig
+    from orchestrator.logsetup import RedactingFormatter
+    from orchestrator.policy import OutboundPolicy
+
+    key = "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIIIJJJJ"
+    body = {"error": {"message": f"Incorrect API key provided: {key}"}}
+    async with ProviderServer() as server:
+        server.script(PATH, [Reply.json(body, status=401)])
+        _, line = await _interrupted(tmp_path, caplog, server)
+    assert key in line  # the raw record holds it; the formatter every handler uses does not
+    formatter = RedactingFormatter(OutboundPolicy.from_config(PolicyConfig()).redact)
+    [record] = [r for r in caplog.records if "answer interrupted" in r.getMessage()]
+    formatted = formatter.format(record)
+    assert "the model service refused the API key" in formatted
+    assert "Incorrect API key provided" in formatted and key not in formatted

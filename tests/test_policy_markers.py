@@ -14,11 +14,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from channels.telegram_format import markdown_to_telegram
+from orchestrator.policy import ReplyPolicy
 from orchestrator.policy.catalogue import BUILTIN_SHAPES, Redactor, compile_shape, marker
 from orchestrator.policy.rendered import redact_rendered
 from orchestrator.policy.shapes import SecretShape
 from orchestrator.policy.window import RedactionWindow
 from tests.policy_samples import SAMPLES, windows
+from tests.test_policy_c18 import MODES, deliver
 
 REDACTOR = Redactor()
 NAMES = sorted({shape.name for shape in BUILTIN_SHAPES} | {"term", "nokw", "a", "x_1"})
@@ -226,3 +228,35 @@ def test_an_extra_pattern_never_matches_inside_a_marker() -> None:
     once = redactor.redact("see AKIAIOSFODNN7QXZJ135 and SHOUTING")
     assert once == "see [REDACTED:aws_access_key] and [REDACTED:caps]"
     assert redactor.redact(once) == once
+
+
+# -- no line lost: the final visible text is the redacted answer's ------------------------------
+
+_LINES = st.one_of(
+    st.sampled_from(URL_FORMS),
+    st.sampled_from([text for name, text, _ in SAMPLES if name != "private_key"]),
+    st.sampled_from(
+        ["Connect with this URL:", "KEEPWORD stays.", "Then restart the service.", "ok",
+         "The deployment finished.", "キーは次の通りです。", "id1" + _KEY, f"key: {_KEY[:30]}"]
+    ),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+@settings(max_examples=130, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lines=st.lists(_LINES, min_size=1, max_size=6), data=st.data())
+def test_property_the_final_text_is_the_redacted_answer_every_line_kept(
+    mode: str, lines: list[str], data: st.DataObject
+) -> None:
+    answer = "\n\n".join(lines)
+    steps: list[object] = []
+    pos = 0
+    while pos < len(answer):
+        size = data.draw(st.integers(1, 12))
+        steps.append(answer[pos : pos + size])
+        pos += size
+    policy = ReplyPolicy(channel="fake", chat_id="chat", render=_render)
+    chat = deliver(mode, steps, policy=policy, max_length=4096)
+    final = chat.states[-1][1]
+    shown = " ".join(" ".join(_render(text).split()) for text in final)
+    assert shown == " ".join(_render(REDACTOR.redact(answer)).split())

@@ -7,6 +7,7 @@ Hierarchy::
     ├── ProviderRateLimited        429 or a rate-limit error event; carries retry_after (seconds)
     ├── ProviderServerError        5xx, overloaded_error, server_error (sent by the provider)
     ├── ProviderBadRequest         any other 4xx; never retried
+    │   └── ContextLengthExceeded  the request is longer than the model's context window
     ├── ProviderTimeout            connect, headers or byte-idle timeout; not re-sent there
     ├── ProviderConnectionError    could not connect, or the connection broke while reading
     ├── StreamTruncated            the body ended before the terminal signal ("they broke it")
@@ -16,6 +17,7 @@ Hierarchy::
 from __future__ import annotations
 
 __all__ = [
+    "ContextLengthExceeded",
     "ProviderAuthError",
     "ProviderBadRequest",
     "ProviderConnectionError",
@@ -74,6 +76,11 @@ class ProviderServerError(ProviderError):
 
 class ProviderBadRequest(ProviderError):
     retryable = False
+
+
+class ContextLengthExceeded(ProviderBadRequest):
+    """The model rejected the request as longer than its context window (OpenAI
+    ``context_length_exceeded``, Anthropic "prompt is too long", a server's "context length")."""
 
 
 class ProviderTimeout(ProviderError):

@@ -43,7 +43,9 @@ import httpcore
 import httpx
 
 from providers.bounded_json import parse_json
+from providers.error_events import is_context_overflow
 from providers.errors import (
+    ContextLengthExceeded,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderConnectionError,
@@ -194,7 +196,7 @@ def error_from_status(
     status: int, body: bytes, headers: httpx.Headers | None = None
 ) -> ProviderError:
     """Map a non-2xx answer to a typed error (architecture §2 "Failures")."""
-    code, message, _ = _error_fields(body)
+    code, message, parsed = _error_fields(body)
     text = f"HTTP {status}" + (f": {message}" if message else "")
     if status in (401, 403):
         return ProviderAuthError(text, status_code=status, code=code)
@@ -203,6 +205,10 @@ def error_from_status(
         return ProviderRateLimited(text, retry_after=retry_after, status_code=status, code=code)
     if status >= 500 or code in ("overloaded_error", "server_error", "api_error"):
         return ProviderServerError(text, status_code=status, code=code)
+    err = parsed.get("error") if isinstance(parsed, dict) else None
+    second = err.get("code") if isinstance(err, dict) else None
+    if is_context_overflow((code, second if isinstance(second, str) else None), message):
+        return ContextLengthExceeded(text, status_code=status, code=code)
     return ProviderBadRequest(text, status_code=status, code=code)
 
 

@@ -45,6 +45,16 @@ from orchestrator.delivery.events import (
     AnswerInterrupted,
     RoundEnded,
 )
+from orchestrator.history_budget import (
+    SQUEEZE,
+    Calibration,
+    answer_reserve,
+    context_window,
+    estimate_message,
+    estimate_tools,
+    fit,
+    prompt_limit,
+)
 from orchestrator.images import image_parts
 from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
@@ -60,6 +70,7 @@ from orchestrator.turn_state import (
     conversation_key,
 )
 from providers.base import ChatMessage, ChatRequest, CompletionResponse
+from providers.errors import ContextLengthExceeded
 from providers.events import ToolCall
 
 __all__ = [
@@ -125,6 +136,8 @@ class TurnRunner:
         self._policies = policies
         self._on_round = on_round
         self._running: dict[ConversationKey, TurnState] = {}
+        self._calibration = Calibration()
+        self._ceiling = 1 << 40  # estimated prompt tokens; lowered by a rejection
 
     def cancel_all(self) -> None:
         """Stop every running turn's model work; each still delivers its interrupted marker."""
@@ -273,7 +286,7 @@ class TurnRunner:
         for index in range(max_rounds + 1):
             last = index == max_rounds or state.guard.tripped
             offer_tools = not last and bool(self._tools.specs)
-            result = await self._round(turn, self._request(turn, last and index > 0, offer_tools))
+            result = await self._round(turn, last and index > 0, offer_tools)
             if result is None:
                 return  # no provider could serve it: interrupted
             response = result.response
@@ -285,26 +298,73 @@ class TurnRunner:
                 return  # refused
             await self._run_tools(turn, response, calls, state)
 
-    def _request(self, turn: TurnState, summary: bool, offer_tools: bool) -> ChatRequest:
-        """The request of a round. A ``summary`` round (after ``max_tool_rounds`` rounds with
-        tools, or after the repeat guard refused a call) offers no tools and asks for an
-        answer. Tool-call ids are normalised for whichever provider serves it."""
+    def _request(
+        self, turn: TurnState, summary: bool, offer_tools: bool
+    ) -> tuple[ChatRequest, int]:
+        """The request of a round and its estimated prompt tokens. A ``summary`` round (after
+        ``max_tool_rounds`` rounds with tools, or after the repeat guard refused a call) offers
+        no tools and asks for an answer. Tool-call ids are normalised for whichever provider
+        serves it. The history is trimmed, oldest turns first, to fit every provider of the
+        chain (:mod:`orchestrator.history_budget`); the messages left out are counted in
+        ``turn.outcome.dropped_messages``."""
         extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
         system = ChatMessage("system", self._agent.system_prompt)
-        messages = normalise_ids([*turn.history, *turn.new_messages])
-        return ChatRequest(
-            messages=(system, *messages, *extra),
-            tools=self._tools.specs if offer_tools else (),
-        )
+        tools = self._tools.specs if offer_tools else ()
+        messages = [*turn.history, *turn.new_messages]
+        fixed = sum(estimate_message(m) for m in (system, *extra)) + estimate_tools(tools)
+        fitted = fit(messages, limit=self._prompt_limit(), fixed=fixed)
+        turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, fitted.dropped)
+        kept = normalise_ids(messages[fitted.start :])
+        return ChatRequest(messages=(system, *kept, *extra), tools=tools), fitted.tokens
 
-    async def _round(self, turn: TurnState, request: ChatRequest) -> RoundResult | None:
+    def _prompt_limit(self) -> int:
+        """Estimated prompt tokens that fit every provider of the chain (architecture §5
+        "Context budget"), each calibrated by its own reported usage, and below the ceiling
+        learnt from a rejection."""
+        limits = []
+        for entry in self._rounds.chain:
+            config = entry.config
+            window = context_window(config.model, config.context_window)
+            reserve = answer_reserve(window, config.max_tokens)
+            ratio = self._calibration.ratio(entry.provider.name)
+            limits.append(prompt_limit(window, reserve, ratio))
+        return min([*limits, self._ceiling])
+
+    async def _serve(
+        self, turn: TurnState, summary: bool, offer_tools: bool, sink: RoundSink
+    ) -> RoundResult:
+        """Serve a round; a request the model rejected as too long for its context window is
+        trimmed harder and sent once more. Raises :class:`RoundFailed`."""
+        request, estimate = self._request(turn, summary, offer_tools)
+        try:
+            result = await self._rounds.run(request, sink)
+        except RoundFailed as failed:
+            if not isinstance(failed.error, ContextLengthExceeded):
+                raise
+            # The window is smaller than configured or estimated: requests from now on stay
+            # under a share of the one rejected.
+            self._ceiling = max(1, min(self._ceiling, int(estimate * SQUEEZE)))
+            log.warning(
+                "context window exceeded in %s: history trimmed to %d estimated tokens",
+                turn.where,
+                self._ceiling,
+            )
+            request, estimate = self._request(turn, summary, offer_tools)
+            result = await self._rounds.run(request, sink)
+        usage = result.response.usage
+        self._calibration.observe(
+            result.provider, estimate, usage.input_tokens if usage is not None else None
+        )
+        return result
+
+    async def _round(self, turn: TurnState, summary: bool, offer_tools: bool) -> RoundResult | None:
         """Serve one round; ``None`` when it failed (the reply is then interrupted)."""
         turn.policy.begin_round()
         sink = RoundSink(turn.policy, turn.driver, turn.call_numbers)
         turn.open_round = OpenRound(sink, turn.driver.writes_sent)
         turn.outcome.rounds += 1
         try:
-            result = await self._rounds.run(request, sink)
+            result = await self._serve(turn, summary, offer_tools, sink)
         except RoundFailed as failed:
             log.warning("answer interrupted in %s: %s (%s)", turn.where, failed.cause, failed.error)
             text = sink.end()

@@ -39,6 +39,7 @@ import anyio
 
 from channels.base import Channel, InboundMessage, MessageRef
 from config.models import AgentConfig
+from orchestrator.compaction import summary_request, with_summary
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import (
     AnswerEnded,
@@ -71,7 +72,7 @@ from orchestrator.turn_state import (
 )
 from providers.base import ChatMessage, ChatRequest, CompletionResponse
 from providers.errors import ContextLengthExceeded
-from providers.events import ToolCall
+from providers.events import StreamEvent, ToolCall
 
 __all__ = [
     "STOPPED_MARKER",
@@ -281,6 +282,11 @@ class TurnRunner:
         turn.history = await self._store.history(
             turn.channel.name, inbound.chat_id, inbound.thread_id
         )
+        if self._agent.history.compaction == "summarize":
+            turn.summary = await self._store.summary(
+                turn.channel.name, inbound.chat_id, inbound.thread_id
+            )
+            await self._compact(turn)
         max_rounds = self._agent.max_tool_rounds
         state = ToolTurn()
         for index in range(max_rounds + 1):
@@ -308,7 +314,7 @@ class TurnRunner:
         chain (:mod:`orchestrator.history_budget`); the messages left out are counted in
         ``turn.outcome.dropped_messages``."""
         extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
-        system = ChatMessage("system", self._agent.system_prompt)
+        system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
         tools = self._tools.specs if offer_tools else ()
         messages = [*turn.history, *turn.new_messages]
         fixed = sum(estimate_message(m) for m in (system, *extra)) + estimate_tools(tools)
@@ -316,6 +322,36 @@ class TurnRunner:
         turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, fitted.dropped)
         kept = normalise_ids(messages[fitted.start :])
         return ChatRequest(messages=(system, *kept, *extra), tools=tools), fitted.tokens
+
+    async def _compact(self, turn: TurnState) -> None:
+        """``agent.history.compaction: summarize``: when the history does not fit, its oldest
+        turns are cut down to half the budget and replaced, in the store too, by a summary the
+        model writes (:mod:`orchestrator.compaction`). A failed summary round leaves the history
+        as it is (the request then drops what does not fit)."""
+        limit = self._prompt_limit()
+        system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
+        fixed = estimate_message(system) + estimate_tools(self._tools.specs)
+        messages = [*turn.history, *turn.new_messages]
+        if fit(messages, limit=limit, fixed=fixed).dropped == 0:
+            return
+        start = min(fit(messages, limit=limit // 2, fixed=fixed).start, len(turn.history))
+        if start == 0:
+            return
+        request = summary_request(turn.summary, turn.history[:start], limit_tokens=limit)
+        try:
+            result = await self._rounds.run(request, _Discarded())
+        except RoundFailed as failed:
+            log.warning("could not summarize older turns in %s: %s", turn.where, failed.error)
+            return
+        text = result.response.text.strip()
+        if not text:
+            return
+        inbound = turn.inbound
+        keep = len(turn.history) - start
+        await self._store.compact(turn.channel.name, inbound.chat_id, inbound.thread_id, keep, text)
+        log.info("summarized %d older messages in %s", start, turn.where)
+        turn.history, turn.summary = turn.history[start:], text
+        turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, start)
 
     def _prompt_limit(self) -> int:
         """Estimated prompt tokens that fit every provider of the chain (architecture §5
@@ -468,3 +504,13 @@ class TurnRunner:
             turn.last_round_id = await self._store.record_round(record)
         if self._on_round is not None:
             self._on_round(record)
+
+
+class _Discarded:
+    """The sink of a summary round: nothing of it reaches the chat."""
+
+    def event(self, event: StreamEvent) -> None:
+        pass
+
+    def restart(self) -> None:
+        pass

@@ -64,6 +64,7 @@ class TurnState:
     pending_text: str = ""  # the visible text of the last round served
     open_round: OpenRound | None = None
     last_round_id: int | None = None  # the store row of the last round recorded
+    summary: str | None = None  # of the compacted turns (agent.history.compaction: summarize)
     call_numbers: itertools.count[int] = field(default_factory=itertools.count)
     """Numbers the reply's tool calls (its own and the provider's) for their status lines."""
 

@@ -19,7 +19,9 @@ from channels.base import Channel, InboundHandler
 from channels.registry import build_channel
 from config.loader import load_config_text
 from orchestrator.answering import TRIM_NOTICE
+from orchestrator.compaction import SUMMARY_HEADING, SUMMARY_PROMPT
 from orchestrator.daemon import Daemon
+from orchestrator.store import open_store
 from tests.peers.limited_model import LimitedModel
 from tests.peers.telegram import TelegramBotApiServer
 from tests.telegram_harness import CHAT, ObservedTelegramChannel, serving
@@ -36,7 +38,9 @@ def _channels(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
     return build_channel(name, config, on_inbound)
 
 
-def _config(peer: TelegramBotApiServer, model: LimitedModel, tmp: Path, window: int) -> str:
+def _config(
+    peer: TelegramBotApiServer, model: LimitedModel, tmp: Path, window: int, compaction: str
+) -> str:
     return f"""\
 providers:
   main:
@@ -49,6 +53,8 @@ providers:
 agent:
   providers: [main]
   tools: []
+  history:
+    compaction: {compaction}
 channels:
   tg:
     kind: telegram
@@ -68,23 +74,28 @@ def _question(n: int) -> str:
     return f"Question {n}: " + " ".join(f"word{n}-{i}" for i in range(40))  # ~350 characters
 
 
-async def _chat(tmp_path: Path, window: int) -> tuple[LimitedModel, list[str]]:
-    """Run :data:`MESSAGES` messages through the daemon; the model peer and the chat's texts."""
-    async with TelegramBotApiServer() as peer, LimitedModel(context_limit=LIMIT) as model:
+async def _chat(
+    tmp_path: Path, window: int, *, compaction: str = "drop", messages: int = MESSAGES
+) -> tuple[LimitedModel, list[str]]:
+    """Run ``messages`` messages through the daemon; the model peer and the chat's texts."""
+    marker = SUMMARY_PROMPT[:40]
+    async with (
+        TelegramBotApiServer() as peer,
+        LimitedModel(context_limit=LIMIT, summary_marker=marker) as model,
+    ):
         peer.open_chat(CHAT)
-        config = load_config_text(
-            _config(peer, model, tmp_path, window), source_name="e2e.yaml", environ={}
-        )
+        text = _config(peer, model, tmp_path, window, compaction)
+        config = load_config_text(text, source_name="e2e.yaml", environ={})
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_channels)
         async with serving(daemon, peer):
             channel = daemon.channels["tg"]
             assert isinstance(channel, ObservedTelegramChannel)
-            for n in range(MESSAGES):
+            for n in range(messages):
                 before = channel.replies_finished
                 peer.inject_message(CHAT, _question(n))
                 with anyio.fail_after(20):
                     await channel.wait_replies(before + 1)
-            await peer.wait_for(lambda: len(peer.texts(CHAT)) >= MESSAGES + 1)
+            await peer.wait_for(lambda: len(peer.texts(CHAT)) >= messages + 1)
         return model, peer.texts(CHAT)
 
 
@@ -113,4 +124,26 @@ async def test_a_window_smaller_than_configured_is_learnt_from_one_refusal(
     model, texts = await _chat(tmp_path, window=2 * LIMIT)
     assert len([text for text in texts if text.startswith("Answer ")]) == MESSAGES
     assert len([r for r in model.requests if r.refused]) == 1
+    assert texts.count(TRIM_NOTICE) == 1
+
+
+async def test_compaction_replaces_older_turns_with_a_stored_summary(tmp_path: Path) -> None:
+    model, texts = await _chat(tmp_path, window=LIMIT, compaction="summarize", messages=120)
+    assert len([text for text in texts if text.startswith("Answer ")]) == 120
+    assert not any(r.refused for r in model.requests)
+    summaries = [i for i, r in enumerate(model.requests) if r.system == SUMMARY_PROMPT]
+    assert summaries, "no summary was asked for"
+    # what is summarized is the older conversation, never the message being answered
+    first = model.requests[summaries[0]].body["messages"][1]["content"]
+    assert _question(0) in first and _question(119) not in first
+    # the latest summary is stored, and sent at the head of every later request
+    last = summaries[-1] + 1
+    stored = f"Summary {last}."
+    store = await open_store(f"sqlite:///{tmp_path / 'relaybot.db'}")
+    try:
+        assert await store.summary("tg", str(CHAT)) == stored
+    finally:
+        await store.aclose()
+    later = model.requests[last:]
+    assert later and all(r.system.endswith(f"{SUMMARY_HEADING}\n{stored}") for r in later)
     assert texts.count(TRIM_NOTICE) == 1

@@ -70,7 +70,21 @@ class ConversationStore(Protocol):
         thread_id: str | None = None,
     ) -> None: ...
 
-    async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None: ...
+    async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
+        """Forget the conversation's history and its summary."""
+        ...
+
+    async def summary(self, channel: str, chat_id: str, thread_id: str | None = None) -> str | None:
+        """The summary that replaced the conversation's compacted turns, or None
+        (architecture §5 "Context budget")."""
+        ...
+
+    async def compact(
+        self, channel: str, chat_id: str, thread_id: str | None, keep: int, summary: str
+    ) -> None:
+        """Delete every message of the conversation but the newest ``keep`` and keep
+        ``summary`` in their place (replacing the summary before it), atomically."""
+        ...
 
     async def record_round(self, record: RoundRecord) -> int:
         """Store ``record``; returns its row id (for :meth:`set_round_outcome`)."""

@@ -75,9 +75,16 @@ def _question(n: int) -> str:
 
 
 async def _chat(
-    tmp_path: Path, window: int, *, compaction: str = "drop", messages: int = MESSAGES
+    tmp_path: Path,
+    window: int,
+    *,
+    compaction: str = "drop",
+    messages: int = MESSAGES,
+    texts: list[str] | None = None,
 ) -> tuple[LimitedModel, list[str]]:
-    """Run ``messages`` messages through the daemon; the model peer and the chat's texts."""
+    """Run ``messages`` questions (or ``texts``) through the daemon, each answered before the
+    next; the model peer and the chat's texts."""
+    sent = texts if texts is not None else [_question(n) for n in range(messages)]
     marker = SUMMARY_PROMPT[:40]
     async with (
         TelegramBotApiServer() as peer,
@@ -90,12 +97,12 @@ async def _chat(
         async with serving(daemon, peer):
             channel = daemon.channels["tg"]
             assert isinstance(channel, ObservedTelegramChannel)
-            for n in range(messages):
+            for text in sent:
                 before = channel.replies_finished
-                peer.inject_message(CHAT, _question(n))
+                peer.inject_message(CHAT, text)
                 with anyio.fail_after(20):
                     await channel.wait_replies(before + 1)
-            await peer.wait_for(lambda: len(peer.texts(CHAT)) >= messages + 1)
+            await peer.wait_for(lambda: len(peer.texts(CHAT)) >= len(sent) + 1)
         return model, peer.texts(CHAT)
 
 
@@ -147,3 +154,10 @@ async def test_compaction_replaces_older_turns_with_a_stored_summary(tmp_path: P
     later = model.requests[last:]
     assert later and all(r.system.endswith(f"{SUMMARY_HEADING}\n{stored}") for r in later)
     assert texts.count(TRIM_NOTICE) == 1
+
+
+async def test_the_notice_comes_again_after_reset(tmp_path: Path) -> None:
+    questions = [_question(n) for n in range(50)]
+    _, texts = await _chat(tmp_path, window=LIMIT, texts=[*questions, "/reset", *questions])
+    assert texts.count(TRIM_NOTICE) == 2
+    assert texts.count("Conversation cleared.") == 1

@@ -58,7 +58,7 @@ from orchestrator.history_budget import (
 )
 from orchestrator.images import image_parts
 from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
-from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
+from orchestrator.rounds import ChainEntry, RoundFailed, RoundResult, RoundRunner
 from orchestrator.store import AsyncStore, ConversationStore, Draft, RoundRecord, Store
 from orchestrator.tool_calls import normalise_ids
 from orchestrator.tool_round import ToolTurn, run_calls
@@ -89,6 +89,7 @@ SUMMARY_REQUEST = (
     "(No more tool calls are available for this request. Answer now with what you have found, "
     "and say briefly what is still open.)"
 )
+_NO_CEILING = 1 << 40
 SHUTDOWN_CAUSE = "the bot is shutting down"
 STOPPED_CAUSE = "stopped by the user"
 STOPPED_MARKER = "⏹ Stopped."
@@ -138,7 +139,8 @@ class TurnRunner:
         self._on_round = on_round
         self._running: dict[ConversationKey, TurnState] = {}
         self._calibration = Calibration()
-        self._ceiling = 1 << 40  # estimated prompt tokens; lowered by a rejection
+        self._ceiling = _NO_CEILING  # estimated prompt tokens; lowered by a rejection
+        self._ceiling_chain: list[ChainEntry] | None = None  # the chain it was learnt on
 
     def cancel_all(self) -> None:
         """Stop every running turn's model work; each still delivers its interrupted marker."""
@@ -364,6 +366,8 @@ class TurnRunner:
             reserve = answer_reserve(window, config.max_tokens)
             ratio = self._calibration.ratio(entry.provider.name)
             limits.append(prompt_limit(window, reserve, ratio))
+        if self._ceiling_chain is not self._rounds.chain:  # a reload replaced the chain
+            self._ceiling, self._ceiling_chain = _NO_CEILING, self._rounds.chain
         return min([*limits, self._ceiling])
 
     async def _serve(
@@ -379,7 +383,7 @@ class TurnRunner:
                 raise
             # The window is smaller than configured or estimated: requests from now on stay
             # under a share of the one rejected.
-            self._ceiling = max(1, min(self._ceiling, int(estimate * SQUEEZE)))
+            self._ceiling = max(1, min(self._prompt_limit(), int(estimate * SQUEEZE)))
             log.warning(
                 "context window exceeded in %s: history trimmed to %d estimated tokens",
                 turn.where,

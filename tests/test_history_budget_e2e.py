@@ -128,8 +128,8 @@ async def test_a_window_smaller_than_configured_is_learnt_from_one_refusal(
 ) -> None:
     # The config claims twice the window the model has: the first request past the real one
     # is refused, sent again trimmed, and no later request is refused.
-    model, texts = await _chat(tmp_path, window=2 * LIMIT)
-    assert len([text for text in texts if text.startswith("Answer ")]) == MESSAGES
+    model, texts = await _chat(tmp_path, window=2 * LIMIT, messages=100)
+    assert len([text for text in texts if text.startswith("Answer ")]) == 100
     assert len([r for r in model.requests if r.refused]) == 1
     assert texts.count(TRIM_NOTICE) == 1
 

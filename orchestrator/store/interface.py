@@ -42,6 +42,7 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
     "waiting": ("channel", "chat_id", "thread_id", "message", "received_at", "sort_key"),
     "channel_state": ("channel", "key", "value"),
     "seen_updates": ("channel", "update_id", "seen_at"),
+    "summaries": ("channel", "chat_id", "thread_id", "summary", "updated_at"),
 }  # fmt: skip
 """Copied tables and columns, rows in their id order (``relaybot migrate-store``)."""
 

@@ -43,6 +43,7 @@ __all__ = [
     "ConsoleChannelConfig",
     "DiscordChannelConfig",
     "GuardrailConfig",
+    "HistoryConfig",
     "MatrixChannelConfig",
     "PolicyConfig",
     "ProviderConfig",
@@ -99,6 +100,12 @@ class ProviderConfig(_Strict):
         default=None, description="where the model supports it"
     )
     max_tokens: int | None = Field(default=None, gt=0, description="output token limit")
+    context_window: int | None = Field(
+        default=None,
+        ge=1024,
+        description="tokens the model reads at most (prompt and answer); null: from a table "
+        "of known models, else 8192",
+    )
     max_connections: int = Field(
         default=1000, ge=1, description="connection pool size: replies streamed at once"
     )
@@ -135,6 +142,16 @@ class ProviderConfig(_Strict):
                 (("api_key",), f"missing required key (needed for kind {self.kind})")
             )
         return self
+
+
+class HistoryConfig(_Strict):
+    """How a conversation's history is fitted into the model's context window."""
+
+    compaction: Literal["drop", "summarize"] = Field(
+        default="drop",
+        description="drop: turns that no longer fit are left out; summarize: they are replaced "
+        "by a summary the model writes, kept in the store",
+    )
 
 
 class AgentConfig(_Strict):
@@ -179,6 +196,13 @@ class AgentConfig(_Strict):
         gt=0,
         description="bytes; an image above this is refused with a one-line message, not sent",
     )
+    max_tool_result_chars: int = Field(
+        default=20000,
+        ge=100,
+        description="characters of one tool result sent to the model; a longer one is cut "
+        "with a note saying so",
+    )
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
 
     @model_validator(mode="after")
     def _approval_names_offered_tools(self) -> AgentConfig:

@@ -25,6 +25,7 @@ __all__ = [
     "HELP_TEXT",
     "NOTHING_TO_STOP",
     "STALE_NOTICE",
+    "TRIM_NOTICE",
     "Answering",
     "command_of",
     "stale_notice",
@@ -37,6 +38,10 @@ HELP_TEXT = (
     "/reset forgets this conversation."
 )
 NOTHING_TO_STOP = "Nothing to stop."
+TRIM_NOTICE = "Older messages of this chat are no longer sent to the model; /reset starts afresh."
+TRIM_NOTICE_STATE = "trim_noticed:"
+"""The channel-state key prefix (then ``chat_id`` and ``:thread_id``) of a conversation told
+:data:`TRIM_NOTICE`: it is told once, until ``/reset``."""
 STALE_NOTICE = (
     "Your message from {when} was not answered before the bot restarted; please send it again."
 )
@@ -98,6 +103,9 @@ class Answering:
     async def _command(self, channel: Channel, message: InboundMessage, command: str) -> None:
         if command == "/reset":
             await self._store.reset(channel.name, message.chat_id, message.thread_id)
+            key = _trim_key(message)
+            if await self._store.get_state(channel.name, key):
+                await self._store.set_state(channel.name, key, "")
             text = "Conversation cleared."
         else:
             text = HELP_TEXT
@@ -149,6 +157,8 @@ class Answering:
             return
         try:
             outcome = await self._turns.run(channel, message)
+            if outcome.dropped_messages:
+                await self._tell_trimmed(channel, message)
             if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
                 self.unanswered = self.unanswered or outcome.cause
             seconds = time.monotonic() - began
@@ -175,6 +185,19 @@ class Answering:
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
+
+    async def _tell_trimmed(self, channel: Channel, message: InboundMessage) -> None:
+        """Older messages no longer fit the model's context window: say so, once per
+        conversation until ``/reset`` (architecture §5 "Context budget")."""
+        key = _trim_key(message)
+        if await self._store.get_state(channel.name, key):
+            return
+        await self._store.set_state(channel.name, key, "1")
+        await self.say(channel, message, TRIM_NOTICE)
+
+
+def _trim_key(message: InboundMessage) -> str:
+    return f"{TRIM_NOTICE_STATE}{message.chat_id}:{message.thread_id or ''}"
 
 
 def stale_notice(waiting: WaitingMessage) -> str:

@@ -22,7 +22,12 @@ def build_registry(agent: AgentConfig) -> ToolRegistry:
     """The registry of ``agent`` (its MCP servers not started yet). Raises: KeyError naming an
     unknown built-in tool."""
     mcp = McpServers(agent.mcp_servers, builtin_tools()) if agent.mcp_servers else None
-    return ToolRegistry.from_names(agent.tools, mcp=mcp, timeout_secs=agent.tool_timeout_secs)
+    return ToolRegistry.from_names(
+        agent.tools,
+        mcp=mcp,
+        timeout_secs=agent.tool_timeout_secs,
+        max_result_chars=agent.max_tool_result_chars,
+    )
 
 
 def unknown_approval_names(agent: AgentConfig, registry: ToolRegistry) -> list[str]:

@@ -4,7 +4,8 @@ A tool is an async callable taking the parsed JSON arguments and returning text 
 Failures the model can act on (bad arguments, an unknown time zone, an unknown tool, a tool that
 raised, failed on its MCP server or took longer than ``tool_timeout_secs``) are returned as tool
 errors — a JSON object ``{"error": "..."}`` — never raised into the turn loop. A result longer
-than :data:`MAX_RESULT_CHARS` is cut there, with a note saying so.
+than ``agent.max_tool_result_chars`` (default :data:`MAX_RESULT_CHARS`) is cut there, with a
+note saying so.
 
 The registry offers the built-in tools of ``agent.tools`` and the tools of
 ``agent.mcp_servers`` (:class:`~orchestrator.mcp_tools.McpServers`), whose list may change while
@@ -37,8 +38,9 @@ __all__ = [
     "tool_error",
 ]
 
-MAX_RESULT_CHARS = 50_000
-"""The longest tool result given to the model, in characters; a longer one is cut."""
+MAX_RESULT_CHARS = 20_000
+"""The longest tool result given to the model by default, in characters
+(``agent.max_tool_result_chars``); a longer one is cut with a note saying so."""
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +130,7 @@ class ToolRegistry:
         tools: the built-in tools offered.
         mcp: the MCP servers, whose tools are offered after the built-ins.
         timeout_secs: the bound of one call (``agent.tool_timeout_secs``).
+        max_result_chars: the longest result given to the model (``agent.max_tool_result_chars``).
     """
 
     def __init__(
@@ -136,14 +139,21 @@ class ToolRegistry:
         *,
         mcp: McpServers | None = None,
         timeout_secs: float = 60.0,
+        max_result_chars: int = MAX_RESULT_CHARS,
     ) -> None:
         self._tools = dict(tools)
         self.mcp = mcp
         self.timeout_secs = timeout_secs
+        self.max_result_chars = max_result_chars
 
     @classmethod
     def from_names(
-        cls, names: list[str], *, mcp: McpServers | None = None, timeout_secs: float = 60.0
+        cls,
+        names: list[str],
+        *,
+        mcp: McpServers | None = None,
+        timeout_secs: float = 60.0,
+        max_result_chars: int = MAX_RESULT_CHARS,
     ) -> ToolRegistry:
         """Raises: KeyError naming an unknown tool."""
         available = builtin_tools()
@@ -151,7 +161,7 @@ class ToolRegistry:
         if unknown:
             raise KeyError(f"unknown tool(s): {', '.join(unknown)}")
         tools = {name: available[name] for name in names}
-        return cls(tools, mcp=mcp, timeout_secs=timeout_secs)
+        return cls(tools, mcp=mcp, timeout_secs=timeout_secs, max_result_chars=max_result_chars)
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -200,7 +210,7 @@ class ToolRegistry:
         except Exception as exc:  # a tool bug must not end the turn
             log.exception("tool %s failed", name)
             return ToolResult(tool_error(f"{type(exc).__name__}: {exc}"), type(exc).__name__)
-        return ToolResult(_bounded(output), error_message(output))
+        return ToolResult(_bounded(output, self.max_result_chars), error_message(output))
 
     async def _call(self, name: str, arguments: dict[str, Any], restarted: set[str] | None) -> str:
         tool = self._tools.get(name)
@@ -214,8 +224,8 @@ class ToolRegistry:
         )
 
 
-def _bounded(output: str) -> str:
-    if len(output) <= MAX_RESULT_CHARS:
+def _bounded(output: str, limit: int) -> str:
+    if len(output) <= limit:
         return output
-    note = f"\n[result cut: {len(output)} characters in all, the first {MAX_RESULT_CHARS} shown]"
-    return output[:MAX_RESULT_CHARS] + note
+    note = f"\n[result cut: {len(output)} characters in all, the first {limit} shown]"
+    return output[:limit] + note

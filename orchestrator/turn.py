@@ -39,6 +39,7 @@ import anyio
 
 from channels.base import Channel, InboundMessage
 from config.models import AgentConfig
+from orchestrator.compaction import summary_request, with_summary
 from orchestrator.cut_answers import ReplyJournal
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import (
@@ -46,9 +47,19 @@ from orchestrator.delivery.events import (
     AnswerInterrupted,
     RoundEnded,
 )
+from orchestrator.history_budget import (
+    SQUEEZE,
+    Calibration,
+    answer_reserve,
+    context_window,
+    estimate_message,
+    estimate_tools,
+    fit,
+    prompt_limit,
+)
 from orchestrator.images import image_parts
 from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
-from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
+from orchestrator.rounds import ChainEntry, RoundFailed, RoundResult, RoundRunner
 from orchestrator.store import AsyncStore, ConversationStore, RoundRecord, Store
 from orchestrator.tool_calls import normalise_ids
 from orchestrator.tool_round import ToolTurn, run_calls
@@ -61,7 +72,8 @@ from orchestrator.turn_state import (
     conversation_key,
 )
 from providers.base import ChatMessage, ChatRequest, CompletionResponse
-from providers.events import ToolCall
+from providers.errors import ContextLengthExceeded
+from providers.events import StreamEvent, ToolCall
 
 __all__ = [
     "STOPPED_MARKER",
@@ -78,6 +90,7 @@ SUMMARY_REQUEST = (
     "(No more tool calls are available for this request. Answer now with what you have found, "
     "and say briefly what is still open.)"
 )
+_NO_CEILING = 1 << 40
 SHUTDOWN_CAUSE = "the bot is shutting down"
 STOPPED_CAUSE = "stopped by the user"
 STOPPED_MARKER = "⏹ Stopped."
@@ -127,6 +140,9 @@ class TurnRunner:
         self._policies = policies
         self._on_round = on_round
         self._running: dict[ConversationKey, TurnState] = {}
+        self._calibration = Calibration()
+        self._ceiling = _NO_CEILING  # estimated prompt tokens; lowered by a rejection
+        self._ceiling_chain: list[ChainEntry] | None = None  # the chain it was learnt on
 
     def cancel_all(self) -> None:
         """Stop every running turn's model work; each still delivers its interrupted marker."""
@@ -257,12 +273,17 @@ class TurnRunner:
         turn.history = await self._store.history(
             turn.channel.name, inbound.chat_id, inbound.thread_id
         )
+        if self._agent.history.compaction == "summarize":
+            turn.summary = await self._store.summary(
+                turn.channel.name, inbound.chat_id, inbound.thread_id
+            )
+            await self._compact(turn)
         max_rounds = self._agent.max_tool_rounds
         state = ToolTurn()
         for index in range(max_rounds + 1):
             last = index == max_rounds or state.guard.tripped
             offer_tools = not last and bool(self._tools.specs)
-            result = await self._round(turn, self._request(turn, last and index > 0, offer_tools))
+            result = await self._round(turn, last and index > 0, offer_tools)
             if result is None:
                 return  # no provider could serve it: interrupted
             response = result.response
@@ -274,26 +295,105 @@ class TurnRunner:
                 return  # refused
             await self._run_tools(turn, response, calls, state)
 
-    def _request(self, turn: TurnState, summary: bool, offer_tools: bool) -> ChatRequest:
-        """The request of a round. A ``summary`` round (after ``max_tool_rounds`` rounds with
-        tools, or after the repeat guard refused a call) offers no tools and asks for an
-        answer. Tool-call ids are normalised for whichever provider serves it."""
+    def _request(
+        self, turn: TurnState, summary: bool, offer_tools: bool
+    ) -> tuple[ChatRequest, int]:
+        """The request of a round and its estimated prompt tokens. A ``summary`` round (after
+        ``max_tool_rounds`` rounds with tools, or after the repeat guard refused a call) offers
+        no tools and asks for an answer. Tool-call ids are normalised for whichever provider
+        serves it. The history is trimmed, oldest turns first, to fit every provider of the
+        chain (:mod:`orchestrator.history_budget`); the messages left out are counted in
+        ``turn.outcome.dropped_messages``."""
         extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
-        system = ChatMessage("system", self._agent.system_prompt)
-        messages = normalise_ids([*turn.history, *turn.new_messages])
-        return ChatRequest(
-            messages=(system, *messages, *extra),
-            tools=self._tools.specs if offer_tools else (),
-        )
+        system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
+        tools = self._tools.specs if offer_tools else ()
+        messages = [*turn.history, *turn.new_messages]
+        fixed = sum(estimate_message(m) for m in (system, *extra)) + estimate_tools(tools)
+        fitted = fit(messages, limit=self._prompt_limit(), fixed=fixed)
+        turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, fitted.dropped)
+        kept = normalise_ids(messages[fitted.start :])
+        return ChatRequest(messages=(system, *kept, *extra), tools=tools), fitted.tokens
 
-    async def _round(self, turn: TurnState, request: ChatRequest) -> RoundResult | None:
+    async def _compact(self, turn: TurnState) -> None:
+        """``agent.history.compaction: summarize``: when the history does not fit, its oldest
+        turns are cut down to half the budget and replaced, in the store too, by a summary the
+        model writes (:mod:`orchestrator.compaction`). A failed summary round leaves the history
+        as it is (the request then drops what does not fit)."""
+        limit = self._prompt_limit()
+        system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
+        fixed = estimate_message(system) + estimate_tools(self._tools.specs)
+        messages = [*turn.history, *turn.new_messages]
+        if fit(messages, limit=limit, fixed=fixed).dropped == 0:
+            return
+        start = min(fit(messages, limit=limit // 2, fixed=fixed).start, len(turn.history))
+        if start == 0:
+            return
+        request = summary_request(turn.summary, turn.history[:start], limit_tokens=limit)
+        try:
+            result = await self._rounds.run(request, _Discarded())
+        except RoundFailed as failed:
+            log.warning("could not summarize older turns in %s: %s", turn.where, failed.error)
+            return
+        text = result.response.text.strip()
+        if not text:
+            return
+        inbound = turn.inbound
+        keep = len(turn.history) - start
+        await self._store.compact(turn.channel.name, inbound.chat_id, inbound.thread_id, keep, text)
+        log.info("summarized %d older messages in %s", start, turn.where)
+        turn.history, turn.summary = turn.history[start:], text
+        turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, start)
+
+    def _prompt_limit(self) -> int:
+        """Estimated prompt tokens that fit every provider of the chain (architecture §5
+        "Context budget"), each calibrated by its own reported usage, and below the ceiling
+        learnt from a rejection."""
+        limits = []
+        for entry in self._rounds.chain:
+            config = entry.config
+            window = context_window(config.model, config.context_window)
+            reserve = answer_reserve(window, config.max_tokens)
+            ratio = self._calibration.ratio(entry.provider.name)
+            limits.append(prompt_limit(window, reserve, ratio))
+        if self._ceiling_chain is not self._rounds.chain:  # a reload replaced the chain
+            self._ceiling, self._ceiling_chain = _NO_CEILING, self._rounds.chain
+        return min([*limits, self._ceiling])
+
+    async def _serve(
+        self, turn: TurnState, summary: bool, offer_tools: bool, sink: RoundSink
+    ) -> RoundResult:
+        """Serve a round; a request the model rejected as too long for its context window is
+        trimmed harder and sent once more. Raises :class:`RoundFailed`."""
+        request, estimate = self._request(turn, summary, offer_tools)
+        try:
+            result = await self._rounds.run(request, sink)
+        except RoundFailed as failed:
+            if not isinstance(failed.error, ContextLengthExceeded):
+                raise
+            # The window is smaller than configured or estimated: requests from now on stay
+            # under a share of the one rejected.
+            self._ceiling = max(1, min(self._prompt_limit(), int(estimate * SQUEEZE)))
+            log.warning(
+                "context window exceeded in %s: history trimmed to %d estimated tokens",
+                turn.where,
+                self._ceiling,
+            )
+            request, estimate = self._request(turn, summary, offer_tools)
+            result = await self._rounds.run(request, sink)
+        usage = result.response.usage
+        self._calibration.observe(
+            result.provider, estimate, usage.input_tokens if usage is not None else None
+        )
+        return result
+
+    async def _round(self, turn: TurnState, summary: bool, offer_tools: bool) -> RoundResult | None:
         """Serve one round; ``None`` when it failed (the reply is then interrupted)."""
         turn.policy.begin_round()
         sink = RoundSink(turn.policy, turn.driver, turn.call_numbers)
         turn.open_round = OpenRound(sink, turn.driver.writes_sent)
         turn.outcome.rounds += 1
         try:
-            result = await self._rounds.run(request, sink)
+            result = await self._serve(turn, summary, offer_tools, sink)
         except RoundFailed as failed:
             log.warning("answer interrupted in %s: %s (%s)", turn.where, failed.cause, failed.error)
             text = sink.end()
@@ -397,3 +497,13 @@ class TurnRunner:
             turn.last_round_id = await self._store.record_round(record)
         if self._on_round is not None:
             self._on_round(record)
+
+
+class _Discarded:
+    """The sink of a summary round: nothing of it reaches the chat."""
+
+    def event(self, event: StreamEvent) -> None:
+        pass
+
+    def restart(self) -> None:
+        pass

@@ -28,12 +28,14 @@ def conversation_key(channel: str, message: InboundMessage) -> ConversationKey:
 @dataclass
 class TurnOutcome:
     """How a turn ended: ``ok``, ``interrupted``, ``refused``, ``stopped`` or ``undelivered``
-    (the chat or thread was gone); its rounds."""
+    (the chat or thread was gone); its rounds; ``dropped_messages``: the most older messages
+    of the history left out of one of its requests (they no longer fit the context window)."""
 
     outcome: str = "ok"
     cause: str | None = None
     rounds: int = 0
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
+    dropped_messages: int = 0
 
 
 @dataclass
@@ -62,6 +64,7 @@ class TurnState:
     pending_text: str = ""  # the visible text of the last round served
     open_round: OpenRound | None = None
     last_round_id: int | None = None  # the store row of the last round recorded
+    summary: str | None = None  # of the compacted turns (agent.history.compaction: summarize)
     call_numbers: itertools.count[int] = field(default_factory=itertools.count)
     """Numbers the reply's tool calls (its own and the provider's) for their status lines."""
 

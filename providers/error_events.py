@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from providers.errors import (
+    ContextLengthExceeded,
     ModelNotFound,
     ProviderAuthError,
     ProviderBadRequest,
@@ -25,7 +26,7 @@ from providers.errors import (
     QuotaExhausted,
 )
 
-__all__ = ["error_from_code", "error_from_event", "special_error"]
+__all__ = ["error_from_code", "error_from_event", "is_context_overflow", "special_error"]
 
 # Anthropic ``error.type`` (https://docs.anthropic.com/en/api/errors), OpenAI and Responses
 # ``error.code``/``error.type`` values, and the names OpenAI-compatible servers use.
@@ -47,6 +48,29 @@ _BAD_REQUEST_CODES = frozenset(
         "invalid_prompt",
     }
 )
+
+_CONTEXT_CODES = frozenset({"context_length_exceeded", "context_window_exceeded"})
+# Lower-case fragments of the messages servers send for a prompt longer than the context
+# window: OpenAI "This model's maximum context length is …", Anthropic "prompt is too long",
+# vLLM/llama.cpp/Ollama "… exceeds the context length", "too many tokens".
+_CONTEXT_PHRASES = (
+    "maximum context length",
+    "context length",
+    "context_length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+    "exceeds the context",
+)
+
+
+def is_context_overflow(codes: tuple[str | None, ...], message: str | None) -> bool:
+    """Whether an error with these codes (``type``, ``code``…) and message says the request
+    is longer than the model's context window."""
+    if any(code in _CONTEXT_CODES for code in codes):
+        return True
+    lowered = str(message or "").lower()
+    return any(phrase in lowered for phrase in _CONTEXT_PHRASES)
 
 
 def special_error(
@@ -100,8 +124,10 @@ def error_from_code(
     (``code``, or ``status`` 429) → :class:`ProviderRateLimited` (``retry_after``
     unknown); authentication/permission (or 401/403) → :class:`ProviderAuthError`; invalid
     requests (a listed code, any other ``invalid_*`` code, or another 4xx) →
-    :class:`ProviderBadRequest`; anything else (``overloaded_error``, ``api_error``,
-    ``server_error``, unknown codes, no code at all) → :class:`ProviderServerError`, retryable:
+    :class:`ProviderBadRequest`, or :class:`ContextLengthExceeded` when the code or message says
+    the prompt is too long (:func:`is_context_overflow`); anything else (``overloaded_error``,
+    ``api_error``, ``server_error``, unknown codes, no code at all) →
+    :class:`ProviderServerError`, retryable:
     the provider failed after accepting the request. ``status_code`` of the error stays ``None``:
     the HTTP answer itself was 2xx.
 
@@ -119,6 +145,8 @@ def error_from_code(
         return ProviderRateLimited(text, retry_after=None, status_code=None, code=code)
     if code in _AUTH_CODES or status in (401, 403):
         return ProviderAuthError(text, code=code)
+    if is_context_overflow((code,), message):
+        return ContextLengthExceeded(text, code=code)
     if (
         code in _BAD_REQUEST_CODES
         or (code or "").startswith("invalid_")
@@ -141,6 +169,8 @@ def error_from_event(error: Any) -> ProviderError:
     codes: list[str] = []
     status: int | None = None
     message: str | None = None
+    if isinstance(error, dict) and error.get("code") in _CONTEXT_CODES:
+        code = str(error["code"])  # OpenAI: type invalid_request_error, code the cause
     if isinstance(error, str):
         message = error
     elif isinstance(error, dict):

@@ -44,9 +44,10 @@ import httpcore
 import httpx
 
 from providers.bounded_json import parse_json
-from providers.error_events import special_error
+from providers.error_events import is_context_overflow, special_error
 from providers.errors import (
     ConnectionReason,
+    ContextLengthExceeded,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderConnectionError,
@@ -220,6 +221,8 @@ def error_from_status(
         return ProviderRateLimited(text, retry_after=retry_after, status_code=status, code=code)
     if status >= 500 or code in ("overloaded_error", "server_error", "api_error"):
         return ProviderServerError(text, status_code=status, code=code)
+    if is_context_overflow(codes, message):
+        return ContextLengthExceeded(text, status_code=status, code=code)
     return ProviderBadRequest(text, status_code=status, code=code)
 
 

@@ -33,6 +33,8 @@ CORES = [
     "providers/responses_decode.py",
     "providers/ollama_decode.py",
     "orchestrator/think.py",
+    "orchestrator/history_budget.py",
+    "orchestrator/compaction.py",
     "orchestrator/delivery/engine.py",
     "orchestrator/delivery/drafts.py",
     "orchestrator/delivery/draft_layout.py",

@@ -397,3 +397,27 @@ def test_storage_errors_are_located_and_never_show_a_password(
         load_config(path, environ=ENV)
     text = format_errors(info.value)
     assert message in text and "hunter2" not in text
+
+
+def test_context_budget_keys(tmp_path: Path) -> None:
+    text = VALID.replace(
+        "    model: gpt-4.1-mini\n", "    model: gpt-4.1-mini\n    context_window: 4000\n"
+    )
+    text = text.replace(
+        "  providers: [main]\n",
+        "  providers: [main]\n  max_tool_result_chars: 5000\n"
+        "  history:\n    compaction: summarize\n",
+    )
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(text, encoding="utf-8")
+    config = load_config(path, environ=ENV)
+    assert config.providers["main"].context_window == 4000
+    assert config.agent.max_tool_result_chars == 5000
+    assert config.agent.history.compaction == "summarize"
+    bad = text.replace("context_window: 4000", "context_window: 100").replace(
+        "compaction: summarize", "compaction: shrink"
+    )
+    errors = _errors(tmp_path, bad)
+    assert len(errors) == 2
+    assert errors[0].startswith("FILE:6: providers.main.context_window: ")
+    assert errors[1].startswith("FILE:11: agent.history.compaction: ")

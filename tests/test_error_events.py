@@ -8,6 +8,7 @@ import pytest
 
 from providers.error_events import error_from_code, error_from_event
 from providers.errors import (
+    ContextLengthExceeded,
     ModelNotFound,
     ProviderAuthError,
     ProviderBadRequest,
@@ -32,7 +33,7 @@ from providers.errors import (
         ("permission_denied", None, ProviderAuthError),
         ("invalid_api_key", None, ProviderAuthError),
         (None, 403, ProviderAuthError),
-        ("context_length_exceeded", None, ProviderBadRequest),
+        ("context_length_exceeded", None, ContextLengthExceeded),
         ("invalid_value", None, ProviderBadRequest),
         (None, 404, ProviderBadRequest),
         ("overloaded_error", None, ProviderServerError),

@@ -128,6 +128,8 @@ async def test_migrate_store_copies_sqlite_into_postgresql_once(
     old.add_waiting(InboundMessage("tg", "1", "u", "@u", "queued", "7", update_ids=(70,)))
     old.mark_seen("tg", (70,))
     old.set_state("mx", "since", "s_1")
+    old.append("tg", "2", [ChatMessage("user", "older"), ChatMessage("user", "newer")])
+    old.compact("tg", "2", None, 1, "a summary")
     old.close()
     source = f"sqlite:///{path}"
 
@@ -136,7 +138,7 @@ async def test_migrate_store_copies_sqlite_into_postgresql_once(
     )
     assert code == 0
     assert capsys.readouterr().out.strip() == (
-        "copied 3 messages, 1 rounds, 1 waiting, 1 channel_state, 1 seen_updates"
+        "copied 4 messages, 1 rounds, 1 waiting, 1 channel_state, 1 seen_updates, 1 summaries"
     )
     copy = await open_store(postgres_url)
     try:
@@ -147,6 +149,7 @@ async def test_migrate_store_copies_sqlite_into_postgresql_once(
         assert waiting is not None and waiting.message.text == "queued"
         assert not await copy.mark_seen("tg", (70,))
         assert await copy.get_state("mx", "since") == "s_1"
+        assert await copy.summary("tg", "2") == "a summary"
     finally:
         await copy.aclose()
 

@@ -111,6 +111,28 @@ async def test_moving_a_chat_moves_history_and_waiting_messages(store: Conversat
     assert moved.message.chat_id == "-100" and moved.message.message_id is None
 
 
+async def test_compaction_replaces_older_messages_with_a_summary(
+    store: ConversationStore,
+) -> None:
+    texts = [f"m{i}" for i in range(6)]
+    await store.append("tg", "5", [ChatMessage("user", t) for t in texts], thread_id="3")
+    await store.append("tg", "5", [ChatMessage("user", "elsewhere")])
+    assert await store.summary("tg", "5", "3") is None
+    await store.compact("tg", "5", "3", 2, "first summary")
+    assert [m.content for m in await store.history("tg", "5", "3")] == ["m4", "m5"]
+    assert await store.summary("tg", "5", "3") == "first summary"
+    await store.compact("tg", "5", "3", 1, "second summary")  # replaces the one before
+    assert [m.content for m in await store.history("tg", "5", "3")] == ["m5"]
+    assert await store.summary("tg", "5", "3") == "second summary"
+    assert await store.summary("tg", "5") is None
+    assert len(await store.history("tg", "5")) == 1  # another conversation is untouched
+    await store.move_conversation("tg", "5", "-5")
+    assert await store.summary("tg", "-5", "3") == "second summary"
+    await store.reset("tg", "-5", "3")
+    assert await store.summary("tg", "-5", "3") is None
+    assert await store.history("tg", "-5", "3") == []
+
+
 async def test_channel_state_and_drafts(store: ConversationStore) -> None:
     state = store.channel_state("mx")
     assert await state.get("since") is None

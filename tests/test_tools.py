@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from orchestrator.tools import ToolRegistry
+from orchestrator.tools import MAX_RESULT_CHARS, Tool, ToolRegistry
+from providers.base import ToolSpec
 
 
 @pytest.fixture
@@ -53,3 +56,14 @@ async def test_unknown_tool_is_a_tool_error(registry: ToolRegistry) -> None:
 def test_unknown_tool_name_in_config_is_rejected() -> None:
     with pytest.raises(KeyError, match="shell"):
         ToolRegistry.from_names(["current_time", "shell"])
+
+
+async def test_a_long_result_is_cut_at_the_configured_length_with_a_note() -> None:
+    async def dump(arguments: Mapping[str, Any]) -> str:
+        return "y" * int(arguments["chars"])
+
+    tools = ToolRegistry({"dump": Tool(ToolSpec("dump", "d"), dump)}, max_result_chars=500)
+    assert await tools.run("dump", '{"chars": 500}') == "y" * 500
+    cut = await tools.run("dump", '{"chars": 501}')
+    assert cut == "y" * 500 + "\n[result cut: 501 characters in all, the first 500 shown]"
+    assert ToolRegistry.from_names([]).max_result_chars == MAX_RESULT_CHARS == 20_000

@@ -3,9 +3,9 @@ SQLite file into the PostgreSQL server several instances will share.
 
 Copied, in :data:`~orchestrator.store.interface.COPY_TABLES` order and each table's id order:
 conversations (``messages``), run records (``rounds``), waiting messages, channel state (e.g.
-the Matrix sync token) and the seen update ids. Not copied: drafts (they belong to a running
-answer). The destination must hold no history and no run records yet, so a copy is never
-doubled.
+the Matrix sync token), the seen update ids and the summaries of compacted turns. Not copied:
+drafts (they belong to a running answer). The destination must hold no history and no run
+records yet, so a copy is never doubled.
 """
 
 from __future__ import annotations

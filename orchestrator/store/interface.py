@@ -49,6 +49,7 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
     "waiting": ("channel", "chat_id", "thread_id", "message", "received_at", "sort_key"),
     "channel_state": ("channel", "key", "value"),
     "seen_updates": ("channel", "update_id", "seen_at"),
+    "summaries": ("channel", "chat_id", "thread_id", "summary", "updated_at"),
 }  # fmt: skip
 """Copied tables and columns, rows in their id order (``relaybot migrate-store``)."""
 
@@ -77,7 +78,21 @@ class ConversationStore(Protocol):
         thread_id: str | None = None,
     ) -> None: ...
 
-    async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None: ...
+    async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
+        """Forget the conversation's history and its summary."""
+        ...
+
+    async def summary(self, channel: str, chat_id: str, thread_id: str | None = None) -> str | None:
+        """The summary that replaced the conversation's compacted turns, or None
+        (architecture §5 "Context budget")."""
+        ...
+
+    async def compact(
+        self, channel: str, chat_id: str, thread_id: str | None, keep: int, summary: str
+    ) -> None:
+        """Delete every message of the conversation but the newest ``keep`` and keep
+        ``summary`` in their place (replacing the summary before it), atomically."""
+        ...
 
     async def record_round(self, record: RoundRecord) -> int:
         """Store ``record``; returns its row id (for :meth:`set_round_outcome`)."""

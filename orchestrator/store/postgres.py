@@ -190,10 +190,41 @@ class PostgresStore:
                 )
 
     async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
-        await self._exec(
-            "DELETE FROM messages WHERE channel = %s AND chat_id = %s AND thread_id = %s",
+        key = (channel, chat_id, thread_key(thread_id))
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                b"DELETE FROM messages WHERE channel = %s AND chat_id = %s AND thread_id = %s",
+                key,
+            )
+            await conn.execute(
+                b"DELETE FROM summaries WHERE channel = %s AND chat_id = %s AND thread_id = %s",
+                key,
+            )
+
+    async def summary(self, channel: str, chat_id: str, thread_id: str | None = None) -> str | None:
+        rows = await self._rows(
+            "SELECT summary FROM summaries WHERE channel = %s AND chat_id = %s AND thread_id = %s",
             (channel, chat_id, thread_key(thread_id)),
         )
+        return str(rows[0][0]) if rows else None
+
+    async def compact(
+        self, channel: str, chat_id: str, thread_id: str | None, keep: int, summary: str
+    ) -> None:
+        key = (channel, chat_id, thread_key(thread_id))
+        async with self._pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                b"DELETE FROM messages WHERE channel = %s AND chat_id = %s AND thread_id = %s"
+                b" AND id NOT IN (SELECT id FROM messages WHERE channel = %s AND chat_id = %s"
+                b" AND thread_id = %s ORDER BY id DESC LIMIT %s)",
+                (*key, *key, keep),
+            )
+            await conn.execute(
+                b"INSERT INTO summaries (channel, chat_id, thread_id, summary, updated_at)"
+                b" VALUES (%s, %s, %s, %s, %s) ON CONFLICT (channel, chat_id, thread_id)"
+                b" DO UPDATE SET summary = EXCLUDED.summary, updated_at = EXCLUDED.updated_at",
+                (*key, summary, time.time()),
+            )
 
     # -- rounds -----------------------------------------------------------------------------
 
@@ -245,6 +276,10 @@ class PostgresStore:
         async with self._pool.connection() as conn, conn.transaction():
             await conn.execute(
                 b"UPDATE messages SET chat_id = %s WHERE channel = %s AND chat_id = %s",
+                (new_chat_id, channel, old_chat_id),
+            )
+            await conn.execute(
+                b"UPDATE summaries SET chat_id = %s WHERE channel = %s AND chat_id = %s",
                 (new_chat_id, channel, old_chat_id),
             )
             cursor = await conn.execute(

@@ -151,10 +151,42 @@ class Store:
             )
 
     def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
-        with self._lock:
+        key = (channel, chat_id, thread_key(thread_id))
+        with self._lock, self._db:
             self._db.execute(
-                "DELETE FROM messages WHERE channel = ? AND chat_id = ? AND thread_id = ?",
+                "DELETE FROM messages WHERE channel = ? AND chat_id = ? AND thread_id = ?", key
+            )
+            self._db.execute(
+                "DELETE FROM summaries WHERE channel = ? AND chat_id = ? AND thread_id = ?", key
+            )
+
+    def summary(self, channel: str, chat_id: str, thread_id: str | None = None) -> str | None:
+        """The summary of the conversation's compacted turns, or None."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT summary FROM summaries WHERE channel = ? AND chat_id = ? AND thread_id = ?",
                 (channel, chat_id, thread_key(thread_id)),
+            ).fetchone()
+        return str(row[0]) if row is not None else None
+
+    def compact(
+        self, channel: str, chat_id: str, thread_id: str | None, keep: int, summary: str
+    ) -> None:
+        """Replace every message of the conversation but the newest ``keep`` with ``summary``
+        (which replaces the summary before it), in one transaction."""
+        key = (channel, chat_id, thread_key(thread_id))
+        with self._lock, self._db:
+            self._db.execute(
+                "DELETE FROM messages WHERE channel = ? AND chat_id = ? AND thread_id = ?"
+                " AND id NOT IN (SELECT id FROM messages WHERE channel = ? AND chat_id = ?"
+                " AND thread_id = ? ORDER BY id DESC LIMIT ?)",
+                (*key, *key, keep),
+            )
+            self._db.execute(
+                "INSERT INTO summaries (channel, chat_id, thread_id, summary, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id, thread_id)"
+                " DO UPDATE SET summary = excluded.summary, updated_at = excluded.updated_at",
+                (*key, summary, time.time()),
             )
 
     # -- rounds -------------------------------------------------------------------------
@@ -197,6 +229,10 @@ class Store:
         with self._lock, self._db:
             self._db.execute(
                 "UPDATE messages SET chat_id = ? WHERE channel = ? AND chat_id = ?",
+                (new_chat_id, channel, old_chat_id),
+            )
+            self._db.execute(
+                "UPDATE summaries SET chat_id = ? WHERE channel = ? AND chat_id = ?",
                 (new_chat_id, channel, old_chat_id),
             )
             rows = self._db.execute(

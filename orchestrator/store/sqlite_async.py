@@ -58,6 +58,14 @@ class AsyncStore:
     async def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
         await self._run(partial(self.sync.reset, channel, chat_id, thread_id))
 
+    async def summary(self, channel: str, chat_id: str, thread_id: str | None = None) -> str | None:
+        return await self._run(partial(self.sync.summary, channel, chat_id, thread_id))
+
+    async def compact(
+        self, channel: str, chat_id: str, thread_id: str | None, keep: int, summary: str
+    ) -> None:
+        await self._run(partial(self.sync.compact, channel, chat_id, thread_id, keep, summary))
+
     async def record_round(self, record: RoundRecord) -> int:
         return await self._run(partial(self.sync.record_round, record))
 

@@ -74,6 +74,14 @@ CREATE TABLE IF NOT EXISTS drafts (
     reply_to TEXT,
     PRIMARY KEY (channel, chat_id, thread_id)
 );
+CREATE TABLE IF NOT EXISTS summaries (
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (channel, chat_id, thread_id)
+);
 """
 INDEXES = """
 CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (channel, chat_id, thread_id, id);

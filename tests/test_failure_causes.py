@@ -57,6 +57,15 @@ OPENAI_404 = {
         "code": "model_not_found",
     }
 }
+CONTEXT_400 = {  # OpenAI's answer for a request longer than the model's context window
+    "error": {
+        "message": "This model's maximum context length is 4096 tokens. However, your "
+        "messages resulted in 9000 tokens.",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+}
 OLLAMA_404 = {  # Ollama's /v1 answer for a model it has not pulled
     "error": {
         "message": 'model "m" not found, try pulling it first',
@@ -131,6 +140,13 @@ OLLAMA_404 = {  # Ollama's /v1 answer for a model it has not pulled
             "providers.p0.base_url",
             "404 page not found",
             id="wrong-base-url",
+        ),
+        pytest.param(
+            [Reply.json(CONTEXT_400, status=400)] * 2,  # trimmed harder and sent once more
+            {},
+            "the conversation is too long for the model: send /reset to start afresh",
+            "maximum context length",
+            id="context-too-long",
         ),
         pytest.param(
             [Reply.json(OLLAMA_404, status=404)],

@@ -37,6 +37,7 @@ import anyio
 from config.errors import ConfigError, ConfigIssue
 from config.loader import default_config, format_errors, load_config
 from config.models import PolicyConfig, RelaybotConfig
+from config.storage import StorageConfig
 
 __all__ = ["main"]
 
@@ -196,6 +197,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as exc:  # a path that cannot be read or written: one line, never a traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"relaybot: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
+        _reader_gone()  # stdout may be what failed (a full disk): its final flush stays quiet
+        return 1
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -263,7 +269,7 @@ def _tools(args: argparse.Namespace) -> int:
 
 
 def _migrate_store(source: str, destination: str) -> int:
-    from config.store_url import parse_store_url
+    from config.store_url import parse_store_url, written_password
     from orchestrator.store.copy import copy_store
 
     for url in (source, destination):
@@ -272,6 +278,17 @@ def _migrate_store(source: str, destination: str) -> int:
         except ValueError as exc:
             print(f"relaybot: migrate-store: {exc}", file=sys.stderr)
             return 2
+        if written_password(url):  # a command line is visible to every user (ps)
+            print(
+                "relaybot: migrate-store: a password in the URL is not accepted on the command "
+                "line: set PGPASSWORD in the environment",
+                file=sys.stderr,
+            )
+            return 2
+    read = parse_store_url(source)
+    if read.kind == "sqlite" and not Path(read.target).is_file():  # opening would create it
+        print(f"relaybot: migrate-store: no store at {read.target}", file=sys.stderr)
+        return 1
     try:
         copied = anyio.run(copy_store, source, destination)
     except Exception as exc:  # the stores' errors, CopyRefused: one line
@@ -308,10 +325,35 @@ def _load(path: str, warnings: list[ConfigIssue] | None = None) -> RelaybotConfi
     from orchestrator.config_checks import RUN_CHECKS
 
     try:
-        return load_config(path, checks=RUN_CHECKS, warnings=warnings)
+        config = load_config(path, checks=RUN_CHECKS, warnings=warnings)
     except ConfigError as exc:
         print(format_errors(exc), file=sys.stderr)
         return None
+    problem = storage_problem(path, config.storage)
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return None
+    return config
+
+
+def storage_problem(path: str, storage: StorageConfig) -> str | None:
+    """``FILE: storage.path: …`` when the SQLite store cannot be written where the config puts
+    it (a relative path is in the state directory, architecture §6), else None."""
+    from config.storage import state_directory, unwritable_reason
+
+    if storage.shared:
+        return None
+    store = Path(storage.store_url().removeprefix("sqlite:///"))
+    reason = unwritable_reason(store)
+    if reason is None:
+        return None
+    key = "storage.url" if storage.url is not None else "storage.path"
+    state = state_directory(os.environ)
+    return (
+        f"{path}: {key}: {reason} (a relative path is in {state}: $STATE_DIRECTORY, else "
+        "$XDG_DATA_HOME/relaybot; give the service a writable directory there, or an "
+        "absolute path)"
+    )
 
 
 def _check_config(path: str) -> int:

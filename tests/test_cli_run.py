@@ -24,6 +24,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "PATH": "/usr/bin:/bin",
         "HOME": str(tmp_path),
         "XDG_DATA_HOME": str(tmp_path / "data"),
+        "STATE_DIRECTORY": str(tmp_path),  # a relative storage.path is in it (architecture §6)
         **extra,
     }
 

@@ -65,8 +65,9 @@ Run `relaybot COMMAND --help` for the options of a command."""
 _RUN_DESCRIPTION = """\
 Start every channel of the config file and answer messages until SIGINT or SIGTERM; running
 answers then get up to 30 s to finish (a second signal cuts that short). A channel that cannot
-start because its server is unreachable is retried with backoff while the others serve; when no
-channel comes up the exit code is 1. SIGHUP reads the config file again: changed channels and
+start because its server is unreachable is retried with backoff (1 s doubling to 60 s) for as
+long as the bot runs, even when it is the only one; when every channel failed for good (a
+rejected token) the exit code is 1. SIGHUP reads the config file again: changed channels and
 providers restart, the others keep their running answers; a file that does not validate is
 logged in one line and the running config stays.
 

@@ -374,8 +374,9 @@ def _run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     path = args.config or environ.get("RELAYBOT_CONFIG")
     config: RelaybotConfig | None = None
+    warnings: list[ConfigIssue] = []
     if path:
-        config = _load(path)
+        config = _load(path, warnings)
         if config is None:
             return 2
     interactive = sys.stdout.isatty() and (
@@ -383,6 +384,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     level_name = (args.log_level or ("warning" if interactive else "info")).upper()
     _setup_logging(config, args.log_format, getattr(logging, level_name, logging.INFO))
+    for warning in warnings:  # what check-config would say (an empty allowed_users, a bare $)
+        log.warning("%s", warning)
     from orchestrator.process import loop_options, tune_collector
 
     tune_collector()

@@ -447,7 +447,12 @@ class Daemon:
         channel = self.channels[name]
         dispatcher = self._dispatcher
         assert dispatcher is not None
-        if not self._access[name].allows(message):
+        access = self._access[name]
+        if not access.allows(message):
+            notice = access.refusal_notice(message)
+            if notice is not None:  # once per sender: the id the admin needs (architecture §3)
+                access.told(message)
+                await self._answering.say(channel, message, notice)
             await channel.reply_finished(message.chat_id)
             return
         if not await self._store.mark_seen(name, message.update_ids):

@@ -172,3 +172,23 @@ def test_migrate_store_refuses_a_password_on_the_command_line(tmp_path: Path) ->
     )
     assert result.returncode == 2 and "hunter2" not in result.stderr
     assert "PGPASSWORD" in result.stderr
+
+
+def test_check_config_warns_of_an_empty_or_absent_allowed_users_and_a_bare_dollar(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(
+        CONFIG.replace(', allowed_users: ["*"]', "")
+        .replace('"${OPENAI_API_KEY}"', "$OPENAI_API_KEY")
+        .replace("channels:\n", "channels:\n  dc: {kind: discord, token: t, allowed_users: []}\n")
+        + f'storage:\n  path: "{tmp_path}/bot.db"\n'
+    )
+    result = _relaybot(tmp_path, "check-config", str(path), **SECRETS)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"{path}: valid, with 3 warnings\n"
+    lines = result.stderr.replace(str(path), "FILE").splitlines()
+    assert lines[0].startswith("FILE:2: providers.main.api_key: warning: a $NAME without braces")
+    absent = "allowed_users: warning: allowed_users is absent or empty: nobody may talk"
+    assert lines[1].startswith(f"FILE:6: channels.dc.{absent}")
+    assert lines[2].startswith(f"FILE:7: channels.tg.{absent}")

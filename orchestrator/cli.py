@@ -87,8 +87,10 @@ _CHECK_DESCRIPTION = """\
 Validate a config file as `relaybot run` would use it: the schema, the tool names, the
 on_message_sending hook (it is imported) and the secret patterns. Every problem is printed in one
 pass as FILE:LINE: key.path: message, without ever showing a value; then the exit code is 2.
-A channel kind this version cannot start is a warning line. A valid file prints FILE: ok and
-exits 0."""
+The store must be writable where storage.path puts it (a relative path is in $STATE_DIRECTORY,
+else $XDG_DATA_HOME/relaybot). Warning lines: a channel kind this version cannot start, an
+absent or empty allowed_users (nobody could talk to the bot), a $NAME without braces. A valid
+file prints FILE: ok and exits 0."""
 
 _TOOLS_DESCRIPTION = """\
 List every tool `relaybot run` would offer the model, from the same config: the built-in tools

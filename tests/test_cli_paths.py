@@ -89,11 +89,21 @@ def test_an_unwritable_store_is_found_by_check_config_and_stops_run_with_one_lin
 ) -> None:
     blocker = _blocker(tmp_path)
     path = _write(tmp_path, f'storage:\n  path: "{blocker}/relaybot.db"\n')
-    for verb in (("check-config", str(path)), ("run", "--config", str(path))):
+    for verb in (
+        ("check-config", str(path)),
+        ("run", "--config", str(path)),
+        ("tools", "--config", str(path)),
+    ):
         result = _relaybot(tmp_path, *verb, **SECRETS)
         assert result.returncode == 2, result.stderr
         assert "Traceback" not in result.stderr
         assert result.stderr.startswith(f"{path}: storage.path: {blocker} is not a directory")
+    result = _relaybot(tmp_path, "runs", "--config", str(path))  # only read: one line, exit 1
+    assert (result.returncode, "Traceback" in result.stderr) == (1, False)
+    assert (
+        result.stderr
+        == f"relaybot: no store at {blocker}/relaybot.db (nothing has run with it yet)\n"
+    )
 
 
 def test_a_relative_store_path_is_in_the_state_directory_and_checked_there(

@@ -1,10 +1,10 @@
 """The embedded default config of ``relaybot run`` without a config file (architecture §7).
 
 ``config/default.yaml`` holds what is fixed: the console channel only, no metrics server. What
-depends on the run is added here: the provider (OpenAI with ``OPENAI_API_KEY``, else Anthropic with
-``ANTHROPIC_API_KEY``, else the built-in demo model, whose server address is known only once it
-listens) and the store's path under ``$XDG_DATA_HOME``. :func:`config.loader.default_config`
-validates the result like any file.
+depends on the run is added here: the provider (OpenAI with ``OPENAI_API_KEY``, model
+``$OPENAI_MODEL``, else Anthropic with ``ANTHROPIC_API_KEY``, else the built-in demo model, whose
+server address is known only once it listens) and the store's path under ``$XDG_DATA_HOME``.
+:func:`config.loader.default_config` validates the result like any file.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ DEFAULT_SOURCE_NAME = "<embedded default>"
 
 OPENAI_PROVIDER_NAME = "openai"
 OPENAI_MODEL = "gpt-4.1-mini"
+"""Used unless ``OPENAI_MODEL`` is set, or ``OPENAI_BASE_URL`` names a server that lists its
+models (then the first it lists: :func:`orchestrator.cli` asks it and passes ``listed_model``)."""
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Used unless ``OPENAI_BASE_URL`` is set in the environment (the OpenAI SDK's variable)."""
 
@@ -68,7 +70,11 @@ def default_store_path(environ: Mapping[str, str]) -> Path:
 
 
 def default_data(
-    data: Any, environ: Mapping[str, str], *, demo_base_url: str | None
+    data: Any,
+    environ: Mapping[str, str],
+    *,
+    demo_base_url: str | None,
+    listed_model: str | None = None,
 ) -> dict[str, Any]:
     """Complete the data of ``default.yaml`` with the provider and the store path.
 
@@ -77,6 +83,8 @@ def default_data(
         environ: the environment.
         demo_base_url: the demo model's API root; used only without ``OPENAI_API_KEY`` and
             ``ANTHROPIC_API_KEY``.
+        listed_model: the first model the ``OPENAI_BASE_URL`` server lists; the OpenAI model
+            is ``$OPENAI_MODEL``, else this, else :data:`OPENAI_MODEL`.
 
     Returns:
         The completed data, to be validated. An empty variable counts as unset.
@@ -93,7 +101,7 @@ def default_data(
             "kind": "openai_chat",
             "base_url": environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL,
             "api_key": api_key,
-            "model": OPENAI_MODEL,
+            "model": environ.get("OPENAI_MODEL") or listed_model or OPENAI_MODEL,
         }
     elif anthropic_key := environ.get("ANTHROPIC_API_KEY"):
         name = ANTHROPIC_PROVIDER_NAME

@@ -213,22 +213,27 @@ def format_errors(error: ConfigError) -> str:
 
 
 def default_config(
-    environ: Mapping[str, str] | None = None, *, demo_base_url: str | None = None
+    environ: Mapping[str, str] | None = None,
+    *,
+    demo_base_url: str | None = None,
+    listed_model: str | None = None,
 ) -> RelaybotConfig:
     """The embedded default config of ``relaybot run`` without a file (architecture §7).
 
     ``config/default.yaml`` (the console channel only, no metrics server) completed by
     :func:`config.default.default_data`: with ``OPENAI_API_KEY`` set, the ``openai`` provider
-    (``openai_chat``, ``gpt-4.1-mini``, ``https://api.openai.com/v1`` unless ``OPENAI_BASE_URL``
-    is set); else with ``ANTHROPIC_API_KEY``, the ``anthropic`` provider (model
-    ``$ANTHROPIC_MODEL``, default ``claude-haiku-4-5``; ``$ANTHROPIC_BASE_URL`` when set); else the
-    ``demo`` provider at ``demo_base_url``. ``storage.path`` is
+    (``openai_chat``, model ``$OPENAI_MODEL``, else ``listed_model`` — the first model the
+    ``OPENAI_BASE_URL`` server lists — else ``gpt-4.1-mini``; ``https://api.openai.com/v1``
+    unless ``OPENAI_BASE_URL`` is set); else with ``ANTHROPIC_API_KEY``, the ``anthropic``
+    provider (model ``$ANTHROPIC_MODEL``, default ``claude-haiku-4-5``; ``$ANTHROPIC_BASE_URL``
+    when set); else the ``demo`` provider at ``demo_base_url``. ``storage.path`` is
     ``$XDG_DATA_HOME/relaybot/relaybot.db`` (default ``~/.local/share/relaybot/relaybot.db``).
 
     Args:
         environ: the environment (default: ``os.environ``).
         demo_base_url: the demo model server's API root, e.g. ``http://127.0.0.1:PORT/v1``;
             ignored when ``OPENAI_API_KEY`` or ``ANTHROPIC_API_KEY`` is set.
+        listed_model: see :func:`config.default.default_data`.
 
     Raises:
         ValueError: none of ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY`` and ``demo_base_url``
@@ -236,7 +241,9 @@ def default_config(
     """
     environ = os.environ if environ is None else environ
     doc = read_yaml(default_yaml_text(), source_name=DEFAULT_SOURCE_NAME, environ=environ)
-    doc.data = default_data(doc.data, environ, demo_base_url=demo_base_url)
+    doc.data = default_data(
+        doc.data, environ, demo_base_url=demo_base_url, listed_model=listed_model
+    )
     return config_from_document(doc, source_name=DEFAULT_SOURCE_NAME)
 
 

@@ -247,6 +247,12 @@ class PolicyConfig(_Strict):
         gt=0,
         description="seconds one call of on_message_sending may take; then the piece is withheld",
     )
+    hook_workers: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="processes running on_message_sending; pieces of that many chats at once",
+    )
     extra_secret_patterns: list[SecretPatternConfig] = Field(default_factory=list)
     guardrails: list[GuardrailConfig] = Field(default_factory=list)
 

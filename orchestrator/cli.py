@@ -7,6 +7,8 @@
 ``relaybot check-config FILE``     exit 0, or print ``FILE:LINE: key.path: message`` lines, exit 2.
 ``relaybot schema``                print the JSON Schema of the config file.
 ``relaybot tools [--config FILE]`` list every tool the bot would offer (MCP servers are asked).
+``relaybot doctor [--config FILE] [--store-only]``
+                                   online checks, one ✓/✗ line each (:mod:`orchestrator.doctor`).
 ``relaybot migrate-store --from URL --to URL``
                                    copy conversations and run records between stores
                                    (``sqlite:///PATH``, ``postgresql://…``).
@@ -73,7 +75,9 @@ logged in one line and the running config stays.
 
 Without --config and RELAYBOT_CONFIG no file is looked up: the embedded default runs the console
 channel (this terminal; /help lists its commands and keys) with
-  OpenAI     when OPENAI_API_KEY is set (model gpt-4.1-mini; OPENAI_BASE_URL overrides the API),
+  OpenAI     when OPENAI_API_KEY is set (model $OPENAI_MODEL, default gpt-4.1-mini;
+             OPENAI_BASE_URL overrides the API, and without OPENAI_MODEL the first model
+             that server lists is used and named on stderr),
   Anthropic  else when ANTHROPIC_API_KEY is set (model $ANTHROPIC_MODEL, default
              claude-haiku-4-5; ANTHROPIC_BASE_URL overrides the API),
   a demo     otherwise: a built-in demo model on 127.0.0.1 with canned answers,
@@ -102,6 +106,15 @@ tool's; 2 for a bad config file."""
 _SCHEMA_DESCRIPTION = """\
 Print the JSON Schema (draft 2020-12) of the config file, e.g. for an editor's YAML language
 server."""
+
+
+_DOCTOR_DESCRIPTION = """\
+Check online, one line each with ✓ or ✗ and what to do, what `relaybot run` would use: every
+channel's credentials (Telegram getMe, Discord users/@me, Matrix whoami), every provider's key
+and model (its models list, or one tiny request), the store (connect, migrate, write one row)
+and the ops port (server.listen: can it be bound). --store-only checks only the store and reads
+only the storage section of the file, so the other sections' secrets need not be set.
+Exit 0 when every check passed, 1 when one failed, 2 for a bad config file."""
 
 
 _MIGRATE_DESCRIPTION = """\
@@ -176,6 +189,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
     )
+    doctor = sub.add_parser(
+        "doctor",
+        help="check online what the config names: channels, providers, store, ops port",
+        description=_DOCTOR_DESCRIPTION,
+        formatter_class=raw,
+    )
+    doctor.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
+    )
+    doctor.add_argument(
+        "--store-only",
+        action="store_true",
+        help="check only the store; read only the storage section of the file",
+    )
     migrate = sub.add_parser(
         "migrate-store",
         help="copy conversations and run records from one store to another",
@@ -226,6 +255,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _flush()
     if args.command == "tools":
         return _tools(args)
+    if args.command == "doctor":
+        return _doctor(args)
     if args.command == "migrate-store":
         return _migrate_store(args.source, args.destination)
     if args.command == "runs":
@@ -269,6 +300,39 @@ def _tools(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     return anyio.run(list_tools, config)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from orchestrator.doctor import doctor, store_only_config
+
+    environ = dict(os.environ)
+    path = args.config or environ.get("RELAYBOT_CONFIG")
+    config: RelaybotConfig | None = None
+    if args.store_only and path:
+        try:
+            storage = store_only_config(path, environ)
+        except (OSError, ValueError) as exc:
+            print(f"relaybot: doctor: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
+            return 2
+    else:
+        demo = "http://127.0.0.1:9/v1"  # the demo model runs only under `run`: not checked
+        # The store is one of doctor's own checks (a ✗ line), not a config error.
+        config = (
+            _load(path, check_store=False) if path else default_config(environ, demo_base_url=demo)
+        )
+        if config is None:
+            return 2
+        storage = config.storage
+        if not path:
+            from config.default import DEMO_PROVIDER_NAME
+
+            providers = {k: v for k, v in config.providers.items() if k != DEMO_PROVIDER_NAME}
+            config = config.model_copy(update={"providers": providers})
+        if args.store_only:
+            config = None
+    code = anyio.run(doctor, config, storage, sys.stdout)
+    sys.stdout.flush()
+    return code
 
 
 def _migrate_store(source: str, destination: str) -> int:
@@ -318,7 +382,9 @@ def _reader_gone() -> int:
     return 1
 
 
-def _load(path: str, warnings: list[ConfigIssue] | None = None) -> RelaybotConfig | None:
+def _load(
+    path: str, warnings: list[ConfigIssue] | None = None, *, check_store: bool = True
+) -> RelaybotConfig | None:
     """Load and check ``path`` as ``run`` will use it; print the errors and return None if bad.
 
     Beyond the schema, the checks of :mod:`orchestrator.config_checks` run in the same pass (the
@@ -332,7 +398,7 @@ def _load(path: str, warnings: list[ConfigIssue] | None = None) -> RelaybotConfi
     except ConfigError as exc:
         print(format_errors(exc), file=sys.stderr)
         return None
-    problem = storage_problem(path, config.storage)
+    problem = storage_problem(path, config.storage) if check_store else None
     if problem is not None:
         print(problem, file=sys.stderr)
         return None
@@ -413,7 +479,8 @@ async def _serve(
     if config is not None:
         return await serve(config, storage_path=Path(config.storage.path), config_path=path)
     if environ.get("OPENAI_API_KEY") or environ.get("ANTHROPIC_API_KEY"):
-        default = default_config(environ, demo_base_url=None)
+        listed = await _first_listed_model(environ)
+        default = default_config(environ, demo_base_url=None, listed_model=listed)
         return await serve(default, storage_path=Path(default.storage.path))
     from orchestrator.demo_model import DemoModelServer
 
@@ -425,6 +492,49 @@ async def _serve(
         code = await serve(default, storage_path=Path(default.storage.path))
         tg.cancel_scope.cancel()
     return code
+
+
+async def _first_listed_model(environ: dict[str, str]) -> str | None:
+    """With ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` but no ``OPENAI_MODEL``: the first model
+    that server lists, said in one banner line on stderr (``None`` otherwise, or when the
+    server lists none: the default model is used and the line says why)."""
+    if not environ.get("OPENAI_API_KEY") or environ.get("OPENAI_MODEL"):
+        return None
+    base_url = environ.get("OPENAI_BASE_URL")
+    if not base_url:
+        return None
+    from config.default import OPENAI_MODEL
+    from config.models import ProviderConfig
+    from providers.errors import ProviderError
+    from providers.model_list import list_models
+
+    config = ProviderConfig.model_validate(
+        {
+            "kind": "openai_chat",
+            "base_url": base_url,
+            "api_key": environ["OPENAI_API_KEY"],
+            "model": "-",
+        }
+    )
+    try:
+        names = await list_models(config)
+    except ProviderError as exc:
+        names, why = [], f"its models could not be listed ({exc.message})"
+    else:
+        why = "it lists no models"
+    if names:
+        print(
+            f"relaybot: model {names[0]}, the first that {base_url} lists "
+            "(OPENAI_MODEL chooses another)",
+            file=sys.stderr,
+        )
+        return names[0]
+    print(
+        f"relaybot: model {OPENAI_MODEL}: {base_url} was asked for its models, but {why}; "
+        "set OPENAI_MODEL",
+        file=sys.stderr,
+    )
+    return None
 
 
 if __name__ == "__main__":

@@ -20,7 +20,10 @@ running answers; otherwise the running config stays and one line says why.
 
 Every message is kept in the store's waiting messages until its turn starts (architecture §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
-those older than ``agent.stale_after_secs`` get a short notice instead. A message is taken once
+those older than ``agent.stale_after_secs`` get a short notice instead. Every reply is recorded
+in flight until it ends: after a hard kill (SIGKILL, a crash, power loss) the next start marks
+the cut reply interrupted before any turn runs (:mod:`orchestrator.cut_answers`); its question
+is not answered again. A message is taken once
 per update id (the store keeps the ids seen), so a redelivered update is not answered again.
 Images are screened when the message's turn comes (:mod:`orchestrator.images`: too large, or no
 vision, is one line to the user). ``/stop`` is not queued:
@@ -58,11 +61,12 @@ from config.models import RelaybotConfig
 from config.store_url import parse_store_url
 from orchestrator.access import AccessControl
 from orchestrator.answering import Answering, command_of, stale_notice
+from orchestrator.cut_answers import mark_cut_answers
 from orchestrator.dispatch import Dispatcher
 from orchestrator.lifecycle import ChannelSupervisor
 from orchestrator.metrics import Metrics
 from orchestrator.ops_server import OpsServer, parse_listen
-from orchestrator.policy import OutboundPolicy
+from orchestrator.policy import OutboundPolicy, PolicyError
 from orchestrator.provider_chain import ProviderChain
 from orchestrator.reload import plan_reload, read_for_reload
 from orchestrator.reply_stats import ReplyStats
@@ -123,6 +127,7 @@ class Daemon:
         self.policy = policy if policy is not None else OutboundPolicy.from_config(config.policy)
         self.metrics = Metrics()
         self.policy.redactor.observer = self.metrics.observe_redaction
+        self.policy.redactor.overmask_observer = self.metrics.observe_overmask
         self._providers = ProviderChain(config, self.metrics)
         self._replies = ReplyStats()
         self.tools = build_registry(config.agent)
@@ -164,10 +169,17 @@ class Daemon:
         return self._store.sync
 
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up
-        or the store cannot be opened, or when a console-only run ended with its piped input
-        and an answer was not produced."""
+        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up,
+        the store cannot be opened or the hook's worker processes cannot start, or when a
+        console-only run ended with its piped input and an answer was not produced."""
+        hooks = self.policy.hooks
         try:
+            if hooks is not None:  # its workers outlive the drain: they stop in ``finally``
+                try:
+                    await hooks.start()
+                except PolicyError as exc:
+                    print(f"relaybot: {exc}", file=sys.stderr)
+                    return 1
             try:
                 await self._store.open()
             except Exception as exc:  # psycopg.Error, SchemaTooNew: one line
@@ -183,6 +195,8 @@ class Daemon:
             await self._providers.aclose()
             with anyio.CancelScope(shield=True):
                 await self._store.aclose()
+                if hooks is not None:
+                    await hooks.aclose()
 
     async def _run(self, tg: TaskGroup, handle_signals: bool) -> int:
         self._grace = anyio.CancelScope()  # its deadline is set when the stop begins
@@ -244,6 +258,10 @@ class Daemon:
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
             await tg.start(self._watch_reload)
+        if shared is None:
+            # The only instance on the store: every reply still in flight was cut by a hard
+            # kill of the previous run; marked before any turn runs (architecture §7 "Store").
+            await mark_cut_answers(store, self.channels)
         self._dispatcher.release()
         if shared is not None:
             tg.start_soon(shared.sweep)

@@ -21,6 +21,9 @@ polls the bot; a provider whose last call failed).
 ``relaybot_rate_limit_waits_total``        429 answers (a wait imposed), by channel
 ``relaybot_rate_limit_wait_seconds_total`` the seconds those answers asked for, by channel
 ``relaybot_redactions_total``              secrets replaced, by shape
+``relaybot_redaction_overmasks_total``     last resorts of the rendered-form check that masked
+                                           more than a secret (a ``line`` or the whole
+                                           ``piece``), by shape
 ``relaybot_active_turns``                  gauge: turns running now
 ``relaybot_queued_messages``               gauge: messages waiting behind a running answer
 ``relaybot_provider_errors_total``         failed provider attempts by provider and error class
@@ -114,6 +117,10 @@ class Metrics:
             "relaybot_redactions", "Secrets replaced by the redactor", ["shape"],
             registry=registry,
         )  # fmt: skip
+        self.overmasks = Counter(
+            "relaybot_redaction_overmasks", "Rendered-form last resorts masking more than a secret",
+            ["shape", "scope"], registry=registry,
+        )  # fmt: skip
         self.active_turns = Gauge("relaybot_active_turns", "Turns running now", registry=registry)
         self.queued = Gauge(
             "relaybot_queued_messages", "Messages waiting behind a running answer",
@@ -177,6 +184,9 @@ class Metrics:
 
     def observe_redaction(self, shape: str) -> None:
         self.redactions.labels(shape).inc()
+
+    def observe_overmask(self, shape: str, scope: str) -> None:
+        self.overmasks.labels(shape, scope).inc()
 
     def set_providers(self, names: list[str]) -> None:
         """The configured providers (at start and after a reload): new ones start ``ok``,

@@ -23,7 +23,11 @@ provider:
    ``invalid_request_error`` naming ``reasoning_effort``) is tried once more through the Responses
    API with the same key and base URL, and that is logged.
 
-With no provider left, :class:`RoundFailed` carries the last error and a few words for the user.
+With no provider left, :class:`RoundFailed` carries the last error and a few words for the user
+that say what to do (:func:`orchestrator.failure_causes.user_cause`, one table by error class).
+When that error is an unknown model (:class:`providers.errors.ModelNotFound`), the provider's
+server is first asked which models it lists (bounded by ``LIST_MODELS_SECS``), so the words can
+name them.
 """
 
 from __future__ import annotations
@@ -37,23 +41,26 @@ from typing import Protocol
 import anyio
 
 from config.models import ProviderConfig
+from orchestrator.failure_causes import FailureContext, user_cause
 from providers.base import ChatRequest, CompletionResponse, ModelProvider, ResponseFolder
 from providers.errors import (
-    ProviderAuthError,
+    ModelNotFound,
     ProviderError,
     ProviderRateLimited,
     ProviderTimeout,
-    StreamProtocolError,
     StreamTruncated,
 )
 from providers.events import StreamEvent, TextDelta
 from providers.openai_chat import rejects_reasoning_effort
 
 __all__ = ["ChainEntry", "RoundFailed", "RoundResult", "RoundRunner", "RoundSink", "user_cause"]
+# ``user_cause`` stays importable from here (its home is :mod:`orchestrator.failure_causes`).
 
 log = logging.getLogger(__name__)
 
 BACKOFF_START_SECS = 0.5
+LIST_MODELS_SECS = 5.0
+"""Bound, in seconds, of asking the server of an unknown model which models it lists."""
 CLOSE_BOUND_SECS = 5.0
 """How long closing a provider stream may take, in seconds."""
 
@@ -84,24 +91,26 @@ class RoundResult:
 
 
 class RoundFailed(Exception):
-    def __init__(self, error: ProviderError | None, attempts: int) -> None:
+    """No provider could serve the round.
+
+    Attributes:
+        error: the last provider error (``None``: no provider configured).
+        attempts: attempts made across the chain.
+        context: the provider of the last error, its config and the attempts.
+        cause: the user's words (:func:`orchestrator.failure_causes.user_cause`).
+    """
+
+    def __init__(
+        self,
+        error: ProviderError | None,
+        attempts: int,
+        context: FailureContext | None = None,
+    ) -> None:
         super().__init__(str(error) if error else "no provider configured")
         self.error = error
         self.attempts = attempts
-        self.cause = user_cause(error)
-
-
-def user_cause(error: BaseException | None) -> str:
-    """A few words for the interrupted marker (architecture §3)."""
-    if isinstance(error, (StreamTruncated, StreamProtocolError)):
-        return "the model stopped before finishing"
-    if isinstance(error, ProviderTimeout):
-        return "the model did not answer in time"
-    if isinstance(error, ProviderAuthError):
-        if error.status_code == 403:
-            return "the model service denied access with this API key"
-        return "the model service refused the API key"
-    return "the model service failed"
+        self.context = context or FailureContext(attempts=attempts)
+        self.cause = user_cause(error, self.context)
 
 
 @dataclass
@@ -118,12 +127,15 @@ class _Round:
     sink: RoundSink
     start: float
     attempts: int = 0
+    provider_attempts: int = 0  # attempts of the provider of ``last_error``
     last_error: ProviderError | None = None
+    last_entry: ChainEntry | None = None
     on_error: Callable[[str, ProviderError], None] | None = None
 
     def begin(self) -> _Attempt:
         """A new attempt; every second or later one tells the sink to drop the failed one."""
         self.attempts += 1
+        self.provider_attempts += 1
         if self.attempts > 1:
             self.sink.restart()
         return _Attempt()
@@ -169,12 +181,21 @@ class RoundRunner:
         round_ = _Round(sink, self._clock(), on_error=self._on_error)
         chain = self._chain  # a reload replaces the list; this round keeps the one it began with
         for index, entry in enumerate(chain):
+            round_.last_entry, round_.provider_attempts = entry, 0
             result = await self._serve(entry, request, round_)
             if result is not None:
                 return result
             if index + 1 < len(chain) and self._on_fallback is not None:
                 self._on_fallback(entry.provider.name, chain[index + 1].provider.name)
-        raise RoundFailed(round_.last_error, round_.attempts)
+        last, error = round_.last_entry, round_.last_error
+        context = FailureContext(attempts=round_.attempts)
+        if last is not None:
+            context = FailureContext(
+                last.provider.name, last.config, attempts=round_.provider_attempts
+            )
+            if isinstance(error, ModelNotFound):
+                await _name_listed_models(error, last.config)
+        raise RoundFailed(error, round_.attempts, context)
 
     @property
     def chain(self) -> list[ChainEntry]:
@@ -318,6 +339,21 @@ async def _close(stream: AsyncIterator[StreamEvent]) -> None:
     if aclose is not None:
         with anyio.move_on_after(CLOSE_BOUND_SECS, shield=True):
             await aclose()
+
+
+async def _name_listed_models(error: ModelNotFound, config: ProviderConfig) -> None:
+    """Fill in the model asked for and the names the server lists (left ``None`` when the
+    listing fails; its failure is logged, not raised)."""
+    from providers.model_list import list_models
+
+    if error.model is None:
+        error.model = config.model
+    if error.available is not None:
+        return
+    try:
+        error.available = tuple(await list_models(config, timeout_secs=LIST_MODELS_SECS))
+    except ProviderError as exc:
+        log.info("the models of %s could not be listed: %s", config.resolved_base_url, exc)
 
 
 def _build_responses_provider(entry: ChainEntry) -> ModelProvider:

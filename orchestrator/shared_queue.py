@@ -7,9 +7,10 @@ not this process's memory. :meth:`SharedDispatcher.submit` is called after the m
 stored; it starts a local worker for the conversation unless one runs. The worker claims the
 conversation in the store (:meth:`~orchestrator.store.interface.ConversationStore.try_claim`);
 when another instance holds it, the worker ends at once — that holder takes the message next,
-in order. Holding the claim, the worker first marks a draft left behind by a holder that died
-(its last message gets the interrupted marker, :data:`TAKEOVER_CAUSE`), then takes the waiting
-messages one at a time, oldest update first, each answered by ``run_turn``. It releases the
+in order. Holding the claim, the worker first marks a reply left in flight by a holder that died
+(:mod:`orchestrator.cut_answers`, the path a SQLite start takes too: its last message gets the
+interrupted marker, :data:`TAKEOVER_CAUSE`), then takes the waiting messages one at a time,
+oldest update first, each answered by ``run_turn``. It releases the
 claim when none is left, then looks once more: a message stored between its last look and the
 release finds no worker able to claim (the release came after its claim attempt), so the worker
 claims again and answers it.
@@ -17,8 +18,8 @@ claims again and answers it.
 An instance that dies (SIGKILL, a crash) loses its claims with its database connection. Its
 waiting messages and its cut answer are found by :meth:`SharedDispatcher.sweep`, which every
 instance runs: every ``takeover_secs / 3`` seconds it lists the conversations with waiting
-messages or a draft and starts a worker for each that has none here — the claim decides which
-instance takes it over, within ``takeover_secs``.
+messages or a reply in flight and starts a worker for each that has none here — the claim
+decides which instance takes it over, within ``takeover_secs``.
 
 The interface matches :class:`orchestrator.dispatch.Dispatcher` (``submit``, ``move``,
 ``release``, ``close``, ``wait_idle``, ``queued``), so the daemon drives either.
@@ -28,22 +29,20 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import anyio
 from anyio.abc import TaskGroup
 
-from channels.base import Channel, InboundMessage, MessageRef
-from channels.errors import ChannelError
-from orchestrator.delivery.planning import append_line, interrupted_marker
-from orchestrator.store import ConversationStore, RoundRecord
+from channels.base import Channel, InboundMessage
+from orchestrator.cut_answers import TAKEOVER_CAUSE, mark_cut_answer
+from orchestrator.store import ConversationStore
 from orchestrator.store.records import ConversationRef
 
 __all__ = ["TAKEOVER_CAUSE", "SharedDispatcher"]
 
 log = logging.getLogger(__name__)
 
-TAKEOVER_CAUSE = "the bot instance writing it stopped"
 TurnFunction = Callable[[Channel, InboundMessage], Awaitable[object]]
 
 
@@ -187,23 +186,11 @@ class SharedDispatcher:
                 log.exception("turn failed in %s", _where(key))
 
     async def _mark_cut_answer(self, channel: Channel, key: ConversationRef) -> None:
-        """A draft with the conversation unclaimed is the cut answer of an instance that died:
-        it gets the interrupted marker, and its round is recorded ``interrupted``."""
+        """A reply in flight with the conversation unclaimed is the cut answer of an instance
+        that died: it is marked (:func:`~orchestrator.cut_answers.mark_cut_answer`)."""
         draft = await self._store.draft(*key)
-        if draft is None:
-            return
-        log.warning("%s: an answer was cut off by a stopped instance; marking it", _where(key))
-        text = append_line(draft.text, interrupted_marker(TAKEOVER_CAUSE))
-        try:
-            await channel.edit_message(
-                MessageRef(draft.chat_id, draft.message_id), text, formatted=draft.formatted
-            )
-        except ChannelError as exc:
-            log.warning("%s: could not mark the cut answer: %s", _where(key), exc)
-        await self._store.clear_draft(*key)
-        name, chat_id, thread_id = key
-        cut = RoundRecord(name, chat_id, None, 1, None, None, None, None, 1, None, "interrupted")
-        await self._store.record_round(replace(cut, thread_id=thread_id))
+        if draft is not None:
+            await mark_cut_answer(self._store, channel, draft)
 
 
 def _where(key: ConversationRef) -> str:

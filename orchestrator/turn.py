@@ -37,8 +37,9 @@ from dataclasses import replace
 
 import anyio
 
-from channels.base import Channel, InboundMessage, MessageRef
+from channels.base import Channel, InboundMessage
 from config.models import AgentConfig
+from orchestrator.cut_answers import ReplyJournal
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import (
     AnswerEnded,
@@ -48,7 +49,7 @@ from orchestrator.delivery.events import (
 from orchestrator.images import image_parts
 from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.rounds import RoundFailed, RoundResult, RoundRunner
-from orchestrator.store import AsyncStore, ConversationStore, Draft, RoundRecord, Store
+from orchestrator.store import AsyncStore, ConversationStore, RoundRecord, Store
 from orchestrator.tool_calls import normalise_ids
 from orchestrator.tool_round import ToolTurn, run_calls
 from orchestrator.tools import ToolRegistry
@@ -96,9 +97,11 @@ class TurnRunner:
         rounds: the round runner over ``agent.providers``.
         tools: the tools offered to the model.
         store: history and round records (a blocking :class:`Store` is wrapped so that it is
-            used off the event loop). A shared store (PostgreSQL) also keeps each reply's
-            draft — its last message's id and text — while the turn runs, so that another
-            instance can mark it interrupted when this one dies (architecture §9).
+            used off the event loop). It also records each reply in flight — from before its
+            first write, with its message ids and its last message's text — until the reply
+            ends, so that a hard kill is never invisible: the next start (or, on a shared
+            store, the instance taking the conversation over) marks it interrupted
+            (:mod:`orchestrator.cut_answers`, architecture §7 "Store", §9).
         policies: makes one outbound policy per reply.
         on_round: called with each round's record after it is stored (metrics).
         on_moved: awaited with (channel, old chat id, new chat id) when a reply's chat moved
@@ -121,7 +124,6 @@ class TurnRunner:
         self._rounds = rounds
         self._tools = tools
         self._store: ConversationStore = AsyncStore(store) if isinstance(store, Store) else store
-        self._journal = self._store.shared
         self._policies = policies
         self._on_round = on_round
         self._running: dict[ConversationKey, TurnState] = {}
@@ -151,8 +153,9 @@ class TurnRunner:
 
         :meth:`stop` and :meth:`cancel_all` cut the model work short: the reply then ends with
         its marker. Cancelling the caller abandons delivery too."""
-        turn = self._begin(channel, inbound)
+        turn, journal = self._begin(channel, inbound)
         key = conversation_key(channel.name, inbound)
+        await journal.begin()  # before the reply's first write
         async with anyio.create_task_group() as tg:
             tg.start_soon(turn.driver.run)
             self._running[key] = turn
@@ -172,9 +175,8 @@ class TurnRunner:
                     await self._store.append(
                         channel.name, turn.inbound.chat_id, turn.new_messages, inbound.thread_id
                     )
-        if self._journal:
-            with anyio.CancelScope(shield=True):
-                await self._forget_draft(channel.name, turn.inbound)
+        with anyio.CancelScope(shield=True):
+            await journal.end()  # delivered or given up: nothing left to mark
         if turn.driver.stats.unreachable and turn.outcome.outcome != "undelivered":
             # The answer was complete, its delivery was not (e.g. the one message of "off").
             turn.outcome.outcome, turn.outcome.cause = "undelivered", UNDELIVERED_CAUSE
@@ -183,18 +185,11 @@ class TurnRunner:
                     await self._store.set_round_outcome(turn.last_round_id, "undelivered")
         return turn.outcome
 
-    async def _forget_draft(self, name: str, inbound: InboundMessage) -> None:
-        """The reply is delivered (or given up): no draft of it is left to recover."""
-        try:
-            await self._store.clear_draft(name, inbound.chat_id, inbound.thread_id)
-        except Exception as exc:
-            log.warning("could not forget the draft of %s:%s: %s", name, inbound.chat_id, exc)
-
     def _release(self, key: ConversationKey, turn: TurnState) -> None:
         if self._running.get(key) is turn:
             del self._running[key]
 
-    def _begin(self, channel: Channel, inbound: InboundMessage) -> TurnState:
+    def _begin(self, channel: Channel, inbound: InboundMessage) -> tuple[TurnState, ReplyJournal]:
         policy = self._policies.new_reply(channel.name, inbound.chat_id, channel.visible_text)
         turns: list[TurnState] = []  # the turn, once built (the driver's callbacks need it)
 
@@ -204,15 +199,9 @@ class TurnRunner:
         def unreachable() -> None:
             self._cancel(turns[0], UNDELIVERED_CAUSE)
 
-        async def written(ref: MessageRef, text: str, formatted: bool) -> None:
-            draft = Draft(
-                channel.name, ref.chat_id, inbound.thread_id, ref.message_id, text, formatted
-            )
-            try:
-                await self._store.set_draft(draft)
-            except Exception as exc:  # the write landed: a store hiccup must not undo it
-                log.warning("could not keep the draft of %s: %s", turns[0].where, exc)
-
+        journal = ReplyJournal(
+            self._store, channel.name, inbound.chat_id, inbound.thread_id, inbound.message_id
+        )
         driver = DeliveryDriver(
             channel,
             inbound.chat_id,
@@ -221,11 +210,11 @@ class TurnRunner:
             thread_id=inbound.thread_id,
             on_moved=moved,
             on_unreachable=unreachable,
-            on_written=written if self._journal else None,
+            on_written=journal.written,
         )
         user = ChatMessage("user", inbound.text, images=image_parts(inbound))
         turns.append(TurnState(channel, inbound, policy, driver, [], [user]))
-        return turns[0]
+        return turns[0], journal
 
     async def _move(self, turn: TurnState, new_chat_id: str) -> None:
         """The reply's chat moved: the turn belongs to the new chat id from now on (its

@@ -194,7 +194,16 @@ class AnthropicStreamReducer(StreamReducer):
     def _answer_objects(self, answer: Any) -> Iterable[Any]:
         """A blocking ``Message`` as the events its stream would send: ``message_start`` with
         its usage, a start and a stop per content block (the block whole), ``message_delta``
-        with the ``stop_reason``, ``message_stop``."""
+        with the ``stop_reason``, ``message_stop``. An ``error`` object (``{"type": "error",
+        "error": {…}}``, as the API and proxies send it with a 2xx status too) is the ``error``
+        event it would be in a stream, so it raises its typed error; so is a bare
+        ``{"error": {…}}`` without ``content`` (the OpenAI error shape some proxies send)."""
+        if isinstance(answer, dict) and answer.get("type") == "error":
+            yield answer
+            return
+        if isinstance(answer, dict) and "content" not in answer and "error" in answer:
+            yield {"type": "error", "error": answer["error"]}
+            return
         if not isinstance(answer, dict) or not isinstance(answer.get("content", []), list):
             raise StreamProtocolError("the answer is not a Messages API message")
         yield {"type": "message_start", "message": {"usage": answer.get("usage")}}

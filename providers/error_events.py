@@ -16,20 +16,25 @@ from __future__ import annotations
 from typing import Any
 
 from providers.errors import (
+    ModelNotFound,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderError,
     ProviderRateLimited,
     ProviderServerError,
+    QuotaExhausted,
 )
 
-__all__ = ["error_from_code", "error_from_event"]
+__all__ = ["error_from_code", "error_from_event", "special_error"]
 
 # Anthropic ``error.type`` (https://docs.anthropic.com/en/api/errors), OpenAI and Responses
 # ``error.code``/``error.type`` values, and the names OpenAI-compatible servers use.
-_RATE_LIMIT_CODES = frozenset(
-    {"rate_limit_exceeded", "rate_limit_error", "too_many_requests", "insufficient_quota"}
-)
+_RATE_LIMIT_CODES = frozenset({"rate_limit_exceeded", "rate_limit_error", "too_many_requests"})
+# OpenAI ``insufficient_quota`` (sent with HTTP 429), Anthropic ``billing_error`` (HTTP 402).
+_QUOTA_CODES = frozenset({"insufficient_quota", "billing_error"})
+# Anthropic answers a used-up credit with a plain 400 invalid_request_error; OpenAI's quota
+# message, for servers that copy it without the code.
+_QUOTA_PHRASES = ("credit balance is too low", "exceeded your current quota")
 _AUTH_CODES = frozenset(
     {"authentication_error", "invalid_api_key", "permission_error", "permission_denied"}
 )
@@ -44,12 +49,55 @@ _BAD_REQUEST_CODES = frozenset(
 )
 
 
+def special_error(
+    codes: tuple[str, ...], message: str | None, text: str, *, status: int | None
+) -> ProviderError | None:
+    """The failures a user must act on differently than their status says, from any wire
+    format's codes and message; ``None`` for the others.
+
+    * :class:`QuotaExhausted`: a code of ``_QUOTA_CODES``, HTTP 402, or a quota phrase in the
+      message (Anthropic: "Your credit balance is too low…", sent as a 400);
+    * :class:`ModelNotFound`: the code ``model_not_found`` (OpenAI, Responses), or, with HTTP
+      404 or inside a 2xx body, a message that names a model (Anthropic ``not_found_error``
+      "model: x"; Ollama ``model "x" not found, try pulling it first``; in a 2xx body it must
+      also say "not found" or "does not exist").
+
+    Never for a 5xx answer: the server failed, whatever it says.
+
+    Args:
+        codes: the error's code strings (type and code), in the body's order.
+        message: its human-readable message, if any.
+        text: the message the typed error carries.
+        status: the HTTP status, or ``None`` for an error inside a 2xx body.
+    """
+    if status is not None and status >= 500:
+        return None
+    code = codes[0] if codes else None
+    lowered = (message or "").lower()
+    if (
+        _QUOTA_CODES.intersection(codes)
+        or status == 402
+        or any(phrase in lowered for phrase in _QUOTA_PHRASES)
+    ):
+        quota_code = next((c for c in codes if c in _QUOTA_CODES), code)
+        return QuotaExhausted(text, status_code=status, code=quota_code)
+    names_model = (
+        status in (404, None)
+        and "model" in lowered
+        and (status == 404 or "not found" in lowered or "does not exist" in lowered)
+    )
+    if "model_not_found" in codes or names_model:
+        return ModelNotFound(text, status_code=status, code=code)
+    return None
+
+
 def error_from_code(
     code: str | None, message: str | None, *, what: str, status: int | None = None
 ) -> ProviderError:
     """Type an error the provider sent inside a 2xx body by its code (architecture §2 "Failures").
 
-    Rate limits (``code``, or ``status`` 429) → :class:`ProviderRateLimited` (``retry_after``
+    First the failures of :func:`special_error` (quota, unknown model); then rate limits
+    (``code``, or ``status`` 429) → :class:`ProviderRateLimited` (``retry_after``
     unknown); authentication/permission (or 401/403) → :class:`ProviderAuthError`; invalid
     requests (a listed code, any other ``invalid_*`` code, or another 4xx) →
     :class:`ProviderBadRequest`; anything else (``overloaded_error``, ``api_error``,
@@ -64,6 +112,9 @@ def error_from_code(
         status: an HTTP status the body carried as its code (OpenRouter sends the upstream's).
     """
     text = what + (f" {code}" if code else "") + (f": {message}" if message else "")
+    special = special_error((code,) if code else (), message, text, status=status)
+    if special is not None:
+        return special
     if code in _RATE_LIMIT_CODES or status == 429:
         return ProviderRateLimited(text, retry_after=None, status_code=None, code=code)
     if code in _AUTH_CODES or status in (401, 403):
@@ -87,6 +138,7 @@ def error_from_event(error: Any) -> ProviderError:
     as an HTTP status. Typed by :func:`error_from_code`.
     """
     code: str | None = None
+    codes: list[str] = []
     status: int | None = None
     message: str | None = None
     if isinstance(error, str):
@@ -98,6 +150,11 @@ def error_from_event(error: Any) -> ProviderError:
             value = error.get(key)
             if isinstance(value, int) and not isinstance(value, bool):
                 status = value
-            elif isinstance(value, str) and value and code is None:
-                code = value
+            elif isinstance(value, str) and value:
+                codes.append(value)
+                code = code or value
+    text = "error event" + (f" {code}" if code else "") + (f": {message}" if message else "")
+    special = special_error(tuple(codes), message, text, status=status)
+    if special is not None:
+        return special
     return error_from_code(code, message, what="error event", status=status)

@@ -7,15 +7,25 @@ Hierarchy::
     ├── ProviderRateLimited        429 or a rate-limit error event; carries retry_after (seconds)
     ├── ProviderServerError        5xx, overloaded_error, server_error (sent by the provider)
     ├── ProviderBadRequest         any other 4xx; never retried
+    │   ├── ModelNotFound          the server does not know the model (404, model_not_found)
+    │   └── ContextLengthExceeded  the request is longer than the model's context window
+    ├── QuotaExhausted             quota or credit used up (insufficient_quota, billing_error,
+    │                              402); never retried
     ├── ProviderTimeout            connect, headers or byte-idle timeout; not re-sent there
-    ├── ProviderConnectionError    could not connect, or the connection broke while reading
+    ├── ProviderConnectionError    could not connect (reason: refused | dns | tls | other), or
+    │                              the connection broke while reading (reason: broken)
     ├── StreamTruncated            the body ended before the terminal signal ("they broke it")
     └── StreamProtocolError        the body is not the wire format (e.g. event data not JSON)
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 __all__ = [
+    "ConnectionReason",
+    "ContextLengthExceeded",
+    "ModelNotFound",
     "ProviderAuthError",
     "ProviderBadRequest",
     "ProviderConnectionError",
@@ -23,6 +33,7 @@ __all__ = [
     "ProviderRateLimited",
     "ProviderServerError",
     "ProviderTimeout",
+    "QuotaExhausted",
     "StreamProtocolError",
     "StreamTruncated",
     "snippet",
@@ -76,6 +87,40 @@ class ProviderBadRequest(ProviderError):
     retryable = False
 
 
+class ModelNotFound(ProviderBadRequest):
+    """The server does not serve the requested model (HTTP 404 naming a model, or the code
+    ``model_not_found``).
+
+    Attributes:
+        model: the model name that was asked for, when the caller knows it (else ``None``).
+        available: the model names the server lists (its models endpoint), filled in by the
+            caller that asked for them; ``None`` when not asked or the server has no list.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        code: str | None = None,
+        model: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, code=code)
+        self.model = model
+        self.available: tuple[str, ...] | None = None
+
+
+class ContextLengthExceeded(ProviderBadRequest):
+    """The request is longer than the model's context window."""
+
+
+class QuotaExhausted(ProviderError):
+    """The account's quota or credit is used up (OpenAI ``insufficient_quota``, Anthropic
+    ``billing_error`` or a too-low credit balance, HTTP 402): waiting does not help."""
+
+    retryable = False
+
+
 class ProviderTimeout(ProviderError):
     """A timeout; ``phase`` is ``"connect"``, ``"headers"``, ``"idle"`` or ``"total"``."""
 
@@ -84,8 +129,25 @@ class ProviderTimeout(ProviderError):
         self.phase = phase
 
 
+ConnectionReason = Literal["refused", "dns", "tls", "broken", "other"]
+
+
 class ProviderConnectionError(ProviderError):
-    pass
+    """No answer could be read from the server.
+
+    Attributes:
+        host: ``host:port`` of the server (``None`` when not known).
+        reason: ``"refused"`` (nothing listens there), ``"dns"`` (the name does not resolve),
+            ``"tls"`` (the TLS handshake or certificate check failed), ``"broken"`` (the
+            connection closed or broke after it was made) or ``"other"``.
+    """
+
+    def __init__(
+        self, message: str, *, host: str | None = None, reason: ConnectionReason = "other"
+    ) -> None:
+        super().__init__(message)
+        self.host = host
+        self.reason: ConnectionReason = reason
 
 
 class StreamTruncated(ProviderError):

@@ -17,12 +17,18 @@ Responses, Anthropic Messages, Ollama chat). It owns:
   :meth:`HttpModelProvider._reduced_stream` feeds that body to a reducer, and
   :meth:`HttpModelProvider._post` makes a blocking POST bounded as a whole by ``timeout_secs``.
 
+A server that ignores ``stream: true`` and answers with one JSON body is read as the blocking
+answer it is (:class:`providers.http_stream.ReducedStream`);
+:meth:`HttpModelProvider._note_unstreamed` logs that once per provider, not per request
+(architecture §2 "A server that does not stream").
+
 A subclass keeps what is its own wire format: the endpoint, the body builder, the reducer, and
 the parsing of a blocking answer. All of them stream, tool calls included.
 """
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractAsyncContextManager
 from typing import Any, ClassVar
 
@@ -35,6 +41,8 @@ from providers.stream_reducer import StreamReducer
 from providers.transport import BodyStream, make_client, open_stream, post_json
 
 __all__ = ["HttpModelProvider"]
+
+log = logging.getLogger(__name__)
 
 
 class HttpModelProvider(ModelProvider):
@@ -63,6 +71,7 @@ class HttpModelProvider(ModelProvider):
             client if client is not None else make_client(max_connections=config.max_connections)
         )
         self._url = f"{config.resolved_base_url}{self.endpoint}"
+        self._unstreamed_noted = False
 
     def supports_streaming(self) -> bool:
         return True
@@ -103,7 +112,25 @@ class HttpModelProvider(ModelProvider):
 
     def _reduced_stream(self, json_body: dict[str, Any], reducer: StreamReducer) -> ReducedStream:
         """The events of a streaming POST of ``json_body``, decoded by ``reducer``."""
-        return ReducedStream(self._open_stream(json_body), reducer)
+        return ReducedStream(
+            self._open_stream(json_body), reducer, on_unstreamed=self._note_unstreamed
+        )
+
+    def _note_unstreamed(self) -> None:
+        """Log, the first time only, that this provider's server answered a streaming request
+        with one JSON body (its answers then arrive whole, not as they are written)."""
+        if self._unstreamed_noted:
+            return
+        self._unstreamed_noted = True
+        server = httpx.URL(self._url)
+        log.warning(
+            "provider %r: the server did not stream (%s://%s answered a streaming request "
+            "with one application/json body); its answers are read whole, so chats see each "
+            "one only when it is complete. Said once per provider.",
+            self.name,
+            server.scheme,
+            server.netloc.decode("ascii", "replace"),
+        )
 
     async def _post(self, json_body: dict[str, Any]) -> Any:
         """A blocking POST of ``json_body``, bounded as a whole by ``timeout_secs``.

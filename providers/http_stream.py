@@ -19,19 +19,31 @@ request is re-sent.
 
 ``provider_items`` exposes the reducer's opaque items once the stream is done, so the caller can
 store them with the assistant message (``folder.provider_items = stream.provider_items``).
+
+A server that ignores ``stream: true`` answers with one ``application/json`` body (several
+proxies do; architecture §2 "A server that does not stream"). That is decided once per response,
+from its headers (:attr:`providers.transport.BodyStream.whole_json`), never per event: the body
+is read whole, under the same byte-idle bound and within :data:`MAX_FRAME_BYTES`, and folded by
+the reducer's blocking parse (:meth:`StreamReducer.answer`, the one a blocking call uses), so it
+yields the events the stream of that answer would have, and an error object in it raises the
+typed error the blocking call would. ``on_unstreamed`` is told, so the provider can log it. A body
+so labelled that is not one JSON value (a stream with the wrong label) is decoded as the stream it
+is, all at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
 from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, cast
 
 import anyio
 
-from providers.errors import ProviderError
+from providers.bounded_json import MAX_FRAME_BYTES, parse_json
+from providers.errors import ProviderError, StreamProtocolError
 from providers.events import StreamEvent
 from providers.stream_reducer import StreamReducer
+from providers.transport import BodyStream
 
 __all__ = ["DRAIN_SECS", "ReducedStream"]
 
@@ -48,6 +60,8 @@ class ReducedStream:
         body: the request, not yet sent: :func:`providers.transport.open_stream`'s context
             manager, entered on the first ``__anext__`` and exited when the stream ends.
         reducer: a fresh reducer for this body.
+        on_unstreamed: called (no arguments) when the server answered with one JSON body
+            instead of a stream, before that body is read.
 
     Raises (from ``__anext__``): the errors of :func:`providers.transport.open_stream`,
     :class:`providers.errors.ProviderTimeout` (phase ``"idle"``) when no byte arrived for
@@ -57,10 +71,14 @@ class ReducedStream:
     """
 
     def __init__(
-        self, body: AbstractAsyncContextManager[AsyncIterable[bytes]], reducer: StreamReducer
+        self,
+        body: AbstractAsyncContextManager[AsyncIterable[bytes]],
+        reducer: StreamReducer,
+        *,
+        on_unstreamed: Callable[[], None] | None = None,
     ) -> None:
         self._reducer = reducer
-        self._events = self._run(body, reducer)
+        self._events = self._run(body, reducer, on_unstreamed)
 
     @property
     def provider_items(self) -> tuple[dict[str, Any], ...]:
@@ -80,11 +98,20 @@ class ReducedStream:
 
     @staticmethod
     async def _run(
-        opening: AbstractAsyncContextManager[AsyncIterable[bytes]], reducer: StreamReducer
+        opening: AbstractAsyncContextManager[AsyncIterable[bytes]],
+        reducer: StreamReducer,
+        on_unstreamed: Callable[[], None] | None,
     ) -> AsyncGenerator[StreamEvent, None]:
         async with opening as body:
             reads = cast("AsyncGenerator[bytes, None]", aiter(body))
             async with aclosing(reads):
+                if isinstance(body, BodyStream) and body.whole_json:
+                    if on_unstreamed is not None:
+                        on_unstreamed()
+                    for event in _whole_answer(await _read_whole(reads), reducer):
+                        yield event
+                    reducer.raise_failure()
+                    return
                 async for chunk in reads:
                     for event in reducer.feed(chunk):
                         yield event
@@ -106,3 +133,38 @@ async def _drain(reads: AsyncGenerator[bytes, None]) -> None:
                 pass
         except ProviderError:
             pass
+
+
+async def _read_whole(reads: AsyncGenerator[bytes, None]) -> bytes:
+    """The whole body, each read under the byte-idle bound.
+
+    Raises:
+        StreamProtocolError: the body is larger than :data:`MAX_FRAME_BYTES` (checked as it
+            arrives, so no more than that is held).
+    """
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in reads:
+        size += len(chunk)
+        if size > MAX_FRAME_BYTES:
+            raise StreamProtocolError(f"the answer is larger than {MAX_FRAME_BYTES} bytes")
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+def _whole_answer(body: bytes, reducer: StreamReducer) -> list[StreamEvent]:
+    """The events of a whole JSON body, folded by ``reducer``'s blocking parse; a body that is
+    not one JSON value is fed to it as the stream it may be (then :attr:`StreamReducer.failure`
+    holds what ended it badly).
+
+    Raises:
+        ProviderError: as :meth:`StreamReducer.answer` (an error object, typed; a protocol
+            violation; no terminal signal), or a bound of :func:`parse_json` crossed.
+    """
+    try:
+        answer = parse_json(body, what="answer")
+    except StreamProtocolError as exc:
+        if not isinstance(exc.__cause__, ValueError):  # a bound crossed, not a framing question
+            raise
+        return reducer.feed(body) + reducer.close()
+    return reducer.answer(answer)

@@ -42,6 +42,7 @@ from providers.errors import (
 from providers.http_provider import HttpModelProvider
 from providers.http_stream import ReducedStream
 from providers.openai_chat_decode import ChatCompletionsStreamReducer
+from providers.transport import BodyStream
 
 __all__ = [
     "OpenAIChatProvider",
@@ -158,7 +159,9 @@ class OpenAIChatProvider(HttpModelProvider):
         """
         reducer = ChatCompletionsStreamReducer()
         opening = self._open_stream(build_request_body(self.config, request, stream=True))
-        return ReducedStream(_ending_after_finish(opening, reducer), reducer)
+        return ReducedStream(
+            _ending_after_finish(opening, reducer), reducer, on_unstreamed=self._note_unstreamed
+        )
 
     async def complete(self, request: ChatRequest) -> CompletionResponse:
         """One blocking call, bounded as a whole by ``timeout_secs``."""
@@ -168,13 +171,15 @@ class OpenAIChatProvider(HttpModelProvider):
 
 @asynccontextmanager
 async def _ending_after_finish(
-    opening: AbstractAsyncContextManager[AsyncIterable[bytes]],
+    opening: AbstractAsyncContextManager[BodyStream],
     reducer: ChatCompletionsStreamReducer,
 ) -> AsyncIterator[AsyncIterable[bytes]]:
     """The body of ``opening``, whose reads end as at EOF when, after a ``finish_reason``, the
-    idle timeout fires or the connection drops (architecture §2: the answer is whole then)."""
+    idle timeout fires or the connection drops (architecture §2: the answer is whole then).
+    A whole JSON body (the server did not stream) is handed on as it is: it must be read to
+    its end."""
     async with opening as body:
-        yield _reads_until_broken_after_finish(body, reducer)
+        yield body if body.whole_json else _reads_until_broken_after_finish(body, reducer)
 
 
 async def _reads_until_broken_after_finish(

@@ -221,9 +221,16 @@ class ResponsesStreamReducer(StreamReducer):
 
     def _answer_objects(self, answer: Any) -> Iterable[Any]:
         """A blocking response object as the terminal event its stream ends with
-        (``response.failed``/``.incomplete`` by its ``status``, else ``response.completed``)."""
+        (``response.failed``/``.incomplete`` by its ``status``, else ``response.completed``).
+        An error object instead of a response (``{"type": "error", …}``, or ``{"error": {…}}``
+        without a ``status``, as servers and proxies send it with a 2xx status too) is the
+        ``error`` event it would be in a stream, so it raises its typed error."""
         if not isinstance(answer, dict):
             raise StreamProtocolError("the answer is not a Responses API response object")
+        if answer.get("type") == "error":
+            return (answer,)
+        if answer.get("status") is None and answer.get("error") is not None:
+            return ({"type": "error", "error": answer["error"]},)
         kind = _TERMINAL_EVENTS.get(str(answer.get("status")), "response.completed")
         return ({"type": kind, "response": answer},)
 

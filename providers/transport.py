@@ -32,6 +32,7 @@ import asyncio
 import email.utils
 import logging
 import math
+import socket
 import ssl
 import time
 from collections.abc import AsyncIterable, AsyncIterator
@@ -43,7 +44,9 @@ import httpcore
 import httpx
 
 from providers.bounded_json import parse_json
+from providers.error_events import special_error
 from providers.errors import (
+    ConnectionReason,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderConnectionError,
@@ -63,7 +66,9 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "BodyStream",
     "IdleWatchdog",
+    "connection_error",
     "error_from_status",
+    "is_json_media_type",
     "make_client",
     "open_stream",
     "parse_retry_after",
@@ -193,9 +198,21 @@ def _error_fields(body: bytes) -> tuple[str | None, str | None, Any]:
 def error_from_status(
     status: int, body: bytes, headers: httpx.Headers | None = None
 ) -> ProviderError:
-    """Map a non-2xx answer to a typed error (architecture §2 "Failures")."""
-    code, message, _ = _error_fields(body)
+    """Map a non-2xx answer to a typed error (architecture §2 "Failures").
+
+    The codes of the body are read first (:func:`providers.error_events.special_error`):
+    ``model_not_found`` or a 404 whose message names a model → :class:`ModelNotFound` (OpenAI,
+    Ollama ``model "x" not found``, Anthropic ``not_found_error`` ``model: x``); quota or billing
+    (``insufficient_quota``, ``billing_error``, HTTP 402, Anthropic's "credit balance is too
+    low") → :class:`QuotaExhausted`. Then by status: 401/403 auth, 429 rate limited (with
+    ``Retry-After``), 5xx or a server error code, any other 4xx a bad request.
+    """
+    code, message, parsed = _error_fields(body)
     text = f"HTTP {status}" + (f": {message}" if message else "")
+    codes = _all_codes(parsed, code)
+    special = special_error(codes, message, text, status=status)
+    if special is not None:
+        return special
     if status in (401, 403):
         return ProviderAuthError(text, status_code=status, code=code)
     if status == 429:
@@ -204,6 +221,61 @@ def error_from_status(
     if status >= 500 or code in ("overloaded_error", "server_error", "api_error"):
         return ProviderServerError(text, status_code=status, code=code)
     return ProviderBadRequest(text, status_code=status, code=code)
+
+
+def _all_codes(parsed: Any, code: str | None) -> tuple[str, ...]:
+    """Every code string of an error body: ``error.type`` and ``error.code`` (OpenAI sends
+    ``invalid_request_error`` as the type and ``model_not_found`` as the code)."""
+    found = [code] if code else []
+    err = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(err, dict):
+        found += [v for v in (err.get("type"), err.get("code")) if isinstance(v, str) and v]
+    return tuple(found)
+
+
+def connection_error(url: str, exc: BaseException) -> ProviderConnectionError:
+    """Type a transport failure: an httpx ``ConnectError`` by the OS error beneath it
+    (``refused``, ``dns``, ``tls``, else ``other``), any other transport error as ``broken``
+    (the connection was made, then closed or broke). ``host`` is the URL's ``host:port``."""
+    parts = httpx.URL(url)
+    host = f"{parts.host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+    reason: ConnectionReason = "other"
+    if isinstance(exc, httpx.ConnectError):
+        reason = _connect_reason(exc)
+    elif isinstance(exc, (httpx.TransportError, httpcore.NetworkError, httpcore.ProtocolError)):
+        reason = "broken"
+    words = {
+        "refused": "connection refused by",
+        "dns": "the name does not resolve:",
+        "tls": "TLS handshake failed with",
+        "broken": "connection broke with",
+        "other": "could not connect to",
+    }[reason]
+    return ProviderConnectionError(f"{words} {host}: {exc!r}", host=host, reason=reason)
+
+
+def _connect_reason(exc: BaseException) -> ConnectionReason:
+    """Why a connect failed, from the exceptions chained beneath it."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ssl.SSLError):
+            return "tls"
+        if isinstance(cause, socket.gaierror):
+            return "dns"
+        if isinstance(cause, ConnectionRefusedError) or (
+            isinstance(cause, OSError) and "Errno 111" in str(cause)  # several addresses
+        ):
+            return "refused"
+        if "TLS handshake" in str(cause) or "SSL" in str(cause):
+            return "tls"
+        if "Name or service not known" in str(cause) or "getaddrinfo" in str(cause):
+            return "dns"
+        if "Connection refused" in str(cause) or "Errno 111" in str(cause):
+            return "refused"
+        cause = cause.__cause__ or cause.__context__
+    return "other"
 
 
 class IdleWatchdog:
@@ -311,12 +383,34 @@ def _connection_body(response: httpx.Response) -> AsyncIterable[bytes] | None:
     return connection_stream
 
 
+def is_json_media_type(content_type: str | None) -> bool:
+    """True for ``application/json`` and ``application/*+json`` (parameters ignored):
+    a body that is one JSON value, not a stream of them (``application/x-ndjson`` is not).
+
+    >>> is_json_media_type("application/json; charset=utf-8")
+    True
+    >>> is_json_media_type("application/x-ndjson")
+    False
+    """
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 class BodyStream:
-    """The body of a 2xx streaming response, read under the byte-idle bound (seconds)."""
+    """The body of a 2xx streaming response, read under the byte-idle bound (seconds).
+
+    Attributes:
+        whole_json: the server answered with one JSON body (``Content-Type:
+            application/json``) instead of a stream: it ignored ``stream: true``
+            (architecture §2 "A server that does not stream"). Read once, from the headers.
+    """
 
     def __init__(self, response: httpx.Response, idle_timeout_secs: float) -> None:
         self._response = response
         self._idle = idle_timeout_secs
+        self.whole_json = is_json_media_type(response.headers.get("content-type"))
 
     def _pieces(self, watchdog: IdleWatchdog) -> AsyncIterator[bytes]:
         """The body's pieces, from the shallowest layer that serves them.
@@ -356,7 +450,7 @@ class BodyStream:
                     raise
                 except (httpx.TransportError, *_HTTPCORE_READ_ERRORS) as exc:
                     raise ProviderConnectionError(
-                        f"connection broke while reading: {exc!r}"
+                        f"connection broke while reading: {exc!r}", reason="broken"
                     ) from exc
                 except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
                     raise StreamProtocolError(f"the body could not be decoded: {exc}") from exc
@@ -416,7 +510,7 @@ async def open_stream(
     except httpx.TimeoutException as exc:
         raise ProviderTimeout(f"connect timed out: {exc!r}", phase="connect") from exc
     except httpx.TransportError as exc:
-        raise ProviderConnectionError(f"could not connect to {url}: {exc!r}") from exc
+        raise connection_error(url, exc) from exc
     if scope.cancelled_caught:
         raise ProviderTimeout(f"no response headers within {timeout_secs:g} s", phase="headers")
     try:
@@ -457,7 +551,7 @@ async def post_json(
     except httpx.TimeoutException as exc:
         raise ProviderTimeout(f"connect timed out: {exc!r}", phase="connect") from exc
     except httpx.TransportError as exc:
-        raise ProviderConnectionError(f"could not connect to {url}: {exc!r}") from exc
+        raise connection_error(url, exc) from exc
     except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
         raise StreamProtocolError(f"the answer could not be decoded: {exc}") from exc
     if response.status_code >= 300:

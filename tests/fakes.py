@@ -475,9 +475,13 @@ class GuardStub:
     def has_hook(self) -> bool:
         return self._transform is not None
 
-    def hook_piece(self, text: str) -> str | None:
+    def hook_piece_here(self, text: str) -> str | None:
+        """The hook at once, in this thread (what :class:`ScriptedDelivery` runs)."""
         self.pieces.append(text)
         return self._transform(text) if self._transform else text
+
+    async def hook_piece(self, text: str) -> str | None:
+        return self.hook_piece_here(text)
 
     def redact_piece(self, text: str) -> str:
         self.redacted.append(text)
@@ -499,7 +503,8 @@ class ScriptedDelivery:
 
     Args:
         settings: the engine's settings.
-        guard: default :class:`GuardStub` (pass-through).
+        guard: default :class:`GuardStub` (pass-through); a ``ReplyPolicy`` fits too (this
+            runner calls the hook in its own thread: ``hook_piece_here``).
         chat: default: a :class:`FakeChat` with the settings' limits.
         latency: seconds each write takes.
     """
@@ -544,7 +549,7 @@ class ScriptedDelivery:
     def _verdict(self, piece: GuardPiece) -> DeliveryEvent:
         """The hook at once (no time passes), as the driver runs it."""
         try:
-            verdict = self.guard.hook_piece(piece.text)
+            verdict = self.guard.hook_piece_here(piece.text)
         except Exception:
             return PieceWithheld(piece.piece_id)
         if verdict is None:

@@ -51,3 +51,24 @@ def hang(channel: str, chat_id: str, text: str) -> str:
 
     time.sleep(3600)
     return text
+
+
+BACKTRACKING = r"(\w+\s?)+$"
+"""Backtracks catastrophically on a long word followed by a non-word character: one C call of
+``re.search`` that holds the GIL throughout (``"a" * 28 + "!"``: seconds to minutes)."""
+
+
+def backtrack(channel: str, chat_id: str, text: str) -> str:
+    """Searches :data:`BACKTRACKING` in the text and keeps it (fast on text that ends in a word
+    character, catastrophic on ``"aaaa…a!"``)."""
+    import re
+
+    re.search(BACKTRACKING, text)
+    return text
+
+
+def exit_now(channel: str, chat_id: str, text: str) -> str:
+    """Ends its process mid-call, as a crashing C extension would."""
+    import os
+
+    os._exit(3)

@@ -175,8 +175,10 @@ def _config_text(
     multi_message_delay_ms: int,
     hook: str | None = None,
     hook_timeout_secs: float | None = None,
+    max_retries: int | None = None,
 ) -> str:
     policy = f'policy:\n  on_message_sending: "{hook}"\n' if hook else ""
+    retries = f"    max_retries: {max_retries}\n" if max_retries is not None else ""
     if hook and hook_timeout_secs is not None:
         policy += f"  hook_timeout_secs: {hook_timeout_secs}\n"
     return f"""\
@@ -186,7 +188,7 @@ def _config_text(
     base_url: "{provider.url}/v1"
     api_key: local-test-key
     model: m
-agent:
+{retries}agent:
   providers: [main]
   tools: [current_time]
 channels:
@@ -252,10 +254,11 @@ async def running_bot(
     multi_message_delay_ms: int = 300,
     hook: str | None = None,
     hook_timeout_secs: float | None = None,
+    max_retries: int | None = None,
 ) -> AsyncIterator[Bot]:
     """The daemon serving the ``tg`` channel, its provider scripted with ``replies``;
     ``hook`` is ``policy.on_message_sending`` (an import path), ``hook_timeout_secs`` its
-    bound."""
+    bound, ``max_retries`` the provider's (its default when ``None``)."""
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
         peer.open_chat(CHAT)
         provider.script(PATH, list(replies))
@@ -268,6 +271,7 @@ async def running_bot(
             multi_message_delay_ms=multi_message_delay_ms,
             hook=hook,
             hook_timeout_secs=hook_timeout_secs,
+            max_retries=max_retries,
         )
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         storage = tmp_path / "relaybot.db"

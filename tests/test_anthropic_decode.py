@@ -274,3 +274,22 @@ def test_blocking_message_events() -> None:
     assert items == ()
     with pytest.raises(StreamProtocolError):
         message_events(["not", "a", "message"])
+
+
+@pytest.mark.parametrize(
+    ("body", "error_type"),
+    [
+        (
+            {"type": "error", "error": {"type": "overloaded_error", "message": "busy"}},
+            ProviderServerError,
+        ),
+        ({"error": {"type": "rate_limit_error", "message": "slow down"}}, ProviderRateLimited),
+    ],
+)
+def test_a_blocking_error_object_raises_its_typed_error(
+    body: dict[str, object], error_type: type[ProviderError]
+) -> None:
+    """An error object as a 2xx blocking answer (some proxies send one) is the ``error`` event
+    it would be in a stream, not an empty answer."""
+    with pytest.raises(error_type):
+        message_events(body)

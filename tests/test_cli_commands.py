@@ -76,6 +76,7 @@ def test_every_command_and_argument_has_a_help_text(tmp_path: Path) -> None:
         "schema",
         "runs",
         "tools",
+        "doctor",
         "migrate-store",
     }
     assert all(c.help for c in commands._choices_actions)
@@ -146,8 +147,16 @@ def test_piped_help_and_unknown_commands_never_reach_the_model(tmp_path: Path) -
 @pytest.mark.parametrize(
     ("status", "cause"),
     [
-        (401, "the model service refused the API key"),
-        (403, "the model service denied access with this API key"),
+        (
+            401,
+            "the model service refused the API key "
+            "(check OPENAI_API_KEY / providers.openai.api_key)",
+        ),
+        (
+            403,
+            "the model service denied access with this API key "
+            "(check OPENAI_API_KEY / providers.openai.api_key)",
+        ),
     ],
 )
 async def test_a_piped_run_whose_answer_failed_exits_1_with_the_cause(
@@ -212,3 +221,52 @@ async def test_anthropic_api_key_alone_talks_to_anthropic(tmp_path: Path) -> Non
     assert request.path == "/v1/messages"
     assert request.headers.get("x-api-key") == "sk-ant-local"
     assert request.json["model"] == "claude-haiku-4-5"  # type: ignore[index]
+
+
+async def _piped_run(server: ProviderServer, tmp_path: Path, **env: str) -> tuple[str, str, int]:
+    import asyncio
+
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        "run",
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=_env(tmp_path, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=server.url + "/v1", **env),
+        cwd=tmp_path,
+    )
+    out, err = await asyncio.wait_for(process.communicate(b"hi\n"), timeout=60)
+    assert process.returncode is not None
+    return out.decode(), err.decode(), process.returncode
+
+
+async def test_with_openai_base_url_and_no_model_the_first_listed_model_is_used(
+    tmp_path: Path,
+) -> None:
+    from tests.pipeline import text_answer
+
+    async with ProviderServer() as server:
+        listing = {"object": "list", "data": [{"id": "llama3.2"}, {"id": "qwen3"}]}
+        server.script("/v1/models", [Reply.json(listing)])
+        server.script("/v1/chat/completions", [Reply(body=text_answer("Hello there."))])
+        out, err, code = await _piped_run(server, tmp_path)
+        sent = server.requests_to("/v1/chat/completions")[0].json
+    assert code == 0, err
+    assert sent["model"] == "llama3.2"
+    assert f"relaybot: model llama3.2, the first that {server.url}/v1 lists" in err
+    assert "Hello there." in out
+
+
+async def test_openai_model_is_sent_and_no_models_are_asked(tmp_path: Path) -> None:
+    from tests.pipeline import text_answer
+
+    async with ProviderServer() as server:
+        server.script("/v1/chat/completions", [Reply(body=text_answer("Hi."))])
+        _, err, code = await _piped_run(server, tmp_path, OPENAI_MODEL="gpt-5-nano")
+        sent = server.requests_to("/v1/chat/completions")[0].json
+        asked = server.requests_to("/v1/models")
+    assert code == 0, err
+    assert sent["model"] == "gpt-5-nano" and asked == []
+    assert "the first that" not in err

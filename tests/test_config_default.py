@@ -102,3 +102,11 @@ def test_openai_key_wins_over_anthropic_key() -> None:
     assert config.agent.providers == ["anthropic"]
     config = default_config({"ANTHROPIC_API_KEY": ""}, demo_base_url="http://127.0.0.1:1/v1")
     assert config.agent.providers == ["demo"]
+
+
+def test_openai_model_is_honoured_and_wins_over_a_listed_model() -> None:
+    environ = {"OPENAI_API_KEY": "sk-test", "OPENAI_MODEL": "gpt-5-nano"}
+    config = default_config(environ, demo_base_url=None, listed_model="llama3.2")
+    assert config.providers["openai"].model == "gpt-5-nano"
+    listed = default_config({"OPENAI_API_KEY": "k"}, demo_base_url=None, listed_model="qwen3")
+    assert listed.providers["openai"].model == "qwen3"

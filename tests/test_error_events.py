@@ -8,11 +8,13 @@ import pytest
 
 from providers.error_events import error_from_code, error_from_event
 from providers.errors import (
+    ModelNotFound,
     ProviderAuthError,
     ProviderBadRequest,
     ProviderError,
     ProviderRateLimited,
     ProviderServerError,
+    QuotaExhausted,
 )
 
 
@@ -22,7 +24,9 @@ from providers.errors import (
         ("rate_limit_error", None, ProviderRateLimited),
         ("rate_limit_exceeded", None, ProviderRateLimited),
         ("too_many_requests", None, ProviderRateLimited),
-        ("insufficient_quota", None, ProviderRateLimited),
+        ("insufficient_quota", None, QuotaExhausted),
+        ("billing_error", None, QuotaExhausted),
+        ("model_not_found", None, ModelNotFound),
         (None, 429, ProviderRateLimited),
         ("authentication_error", None, ProviderAuthError),
         ("permission_denied", None, ProviderAuthError),

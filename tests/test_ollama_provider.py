@@ -8,7 +8,7 @@ import pytest
 
 from providers.base import ChatMessage, ChatRequest, ToolSpec, fold
 from providers.errors import (
-    ProviderBadRequest,
+    ModelNotFound,
     ProviderError,
     ProviderRateLimited,
     ProviderServerError,
@@ -74,7 +74,7 @@ async def test_idle_stream_times_out_and_garbage_is_a_protocol_error() -> None:
 
 @pytest.mark.parametrize(
     ("status", "error_type"),
-    [(404, ProviderBadRequest), (429, ProviderRateLimited), (500, ProviderServerError)],
+    [(404, ModelNotFound), (429, ProviderRateLimited), (500, ProviderServerError)],
 )
 async def test_http_errors_are_typed(status: int, error_type: type[ProviderError]) -> None:
     reply = Reply.json({"error": "model 'x' not found"}, status=status)

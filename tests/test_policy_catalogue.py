@@ -91,14 +91,31 @@ def test_order_decides_between_shapes_at_one_position() -> None:
     assert REDACTOR.redact("?token=sk-ant-" + "a" * 30) == "?token=[REDACTED:url_credential]"
 
 
-def test_a_keyword_counts_only_at_a_word_boundary() -> None:
+def test_a_generic_keyword_counts_only_at_a_word_boundary() -> None:
     assert (
         REDACTOR.redact("task-list-with-a-very-long-name-indeed")
         == "task-list-with-a-very-long-name-indeed"
     )
-    assert REDACTOR.redact("xAKIAIOSFODNN7EXAMPLE") == "xAKIAIOSFODNN7EXAMPLE"
+    assert REDACTOR.redact("xASIAIOSFODNN7EXAMPLE") == "xASIAIOSFODNN7EXAMPLE"
+    assert REDACTOR.redact("xsk-AAAA1BBBBCCCCDDDDEEEEFFFF") == "xsk-AAAA1BBBBCCCCDDDDEEEEFFFF"
     assert REDACTOR.redact("-AKIAIOSFODNN7EXAMPLE") == "-[REDACTED:aws_access_key]"
     assert REDACTOR.redact("鍵AKIAIOSFODNN7EXAMPLE") == "鍵[REDACTED:aws_access_key]"
+
+
+@pytest.mark.parametrize(
+    ("glued", "name"),
+    [
+        ("sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFF", "anthropic_key"),
+        ("sk-proj-AAAA1BBBBCCCCDDDDEEEEFFFF", "openai_key"),
+        ("ghp_AAAABBBBCCCCDDDDEEEEFFFF", "github_token"),
+        ("github_pat_AAAABBBBCCCCDDDDEEEEFFFF", "github_token"),
+        ("AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("xoxb-1234-AAAABBBBCCCC", "slack_token"),
+        ("glpat-AAAABBBBCCCCDDDDEEEEFFFF", "gitlab_token"),
+    ],
+)
+def test_a_prefix_specific_enough_to_stand_alone_needs_no_boundary(glued: str, name: str) -> None:
+    assert REDACTOR.redact(f"id1{glued} ok") == f"id1[REDACTED:{name}] ok"
 
 
 def test_markers_are_never_flagged_again() -> None:

@@ -301,3 +301,69 @@ async def test_a_pattern_timing_out_in_one_chat_never_delays_the_other_chats_edi
     assert max(gaps) < 2 * 0.120 + SPACING_TOLERANCE_SECS, gaps
     assert "[REDACTED:slow]" in "\n".join(peer.texts(CHAT))
     assert "bee bee" in "\n".join(peer.texts(OTHER_CHAT))
+
+
+# -- redaction removes the secret, not the answer (issue: URL passwords ate the whole answer) ---
+
+URL_FORMS = (
+    "postgres://admin:QXZhunter2@db.internal:5432/app",
+    "https://deploy:QXZhunter2@git.example.org/repo.git",
+    "redis://:QXZhunter2@cache:6379/0",
+    "mongodb+srv://app:QXZ%40hunter2@cluster0.mongodb.net/db",
+)
+
+
+def url_answer(url: str, position: str) -> str:
+    return {
+        "first": f"{url}\nConnect with the URL above.\nKEEPWORD stays.",
+        "middle": f"Connect with this URL:\n{url}\nKEEPWORD stays.",
+        "last": f"Connect with this URL.\nKEEPWORD stays.\n{url}",
+        "inline": f"Connect with this URL: {url} and KEEPWORD stays.",
+    }[position]
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("position", ["first", "middle", "last", "inline"])
+@pytest.mark.parametrize("url", URL_FORMS)
+async def test_a_url_password_is_masked_and_every_other_line_stays(
+    tmp_path: Path, mode: str, position: str, url: str
+) -> None:
+    answer = url_answer(url, position)
+    async with policy_bot(tmp_path, [reply(text_stream(pieces(answer, 7)))], mode=mode) as bot:
+        await bot.ask("how do I connect?")
+        bot.check()
+    assert_hidden(bot, "QXZhunter2", "QXZ%40hunter2")
+    expected = Redactor().redact(answer)
+    assert "[REDACTED:url_password]@" in expected
+    assert final(bot) == expected, "the chat shows the redacted answer, every line of it"
+
+
+_KEY = "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIIIJJJJ"
+READER_FORMS_ANSWER = (
+    f"Wrapped:\n{_KEY[:30]}\n{_KEY[30:]}\n\n"
+    f'Pieces: key = "{_KEY[:16]}" "{_KEY[16:]}"\n\n'
+    "PEM:\n-----BEGIN\u00a0RSA\u00a0PRIVATE\u00a0KEY-----\n"
+    "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi\nQXZJVWKY13579QXZJVWKY1357==\n"
+    "-----END\u00a0RSA\u00a0PRIVATE\u00a0KEY-----\n\n"
+    "Look-alike: \u0455k-ant-api03-QXZJVWKY13579QXZJVWKY13579 ok\n\n"
+    "Glued: id1sk-ant-api03-JJJJQXZJVWKY13579KKKK ok\n\n"
+    "That is all."
+)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_wrapped_pieced_spaced_lookalike_and_glued_keys_never_show(
+    tmp_path: Path, mode: str
+) -> None:
+    async with policy_bot(
+        tmp_path, [reply(text_stream(pieces(READER_FORMS_ANSWER, 5)))], mode=mode
+    ) as bot:
+        await bot.ask("show me")
+        bot.check()
+    assert_hidden(
+        bot, "AAAABBBBCCCCDDDD", "EEEEFFFFGGGGHHHHIIIIJJJJ", "MIIEpAIBAAKCAQEA3Tz2mr7",
+        "QXZJVWKY13579QXZJVWKY13579", "JJJJQXZJVWKY13579KKKK",
+    )  # fmt: skip
+    text = final(bot)
+    assert text.count("[REDACTED:anthropic_key]") == 4 and "[REDACTED:private_key]" in text
+    assert "That is all." in text

@@ -13,7 +13,7 @@ import pytest
 from channels.base import InboundMessage
 from config.store_url import parse_store_url, written_password
 from orchestrator.cli import main
-from orchestrator.store import RoundRecord, Store, open_store
+from orchestrator.store import Draft, RoundRecord, Store, open_store
 from orchestrator.store.postgres import PostgresStore
 from orchestrator.store.postgres_schema import SchemaTooNew, migrations
 from providers.base import ChatMessage
@@ -29,6 +29,28 @@ async def test_migrations_are_versioned_and_applied_once(postgres_url: str) -> N
         applied = rows.fetchall()
     assert applied == [(m.version, m.name) for m in migrations()]
     assert applied[0] == (1, "initial")
+
+
+async def test_a_database_at_version_1_upgrades_and_keeps_its_draft(postgres_url: str) -> None:
+    """A database the first release wrote (migration 1 only, a draft kept) gains the replies
+    in flight columns at the next start (migration 2); the draft reads back as it was."""
+    (initial,) = [m for m in migrations() if m.version == 1]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(initial.sql.encode())
+        conn.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+        )
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (1, 'initial')")
+        conn.execute("INSERT INTO drafts VALUES ('tg', '1', '', '77', 'Half an ans', false)")
+    store = await PostgresStore.connect(postgres_url)
+    try:
+        assert await store.drafts() == [Draft("tg", "1", None, "77", "Half an ans", False)]
+    finally:
+        await store.aclose()
+    with psycopg.connect(postgres_url) as conn:
+        versions = [row[0] for row in conn.execute("SELECT version FROM schema_migrations")]
+    assert sorted(versions) == [m.version for m in migrations()] and 2 in versions
 
 
 async def test_a_schema_newer_than_the_code_is_refused(postgres_url: str) -> None:

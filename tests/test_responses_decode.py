@@ -205,3 +205,19 @@ def test_blocking_response_object(fixtures_dir: Path) -> None:
         response_events({**response, "status": "failed", "error": None})
     with pytest.raises(StreamProtocolError):
         response_events("nope")
+
+
+@pytest.mark.parametrize(
+    ("body", "error_type"),
+    [
+        ({"type": "error", "code": "server_error", "message": "broke"}, ProviderServerError),
+        ({"error": {"code": "rate_limit_exceeded", "message": "slow down"}}, ProviderRateLimited),
+    ],
+)
+def test_a_blocking_error_object_raises_its_typed_error(
+    body: dict[str, Any], error_type: type[ProviderError]
+) -> None:
+    """An error object as a 2xx blocking answer (no ``status``: not a response object) is the
+    ``error`` event it would be in a stream, not an empty answer."""
+    with pytest.raises(error_type):
+        ResponsesStreamReducer().answer(body)

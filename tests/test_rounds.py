@@ -134,7 +134,8 @@ async def test_retries_are_bounded_by_max_retries_with_exponential_backoff() -> 
     assert len(server.requests) == 4  # one stream + three blocking retries
     assert sleeps.calls == [0.5, 1.0, 2.0]
     assert failed.value.attempts == 4
-    assert failed.value.cause == "the model service failed"
+    cause = "the model service failed (HTTP 503) after 4 tries: try again later"
+    assert failed.value.cause == cause
 
 
 async def test_auth_and_bad_request_are_not_retried() -> None:

@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from channels.base import InboundMessage
-from orchestrator.store import AsyncStore, Store
+from orchestrator.store import AsyncStore, Draft, Store
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
@@ -113,6 +113,23 @@ def test_a_store_written_before_threads_gains_them(tmp_path: Path) -> None:
     assert [m.content for m in store.history("tg", "1")] == ["before"]
     store.append("tg", "1", [ChatMessage("user", "in topic")], thread_id="3")
     assert [m.content for m in store.history("tg", "1", "3")] == ["in topic"]
+
+
+def test_a_store_whose_drafts_kept_one_message_gains_the_reply_in_flight_columns(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "db"
+    with sqlite3.connect(path) as old:
+        old.executescript(
+            "CREATE TABLE drafts (channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
+            " thread_id TEXT NOT NULL, message_id TEXT NOT NULL, text TEXT NOT NULL,"
+            " formatted INTEGER NOT NULL, PRIMARY KEY (channel, chat_id, thread_id));"
+            "INSERT INTO drafts VALUES ('tg', '1', '', '77', 'Half an ans', 0);"
+        )
+    store = Store(path)
+    assert store.drafts() == [Draft("tg", "1", None, "77", "Half an ans", False)]
+    store.set_draft(Draft("tg", "2", None, None, "", False, (), reply_to="9"))
+    assert store.draft("tg", "2", None) == Draft("tg", "2", None, None, "", False, (), "9")
 
 
 class _SlowDisk(Store):

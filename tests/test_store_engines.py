@@ -126,6 +126,21 @@ async def test_channel_state_and_drafts(store: ConversationStore) -> None:
     assert await store.draft("tg", "1", None) is None
 
 
+async def test_a_reply_in_flight_is_recorded_before_its_first_message_and_listed(
+    store: ConversationStore,
+) -> None:
+    before = Draft("tg", "1", "7", None, "", False, (), reply_to="500")
+    await store.set_draft(before)
+    assert await store.draft("tg", "1", "7") == before
+    written = Draft("tg", "1", "7", "78", "second part", True, ("77", "78"), "500")
+    await store.set_draft(written)
+    await store.set_draft(Draft("tg", "2", None, None, "", False))
+    assert await store.draft("tg", "1", "7") == written
+    assert await store.drafts() == [written, Draft("tg", "2", None, None, "", False)]
+    await store.clear_draft("tg", "1", "7")
+    assert [d.chat_id for d in await store.drafts()] == ["2"]
+
+
 async def test_claims_are_exclusive_until_released(store: ConversationStore) -> None:
     assert await store.try_claim("tg", "1", None) is True
     assert await store.try_claim("tg", "1", None) is False

@@ -13,8 +13,8 @@
 - :mod:`~orchestrator.delivery.splitting`: where to cut a text that outgrows a message.
 - :mod:`~orchestrator.delivery.settings`: :class:`DeliverySettings`, built from a channel.
 - :mod:`~orchestrator.delivery.driver`: :class:`DeliveryDriver`, which runs an engine against a
-  channel on an event loop, and :mod:`~orchestrator.delivery.hooks`: the hook's verdict in a
-  worker thread and the :class:`PiecePolicy` seam to the outbound policy (the two modules here
+  channel on an event loop, and :mod:`~orchestrator.delivery.hooks`: the hook's verdict from a
+  worker process and the :class:`PiecePolicy` seam to the outbound policy (the two modules here
   that do I/O; nothing here imports the policy).
 
 Nothing is imported here, so importing a core module does not pull in the driver's I/O.

@@ -8,7 +8,7 @@ queued event to the engine at once (so a burst of text costs one write with the 
 polls it, and executes what it returns: writes through the channel's primitives, one at a time
 (one platform write per action), each outcome fed straight back; typing; a ``GuardPiece``, run
 in a task of its own (:func:`~orchestrator.delivery.hooks.guard_piece`: the hook in a worker
-thread, bounded by ``hook_timeout_secs``), whose verdict comes back through :meth:`feed` — so a
+process, bounded by ``hook_timeout_secs``), whose verdict comes back through :meth:`feed` — so a
 slow hook stalls neither this chat's typing nor any other chat; or a wait until the engine's
 ``SleepUntil`` deadline or the next :meth:`feed`, whichever comes first. ``run`` returns the
 delivery's :class:`~orchestrator.delivery.engine.DeliveryStats` once the engine is finished.
@@ -33,7 +33,7 @@ new one, ``on_moved`` is awaited with it; at most :data:`MAX_MOVES` times), ``De
 ``failed``. Typing failures are logged and ignored.
 
 Cancelling ``run`` abandons the reply: a write in progress may or may not land, a hook still
-running is abandoned in its thread, and nothing more is written.
+running is cancelled (its worker process is killed), and nothing more is written.
 """
 
 from __future__ import annotations
@@ -359,7 +359,7 @@ class DeliveryDriver:
                 case GuardPiece():
                     if self._policy.has_hook and self._hooks is not None:
                         self._hooks.start_soon(self._guard, action)
-                    else:  # only redaction: no thread, no wait
+                    else:  # only redaction: no worker, no wait
                         self.engine.receive(await self._verdict(action), self._clock())
                         wrote = True
                 case SendMessage() | EditMessage() | DeleteMessage():

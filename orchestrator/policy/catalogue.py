@@ -40,6 +40,7 @@ secret start. Every repetition is bounded, so an open match is at most a few KB 
 
 from __future__ import annotations
 
+import bisect
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -49,12 +50,21 @@ import regex
 from orchestrator.policy.shapes import (
     BUILTIN_SHAPES,
     EXTRA_PATTERN_TIMEOUT_SECS,
+    MARKER_PATTERN,
     SecretShape,
     check_backtracking,
     compile_shape,
     marker,
 )
-from orchestrator.policy.views import LINK_URL_CHARS, View, has_tokens, held_from, normalised
+from orchestrator.policy.views import (
+    LINK_URL_CHARS,
+    View,
+    folded,
+    has_tokens,
+    held_from,
+    joined,
+    normalised,
+)
 
 __all__ = [
     "BUILTIN_SHAPES",
@@ -193,6 +203,9 @@ class Redactor:
         self._timeouts = 0  # searches that ran out of time, ever
         self.observer: Callable[[str], None] | None = None
         """Told the shape name of every secret a scan replaces (the daemon's metrics)."""
+        self.overmask_observer: Callable[[str, str], None] | None = None
+        """Told ``(shape, scope)`` when a last resort masked more than a secret: its ``line``
+        or the whole ``piece`` (:func:`~orchestrator.policy.rendered.redact_rendered`)."""
 
     @property
     def shapes(self) -> tuple[SecretShape, ...]:
@@ -265,6 +278,7 @@ class Redactor:
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
         begin = _context_start(text, start)
+        text = folded(text, begin)  # space, dash and look-alike variants; every index kept
         held: int | None = None
         tokens = has_tokens(text, begin)
         if open_end:
@@ -276,7 +290,8 @@ class Redactor:
                 stop = min(stop, held)
                 tokens = has_tokens(text, begin)
         cuts = [b for b in breaks if start <= b <= len(text)] if breaks else breaks
-        if not tokens and not cuts:  # the usual text: the raw view alone
+        joints = joined(text, begin, open_end=open_end)
+        if not tokens and not cuts and joints is None:  # the usual text: the raw view alone
             raw_hits: list[Hit] = []
             open_raw: int | None = held
             for hit in self._hits(text, start, stop, open_end=open_end):
@@ -286,14 +301,26 @@ class Redactor:
                 raw_hits.append(hit)
             return raw_hits, open_raw
         views: list[View | None] = [None]
-        if tokens:
-            views.append(normalised(text, begin))
+        decoded = normalised(text, begin) if tokens else None
+        if decoded is not None:
+            views.append(decoded)
         first_broken = len(views)  # the views from here on have the breaks in them
         if cuts:
             views.append(normalised(text, begin, cuts, decode=False))
             if tokens:
                 views.append(normalised(text, begin, cuts))
+        first_joined = len(views)  # the views from here on have their joints removed
+        at_joint: list[tuple[int, ...]] = []
+        for found_joints in (
+            joints,
+            joined(text, begin, open_end=open_end, base=decoded) if decoded is not None else None,
+        ):
+            if found_joints is not None:
+                views.append(found_joints[0])
+                at_joint.append(found_joints[1])
         at_break = frozenset(cuts)
+        raw_text = text
+        markers = _MARKER_OPEN in text
         found: list[tuple[int, int, Hit]] = []
         open_at: int | None = None
         timeouts = self._timeouts
@@ -310,6 +337,8 @@ class Redactor:
                     raw = hit if view is None else view.raw_start(hit)
                     open_at = raw if open_at is None else min(open_at, raw)
                     break
+                if order >= first_joined and not _spans(at_joint[order - first_joined], hit):
+                    continue  # a joined view adds only the matches that run across a joint
                 if view is not None:
                     hit = Hit(
                         hit.name,
@@ -318,9 +347,13 @@ class Redactor:
                         view.raw_start(hit.secret_start),
                         view.raw_end(hit.secret_end),
                     )
-                    if hit.end <= hit.start:
+                    if hit.end <= hit.start or (
+                        markers and _inert(raw_text, hit.secret_start, hit.secret_end)
+                    ):
                         continue
-                    if order >= first_broken and not (hit.start in at_break or hit.end in at_break):
+                    if first_broken <= order < first_joined and not (
+                        hit.start in at_break or hit.end in at_break
+                    ):
                         continue  # a break view adds only the matches a break bounds
                 found.append((hit.start, order, hit))
         if held is not None:
@@ -383,6 +416,7 @@ class Redactor:
         if not shapes:
             return
         n = len(text)
+        markers = _MARKER_OPEN in text
         heads = [self._search(shape, text, start, open_end) for shape in shapes]
         while True:
             best = -1
@@ -413,6 +447,11 @@ class Redactor:
                 secret = head.span(shape.secret) if shape.secret is not None else (begin, end)
                 if secret[0] < 0:
                     secret = (begin, end)
+                if markers and _inert(text, *secret):
+                    # a marker where a secret would be (an extra pattern's hit inside one): text
+                    # already redacted is never redacted again
+                    heads[best] = self._search(shape, text, begin + 1, open_end)
+                    continue
                 # A match of another shape that begins inside this one and runs past its end
                 # (a key right after a PEM body the match read into) is one secret with it.
                 overlapping = _overlapping(heads, best, end)
@@ -439,6 +478,29 @@ def _overlapping(
         if index != best and isinstance(other, regex.Match) and other.start() < end < other.end():
             return other
     return None
+
+
+_MARKER_OPEN = "[REDACTED:"
+_MARKER = regex.compile(MARKER_PATTERN)
+_MARKERS = regex.compile(rf"\s*(?:{MARKER_PATTERN}\s*)+")
+_MARKER_CHARS = 75  # the longest marker
+
+
+def _inert(text: str, begin: int, end: int) -> bool:
+    """Whether ``text[begin:end]`` is made of markers, or lies inside one."""
+    if _MARKERS.fullmatch(text, begin, end) is not None:
+        return True
+    opener = text.rfind(_MARKER_OPEN, max(0, begin - _MARKER_CHARS), begin + len(_MARKER_OPEN))
+    if opener < 0:
+        return False
+    inside = _MARKER.match(text, opener)
+    return inside is not None and inside.end() >= end
+
+
+def _spans(joints: Sequence[int], hit: Hit) -> bool:
+    """Whether a joint lies inside ``hit`` (view indices)."""
+    at = bisect.bisect_right(joints, hit.start)
+    return at < len(joints) and joints[at] < hit.end
 
 
 def _context_start(text: str, start: int) -> int:

@@ -2,13 +2,17 @@
 
 It owns what every reply shares — the compiled catalogue (built-in shapes, then
 ``extra_secret_patterns``, then the terms of ``redact`` guardrails), the hook and the
-guardrails — and makes one :class:`~orchestrator.policy.reply.ReplyPolicy` per reply. Its
+guardrails — and makes one :class:`~orchestrator.policy.reply.ReplyPolicy` per reply. The hook
+is imported here only to check it (and for :meth:`ReplyPolicy.guard_piece`'s in-process call);
+the daemon runs it in :attr:`OutboundPolicy.hooks`, worker processes it starts and stops around
+its run (architecture §4 "The hook"). Its
 :meth:`OutboundPolicy.redact` serves logs, notices and anything else sent outside a reply.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from channels.telegram_format import markdown_to_telegram
 from config.models import PolicyConfig, SecretPatternConfig
@@ -23,6 +27,9 @@ from orchestrator.policy.errors import PolicyError
 from orchestrator.policy.guardrails import TermList, build_guardrails
 from orchestrator.policy.hook import Hook, load_hook
 from orchestrator.policy.reply import Renderer, ReplyPolicy
+
+if TYPE_CHECKING:  # imported where built: the deciding cores of this package stay sans-I/O
+    from orchestrator.policy.hook_pool import HookWorkers
 
 __all__ = ["OutboundPolicy", "extra_shapes", "telegram_visible_text"]
 
@@ -61,7 +68,9 @@ class OutboundPolicy:
 
     Args:
         redactor: the catalogue (default: the built-in shapes).
-        hook: the ``on_message_sending`` hook.
+        hook: the ``on_message_sending`` hook, called in-process by ``guard_piece`` alone.
+        hooks: the hook's worker processes (not started: the daemon starts and stops them);
+            what the delivery driver awaits.
         guardrails: the guardrails; the shapes of ``redact`` lists must be in ``redactor``
             (:meth:`from_config` arranges that).
         render: the renderer of formatted finals, as displayed (default: Telegram's); every
@@ -73,11 +82,13 @@ class OutboundPolicy:
         redactor: Redactor | None = None,
         *,
         hook: Hook | None = None,
+        hooks: HookWorkers | None = None,
         guardrails: Sequence[TermList] = (),
         render: Renderer | None = None,
         hook_timeout_secs: float = 5.0,
     ) -> None:
         self.hook_timeout_secs = hook_timeout_secs
+        self.hooks = hooks
         self.redactor = redactor if redactor is not None else Redactor()
         self.render = render if render is not None else telegram_visible_text
         self.hook = hook
@@ -94,10 +105,20 @@ class OutboundPolicy:
         guardrails = build_guardrails(config.guardrails)
         terms = tuple(shape for g in guardrails if (shape := g.shape()) is not None)
         shapes = (*BUILTIN_SHAPES, *extra_shapes(config.extra_secret_patterns), *terms)
-        hook = load_hook(config.on_message_sending) if config.on_message_sending else None
+        hook = hooks = None
+        if config.on_message_sending:
+            from orchestrator.policy.hook_pool import HookWorkers
+
+            hook = load_hook(config.on_message_sending)
+            hooks = HookWorkers(
+                config.on_message_sending,
+                workers=config.hook_workers,
+                timeout_secs=config.hook_timeout_secs,
+            )
         return cls(
             Redactor(shapes),
             hook=hook,
+            hooks=hooks,
             guardrails=guardrails,
             hook_timeout_secs=config.hook_timeout_secs,
         )
@@ -109,6 +130,7 @@ class OutboundPolicy:
         return ReplyPolicy(
             self.redactor,
             hook=self.hook,
+            hooks=self.hooks,
             guardrails=self.guardrails,
             channel=channel,
             chat_id=chat_id,

@@ -19,11 +19,18 @@ the result again, up to three passes while hits remain. A hit whose anchors are 
 text (a spelling only the renderer reads) has its raw lines replaced: those numbered as the
 shown lines it is on when the renderer kept the lines, else those it was aligned with; if even
 that leaves a secret visible, the whole text becomes the marker. A reader may lose a line of a
-pathological answer; a secret is never shown.
+pathological answer; a secret is never shown. Such a last resort is never silent: it is logged
+with the shape's name and told to :attr:`Redactor.overmask_observer` (the daemon counts it in
+``relaybot_redaction_overmasks_total``).
+
+The passes converge by construction: a marker matches no shape (the shapes exclude it and the
+redactor skips a hit made of markers) and redaction is idempotent, so once every hit's anchors
+are replaced, the rendered text shows nothing more (the hypothesis tests check both).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 
@@ -33,6 +40,8 @@ from orchestrator.policy.catalogue import Hit, Redactor, marker
 from orchestrator.policy.views import View, aligned
 
 __all__ = ["Renderer", "redact_rendered"]
+
+log = logging.getLogger(__name__)
 
 Renderer = Callable[[str], str]
 """Markdown in, the text a client displays out (the channel's renderer of the final text)."""
@@ -135,6 +144,8 @@ def redact_rendered(redactor: Redactor, text: str, render: Renderer) -> str:
         return text
     view = aligned(text, shown)
     kept_lines = shown.count("\n") == text.count("\n")
+    for hit in hits:
+        _overmasked(redactor, hit.name, "line")
     text = _replace(
         text,
         [
@@ -145,4 +156,17 @@ def redact_rendered(redactor: Redactor, text: str, render: Renderer) -> str:
         ],
     )
     remaining = list(redactor.hits(render(text)))
-    return text if not remaining else marker(remaining[0].name)
+    if not remaining:
+        return text
+    _overmasked(redactor, remaining[0].name, "piece")
+    return marker(remaining[0].name)
+
+
+def _overmasked(redactor: Redactor, shape: str, scope: str) -> None:
+    log.warning(
+        "a %s secret could not be found where it was written: its %s is masked whole",
+        shape,
+        scope,
+    )
+    if redactor.overmask_observer is not None:
+        redactor.overmask_observer(shape, scope)

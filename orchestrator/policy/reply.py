@@ -21,9 +21,10 @@ text was shown; the caller then feeds ``AnswerRefused(refusal)`` to delivery.
 Each delivered piece (``multi_message`` paragraphs and turns, the ``off`` message, the final
 ``partial`` text) crosses :meth:`guard_piece` once: the hook, then redaction again with the
 delivered history as context (:mod:`orchestrator.policy.pieces`). The delivery driver takes
-those two steps apart — :meth:`hook_piece` (user code) in a worker thread with
-:attr:`hook_timeout_secs`, then :meth:`redact_piece` on the event loop. Status lines and notices
-go through :meth:`redact_line`.
+those two steps apart — :meth:`hook_piece` awaits the hook's verdict from a worker process
+(:mod:`orchestrator.policy.hook_pool`, bounded by :attr:`hook_timeout_secs`; the event loop
+never runs hook code), then :meth:`redact_piece` on the event loop. Status lines and notices go
+through :meth:`redact_line`.
 """
 
 from __future__ import annotations
@@ -33,13 +34,14 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from orchestrator.policy.catalogue import Redactor
+from orchestrator.policy.errors import HookFailed
 from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
 from orchestrator.policy.hook import Hook, call_hook, run_hook
 from orchestrator.policy.pieces import PieceHistory
 from orchestrator.policy.rendered import Renderer, redact_rendered
 from orchestrator.policy.window import RedactionWindow
 
-__all__ = ["PieceGuard", "Renderer", "ReplyPolicy", "redact_rendered"]
+__all__ = ["HookCaller", "PieceGuard", "Renderer", "ReplyPolicy", "redact_rendered"]
 
 _PARAGRAPH_BREAK = "\n\n"
 _PROBE_CHARS = 32
@@ -61,6 +63,14 @@ class PieceGuard(Protocol):
         ...
 
 
+class HookCaller(Protocol):
+    """Runs the hook out of process (:class:`~orchestrator.policy.hook_pool.HookWorkers`)."""
+
+    async def call(self, channel: str, chat_id: str, text: str) -> str | None:
+        """The hook's verdict on one piece. Raises ``HookFailed`` or ``HookTimedOut``."""
+        ...
+
+
 class ReplyPolicy:
     """One reply's policy state: the redaction window across all rounds and the piece guard.
 
@@ -68,7 +78,10 @@ class ReplyPolicy:
         redactor: the catalogue (default: the built-in shapes). For ``redact`` guardrails it
             must already contain their shapes (:class:`~orchestrator.policy.OutboundPolicy`
             builds it so).
-        hook: the ``on_message_sending`` hook, or ``None``.
+        hook: the ``on_message_sending`` hook, or ``None``: called in-process by
+            :meth:`guard_piece` only (tests, tools); the driver's :meth:`hook_piece` uses
+            ``hooks``.
+        hooks: the hook's worker processes, or ``None``.
         guardrails: the configured guardrails.
         channel: the channel name passed to the hook.
         chat_id: the chat id passed to the hook.
@@ -82,6 +95,7 @@ class ReplyPolicy:
         redactor: Redactor | None = None,
         *,
         hook: Hook | None = None,
+        hooks: HookCaller | None = None,
         guardrails: Sequence[TermList] = (),
         channel: str = "",
         chat_id: str = "",
@@ -96,6 +110,7 @@ class ReplyPolicy:
         self._window = RedactionWindow(self._redactor)
         self._pieces = PieceHistory(self._redactor)
         self._hook = hook
+        self._hooks = hooks
         self._channel = channel
         self._chat_id = chat_id
         self._holds = any(g.holds_stream for g in guardrails)
@@ -197,11 +212,28 @@ class ReplyPolicy:
 
     @property
     def has_hook(self) -> bool:
-        return self._hook is not None
+        return self._hook is not None or self._hooks is not None
 
-    def hook_piece(self, text: str) -> str | None:
-        """The hook alone on one piece (``text`` unchanged without one); safe to call in a worker
-        thread (it touches no policy state).
+    async def hook_piece(self, text: str) -> str | None:
+        """The hook alone on one piece, in a worker process (``text`` unchanged without a hook);
+        it touches no policy state.
+
+        Raises:
+            HookTimedOut: the hook did not answer within :attr:`hook_timeout_secs`.
+            HookFailed: the hook raised or returned neither ``str`` nor ``None``, its worker
+                died, or a hook is configured but no worker processes were given (failing
+                closed: the event loop never calls the hook itself).
+        """
+        if self._hooks is not None:
+            return await self._hooks.call(self._channel, self._chat_id, text)
+        if self._hook is None:
+            return text
+        raise HookFailed("a hook is configured but its worker processes are not running")
+
+    def hook_piece_here(self, text: str) -> str | None:
+        """The hook alone on one piece, called in this thread (``text`` unchanged without one):
+        for a caller with no event loop to keep running (a fake-clock delivery run). The
+        daemon never calls it.
 
         Raises:
             Exception: whatever the hook raised, or ``TypeError`` for an output that is neither

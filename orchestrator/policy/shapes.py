@@ -19,6 +19,7 @@ import regex
 __all__ = [
     "BUILTIN_SHAPES",
     "EXTRA_PATTERN_TIMEOUT_SECS",
+    "MARKER_PATTERN",
     "SecretShape",
     "check_backtracking",
     "compile_shape",
@@ -26,8 +27,14 @@ __all__ = [
 ]
 
 # Not preceded by an ASCII letter or digit: the "word boundary" a keyword must stand at. "_" counts
-# as a boundary (a Markdown emphasis delimiter: ``_sk-ant-…_`` shows the key in italics).
+# as a boundary (a Markdown emphasis delimiter: ``_sk-ant-…_`` shows the key in italics). A prefix
+# specific enough to stand alone (``sk-ant-``, ``sk-proj-``, ``ghp_``, ``github_pat_``, ``AKIA``,
+# ``xoxb-``, ``glpat-``) needs no boundary: ``id1sk-ant-…`` is a key glued to the word before it.
 _B = r"(?<![A-Za-z0-9])"
+# The prefixes that need no boundary before them (see _B).
+_GLUED = r"sk-ant-|sk-proj-|ghp_|github_pat_|AKIA|xoxb-|glpat-"
+# A marker standing where a secret would: never a secret itself (``scheme://[REDACTED:…]@host``).
+MARKER_PATTERN = r"\[REDACTED:[a-z][a-z0-9_]{0,63}\]"
 _URL_VALUE = r"[^\s&#\"'<>`()\[\]{}]"
 _URL_KEYS = ("key", "api_key", "apikey", "token", "secret", "access_token", "password")
 # What may stand before a line of a PEM block: indentation (a key inside YAML, JSON or a code
@@ -83,10 +90,13 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     ),
     # scheme://user:PASSWORD@host → scheme://[REDACTED:url_password]@host (the user goes too).
     # The password may hold "/" and "@": the match runs to the last "@" before a host name.
+    # Neither part holds a marker: text already redacted never reads as a user or a password.
     SecretShape(
         "url_password",
-        r"(?<=[A-Za-z0-9]:)//(?P<secret>[^\s/:@?#]{0,256}:(?![0-9]{1,5}(?:/|\Z))"
-        r"[^\s\"'<>`]{1,256})@(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?:[^A-Za-z0-9.-]|\Z))",
+        r"(?<=[A-Za-z0-9]:)//"
+        r"(?P<secret>(?:(?!\[REDACTED:)[^\s/:@?#]){0,256}:(?![0-9]{1,5}(?:/|\Z))"
+        r"(?:(?!\[REDACTED:)[^\s\"'<>`]){1,256})"
+        r"@(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?:[^A-Za-z0-9.-]|\Z))",
         ("//",),
         # a later "@" in the same run would make the password longer
         open_tail=r"[^\s\"'<>`]{0,256}",
@@ -110,11 +120,12 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         open_tail=rf"(?:(?:[ \t]*\r?\n|[ \t]+)[ \t>]*{_B64}{{0,4096}})*[ \t]*(?:\r?\n)?[ \t>]*"
         r"(?:-{1,5}(?:E(?:N(?:D(?: [A-Z0-9 ]{0,60}-{0,5})?)?)?)?)?",
     ),
-    SecretShape("anthropic_key", _B + r"sk-ant-[A-Za-z0-9_-]{20,512}", ("sk-ant-",)),
+    SecretShape("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,512}", ("sk-ant-",)),
     # A digit and a capital letter somewhere: real keys have both, "sk-learn-compatible-…" not.
     SecretShape(
         "openai_key",
-        _B + r"sk-(?=[A-Za-z0-9_-]{0,511}[0-9])(?=[A-Za-z0-9_-]{0,511}[A-Z])[A-Za-z0-9_-]{20,512}",
+        r"(?:" + _B + r"sk-|sk-(?=proj-))"
+        r"(?=[A-Za-z0-9_-]{0,511}[0-9])(?=[A-Za-z0-9_-]{0,511}[A-Z])[A-Za-z0-9_-]{20,512}",
         ("sk-",),
     ),
     SecretShape(
@@ -124,19 +135,22 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     ),
     # Exactly 16 characters after the prefix ("ASIAPACIFIC2024SUMMIT" is no key id).
     SecretShape(
-        "aws_access_key", _B + r"(?:AKIA|ASIA)[0-9A-Z]{16}(?![0-9A-Za-z])", ("AKIA", "ASIA")
+        "aws_access_key",
+        # a glued key right after it ("…EXAMPLEsk-ant-…") is a key of its own, not more of this
+        r"(?:AKIA|" + _B + r"ASIA)[0-9A-Z]{16}(?!(?!" + _GLUED + r")[0-9A-Za-z])",
+        ("AKIA", "ASIA"),
     ),
     SecretShape(
         "github_token",
-        _B + r"(?:gh[pousr]_[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})",
+        r"(?:(?:ghp_|" + _B + r"gh[ousr]_)[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
-    SecretShape("gitlab_token", _B + r"glpat-[A-Za-z0-9_-]{20,255}", ("glpat-",)),
+    SecretShape("gitlab_token", r"glpat-[A-Za-z0-9_-]{20,255}", ("glpat-",)),
     # xoxb-/xoxp-/xoxa-/xoxr-/xoxs-/xoxe- and xapp- tokens start with a numeric segment
     # ("xoxo-hugs-and-kisses" is prose).
     SecretShape(
         "slack_token",
-        _B + r"(?:xox[abeprs]|xapp)-[0-9]{1,20}-[A-Za-z0-9-]{8,255}",
+        r"(?:xoxb|" + _B + r"(?:xox[aeprs]|xapp))-[0-9]{1,20}-[A-Za-z0-9-]{8,255}",
         ("xox", "xapp-"),
     ),
     SecretShape("google_api_key", _B + r"AIza[0-9A-Za-z_-]{30,255}", ("AIza",)),

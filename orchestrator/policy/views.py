@@ -43,27 +43,46 @@ character: a keyword right after one stands at a word boundary.
 
 The mapping is built per character only for views that differ from the raw text; the usual
 text (no token, no break in the scanned region) costs one regular-expression search.
+
+Two more readings keep the raw positions or cost nothing where they do not apply:
+
+- :func:`folded` maps, character for character (so every index stays as it is), every space
+  variant (Unicode ``Zs``: ``-----BEGIN\u00a0RSA…``) to a space, every dash variant (``Pd``) to
+  ``-``, and every look-alike of an ASCII letter, digit, ``-`` or ``_`` to that character, as the
+  confusables skeleton of `UTS #39 <https://www.unicode.org/reports/tr39/>`_ §4 reads it (the
+  Cyrillic ``ѕ`` of ``ѕk-ant-…`` is an ``s``). ASCII text is returned as it is.
+- :func:`joined` removes the *joints* a reader reads through: a line break inside a token run (a
+  key hard-wrapped at a column, also behind a quote prefix ``> ``), unless the next line starts
+  with a plain word (``…KEY\nThen restart`` is a key and a sentence), and the quotes between
+  adjacent string pieces (``"sk-ant-api03-AbC" "dEf…"``, ``'…' + '…'``, across a line break
+  too). With ``open_end`` a joint begun at the end of the text (``…AAAA\n``) is removed as well,
+  so a key before it stays open until the next line shows whether it continues.
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import html
 import re
+import string
 import sys
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import regex
+from confusable_homoglyphs import confusables
 
 __all__ = [
     "BREAK",
     "LINK_URL_CHARS",
     "View",
     "aligned",
+    "folded",
     "has_tokens",
     "held_from",
+    "joined",
     "normalised",
     "partial_token",
 ]
@@ -94,7 +113,7 @@ _TOKEN = regex.compile(
     r"|\\u[0-9a-fA-F]{4}|\\[nrtbf]|\\[!-/:-@\[-`{-~]"
     r"|%[0-7][0-9A-Fa-f]"
     r"|!\[[^\[\]\n]{0,64}\]\([^()\s]{0,2048}\)|\[\^[^\[\]\s]{1,32}\]"
-    r"|\]\([^()\s]{0,2048}\)|\]\[[^\[\]\s]{0,64}\]|\[(?!REDACTED:)"
+    r"|\]\([^()\s]{0,2048}\)|\]\[(?!REDACTED:)[^\[\]\s]{0,64}\]|\[(?!REDACTED:)"
     r"|(?<=[A-Za-z0-9_-])[*~`]{1,3}(?=[A-Za-z0-9_-])"
     r"|(?<=\S)(?:</?[A-Za-z][A-Za-z0-9]{0,15}(?:\s[^<>\n]{0,64})?/?>"
     r"|<!--[^\n]{0,64}?-->){1,8}"
@@ -327,6 +346,114 @@ def _pass_breaks(
     new_starts.extend(starts[pos:])
     new_ends.extend(ends[pos:])
     return "".join(out), new_starts, new_ends
+
+
+@functools.cache
+def _fold_table() -> dict[int, str]:
+    """Code point → the ASCII character it reads as (built once, on first use)."""
+    table: dict[int, str] = {}
+    for code in range(0x80, 0x10000):
+        category = unicodedata.category(chr(code))
+        if category == "Zs":
+            table[code] = " "
+        elif category == "Pd":
+            table[code] = "-"
+    for target in string.ascii_letters + string.digits + "-_":
+        for glyph in confusables.confusables_data.get(target, ()):
+            char = glyph["c"]
+            if len(char) == 1 and not char.isascii():
+                table.setdefault(ord(char), _cased(char, target))
+    for code in list(table):
+        compat = unicodedata.normalize("NFKC", chr(code))
+        if len(compat) == 1 and compat.isascii() and compat.isalnum():
+            table[code] = compat  # a compatibility form reads as itself: full-width Ｉ is I
+    return table
+
+
+def _cased(char: str, target: str) -> str:
+    """The skeleton folds case (``I`` and ``l`` share one); a secret's prefix does not: a
+    capital look-alike reads as a capital."""
+    if char.isupper() and target.islower():
+        return "I" if target == "l" else target.upper()
+    if char.islower() and target.isupper():
+        return "l" if target == "I" else target.lower()
+    return target
+
+
+@functools.cache
+def _foldable() -> re.Pattern[str]:
+    chars = "".join(sorted(map(chr, _fold_table())))
+    return re.compile("[" + re.escape(chars) + "]")
+
+
+def folded(text: str, begin: int = 0) -> str:
+    """``text`` with every space variant read as a space, every dash variant as ``-`` and every
+    look-alike of an ASCII letter or digit as that letter (UTS #39 confusables); the same length,
+    so every index stays as it is. ``text`` itself when ``text[begin:]`` has nothing to fold."""
+    if text.isascii() or _foldable().search(text, begin) is None:
+        return text
+    return text[:begin] + text[begin:].translate(_fold_table())
+
+
+_TOKEN_CHAR = r"[A-Za-z0-9_+/=-]"
+# A hard wrap: a line break (and the next line's indentation and quote prefix) between two token
+# characters, unless the next line starts with a plain word; adjacent string pieces: the closing
+# quote, an optional "+", and the opening quote of the same kind, across a line break too.
+_WRAP = r"[ \t]*\r?\n[ \t]*(?:>[ \t]*){0,4}"
+_PIECES = r"(?P<q>[\"'])[ \t]*\+?[ \t]*(?:\r?\n[ \t]*)?\+?[ \t]*(?P=q)"
+_JOINT = regex.compile(
+    rf"(?<={_TOKEN_CHAR})(?:{_WRAP}(?=[A-Za-z0-9_+/=-])(?![A-Z]?[a-z]+(?!{_TOKEN_CHAR}))"
+    rf"|{_PIECES}(?={_TOKEN_CHAR}))"
+)
+# The same, with the text ending after the joint or inside the next line's first word.
+_OPEN_JOINT = regex.compile(
+    rf"(?<={_TOKEN_CHAR})(?:{_WRAP}(?:[A-Z]?[a-z]+)?"
+    r"|(?P<q>[\"'])[ \t]*\+?[ \t]*(?:\r?\n[ \t]*)?\+?[ \t]*(?P=q)?)\Z"
+)
+_JOINT_HINT = re.compile("[\n\"']")
+
+
+def joined(
+    text: str, begin: int = 0, *, open_end: bool = False, base: View | None = None
+) -> tuple[View, tuple[int, ...]] | None:
+    """The view of ``text[begin:]`` (or of the view ``base``, which starts at ``begin``) with its
+    joints removed, and the view indices where a joint was; ``None`` when there is none."""
+    source = base.text if base is not None else text
+    start = 0 if base is not None else begin
+    if _JOINT_HINT.search(source, start) is None:
+        return None
+    spans = [m.span() for m in _JOINT.finditer(source, start)]
+    if open_end:
+        tail = _OPEN_JOINT.search(source, max(start, len(source) - 96))
+        if tail is not None:
+            a = tail.start()
+            if tail.group().lstrip(" \t").startswith(("\r", "\n")):
+                word = regex.search(r"[A-Za-z]*\Z", source, pos=a).start()
+                spans = [*(s for s in spans if s[0] < a), (a, word)]
+            else:
+                spans = [*(s for s in spans if s[0] < a), (a, len(source))]
+    if not spans:
+        return None
+    if base is not None:
+        raw_starts: Sequence[int] = base.starts
+        raw_ends: Sequence[int] = base.ends
+    else:
+        raw_starts, raw_ends = range(len(text)), range(1, len(text) + 1)
+    out: list[str] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    joints: list[int] = []
+    pos = start
+    for a, b in spans:
+        out.append(source[pos:a])
+        starts.extend(raw_starts[pos:a])
+        ends.extend(raw_ends[pos:a])
+        joints.append(len(starts))
+        pos = b
+    out.append(source[pos:])
+    starts.extend(raw_starts[pos:])
+    ends.extend(raw_ends[pos:])
+    return View("".join(out), starts, ends), tuple(joints)
 
 
 def aligned(raw: str, shown: str, reach: int = 64) -> View:

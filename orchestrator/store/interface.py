@@ -13,6 +13,13 @@ and :meth:`ConversationStore.release` gives it back. The SQLite store's claims a
 own; PostgreSQL's are advisory locks of the instance's session, so a process that dies loses
 them with its connection.
 
+Replies in flight
+-----------------
+Each reply is recorded (:meth:`ConversationStore.set_draft`) before its first write and
+cleared when it ends, so a reply whose writer died — SIGKILL, a crash, power loss — is found
+and marked interrupted (:mod:`orchestrator.cut_answers`): at the next start for a store of one
+instance, by the instance that takes the conversation over for a shared one.
+
 Copy tables
 -----------
 :data:`COPY_TABLES` names the tables ``relaybot migrate-store`` copies and their columns, in the
@@ -129,12 +136,20 @@ class ConversationStore(Protocol):
         ...
 
     async def set_draft(self, draft: Draft) -> None:
-        """Keep the reply's current last message (one per conversation, replaced)."""
+        """Record the conversation's reply in flight (one per conversation, replaced): before
+        its first write, then as its messages are sent and edited."""
         ...
 
-    async def clear_draft(self, channel: str, chat_id: str, thread_id: str | None) -> None: ...
+    async def clear_draft(self, channel: str, chat_id: str, thread_id: str | None) -> None:
+        """The reply ended (delivered, given up, or marked interrupted): forget it."""
+        ...
 
     async def draft(self, channel: str, chat_id: str, thread_id: str | None) -> Draft | None: ...
+
+    async def drafts(self) -> list[Draft]:
+        """Every reply in flight, of every instance (a store of one instance: at start, each
+        was cut by a hard kill of the previous run)."""
+        ...
 
     async def try_claim(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
         """Take the conversation for one turn (and the ones waiting behind it); False when

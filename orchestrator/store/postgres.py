@@ -28,8 +28,8 @@ What several instances rely on:
   :data:`STOP_CHANNEL`; every instance ``LISTEN``s on a connection of its own
   (:meth:`stop_requests`) and stops the turn if it runs there
   (https://www.postgresql.org/docs/current/sql-notify.html).
-* **A cut answer can be found**: ``drafts`` keeps the last message id and text of each reply
-  being written.
+* **A cut answer can be found**: ``drafts`` records each reply in flight from before its first
+  write — its message ids, the last one's text — until it ends.
 
 The password comes from the environment (libpq's ``PGPASSWORD``), never from the URL.
 """
@@ -58,9 +58,11 @@ from orchestrator.store.records import (
     RoundRecord,
     WaitingMessage,
     decode_inbound,
+    draft_row,
     encode_inbound,
     lock_key,
     message_row,
+    row_to_draft,
     row_to_message,
     row_to_record,
     sort_key,
@@ -76,6 +78,7 @@ _PRUNE_SEEN_EVERY = 64
 STOP_CHANNEL = "relaybot_stop"
 """The NOTIFY channel of ``/stop`` requests (JSON ``[channel, chat_id, thread_id]``)."""
 _HISTORY_LIMIT = 200
+_DRAFT_COLUMNS = "channel, chat_id, thread_id, message_id, text, formatted, message_ids, reply_to"
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
 
 
@@ -354,16 +357,16 @@ class PostgresStore:
     def channel_state(self, channel: str) -> ChannelStateRows:
         return ChannelStateRows(self, channel)
 
-    # -- drafts ---------------------------------------------------------------------------------
+    # -- replies in flight -------------------------------------------------------------------
 
     async def set_draft(self, draft: Draft) -> None:
-        d = draft
         await self._exec(
-            "INSERT INTO drafts (channel, chat_id, thread_id, message_id, text, formatted)"
-            " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (channel, chat_id, thread_id)"
+            f"INSERT INTO drafts ({_DRAFT_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+            " ON CONFLICT (channel, chat_id, thread_id)"
             " DO UPDATE SET message_id = excluded.message_id, text = excluded.text,"
-            " formatted = excluded.formatted",
-            (d.channel, d.chat_id, thread_key(d.thread_id), d.message_id, d.text, d.formatted),
+            " formatted = excluded.formatted, message_ids = excluded.message_ids,"
+            " reply_to = excluded.reply_to",
+            draft_row(draft),
         )
 
     async def clear_draft(self, channel: str, chat_id: str, thread_id: str | None) -> None:
@@ -374,14 +377,17 @@ class PostgresStore:
 
     async def draft(self, channel: str, chat_id: str, thread_id: str | None) -> Draft | None:
         rows = await self._rows(
-            "SELECT message_id, text, formatted FROM drafts"
+            f"SELECT {_DRAFT_COLUMNS} FROM drafts"
             " WHERE channel = %s AND chat_id = %s AND thread_id = %s",
             (channel, chat_id, thread_key(thread_id)),
         )
-        if not rows:
-            return None
-        message_id, text, formatted = rows[0]
-        return Draft(channel, chat_id, thread_id or None, message_id, text, bool(formatted))
+        return row_to_draft(rows[0]) if rows else None
+
+    async def drafts(self) -> list[Draft]:
+        rows = await self._rows(
+            f"SELECT {_DRAFT_COLUMNS} FROM drafts ORDER BY channel, chat_id, thread_id"
+        )
+        return [row_to_draft(row) for row in rows]
 
     # -- claims -----------------------------------------------------------------------------------
 

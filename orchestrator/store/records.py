@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -26,9 +27,11 @@ __all__ = [
     "RoundRecord",
     "WaitingMessage",
     "decode_inbound",
+    "draft_row",
     "encode_inbound",
     "lock_key",
     "message_row",
+    "row_to_draft",
     "row_to_message",
     "row_to_record",
     "sort_key",
@@ -75,16 +78,43 @@ class WaitingMessage:
 
 @dataclass(frozen=True, slots=True)
 class Draft:
-    """The last message of a reply being written, as the chat shows it: kept while the turn
-    runs so that, when the instance writing it dies, the next one can mark it interrupted
-    (architecture §9). ``text`` is what was sent (``formatted``: in the channel's markup)."""
+    """A reply in flight, as the chat shows it (architecture §7 "Store", §9): recorded before
+    the reply's first write and cleared when it ends, so that after a hard kill (or the death of
+    the instance writing it) the cut reply is marked interrupted.
+
+    ``message_ids`` are the reply's messages in the order they were sent (empty before the
+    first send landed); ``message_id`` is the last of them (``None`` before the first send) and
+    ``text`` what it shows (``formatted``: in the channel's markup). ``reply_to`` is the user's
+    message the reply answers (``None``: none), for a reply cut before its first message."""
 
     channel: str
     chat_id: str
     thread_id: str | None
-    message_id: str
+    message_id: str | None
     text: str
     formatted: bool
+    message_ids: tuple[str, ...] = ()
+    reply_to: str | None = None
+
+
+def draft_row(draft: Draft) -> tuple[str, str, str, str, str, bool, str, str | None]:
+    """``draft`` as the ``drafts`` table's columns (channel, chat_id, thread_id, message_id,
+    text, formatted, message_ids, reply_to): ``''`` for no message yet, the ids as JSON."""
+    d = draft
+    ids = json.dumps(list(d.message_ids))
+    return (
+        d.channel, d.chat_id, thread_key(d.thread_id), d.message_id or "", d.text, d.formatted,
+        ids, d.reply_to,
+    )  # fmt: skip
+
+
+def row_to_draft(row: Sequence[Any]) -> Draft:
+    """The inverse of :func:`draft_row` (``formatted`` may be stored as 0 or 1)."""
+    channel, chat_id, thread_id, message_id, text, formatted, ids, reply_to = row
+    return Draft(
+        channel, chat_id, thread_id or None, message_id or None, text, bool(formatted),
+        tuple(str(i) for i in json.loads(ids or "[]")), reply_to,
+    )  # fmt: skip
 
 
 def thread_key(thread_id: str | None) -> str:

@@ -1,6 +1,7 @@
 """The SQLite store (architecture §7): conversation history per (channel, chat, thread), the
-messages waiting behind a running answer, the update ids already seen (dedupe), the draft of
-the reply being written, and one row per model round.
+messages waiting behind a running answer, the update ids already seen (dedupe), the replies in
+flight (``drafts``: recorded before a reply's first write, cleared when it ends; what a hard kill
+left there is marked interrupted at the next start), and one row per model round.
 
 Theory of operation
 -------------------
@@ -45,8 +46,10 @@ from orchestrator.store.records import (
     RoundRecord,
     WaitingMessage,
     decode_inbound,
+    draft_row,
     encode_inbound,
     message_row,
+    row_to_draft,
     row_to_message,
     row_to_record,
     sort_key,
@@ -58,6 +61,7 @@ from providers.base import ChatMessage
 __all__ = ["Store"]
 
 _T = TypeVar("_T")
+_DRAFT_COLUMNS = "channel, chat_id, thread_id, message_id, text, formatted, message_ids, reply_to"
 
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
@@ -335,24 +339,18 @@ class Store:
             ).fetchone()
         return int(row[0])
 
-    # -- drafts (architecture §9) ----------------------------------------------------------
+    # -- replies in flight (architecture §7, §9) ---------------------------------------------
 
     def set_draft(self, draft: Draft) -> None:
-        """Keep the reply's current last message (one per conversation, replaced)."""
+        """Record the reply in flight (one per conversation, replaced)."""
         with self._lock:
             self._db.execute(
-                "INSERT INTO drafts (channel, chat_id, thread_id, message_id, text, formatted)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, chat_id, thread_id) DO UPDATE"
+                f"INSERT INTO drafts ({_DRAFT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (channel, chat_id, thread_id) DO UPDATE"
                 " SET message_id = excluded.message_id, text = excluded.text,"
-                " formatted = excluded.formatted",
-                (
-                    draft.channel,
-                    draft.chat_id,
-                    thread_key(draft.thread_id),
-                    draft.message_id,
-                    draft.text,
-                    int(draft.formatted),
-                ),
+                " formatted = excluded.formatted, message_ids = excluded.message_ids,"
+                " reply_to = excluded.reply_to",
+                draft_row(draft),
             )
 
     def clear_draft(self, channel: str, chat_id: str, thread_id: str | None) -> None:
@@ -365,13 +363,19 @@ class Store:
     def draft(self, channel: str, chat_id: str, thread_id: str | None) -> Draft | None:
         with self._lock:
             row = self._db.execute(
-                "SELECT message_id, text, formatted FROM drafts"
+                f"SELECT {_DRAFT_COLUMNS} FROM drafts"
                 " WHERE channel = ? AND chat_id = ? AND thread_id = ?",
                 (channel, chat_id, thread_key(thread_id)),
             ).fetchone()
-        if row is None:
-            return None
-        return Draft(channel, chat_id, thread_id or None, row[0], row[1], bool(row[2]))
+        return None if row is None else row_to_draft(row)
+
+    def drafts(self) -> list[Draft]:
+        """Every reply in flight, by conversation."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_DRAFT_COLUMNS} FROM drafts ORDER BY channel, chat_id, thread_id"
+            ).fetchall()
+        return [row_to_draft(row) for row in rows]
 
     # -- retention and copying ------------------------------------------------------------
 

@@ -112,6 +112,9 @@ class AsyncStore:
     async def draft(self, channel: str, chat_id: str, thread_id: str | None) -> Draft | None:
         return await self._run(partial(self.sync.draft, channel, chat_id, thread_id))
 
+    async def drafts(self) -> list[Draft]:
+        return await self._run(self.sync.drafts)
+
     async def try_claim(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
         key = (channel, chat_id, thread_id)
         if key in self._claimed:

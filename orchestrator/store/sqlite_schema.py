@@ -1,5 +1,10 @@
 """The SQLite store's tables (architecture §7): created when missing; older files gain the
-columns added since (:func:`upgrade`)."""
+columns added since (:func:`upgrade`, the counterpart of PostgreSQL's numbered migrations in
+:mod:`orchestrator.store.migrations`: each change is a new step here and a new file there).
+
+The steps so far: ``thread_id`` on ``messages`` and ``rounds``; ``sort_key`` on ``waiting``;
+``message_ids`` and ``reply_to`` on ``drafts`` (migration 0002: every reply in flight is
+recorded, from before its first write)."""
 
 from __future__ import annotations
 
@@ -65,6 +70,8 @@ CREATE TABLE IF NOT EXISTS drafts (
     message_id TEXT NOT NULL,
     text TEXT NOT NULL,
     formatted INTEGER NOT NULL,
+    message_ids TEXT NOT NULL DEFAULT '[]',
+    reply_to TEXT,
     PRIMARY KEY (channel, chat_id, thread_id)
 );
 """
@@ -84,3 +91,8 @@ def upgrade(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(waiting)")}
     if "sort_key" not in columns:
         db.execute("ALTER TABLE waiting ADD COLUMN sort_key INTEGER")
+    columns = {row[1] for row in db.execute("PRAGMA table_info(drafts)")}
+    if "message_ids" not in columns:
+        db.execute("ALTER TABLE drafts ADD COLUMN message_ids TEXT NOT NULL DEFAULT '[]'")
+    if "reply_to" not in columns:
+        db.execute("ALTER TABLE drafts ADD COLUMN reply_to TEXT")

@@ -1,0 +1,279 @@
+"""Errors that say what to do (architecture §2 "Failures"): one case per error class, through the
+provider wire server, the real round runner, turn loop and delivery; the chat's marker and the
+log line of the interrupted answer name the cause."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.base import InboundMessage
+from orchestrator.failure_causes import FailureContext, user_cause
+from providers.errors import ContextLengthExceeded, ProviderBadRequest, ProviderError
+from tests.fakes import FakeChannelConfig, RecordingChannel
+from tests.peers.provider_server import ProviderServer, Reply
+from tests.pipeline import make_turns, provider_config
+
+PATH = "/v1/chat/completions"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def _no_wait(seconds: float) -> None:
+    return None
+
+
+async def _interrupted(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    server: ProviderServer,
+    **overrides: Any,
+) -> tuple[str, str]:
+    """Run one turn; returns (the chat's last visible text, the interrupted answer's log line)."""
+    caplog.set_level(logging.INFO)
+    turns, _ = make_turns(tmp_path, [provider_config(server, **overrides)], sleep=_no_wait)
+    chat = RecordingChannel(FakeChannelConfig())
+    inbound = InboundMessage("fake", "c1", "u1", "user", "hi", "m1")
+    await turns.run(chat, inbound)
+    lines = [r.getMessage() for r in caplog.records if "answer interrupted" in r.getMessage()]
+    assert len(lines) == 1
+    return chat.chat.visible()[-1], lines[0]
+
+
+OPENAI_404 = {
+    "error": {
+        "message": "The model `m` does not exist or you do not have access to it.",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "model_not_found",
+    }
+}
+OLLAMA_404 = {  # Ollama's /v1 answer for a model it has not pulled
+    "error": {
+        "message": 'model "m" not found, try pulling it first',
+        "type": "api_error",
+        "param": None,
+        "code": None,
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("replies", "overrides", "cause", "logged"),
+    [
+        pytest.param(
+            [Reply.json({"error": {"message": "Incorrect API key sk-wr…"}}, status=401)],
+            {},
+            "the model service refused the API key (check OPENAI_API_KEY / providers.p0.api_key)",
+            "Incorrect API key",
+            id="auth",
+        ),
+        pytest.param(
+            [
+                Reply.json(
+                    {"error": {"message": "slow down", "type": "rate_limit_error"}},
+                    status=429,
+                    headers={"Retry-After": "600"},
+                )
+            ],
+            {},
+            "the model service is rate limiting requests: try again in 10 min",
+            "slow down",
+            id="rate-limited",
+        ),
+        pytest.param(
+            [
+                Reply.json(
+                    {
+                        "error": {
+                            "message": "You exceeded your current quota, please check "
+                            "your plan and billing details.",
+                            "type": "insufficient_quota",
+                            "code": "insufficient_quota",
+                        }
+                    },
+                    status=429,
+                )
+            ],
+            {},
+            "the model service's quota or credit is used up",
+            "exceeded your current quota",
+            id="quota-openai",
+        ),
+        pytest.param(
+            [Reply.json({"error": {"message": "overloaded"}}, status=503)],
+            {},
+            "the model service failed (HTTP 503) after 3 tries: try again later",
+            "overloaded",
+            id="server",
+        ),
+        pytest.param(
+            [Reply.json(OPENAI_404, status=404)],
+            {},
+            'the model service does not know the model "m"; it lists: llama3.2, qwen3 '
+            "(set OPENAI_MODEL / providers.p0.model)",
+            "does not exist",
+            id="unknown-model-openai",
+        ),
+        pytest.param(
+            [Reply(body=b"404 page not found", status=404, content_type="text/plain")],
+            {},
+            "the model service has no such endpoint (HTTP 404): check OPENAI_BASE_URL / "
+            "providers.p0.base_url",
+            "404 page not found",
+            id="wrong-base-url",
+        ),
+        pytest.param(
+            [Reply.json(OLLAMA_404, status=404)],
+            {},
+            'the model service does not know the model "m"; it lists: llama3.2, qwen3',
+            "try pulling it first",
+            id="unknown-model-ollama-v1",
+        ),
+    ],
+)
+async def test_each_error_class_says_what_to_do(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    replies: list[Reply],
+    overrides: dict[str, Any],
+    cause: str,
+    logged: str,
+) -> None:
+    async with ProviderServer() as server:
+        server.script(PATH, replies)
+        models = {"object": "list", "data": [{"id": "llama3.2"}, {"id": "qwen3"}]}
+        server.script("/v1/models", [Reply.json(models)])
+        shown, line = await _interrupted(tmp_path, caplog, server, **overrides)
+    assert shown.startswith(f"⚠️ Answer interrupted: {cause}")
+    assert cause in line and logged in line  # the provider's own words go to the log only
+    assert logged not in shown
+
+
+async def test_anthropic_billing_error_is_quota(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "Your credit balance is too low to access the Anthropic API.",
+        },
+    }
+    async with ProviderServer() as server:
+        server.script("/v1/messages", [Reply.json(body, status=400)])
+        shown, line = await _interrupted(
+            tmp_path, caplog, server, kind="anthropic", base_url=server.url
+        )
+    assert "the model service's quota or credit is used up" in shown
+    assert "credit balance is too low" in line
+
+
+async def test_anthropic_unknown_model_lists_the_models(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = {"type": "error", "error": {"type": "not_found_error", "message": "model: m"}}
+    async with ProviderServer() as server:
+        server.script("/v1/messages", [Reply.json(body, status=404)])
+        listing = {"data": [{"id": "claude-haiku-4-5", "type": "model"}], "has_more": False}
+        server.script("/v1/models", [Reply.json(listing)])
+        shown, line = await _interrupted(
+            tmp_path, caplog, server, kind="anthropic", base_url=server.url
+        )
+        assert server.requests_to("/v1/models")[0].headers["x-api-key"] == "sk-test-key"
+    cause = 'does not know the model "m"; it lists: claude-haiku-4-5 (set ANTHROPIC_MODEL'
+    assert cause in shown and cause in line
+
+
+async def test_refused_connection_names_the_host(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    port = _closed_port()
+    async with ProviderServer() as server:
+        shown, line = await _interrupted(
+            tmp_path, caplog, server, base_url=f"http://127.0.0.1:{port}/v1"
+        )
+    cause = f"cannot reach the model service: 127.0.0.1:{port} refused the connection"
+    assert cause in shown and cause in line
+    assert "OPENAI_BASE_URL / providers.p0.base_url" in shown
+
+
+async def test_unresolvable_name_says_dns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    async with ProviderServer() as server:
+        shown, line = await _interrupted(
+            tmp_path, caplog, server, base_url="http://relaybot-test.invalid/v1"
+        )
+    cause = "the name of relaybot-test.invalid:80 does not resolve"
+    assert cause in shown and cause in line
+
+
+async def test_tls_to_a_plain_http_server_says_tls(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # the ClientHello: answer as a plain HTTP server does
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    tcp = await asyncio.start_server(plain_http, "127.0.0.1", 0)
+    port = tcp.sockets[0].getsockname()[1]
+    try:
+        async with ProviderServer() as server:
+            url = f"https://127.0.0.1:{port}/v1"
+            shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
+    finally:
+        tcp.close()
+    cause = f"the TLS handshake with 127.0.0.1:{port} failed"
+    assert cause in shown and cause in line
+
+
+def test_the_table_is_walked_by_class_hierarchy() -> None:
+    context = FailureContext("p0", None, attempts=1)
+    # A class of its own in the table: the conversation is too long.
+    too_long = user_cause(ContextLengthExceeded("too long", status_code=400), context)
+    assert too_long == "the conversation is too long for the model: send /reset to start afresh"
+
+    # A subclass without an entry reads as its nearest parent that has one.
+    class Unlisted(ProviderBadRequest):
+        pass
+
+    assert user_cause(Unlisted("x", status_code=422), context) == user_cause(
+        ProviderBadRequest("x", status_code=422), context
+    )
+    assert "rejected the request (HTTP 422)" in user_cause(Unlisted("x", status_code=422))
+
+    class Other(ProviderError):
+        pass
+
+    assert user_cause(Other("x"), context) == "the model service failed after 1 try"
+    assert user_cause(None) == "the model service failed"
+
+
+async def test_the_providers_message_is_redacted_in_the_log_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from config.models import PolicyConfig
+    from orchestrator.logsetup import RedactingFormatter
+    from orchestrator.policy import OutboundPolicy
+
+    key = "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIIIJJJJ"
+    body = {"error": {"message": f"Incorrect API key provided: {key}"}}
+    async with ProviderServer() as server:
+        server.script(PATH, [Reply.json(body, status=401)])
+        _, line = await _interrupted(tmp_path, caplog, server)
+    assert key in line  # the raw record holds it; the formatter every handler uses does not
+    formatter = RedactingFormatter(OutboundPolicy.from_config(PolicyConfig()).redact)
+    [record] = [r for r in caplog.records if "answer interrupted" in r.getMessage()]
+    formatted = formatter.format(record)
+    assert "the model service refused the API key" in formatted
+    assert "Incorrect API key provided" in formatted and key not in formatted

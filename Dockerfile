@@ -1,12 +1,15 @@
 # relaybot in a container (README "Running as a service").
 #
 #   docker build -t relaybot .
-#   docker run -d --name relaybot -v relaybot-data:/data -v "$PWD/relaybot.yaml:/config/relaybot.yaml:ro" \
-#       -e OPENAI_API_KEY -e TELEGRAM_TOKEN -p 127.0.0.1:9464:9464 relaybot
+#   docker run -d --name relaybot --restart unless-stopped --stop-timeout 45 \
+#       -v relaybot-data:/data -v "$PWD/relaybot.yaml:/config/relaybot.yaml:ro" \
+#       -e OPENAI_API_KEY -e TELEGRAM_BOT_TOKEN -p 127.0.0.1:9464:9464 relaybot
 #   docker kill --signal HUP relaybot   # the config file is read again
 #
-# The config file names storage.path: /data/relaybot.db (the volume) and server.listen:
-# 0.0.0.0:9464 (so the port can be published; the health check asks 127.0.0.1).
+# or `docker compose up -d` with compose.yaml. A relative storage.path (the default,
+# relaybot.db) lands in /data, the volume (STATE_DIRECTORY); set server.listen: 0.0.0.0:9464 so
+# the port can be published (the health check asks 127.0.0.1). --stop-timeout 45: running
+# answers get 30 s after SIGTERM (docker stop's default of 10 s would kill them).
 
 FROM python:3.12-slim AS build
 WORKDIR /src
@@ -23,7 +26,8 @@ RUN useradd --system --uid 10001 --user-group --home-dir /data --shell /usr/sbin
     && mkdir -p /data /config \
     && chown relaybot:relaybot /data \
     && chmod 0700 /data
-ENV XDG_DATA_HOME=/data \
+ENV STATE_DIRECTORY=/data \
+    XDG_DATA_HOME=/data \
     PYTHONUNBUFFERED=1
 USER relaybot
 WORKDIR /data

@@ -73,13 +73,14 @@ CHAT_ID = "console"
 QUIT_WINDOW_SECS = 2.0
 """A second Ctrl-C within this many seconds of the first quits, answer running or not."""
 
-BOT_COMMANDS = frozenset({"/start", "/reset", "/stop"})
+BOT_COMMANDS = frozenset({"/start", "/reset", "/new", "/stop"})
 """Commands passed on to the bot (the daemon answers them); ``/help`` is answered here."""
 
 HELP_TEXT = """\
 Commands:
   /help     this list
   /reset    forget this conversation (its messages are deleted from the store)
+  /new      the same as /reset
   /stop     stop the running answer
   /start    say hello
 Keys:

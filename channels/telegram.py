@@ -10,8 +10,8 @@ The adapter executes primitive writes; the delivery engine decides what to write
   reaches the engine, which honours it exactly (architecture §3 "Network errors").
 * **Start.** ``Application.initialize`` calls getMe; a rejected token or an unreachable server
   is a :class:`ChannelStartError` with a one-line cause, never the token. ``/start``,
-  ``/reset`` and ``/stop`` are registered with setMyCommands and reach the orchestrator as
-  ordinary texts (``/reset@this_bot`` as ``/reset``).
+  ``/reset``, ``/new``, ``/help`` and ``/stop`` are registered with setMyCommands and reach
+  the orchestrator as ordinary texts (``/reset@this_bot`` as ``/reset``).
 * **Threads.** A message in a forum topic (``is_topic_message``) carries its
   ``message_thread_id`` as :attr:`InboundMessage.thread_id`; sends, typing and approval prompts
   pass it back, so the reply stays in the topic.
@@ -95,6 +95,8 @@ _T = TypeVar("_T")
 COMMANDS = (
     BotCommand("start", "Start a conversation"),
     BotCommand("reset", "Forget this conversation"),
+    BotCommand("new", "Start a new conversation (as /reset)"),
+    BotCommand("help", "List the commands"),
     BotCommand("stop", "Stop the answer being written"),
 )
 _APPROVAL_PREFIX = "approve:"

@@ -33,7 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config.checks import SectionCheck, run_checks
 from config.default import DEFAULT_SOURCE_NAME, default_data, default_yaml_text
@@ -41,6 +41,7 @@ from config.errors import ConfigError, ConfigIssue, Loc, LocatedValueError, form
 from config.messages import error_message, join_union_messages
 from config.models import RelaybotConfig, unknown_provider_message, unknown_providers
 from config.source import MAX_FILE_BYTES, TOO_LARGE_MESSAGE, SourceDocument, read_yaml
+from config.storage import WRITTEN_URL_CONTEXT, StorageConfig, state_directory
 
 __all__ = [
     "config_from_document",
@@ -48,6 +49,7 @@ __all__ = [
     "format_errors",
     "load_config",
     "load_config_text",
+    "load_storage_config",
 ]
 
 
@@ -60,8 +62,10 @@ def load_config(
 ) -> RelaybotConfig:
     """Read, interpolate and validate a config file.
 
-    A relative ``storage.path`` (or ``sqlite:///`` path of ``storage.url``) is resolved against
-    the file's directory: the returned ``config.storage.path`` is absolute (``~`` expanded).
+    A relative ``storage.path`` (or ``sqlite:///`` path of ``storage.url``) is resolved in the
+    state directory (:func:`config.storage.state_directory`: ``$STATE_DIRECTORY``, else
+    ``$XDG_DATA_HOME/relaybot``), never beside the file, which a service may only read: the
+    returned ``config.storage.path`` is absolute (``~`` expanded).
 
     Args:
         path: the YAML file; its name as given is the ``FILE`` of every message.
@@ -74,6 +78,21 @@ def load_config(
             is not UTF-8, not YAML, or not a valid config; it carries every issue found.
     """
     source = str(path)
+    text = _read_text(path)
+    return load_config_text(
+        text,
+        source_name=source,
+        environ=environ,
+        base_dir=state_directory(os.environ if environ is None else environ),
+        checks=checks,
+        warnings=warnings,
+    )
+
+
+def _read_text(path: str | Path) -> str:
+    """The file's text; raises :class:`ConfigError` (one issue) when it cannot be read, is too
+    large or is not UTF-8."""
+    source = str(path)
     try:
         with Path(path).open("rb") as file:
             raw = file.read(MAX_FILE_BYTES + 1)
@@ -85,18 +104,10 @@ def load_config(
     if len(raw) > MAX_FILE_BYTES:
         raise ConfigError([ConfigIssue(source, None, "", TOO_LARGE_MESSAGE)])
     try:
-        text = raw.decode("utf-8-sig")
+        return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
         raise ConfigError([ConfigIssue(source, line, "", "the file is not valid UTF-8")]) from None
-    return load_config_text(
-        text,
-        source_name=source,
-        environ=environ,
-        base_dir=Path(path).parent,
-        checks=checks,
-        warnings=warnings,
-    )
 
 
 def load_config_text(
@@ -127,12 +138,72 @@ def load_config_text(
     )
     config = config_from_document(doc, source_name=source_name, checks=checks, warnings=warnings)
     if base_dir is not None:
-        resolved = str(config.storage.resolved_path(base_dir))
-        storage = config.storage.model_copy(
-            update={"path": resolved, "url": config.storage.resolved_url(base_dir)}
-        )
-        config = config.model_copy(update={"storage": storage})
+        config = config.model_copy(update={"storage": _resolved(config.storage, base_dir)})
     return config
+
+
+def _resolved(storage: StorageConfig, base_dir: str | Path) -> StorageConfig:
+    return storage.model_copy(
+        update={
+            "path": str(storage.resolved_path(base_dir)),
+            "url": storage.resolved_url(base_dir),
+        }
+    )
+
+
+def _validation_context(doc: SourceDocument) -> dict[str, Any]:
+    """What validators need to know of the text as written (``storage.url``'s password)."""
+    written = doc.written.get(("storage", "url"))
+    return {} if written is None else {WRITTEN_URL_CONTEXT: written}
+
+
+class _StorageSection(BaseModel):
+    """The ``storage`` section alone; every other key of the file is left unread."""
+
+    model_config = ConfigDict(extra="ignore")
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+
+
+def load_storage_config(
+    path: str | Path, *, environ: Mapping[str, str] | None = None
+) -> StorageConfig:
+    """Read only the ``storage`` section of a config file, resolved as :func:`load_config`
+    resolves it (a relative path in the state directory).
+
+    For the commands that only open the store (``relaybot runs``): the secrets the rest of the
+    file reads as ``${VAR}`` need not be set, and problems elsewhere in the file are not
+    reported; the YAML must still parse.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or its ``storage`` section is not valid
+            (``FILE:LINE: storage.KEY: message`` issues).
+    """
+    source = str(path)
+    environ = os.environ if environ is None else environ
+    text = _read_text(path)
+    # An unset ${VAR} of another section is an issue at its own path, left out below.
+    doc = read_yaml(text, source_name=source, environ=environ)
+    issues = [issue for issue in doc.issues if _storage_or_file(issue.path)]
+    section: StorageConfig | None = None
+    if doc.data is not None:
+        data = doc.data if isinstance(doc.data, dict) else {}
+        subset = {"storage": data["storage"]} if "storage" in data else {}
+        try:
+            section = _StorageSection.model_validate(
+                subset, context=_validation_context(doc)
+            ).storage
+        except ValidationError as exc:
+            issues += list(_validation_issues(exc, doc, source))
+    unique = list(dict.fromkeys(_scrub(issue, doc.environment_values) for issue in issues))
+    unique.sort(key=lambda issue: 0 if issue.line is None else issue.line)
+    errors = [issue for issue in unique if not issue.warning]
+    if section is None or errors:
+        raise ConfigError(errors or unique)
+    return _resolved(section, state_directory(environ))
+
+
+def _storage_or_file(path: str) -> bool:
+    return path in ("", "yaml", "storage") or path.startswith(("storage.", "storage["))
 
 
 def format_errors(error: ConfigError) -> str:
@@ -201,7 +272,7 @@ def config_from_document(
     if doc.data is not None:
         reference_issues = list(_provider_reference_issues(doc, source_name))
         try:
-            config = RelaybotConfig.model_validate(doc.data)
+            config = RelaybotConfig.model_validate(doc.data, context=_validation_context(doc))
         except ValidationError as exc:
             issues += reference_issues
             seen = {issue.path for issue in reference_issues}

@@ -10,6 +10,7 @@ that tree ourselves instead of calling ``safe_load``:
 * mapping keys are taken as written (the scalar's text), so ``on:`` or ``1:`` stay strings;
 * string scalars go through :func:`interpolate` (``${VAR}``, ``${VAR:-default}``, ``$${``);
   the paths whose value used the environment are remembered, so no message ever shows them;
+  a ``$NAME`` without braces is a warning (it is taken literally: a shell habit);
 * booleans follow YAML 1.2 (only ``true``/``false``): under YAML 1.1 ``stream_mode: off``
   would silently become ``False``;
 * duplicate keys are errors (PyYAML silently keeps the last one); ``<<`` merge keys work;
@@ -74,6 +75,8 @@ _Loader.add_implicit_resolver(
 
 # ``$${`` is an escaped literal ``${``; ``${`` opens a reference that runs to the next ``}``.
 _REFERENCE = re.compile(r"\$\$\{|\$\{(?P<body>[^}]*)(?P<close>\})?")
+# ``$NAME`` (no braces) is not a reference; almost always meant as one (shell habit).
+_BARE_REFERENCE = re.compile(r"(?<!\$)\$[A-Za-z_][A-Za-z0-9_]*")
 _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?", re.DOTALL)
 
 
@@ -141,6 +144,8 @@ class SourceDocument:
             document start.
         from_environment: paths of values that contain text read from the environment.
         environment_values: every value read from the environment (scrubbed from messages).
+        written: the text as written (references unexpanded) of every value in
+            ``from_environment``.
         failed: paths whose value could not be built (the loader ignores further errors there).
         issues: problems found while reading (syntax, interpolation, duplicate keys).
     """
@@ -149,6 +154,7 @@ class SourceDocument:
     lines: dict[Loc, int] = field(default_factory=dict)
     from_environment: set[Loc] = field(default_factory=set)
     environment_values: set[str] = field(default_factory=set)
+    written: dict[Loc, str] = field(default_factory=dict)
     failed: set[Loc] = field(default_factory=set)
     issues: list[ConfigIssue] = field(default_factory=list)
 
@@ -249,6 +255,18 @@ class _Walker:
             return None
         if node.tag != _STR_TAG or not isinstance(value, str):
             return value
+        if _BARE_REFERENCE.search(value):
+            self._doc.issues.append(
+                ConfigIssue(
+                    self._source,
+                    line,
+                    format_path(loc),
+                    "a $NAME without braces is taken literally: write ${NAME} to read an "
+                    "environment variable ($${ for a literal ${)",
+                    warning=True,
+                )
+            )
+        written = value
         try:
             value, environment_values = interpolate(value, self._environ)
         except InterpolationError as exc:
@@ -257,6 +275,7 @@ class _Walker:
             return ""
         if environment_values:
             self._doc.from_environment.add(loc)
+            self._doc.written[loc] = written
             self._doc.environment_values.update(environment_values)
         return value
 

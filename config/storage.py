@@ -1,15 +1,68 @@
 """The ``storage`` section (architecture §7, §9): where conversations and round records live,
-and what several instances sharing one store agree on."""
+and what several instances sharing one store agree on.
+
+A relative ``storage.path`` (or ``sqlite:///`` path) names a file in the *state directory*
+(:func:`state_directory`), never beside the config file: the config lives where the service may
+only read (``/etc/relaybot``, a read-only ``/config`` mount), the state where it may write
+(systemd's ``StateDirectory=``, a volume).
+"""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from config.store_url import parse_store_url
+from config.store_url import parse_store_url, written_password
 
-__all__ = ["StorageConfig"]
+__all__ = ["WRITTEN_URL_CONTEXT", "StorageConfig", "state_directory", "unwritable_reason"]
+
+WRITTEN_URL_CONTEXT = "storage.url as written"
+"""Validation-context key: ``storage.url`` as written in the file, ``${VAR}`` unexpanded."""
+
+
+def state_directory(environ: Mapping[str, str]) -> Path:
+    """The directory a relative store path is resolved in.
+
+    ``$STATE_DIRECTORY`` when set and absolute (systemd sets it for ``StateDirectory=``; of a
+    colon-separated list, the first entry), else ``$XDG_DATA_HOME/relaybot``, else
+    ``$HOME/.local/share/relaybot`` (per the XDG Base Directory spec an unset, empty or relative
+    ``XDG_DATA_HOME`` is ignored). The directory need not exist.
+    """
+    state = environ.get("STATE_DIRECTORY", "").split(":")[0]
+    if state and Path(state).is_absolute():
+        return Path(state)
+    base = environ.get("XDG_DATA_HOME", "")
+    if not base or not Path(base).is_absolute():
+        home = environ.get("HOME") or str(Path.home())
+        base = str(Path(home) / ".local" / "share")
+    return Path(base) / "relaybot"
+
+
+def unwritable_reason(path: Path) -> str | None:
+    """Why the SQLite store at ``path`` (absolute) could not be opened for writing, or None.
+
+    The store creates missing directories and the file (architecture §7), so what counts is the
+    file when it exists, else the nearest directory that exists: writable and searchable. Only
+    reads the file system (``os.access``: the real user's rights, as the store will use them).
+    """
+    if path.is_dir():
+        return f"{path} is a directory"
+    if path.exists():
+        if not os.access(path, os.R_OK | os.W_OK):
+            return f"cannot write {path}: permission denied"
+        path = path.parent  # SQLite's -wal and -shm files go beside it
+    else:
+        path = path.parent
+        while not path.exists() and path != path.parent:
+            path = path.parent
+    if not path.is_dir():
+        return f"{path} is not a directory"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"cannot create files in {path}: permission denied"
+    return None
 
 
 class StorageConfig(BaseModel):
@@ -20,12 +73,14 @@ class StorageConfig(BaseModel):
 
     path: str = Field(
         default="relaybot.db",
-        description="SQLite file; a relative path is relative to the config file's directory",
+        description="SQLite file; a relative path is in the state directory ($STATE_DIRECTORY, "
+        "else $XDG_DATA_HOME/relaybot)",
     )
     url: str | None = Field(
         default=None,
         description="sqlite:///PATH or postgresql://USER@HOST:PORT/DB (the password from "
-        "PGPASSWORD in the environment, never in the URL); wins over path; null = path",
+        "PGPASSWORD, or inside a ${VAR} such as ${DATABASE_URL}; never written in the file); "
+        "wins over path; null = path",
     )
     pool_size: int = Field(
         default=10, ge=1, le=1000, description="PostgreSQL: connections in the pool (plus one)"
@@ -45,9 +100,20 @@ class StorageConfig(BaseModel):
 
     @field_validator("url")
     @classmethod
-    def _url(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_store_url(value)  # raises ValueError with a one-line reason
+    def _url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        parse_store_url(value)  # raises ValueError with a one-line reason
+        # A password may come from the environment (``url: ${DATABASE_URL}``, as managed
+        # databases hand it out), never from the file's own text. The loader passes the text as
+        # written in the context; without one (a model built in code) the value is the text.
+        context = info.context if isinstance(info.context, dict) else {}
+        written = context.get(WRITTEN_URL_CONTEXT, value)
+        if isinstance(written, str) and written_password(written):
+            raise ValueError(
+                "a password in the URL is not accepted when written in the file: set PGPASSWORD "
+                "in the environment, or write the whole URL as ${VAR} (e.g. ${DATABASE_URL})"
+            )
         return value
 
     def resolved_path(self, base_dir: str | Path) -> Path:

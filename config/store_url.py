@@ -6,16 +6,19 @@
 * ``postgresql://user@host:5432/db`` (or ``postgres://``), any libpq connection URI
   (https://www.postgresql.org/docs/current/libpq-connect.html#LIBPQ-CONNSTRING-URIS). The
   password is not written in the URL: libpq reads ``PGPASSWORD`` (or ``~/.pgpass``) from the
-  environment; a password in the URL is refused, so it never lands in a config file.
+  environment, or the whole URL comes from the environment (``url: ${DATABASE_URL}``, as managed
+  databases hand it out, password inside). A password *written* in the file's URL is refused
+  (:func:`written_password`, checked by the config model), so it never lands in a config file.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-__all__ = ["StoreUrl", "parse_store_url"]
+__all__ = ["StoreUrl", "parse_store_url", "written_password"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,8 +30,9 @@ class StoreUrl:
 
 
 def parse_store_url(url: str) -> StoreUrl:
-    """Parse ``url``; raises ``ValueError`` (one line, never showing a password) for another
-    scheme, an empty SQLite path or a password in a PostgreSQL URL."""
+    """Parse ``url``; raises ``ValueError`` (one line, never showing the URL) for another
+    scheme or an empty SQLite path. A password in a PostgreSQL URL is accepted here: whether
+    it was written in a file is :func:`written_password`'s question."""
     scheme, _, rest = url.partition("://")
     scheme = scheme.lower()
     if scheme == "sqlite":
@@ -36,9 +40,22 @@ def parse_store_url(url: str) -> StoreUrl:
             raise ValueError("expected sqlite:///PATH (three slashes, then the file's path)")
         return StoreUrl("sqlite", rest[1:])
     if scheme in ("postgresql", "postgres"):
-        if urlsplit(url).password is not None:
-            raise ValueError(
-                "a password in the URL is not accepted: set PGPASSWORD in the environment"
-            )
         return StoreUrl("postgresql", url)
     raise ValueError("expected a sqlite:/// or postgresql:// URL")
+
+
+_REFERENCE = re.compile(r"\$\{[^}]*\}")
+
+
+def written_password(text: str) -> bool:
+    """True when ``text``, a URL as written (``${VAR}`` references not yet expanded), holds a
+    password of its own: one with any character outside a ``${...}`` reference.
+
+    ``${DATABASE_URL}`` and ``postgresql://bot:${DB_PASSWORD}@db/bot`` hold none;
+    ``postgresql://bot:hunter2@db/bot`` does.
+    """
+    try:
+        password = urlsplit(text).password
+    except ValueError:  # a malformed netloc: parse_store_url or the store says so
+        return False
+    return bool(password and _REFERENCE.sub("", password))

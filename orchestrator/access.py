@@ -1,4 +1,11 @@
-"""Who may talk to the bot (architecture §3 "Access")."""
+"""Who may talk to the bot (architecture §3 "Access").
+
+A sender who is not in ``allowed_users`` is ignored, but told once (per channel, for the life of
+the process) what their own user id is, when they address the bot (a direct chat, a mention or
+a reply to it), so the admin can add it; a group chatter who is not talking to the bot is never
+answered. At most :data:`TOLD_MAX` senders are remembered per channel: beyond that, new senders
+are only logged (a flood of strangers gets no flood of answers).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +14,19 @@ from collections.abc import Iterable
 
 from channels.base import InboundMessage
 
-__all__ = ["AccessControl"]
+__all__ = ["TOLD_MAX", "AccessControl", "not_allowed_notice"]
+
+TOLD_MAX = 10_000
+"""Senders told their id, remembered per channel; beyond this number no one new is told."""
+
+
+def not_allowed_notice(sender_id: str) -> str:
+    """What a sender who is not allowed is told, once."""
+    return (
+        f"Sorry, you are not on this bot's list of allowed users. Your user id is {sender_id}: "
+        "send it to the bot's admin, who can add it to allowed_users."
+    )
+
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +43,7 @@ class AccessControl:
         self._allowed = allowed - {"*"}
         self._groups_all = respond_in_groups == "all"
         self._warned: set[str] = set()
+        self._told: set[str] = set()
         if not self._everyone and not self._allowed:
             log.warning(
                 "channel %s: allowed_users is empty, nobody may use the bot "
@@ -43,6 +63,20 @@ class AccessControl:
                 )
             return False
         return message.is_direct or message.mentions_bot or self._groups_all
+
+    def refusal_notice(self, message: InboundMessage) -> str | None:
+        """The notice to send for ``message`` from a sender who is not allowed, when they
+        address the bot and were not told yet; None otherwise. A query: :meth:`told` records
+        that the notice went out."""
+        if self._is_allowed_sender(message) or message.sender_id in self._told:
+            return None
+        if not (message.is_direct or message.mentions_bot) or len(self._told) >= TOLD_MAX:
+            return None
+        return not_allowed_notice(message.sender_id)
+
+    def told(self, message: InboundMessage) -> None:
+        """Remember that ``message``'s sender was told their id (:meth:`refusal_notice`)."""
+        self._told.add(message.sender_id)
 
     def _is_allowed_sender(self, message: InboundMessage) -> bool:
         if self._everyone:

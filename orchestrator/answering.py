@@ -1,7 +1,8 @@
-"""Answering one inbound message (architecture §5): a command (``/start``, ``/help``,
-``/reset``), or a turn of its conversation after its images are screened; then the reply's log
-line and metrics. ``/stop`` cuts the conversation's running answer short (architecture §3
-"Stop"). Notices to a chat (:meth:`Answering.say`) go through the outbound policy."""
+"""Answering one inbound message (architecture §5): a command (``/start`` says hello,
+``/help`` lists the commands, ``/reset`` or its alias ``/new`` forgets the conversation), or a
+turn of its conversation after its images are screened; then the reply's log line and metrics.
+``/stop`` cuts the conversation's running answer short (architecture §3 "Stop"). Notices to a
+chat (:meth:`Answering.say`) go through the outbound policy."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 __all__ = [
     "HELP_TEXT",
     "NOTHING_TO_STOP",
+    "RESET_COMMANDS",
     "STALE_NOTICE",
+    "START_TEXT",
     "TRIM_NOTICE",
     "Answering",
     "command_of",
@@ -33,10 +36,16 @@ __all__ = [
 
 log = logging.getLogger("orchestrator.daemon")  # the reply lines keep their logger name
 
+START_TEXT = "Hi! Send me a message and I will answer. /help lists the commands."
 HELP_TEXT = (
-    "Hi! Send me a message and I will answer. Commands: /stop ends the answer being written, "
-    "/reset forgets this conversation."
+    "Commands:\n"
+    "/stop: end the answer being written\n"
+    "/reset or /new: forget this conversation and start a new one\n"
+    "/help: this list\n"
+    "Anything else is a message to the model."
 )
+RESET_COMMANDS = frozenset({"/reset", "/new"})
+"""``/new`` is an alias of ``/reset`` (the name other chat bots use)."""
 NOTHING_TO_STOP = "Nothing to stop."
 TRIM_NOTICE = "Older messages of this chat are no longer sent to the model; /reset starts afresh."
 TRIM_NOTICE_STATE = "trim_noticed:"
@@ -101,14 +110,14 @@ class Answering:
             log.warning("channel %s: could not send a notice: %s", channel.name, exc)
 
     async def _command(self, channel: Channel, message: InboundMessage, command: str) -> None:
-        if command == "/reset":
+        if command in RESET_COMMANDS:
             await self._store.reset(channel.name, message.chat_id, message.thread_id)
             key = _trim_key(message)
             if await self._store.get_state(channel.name, key):
                 await self._store.set_state(channel.name, key, "")
             text = "Conversation cleared."
         else:
-            text = HELP_TEXT
+            text = HELP_TEXT if command == "/help" else START_TEXT
         await self.say(channel, message, text)
 
     async def stop(self, channel: Channel, message: InboundMessage) -> None:
@@ -148,7 +157,7 @@ class Answering:
             return
         message = answered
         command = command_of(message.text)
-        if command in ("/start", "/help", "/reset"):
+        if command in ("/start", "/help", *RESET_COMMANDS):
             try:
                 await self._command(channel, message, command)
             finally:

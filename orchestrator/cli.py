@@ -39,6 +39,7 @@ import anyio
 from config.errors import ConfigError, ConfigIssue
 from config.loader import default_config, format_errors, load_config
 from config.models import PolicyConfig, RelaybotConfig
+from config.storage import StorageConfig
 
 __all__ = ["main"]
 
@@ -66,8 +67,9 @@ Run `relaybot COMMAND --help` for the options of a command."""
 _RUN_DESCRIPTION = """\
 Start every channel of the config file and answer messages until SIGINT or SIGTERM; running
 answers then get up to 30 s to finish (a second signal cuts that short). A channel that cannot
-start because its server is unreachable is retried with backoff while the others serve; when no
-channel comes up the exit code is 1. SIGHUP reads the config file again: changed channels and
+start because its server is unreachable is retried with backoff (1 s doubling to 60 s) for as
+long as the bot runs, even when it is the only one; when every channel failed for good (a
+rejected token) the exit code is 1. SIGHUP reads the config file again: changed channels and
 providers restart, the others keep their running answers; a file that does not validate is
 logged in one line and the running config stays.
 
@@ -89,8 +91,10 @@ _CHECK_DESCRIPTION = """\
 Validate a config file as `relaybot run` would use it: the schema, the tool names, the
 on_message_sending hook (it is imported) and the secret patterns. Every problem is printed in one
 pass as FILE:LINE: key.path: message, without ever showing a value; then the exit code is 2.
-A channel kind this version cannot start is a warning line. A valid file prints FILE: ok and
-exits 0."""
+The store must be writable where storage.path puts it (a relative path is in $STATE_DIRECTORY,
+else $XDG_DATA_HOME/relaybot). Warning lines: a channel kind this version cannot start, an
+absent or empty allowed_users (nobody could talk to the bot), a $NAME without braces. A valid
+file prints FILE: ok and exits 0."""
 
 _TOOLS_DESCRIPTION = """\
 List every tool `relaybot run` would offer the model, from the same config: the built-in tools
@@ -225,6 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(argv)
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as exc:  # a path that cannot be read or written: one line, never a traceback
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"relaybot: {exc.strerror or type(exc).__name__}{where}", file=sys.stderr)
+        _reader_gone()  # stdout may be what failed (a full disk): its final flush stays quiet
+        return 1
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -307,7 +316,10 @@ def _doctor(args: argparse.Namespace) -> int:
             return 2
     else:
         demo = "http://127.0.0.1:9/v1"  # the demo model runs only under `run`: not checked
-        config = _load(path) if path else default_config(environ, demo_base_url=demo)
+        # The store is one of doctor's own checks (a ✗ line), not a config error.
+        config = (
+            _load(path, check_store=False) if path else default_config(environ, demo_base_url=demo)
+        )
         if config is None:
             return 2
         storage = config.storage
@@ -324,7 +336,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _migrate_store(source: str, destination: str) -> int:
-    from config.store_url import parse_store_url
+    from config.store_url import parse_store_url, written_password
     from orchestrator.store.copy import copy_store
 
     for url in (source, destination):
@@ -333,6 +345,17 @@ def _migrate_store(source: str, destination: str) -> int:
         except ValueError as exc:
             print(f"relaybot: migrate-store: {exc}", file=sys.stderr)
             return 2
+        if written_password(url):  # a command line is visible to every user (ps)
+            print(
+                "relaybot: migrate-store: a password in the URL is not accepted on the command "
+                "line: set PGPASSWORD in the environment",
+                file=sys.stderr,
+            )
+            return 2
+    read = parse_store_url(source)
+    if read.kind == "sqlite" and not Path(read.target).is_file():  # opening would create it
+        print(f"relaybot: migrate-store: no store at {read.target}", file=sys.stderr)
+        return 1
     try:
         copied = anyio.run(copy_store, source, destination)
     except Exception as exc:  # the stores' errors, CopyRefused: one line
@@ -359,7 +382,9 @@ def _reader_gone() -> int:
     return 1
 
 
-def _load(path: str, warnings: list[ConfigIssue] | None = None) -> RelaybotConfig | None:
+def _load(
+    path: str, warnings: list[ConfigIssue] | None = None, *, check_store: bool = True
+) -> RelaybotConfig | None:
     """Load and check ``path`` as ``run`` will use it; print the errors and return None if bad.
 
     Beyond the schema, the checks of :mod:`orchestrator.config_checks` run in the same pass (the
@@ -369,10 +394,35 @@ def _load(path: str, warnings: list[ConfigIssue] | None = None) -> RelaybotConfi
     from orchestrator.config_checks import RUN_CHECKS
 
     try:
-        return load_config(path, checks=RUN_CHECKS, warnings=warnings)
+        config = load_config(path, checks=RUN_CHECKS, warnings=warnings)
     except ConfigError as exc:
         print(format_errors(exc), file=sys.stderr)
         return None
+    problem = storage_problem(path, config.storage) if check_store else None
+    if problem is not None:
+        print(problem, file=sys.stderr)
+        return None
+    return config
+
+
+def storage_problem(path: str, storage: StorageConfig) -> str | None:
+    """``FILE: storage.path: …`` when the SQLite store cannot be written where the config puts
+    it (a relative path is in the state directory, architecture §6), else None."""
+    from config.storage import state_directory, unwritable_reason
+
+    if storage.shared:
+        return None
+    store = Path(storage.store_url().removeprefix("sqlite:///"))
+    reason = unwritable_reason(store)
+    if reason is None:
+        return None
+    key = "storage.url" if storage.url is not None else "storage.path"
+    state = state_directory(os.environ)
+    return (
+        f"{path}: {key}: {reason} (a relative path is in {state}: $STATE_DIRECTORY, else "
+        "$XDG_DATA_HOME/relaybot; give the service a writable directory there, or an "
+        "absolute path)"
+    )
 
 
 def _check_config(path: str) -> int:
@@ -392,8 +442,9 @@ def _run(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     path = args.config or environ.get("RELAYBOT_CONFIG")
     config: RelaybotConfig | None = None
+    warnings: list[ConfigIssue] = []
     if path:
-        config = _load(path)
+        config = _load(path, warnings)
         if config is None:
             return 2
     interactive = sys.stdout.isatty() and (
@@ -401,6 +452,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     level_name = (args.log_level or ("warning" if interactive else "info")).upper()
     _setup_logging(config, args.log_format, getattr(logging, level_name, logging.INFO))
+    for warning in warnings:  # what check-config would say (an empty allowed_users, a bare $)
+        log.warning("%s", warning)
     from orchestrator.process import loop_options, tune_collector
 
     tune_collector()

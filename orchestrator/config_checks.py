@@ -8,6 +8,8 @@ after the schema, found by ``relaybot check-config`` too, in the same pass and a
   the problems of the others;
 * ``channels``: a warning for each channel whose kind has no adapter in this version (its start
   would fail);
+* ``channels``: a warning for each channel whose ``allowed_users`` is absent or empty (nobody
+  could talk to it; a refused user is told their id, which the admin adds);
 * ``agent.mcp_servers``: a warning for each stdio server whose program is not found (on
   ``PATH``, or as the path given); the server would not start, and the bot runs without its
   tools.
@@ -134,6 +136,20 @@ def _channels(channels: dict[str, Any]) -> CheckResult:
             )
 
 
+def _open_to_nobody(channels: dict[str, Any]) -> CheckResult:
+    for name, channel in channels.items():
+        if not isinstance(channel, dict):
+            continue
+        if channel.get("kind") == "console" and "allowed_users" not in channel:
+            continue  # the console's default is "*": its user is whoever runs it
+        if not channel.get("allowed_users"):
+            yield (
+                (name, "allowed_users"),
+                "allowed_users is absent or empty: nobody may talk to this bot. List user ids "
+                '(a user who is refused is told theirs) or "*" for everyone',
+            )
+
+
 def _mcp_programs(servers: McpServers) -> CheckResult:
     for name, server in servers.items():
         if isinstance(server, McpStdioServerConfig) and shutil.which(server.command[0]) is None:
@@ -150,6 +166,7 @@ RUN_CHECKS: tuple[SectionCheck, ...] = (
     SectionCheck(("policy", "guardrails"), list[Any], _guardrails),
     SectionCheck(("policy",), PolicyConfig, _policy),
     SectionCheck(("channels",), dict[str, Any], _channels, warning=True),
+    SectionCheck(("channels",), dict[str, Any], _open_to_nobody, warning=True),
     SectionCheck(("agent", "mcp_servers"), McpServers, _mcp_programs, warning=True),
 )
 """The checks ``relaybot check-config`` and ``relaybot run`` pass to the loader."""

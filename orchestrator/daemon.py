@@ -6,12 +6,13 @@ Theory of operation
 starts every channel, each under a :class:`~orchestrator.lifecycle.ChannelSupervisor`: a channel
 that cannot start for a transient cause (server unreachable) is retried with backoff while the
 others serve, and so is one whose connection is lost later (``/healthz`` shows it ``degraded``);
-a permanent cause (a rejected token) is one line naming the channel. When no channel came up
-the run ends with exit code 1 and one line per channel. Then it waits for SIGINT/SIGTERM — or,
-when the console is the only channel, for the end of its input. Shutdown stops taking messages,
-lets running turns finish for up to ``SHUTDOWN_GRACE_SECS``, then cuts the model work of any turn
-still running (its reply ends with the interrupted marker), stops the channels and the HTTP
-server, each within a bound, and returns 0.
+a permanent cause (a rejected token) is one line naming the channel. When every channel failed
+for a permanent cause the run ends with exit code 1 and one line per channel; a channel merely
+unreachable at boot (its only one included) is retried for as long as the bot runs. Then it
+waits for SIGINT/SIGTERM — or, when the console is the only channel, for the end of its input.
+Shutdown stops taking messages, lets running turns finish for up to ``SHUTDOWN_GRACE_SECS``,
+then cuts the model work of any turn still running (its reply ends with the interrupted
+marker), stops the channels and the HTTP server, each within a bound, and returns 0.
 
 SIGHUP reads the config file again (:mod:`orchestrator.reload`): when it validates, channels and
 providers that were added, removed or changed are stopped and started, the others keep their
@@ -230,7 +231,9 @@ class Daemon:
             await tg.start(self._watch_signals)
         for name in self.channels:
             await self._start_channel(tg, name)
-        if not any(s.ever_up for s in self.supervisors.values()):
+        if not any(s.ever_up or s.state == "retrying" for s in self.supervisors.values()):
+            # Every channel failed for good (a rejected token, no adapter): nothing will serve.
+            # One merely unreachable at boot is retried for as long as the bot runs.
             await self._stop_channels()
             causes = {**unbuilt, **{n: s.cause or "" for n, s in self.supervisors.items()}}
             for name, cause in causes.items():
@@ -462,7 +465,12 @@ class Daemon:
         channel = self.channels[name]
         dispatcher = self._dispatcher
         assert dispatcher is not None
-        if not self._access[name].allows(message):
+        access = self._access[name]
+        if not access.allows(message):
+            notice = access.refusal_notice(message)
+            if notice is not None:  # once per sender: the id the admin needs (architecture §3)
+                access.told(message)
+                await self._answering.say(channel, message, notice)
             await channel.reply_finished(message.chat_id)
             return
         if not await self._store.mark_seen(name, message.update_ids):

@@ -30,11 +30,9 @@ import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TextIO
 
 import httpx
-import yaml
 
 from config.channels import (
     ConsoleChannelConfig,
@@ -43,7 +41,6 @@ from config.channels import (
     TelegramChannelConfig,
 )
 from config.models import ProviderConfig, RelaybotConfig
-from config.source import read_yaml
 from config.storage import StorageConfig
 from orchestrator.failure_causes import FailureContext, user_cause
 from providers.errors import ModelNotFound, ProviderBadRequest, ProviderError
@@ -263,30 +260,21 @@ def check_ops_port(listen: str | None) -> Check | None:
 
 
 def store_only_config(path: str, environ: Mapping[str, str]) -> StorageConfig:
-    """The ``storage`` section of the file ``path`` alone, ``${VAR}`` interpolated in it only;
-    a relative path is joined to the file's directory.
+    """The ``storage`` section of the file ``path`` alone
+    (:func:`config.loader.load_storage_config`: ``${VAR}`` interpolated in it only, a relative
+    path in the state directory, as ``relaybot run`` resolves it).
 
     Raises:
-        OSError: the file cannot be read.
-        ValueError: the file is not YAML, or the section does not validate (one line).
+        ValueError: the file cannot be read, is not YAML, or the section does not validate (the
+            first problem, one line).
     """
-    text = Path(path).read_text(encoding="utf-8-sig")
+    from config.errors import ConfigError
+    from config.loader import load_storage_config
+
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not YAML: {str(exc).splitlines()[0]}") from None
-    section = data.get("storage") if isinstance(data, dict) else None
-    doc = read_yaml(yaml.safe_dump({"storage": section or {}}), source_name=path, environ=environ)
-    if doc.issues:
-        raise ValueError(f"{path}: storage: {doc.issues[0].message}")
-    try:
-        storage = StorageConfig.model_validate(doc.data["storage"])
-    except ValueError as exc:
-        raise ValueError(f"{path}: storage: {str(exc).splitlines()[-1].strip()}") from None
-    base = Path(path).parent
-    return storage.model_copy(
-        update={"path": str(storage.resolved_path(base)), "url": storage.resolved_url(base)}
-    )
+        return load_storage_config(path, environ=environ)
+    except ConfigError as exc:
+        raise ValueError(str(exc.errors[0])) from None
 
 
 async def doctor(config: RelaybotConfig | None, storage: StorageConfig, out: TextIO) -> int:

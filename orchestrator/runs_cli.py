@@ -1,7 +1,9 @@
 """``relaybot runs``: the latest model rounds from the store, as a table or JSON (architecture §7).
 
 The store is the one ``relaybot run`` would use: ``storage.url`` or ``storage.path`` of
-``--config FILE`` (or ``$RELAYBOT_CONFIG``), else the embedded default's
+``--config FILE`` (or ``$RELAYBOT_CONFIG``; only its ``storage`` section is read, by
+:func:`config.loader.load_storage_config`, so the secrets of the other sections need not be set),
+else the embedded default's
 ``$XDG_DATA_HOME/relaybot/relaybot.db``. It is only read; a missing SQLite store, or a
 PostgreSQL server that cannot be reached, is one line and exit 1.
 
@@ -23,6 +25,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from config.storage import StorageConfig
 from orchestrator.logsetup import iso_utc
 from orchestrator.store import RoundRecord, Store
 
@@ -60,34 +63,21 @@ def _positive(text: str) -> int:
     return value
 
 
-def store_path(config_file: str | None, environ: dict[str, str]) -> Path | None:
-    """The store ``relaybot run`` would use; None when the config file is not valid (its
-    problems were printed)."""
+def _storage(config_file: str | None, environ: dict[str, str]) -> StorageConfig | Path | None:
+    """The ``storage`` section of the config file, or the embedded default's store path when
+    there is no file; None when the section is not valid (its problems were printed)."""
     from config.default import default_store_path
+    from config.errors import ConfigError
+    from config.loader import format_errors, load_storage_config
 
     path = config_file or environ.get("RELAYBOT_CONFIG")
     if not path:
         return default_store_path(environ)
-    from orchestrator.cli import _load
-
-    config = _load(path)
-    return None if config is None else Path(config.storage.path)
-
-
-def _shared_store_url(config_file: str | None, environ: dict[str, str]) -> str | None:
-    """``storage.url`` of a valid config when it names PostgreSQL (architecture §9), else None
-    (an invalid config is reported by :func:`store_path`)."""
-    path = config_file or environ.get("RELAYBOT_CONFIG")
-    if not path:
-        return None
-    from config.errors import ConfigError
-    from config.loader import load_config
-
     try:
-        config = load_config(path)
-    except ConfigError:
+        return load_storage_config(path, environ=environ)
+    except ConfigError as exc:
+        print(format_errors(exc), file=sys.stderr)
         return None
-    return config.storage.store_url() if config.storage.shared else None
 
 
 async def _shared_rounds(url: str, limit: int, chat: str | None) -> list[tuple[float, RoundRecord]]:
@@ -102,28 +92,33 @@ async def _shared_rounds(url: str, limit: int, chat: str | None) -> list[tuple[f
 
 def run(args: argparse.Namespace) -> int:
     """``relaybot runs``; returns the exit code (2: bad config, 1: no store)."""
-    shared = _shared_store_url(args.config, dict(os.environ))
-    if shared is not None:
+    storage = _storage(args.config, dict(os.environ))
+    if storage is None:
+        return 2
+    if isinstance(storage, StorageConfig) and storage.shared:
         import anyio
 
         try:
-            rounds = anyio.run(_shared_rounds, shared, args.limit, args.chat)
+            rounds = anyio.run(_shared_rounds, storage.store_url(), args.limit, args.chat)
         except Exception as exc:  # psycopg.Error: one line
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             print(f"relaybot: cannot read the store: {first}", file=sys.stderr)
             return 1
         return _print(args, rounds)
-    path = store_path(args.config, dict(os.environ))
-    if path is None:
-        return 2
+    path = storage if isinstance(storage, Path) else Path(storage.store_url()[len("sqlite:///") :])
     if not path.exists():
         print(f"relaybot: no store at {path} (nothing has run with it yet)", file=sys.stderr)
         return 1
-    store = Store(path)
     try:
-        rounds = store.recent_rounds(args.limit, args.chat)
-    finally:
-        store.close()
+        store = Store(path)
+        try:
+            rounds = store.recent_rounds(args.limit, args.chat)
+        finally:
+            store.close()
+    except Exception as exc:  # sqlite3.Error, OSError: not a store, or not readable: one line
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"relaybot: cannot read the store at {path}: {first}", file=sys.stderr)
+        return 1
     return _print(args, rounds)
 
 

@@ -37,10 +37,13 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
 @pytest.fixture(autouse=True)
-def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never depend on the environment: unset keys, tokens, config and proxy variables."""
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Tests never depend on the environment: unset keys, tokens, config and proxy variables.
+    A relative ``storage.path`` lands in the test's own state directory (architecture §6),
+    never in the home directory shared by every run."""
     for name in _ENV_VARS:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("STATE_DIRECTORY", str(tmp_path / "state"))
 
 
 @pytest.fixture(autouse=True)

@@ -21,12 +21,14 @@ __all__ = ["REPO", "BotProcess", "env", "get", "relaybot"]
 
 
 def env(tmp_path: Path) -> dict[str, str]:
-    """A clean environment: no API keys, the checkout importable, HOME and XDG in ``tmp_path``."""
+    """A clean environment: no API keys, the checkout importable, HOME, XDG and the state
+    directory (where a relative ``storage.path`` lands, architecture §6) in ``tmp_path``."""
     return {
         "PYTHONPATH": str(REPO),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "XDG_DATA_HOME": str(tmp_path / "data"),
+        "STATE_DIRECTORY": str(tmp_path),
     }
 
 

@@ -28,6 +28,7 @@ from config.tools import McpHttpServerConfig, McpStdioServerConfig
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "example.yaml"
 FAKE_ENV = {
+    "STATE_DIRECTORY": "/var/lib/relaybot",
     "OPENAI_API_KEY": "sk-fake-openai",
     "ANTHROPIC_API_KEY": "sk-ant-fake",
     "TELEGRAM_BOT_TOKEN": "123456:fake-telegram",
@@ -65,7 +66,8 @@ def test_example_validates_with_every_secret_from_the_environment() -> None:
     assert telegram.token.get_secret_value() == FAKE_ENV["TELEGRAM_BOT_TOKEN"]
     assert telegram.webhook is not None and telegram.webhook.secret_token is not None
     assert config.providers["local"].resolved_base_url == "http://127.0.0.1:11434"
-    assert Path(config.storage.path) == EXAMPLE.parent / "relaybot.db"
+    # A relative storage.path is in the state directory, not beside the file (architecture §6).
+    assert Path(config.storage.path) == Path(FAKE_ENV["STATE_DIRECTORY"]) / "relaybot.db"
 
 
 def test_example_needs_each_secret_variable() -> None:
@@ -75,7 +77,7 @@ def test_example_needs_each_secret_variable() -> None:
     with pytest.raises(ConfigError) as info:
         load_config(EXAMPLE, environ={})
     missing = {issue.message.split()[2] for issue in info.value.errors}
-    assert missing == set(FAKE_ENV)
+    assert missing == set(FAKE_ENV) - {"STATE_DIRECTORY"}
 
 
 def test_example_shows_every_key(data: Any) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from config.errors import ConfigError
-from config.loader import format_errors, load_config, load_config_text
+from config.errors import ConfigError, ConfigIssue
+from config.loader import format_errors, load_config, load_config_text, load_storage_config
 from config.models import RelaybotConfig, TelegramChannelConfig
 
 VALID = """\
@@ -280,22 +280,35 @@ def test_a_secret_never_appears_in_a_yaml_error(tmp_path: Path) -> None:
     assert secret[:12] not in lines[0]
 
 
-def test_relative_storage_path_is_resolved_against_the_config_directory(tmp_path: Path) -> None:
+def test_a_relative_storage_path_is_in_the_state_directory_not_beside_the_file(
+    tmp_path: Path,
+) -> None:
+    # The config lives where a service may only read (/etc/relaybot, a read-only /config).
     conf_dir = tmp_path / "etc"
     conf_dir.mkdir()
     path = conf_dir / "relaybot.yaml"
     path.write_text(VALID + "storage:\n  path: data/bot.db\n", encoding="utf-8")
-    config = load_config(path, environ=ENV)
-    assert Path(config.storage.path) == conf_dir / "data" / "bot.db"
-    assert config.storage.resolved_path("/elsewhere") == conf_dir / "data" / "bot.db"
+    state = {**ENV, "STATE_DIRECTORY": "/var/lib/relaybot:/var/lib/other"}
+    assert load_config(path, environ=state).storage.path == "/var/lib/relaybot/data/bot.db"
+    xdg = {**ENV, "XDG_DATA_HOME": str(tmp_path / "xdg")}
+    assert Path(load_config(path, environ=xdg).storage.path) == (
+        tmp_path / "xdg" / "relaybot" / "data" / "bot.db"
+    )
+    home = {**ENV, "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": "relative"}
+    assert Path(load_config(path, environ=home).storage.path) == (
+        tmp_path / "home" / ".local" / "share" / "relaybot" / "data" / "bot.db"
+    )
+    path.write_text(VALID + "storage:\n  url: sqlite:///bot.db\n", encoding="utf-8")
+    assert load_config(path, environ=state).storage.url == "sqlite:////var/lib/relaybot/bot.db"
 
 
 def test_default_storage_path_and_absolute_path(tmp_path: Path) -> None:
     path = tmp_path / "relaybot.yaml"
     path.write_text(VALID, encoding="utf-8")
-    assert Path(load_config(path, environ=ENV).storage.path) == tmp_path / "relaybot.db"
+    state = {**ENV, "STATE_DIRECTORY": str(tmp_path / "state")}
+    assert Path(load_config(path, environ=state).storage.path) == tmp_path / "state" / "relaybot.db"
     path.write_text(VALID + "storage:\n  path: /var/lib/relaybot/x.db\n", encoding="utf-8")
-    assert load_config(path, environ=ENV).storage.path == "/var/lib/relaybot/x.db"
+    assert load_config(path, environ=state).storage.path == "/var/lib/relaybot/x.db"
 
 
 def test_load_config_text_leaves_storage_path_relative_without_base_dir() -> None:
@@ -368,10 +381,10 @@ def test_provider_base_url_is_an_http_url(tmp_path: Path) -> None:
     assert "sk-test-key" not in "\n".join(errors)
 
 
-def test_storage_url_a_relative_sqlite_path_joins_the_config_directory(tmp_path: Path) -> None:
+def test_storage_url_a_relative_sqlite_path_joins_the_state_directory(tmp_path: Path) -> None:
     path = tmp_path / "relaybot.yaml"
     path.write_text(VALID + "storage:\n  url: sqlite:///data/bot.db\n", encoding="utf-8")
-    storage = load_config(path, environ=ENV).storage
+    storage = load_config(path, environ={**ENV, "STATE_DIRECTORY": str(tmp_path)}).storage
     assert storage.url == f"sqlite:///{tmp_path / 'data' / 'bot.db'}" and not storage.shared
     path.write_text(VALID + "storage:\n  url: postgresql://bot@db/bot\n", encoding="utf-8")
     storage = load_config(path, environ=ENV).storage
@@ -421,3 +434,67 @@ def test_context_budget_keys(tmp_path: Path) -> None:
     assert len(errors) == 2
     assert errors[0].startswith("FILE:6: providers.main.context_window: ")
     assert errors[1].startswith("FILE:11: agent.history.compaction: ")
+
+
+MANAGED_URL = "postgresql://bot:s3cret-Managed-Pw@db.example:5432/bot?sslmode=require"
+
+
+@pytest.mark.parametrize(
+    "written", ["${DATABASE_URL}", "postgresql://bot:${DB_PASSWORD}@db.example:5432/bot"]
+)
+def test_a_password_from_the_environment_is_accepted_in_storage_url(
+    tmp_path: Path, written: str
+) -> None:
+    path = tmp_path / "relaybot.yaml"
+    path.write_text(VALID + f"storage:\n  url: {written}\n", encoding="utf-8")
+    env = {**ENV, "DATABASE_URL": MANAGED_URL, "DB_PASSWORD": "s3cret-Managed-Pw"}
+    storage = load_config(path, environ=env).storage
+    assert storage.shared and "s3cret-Managed-Pw" in storage.store_url()
+
+
+def test_a_password_written_in_storage_url_is_still_refused_even_beside_a_reference(
+    tmp_path: Path,
+) -> None:
+    lines = _errors(
+        tmp_path,
+        VALID + "storage:\n  url: postgresql://bot:hunter2@${DB_HOST}/bot\n",
+        {**ENV, "DB_HOST": "db.example"},
+    )
+    assert len(lines) == 1 and "storage.url: a password in the URL is not accepted" in lines[0]
+    assert "hunter2" not in lines[0]
+
+
+def test_load_storage_config_reads_the_storage_section_alone(tmp_path: Path) -> None:
+    path = tmp_path / "relaybot.yaml"
+    # Every other section is broken or needs secrets that are not set.
+    path.write_text(
+        VALID + "agent: {max_tool_rounds: lots}\nstorage:\n  path: bot.db\n", encoding="utf-8"
+    )
+    storage = load_storage_config(path, environ={"STATE_DIRECTORY": str(tmp_path / "s")})
+    assert Path(storage.path) == tmp_path / "s" / "bot.db"
+    path.write_text(VALID + "storage:\n  url: ${DATABASE_URL}\n", encoding="utf-8")
+    assert load_storage_config(path, environ={"DATABASE_URL": MANAGED_URL}).shared
+    with pytest.raises(ConfigError) as info:
+        load_storage_config(path, environ={})
+    assert [str(i).replace(str(path), "FILE") for i in info.value.errors] == [
+        "FILE:14: storage.url: environment variable DATABASE_URL is not set"
+    ]
+    path.write_text(VALID + "storage:\n  retain_days: 0\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_storage_config(path, environ={})
+    assert [i.path for i in info.value.errors] == ["storage.retain_days"]
+
+
+def test_a_dollar_name_without_braces_is_a_warning(tmp_path: Path) -> None:
+    path = tmp_path / "relaybot.yaml"
+    text = VALID.replace("${OPENAI_API_KEY}", "$OPENAI_API_KEY")
+    path.write_text(text + "policy:\n  guardrails: []\n", encoding="utf-8")
+    warnings: list[ConfigIssue] = []
+    load_config(path, environ=ENV, warnings=warnings)
+    assert [(w.line, w.path, w.warning) for w in warnings] == [(4, "providers.main.api_key", True)]
+    assert "${NAME}" in warnings[0].message
+    # ${VAR}, $${ and a lone $ are not warned about.
+    path.write_text(VALID.replace("gpt-4.1-mini", "'$${x} costs $5'"), encoding="utf-8")
+    warnings = []
+    load_config(path, environ=ENV, warnings=warnings)
+    assert warnings == []

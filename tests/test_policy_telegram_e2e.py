@@ -245,7 +245,10 @@ async def test_a_display_name_like_a_handle_is_never_allowed(tmp_path: Path) -> 
             for c in bot.peer.calls[before:]
             if c.method.lower() in {"sendmessage", "editmessagetext", "deletemessage"}
         ]
-        assert writes == []
+        # No answer; only the one notice telling the impostor their own id (architecture §3
+        # "Access"), in the private chat where they first addressed the bot.
+        assert [(c.method.lower(), c.chat_id) for c in writes] == [("sendmessage", CHAT + 1)]
+        assert "Your user id is 222" in bot.peer.texts(CHAT + 1)[0]
         assert bot.daemon.store.history("tg", str(group)), "the group's conversation was kept"
 
 

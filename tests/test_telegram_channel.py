@@ -89,7 +89,7 @@ async def test_start_polls_registers_commands_and_stop_ends_polling(
     tg = TelegramChannel("tg", _config(server), inbox, timeouts=FAST)
     await tg.start()
     await server.wait_for(lambda: bool(server.calls_to("getUpdates")))
-    assert [c["command"] for c in server.commands] == ["start", "reset", "stop"]
+    assert [c["command"] for c in server.commands] == ["start", "reset", "new", "help", "stop"]
     assert server.calls_to("getMe") and server.calls_to("deleteWebhook")
     await tg.stop()
     polls = len(server.calls_to("getUpdates"))

@@ -19,6 +19,12 @@ from orchestrator.store.postgres_schema import SchemaTooNew, migrations
 from providers.base import ChatMessage
 
 
+def test_the_packaged_migrations_are_numbered_one_by_one() -> None:
+    """Two branches that each add "the next" migration must not both ship it: a shared number
+    would be applied for one file and refused for the other on every database."""
+    assert [m.version for m in migrations()] == list(range(1, len(migrations()) + 1))
+
+
 async def test_migrations_are_versioned_and_applied_once(postgres_url: str) -> None:
     first = await PostgresStore.connect(postgres_url)
     second = await PostgresStore.connect(postgres_url)  # a second instance starting

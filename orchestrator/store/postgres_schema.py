@@ -32,13 +32,21 @@ class Migration:
 
 
 def migrations() -> list[Migration]:
-    """The packaged migrations, by version."""
-    found = []
+    """The packaged migrations, by version. Raises ``ValueError`` when two files share a
+    version (two branches that each added the next number): renumber one of them."""
+    found: dict[int, Migration] = {}
     for entry in resources.files("orchestrator.store.migrations").iterdir():
         match = _FILE.match(entry.name)
-        if match:
-            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
-    return sorted(found, key=lambda m: m.version)
+        if not match:
+            continue
+        migration = Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8"))
+        if migration.version in found:
+            raise ValueError(
+                f"migrations {found[migration.version].name!r} and {migration.name!r} share"
+                f" version {migration.version:04d}"
+            )
+        found[migration.version] = migration
+    return [found[version] for version in sorted(found)]
 
 
 async def migrate(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> list[int]:

@@ -23,11 +23,12 @@ A caller may hold such text back before its policy (:meth:`~DeliveryDriver.text_
 it from the source it gave :meth:`~DeliveryDriver.pull_from`, which each pass of the loop calls
 first (the round's sink does: the policy then runs once per write, not once per delta).
 
-Channel errors become write outcomes here, once: ``ChannelRateLimited`` →
-``rate_limited`` (with its ``retry_after``), ``MessageNotModified`` → ``not_modified``,
-``MessageTooLong`` → ``too_long``, ``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``,
-``ChannelUnavailable`` → ``refused``, ``ChatMoved`` → ``moved`` (the reply's chat id becomes the
-new one, ``on_moved`` is awaited with it; at most :data:`MAX_MOVES` times), ``DestinationGone`` →
+Channel errors become write outcomes here, once, by one table (:data:`WRITE_OUTCOMES`, walked
+along the error's class hierarchy): ``ChannelRateLimited`` → ``rate_limited`` (with its
+``retry_after``), ``MessageNotModified`` → ``not_modified``, ``MessageTooLong`` → ``too_long``,
+``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``, ``ChannelUnavailable`` →
+``refused``, ``ChatMoved`` → ``moved`` (the reply's chat id becomes the new one, ``on_moved`` is
+awaited with it; at most :data:`MAX_MOVES` times, then ``failed``), ``DestinationGone`` →
 ``unreachable`` (``on_unreachable`` is called: the turn stops its model work), any other
 ``ChannelError`` (or an unexpected exception from an adapter, logged with its traceback) →
 ``failed``. Typing failures are logged and ignored.
@@ -42,7 +43,7 @@ import asyncio
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 import anyio
@@ -72,13 +73,14 @@ from orchestrator.delivery.events import (
     SleepUntil,
     TextEmitted,
     WriteFailed,
+    WriteFailure,
     WriteSucceeded,
     WrittenElsewhere,
 )
 from orchestrator.delivery.hooks import PiecePolicy, guard_piece
 from orchestrator.delivery.settings import DeliverySettings
 
-__all__ = ["MAX_MOVES", "DeliveryDriver"]
+__all__ = ["MAX_MOVES", "WRITE_OUTCOMES", "DeliveryDriver", "write_outcome"]
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,34 @@ T = TypeVar("T")
 
 MAX_MOVES = 3
 """Chat moves one reply follows; a further ``ChatMoved`` is a failed write."""
+
+
+WRITE_OUTCOMES: Mapping[type[Exception], WriteFailure] = {
+    ChannelRateLimited: "rate_limited",
+    MessageNotModified: "not_modified",
+    ChatMoved: "moved",
+    DestinationGone: "unreachable",
+    MessageTooLong: "too_long",
+    MessageGone: "gone",
+    ChannelTimeout: "timeout",
+    ChannelUnavailable: "refused",
+    ChannelError: "failed",
+    Exception: "failed",
+}
+"""The outcome of a channel write that raised, by error class (architecture §3 "Network
+errors"): the boundary's one table, walked by :func:`write_outcome` along the class hierarchy,
+as httpx's ``map_httpcore_exceptions`` does."""
+
+
+def write_outcome(exc: Exception) -> WriteFailure:
+    """The :data:`WRITE_OUTCOMES` entry of ``exc``'s nearest class (its MRO, most derived
+    first): a subclass of ``MessageGone`` is ``gone``, an adapter's unexpected ``KeyError``
+    is ``failed``. A pure function."""
+    for cls in type(exc).__mro__:
+        reason = WRITE_OUTCOMES.get(cls)
+        if reason is not None:
+            return reason
+    return "failed"  # unreachable: every Exception has Exception in its MRO
 
 
 async def _stay(chat_id: str) -> None:
@@ -414,44 +444,44 @@ class DeliveryDriver:
                 case DeleteMessage(message_id=message_id):
                     await channel.delete_message(self._ref(message_id))
             return WriteSucceeded()
-        except ChannelRateLimited as exc:
-            log.info(
-                "%s in %s:%s rate limited for %g s",
-                kind,
-                channel.name,
-                self._chat_id,
-                exc.retry_after,
-            )
-            return WriteFailed("rate_limited", exc.retry_after)
-        except MessageNotModified:
-            return WriteFailed("not_modified")
-        except ChatMoved as exc:
-            if self._moves >= MAX_MOVES:
+        except Exception as exc:
+            return await self._failed(kind, exc)
+
+    async def _failed(self, kind: str, exc: Exception) -> WriteFailed:
+        """The outcome of a write that raised ``exc`` (:data:`WRITE_OUTCOMES`), with what the
+        outcome asks for done: logged, the chat followed, the turn told the chat is gone."""
+        reason = write_outcome(exc)
+        channel = self._channel.name
+        match reason:
+            case "rate_limited":
+                assert isinstance(exc, ChannelRateLimited)
+                log.info(
+                    "%s in %s:%s rate limited for %g s",
+                    kind,
+                    channel,
+                    self._chat_id,
+                    exc.retry_after,
+                )
+                return WriteFailed("rate_limited", exc.retry_after)
+            case "not_modified":
+                return WriteFailed("not_modified")
+            case "moved":
+                assert isinstance(exc, ChatMoved)
+                if self._moves >= MAX_MOVES:
+                    self._log_failure(kind, exc)
+                    return WriteFailed("failed")
+                await self._moved(exc.new_chat_id)
+                return WriteFailed("moved")
+            case "unreachable":
+                assert isinstance(exc, ChannelError)
+                self._gone(kind, exc)
+                return WriteFailed("unreachable")
+            case _ if isinstance(exc, ChannelError):
                 self._log_failure(kind, exc)
-                return WriteFailed("failed")
-            await self._moved(exc.new_chat_id)
-            return WriteFailed("moved")
-        except DestinationGone as exc:
-            self._gone(kind, exc)
-            return WriteFailed("unreachable")
-        except MessageTooLong as exc:
-            self._log_failure(kind, exc)
-            return WriteFailed("too_long")
-        except MessageGone as exc:
-            self._log_failure(kind, exc)
-            return WriteFailed("gone")
-        except ChannelTimeout as exc:
-            self._log_failure(kind, exc)
-            return WriteFailed("timeout")
-        except ChannelUnavailable as exc:
-            self._log_failure(kind, exc)
-            return WriteFailed("refused")
-        except ChannelError as exc:
-            self._log_failure(kind, exc)
-            return WriteFailed("failed")
-        except Exception:
-            log.exception("%s in %s:%s raised", kind, channel.name, self._chat_id)
-            return WriteFailed("failed")
+                return WriteFailed(reason)
+            case _:  # an adapter's bug: its traceback goes to the log
+                log.exception("%s in %s:%s raised", kind, channel, self._chat_id, exc_info=exc)
+                return WriteFailed(reason)
 
     def _gone(self, kind: str, exc: ChannelError) -> None:
         log.warning(

@@ -9,8 +9,9 @@ what one delta cost everything downstream (the consumer's work and whatever the 
 meanwhile: the delivery task). The same provider drained by a bare ``async for`` gives the
 baseline, subtracted: the figure is the cost *beyond the provider*.
 
-The parts: **policy** (``ReplyPolicy.feed`` and ``guard_piece``: redaction window and piece
-guard), **delivery** (``DeliveryDriver.feed`` and the driver task's turns of the loop: engine,
+The parts: **policy** (``ReplyPolicy.feed`` and ``redact_piece``: redaction window and piece
+guard, as delivery calls it, through :func:`orchestrator.delivery.hooks.guard_piece`; no hook is
+configured), **delivery** (``DeliveryDriver.feed`` and the driver task's turns of the loop: engine,
 layout, channel call), **rest** (round runner, turn loop, ``<think>`` filter: the remainder).
 Median and p99 per delta; a burst (the whole answer as fast as it can be consumed) at two
 answer lengths.
@@ -98,7 +99,8 @@ class _Timed:
 
 
 class _TimedPolicies:
-    """An :class:`OutboundPolicy` whose replies' ``feed``/``guard_piece`` are timed."""
+    """An :class:`OutboundPolicy` whose replies' ``feed``/``redact_piece`` (the piece guard
+    delivery runs) are timed."""
 
     def __init__(self, feed: _Timed, guard: _Timed) -> None:
         self._policy = OutboundPolicy.from_config(PolicyConfig())
@@ -107,7 +109,7 @@ class _TimedPolicies:
     def new_reply(self, channel: str, chat_id: str, render: Any = None) -> Any:
         reply = self._policy.new_reply(channel, chat_id, render)
         reply.feed = self._feed.wrap(reply.feed)  # type: ignore[method-assign]
-        reply.guard_piece = self._guard.wrap(reply.guard_piece)  # type: ignore[method-assign]
+        reply.redact_piece = self._guard.wrap(reply.redact_piece)  # type: ignore[method-assign]
         return reply
 
 
@@ -175,7 +177,7 @@ def measure(n: int, repeats: int = 5) -> dict[str, float]:
             gaps: list[float] = full.pop("gaps")  # type: ignore[assignment]
             # The bare provider's gap is nearly all its own loop turn: the delivery task runs
             # inside the pipeline's loop turns, so what those cost beyond it, plus
-            # DeliveryDriver.feed, is delivery (guard_piece, which runs there, is policy).
+            # DeliveryDriver.feed, is delivery (redact_piece, which runs there, is policy).
             delivery = max(0.0, full["loop_us"] - base - full["guard_us"]) + full["feed_us"]
             mean = statistics.fmean(gaps) - base
             runs.append(

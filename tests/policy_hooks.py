@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["calls"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from orchestrator.policy import ReplyPolicy
+
+__all__ = ["calls", "guard_here"]
 
 calls: list[tuple[str, str, str]] = []
 """Every call of :func:`record`: ``(channel, chat_id, text)``."""
@@ -72,3 +77,12 @@ def exit_now(channel: str, chat_id: str, text: str) -> str:
     import os
 
     os._exit(3)
+
+
+def guard_here(policy: ReplyPolicy, text: str) -> str | None:
+    """One delivered piece guarded as delivery guards it
+    (:func:`orchestrator.delivery.hooks.guard_piece`: the hook's verdict, then ``redact_piece``
+    on it), the hook called in this thread. Raises what the hook raised (delivery withholds the
+    piece then)."""
+    verdict = policy.hook_piece_here(text)
+    return None if verdict is None else policy.redact_piece(verdict)

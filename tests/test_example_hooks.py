@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from config.models import PolicyConfig
 from orchestrator.policy import OutboundPolicy
+from tests.policy_hooks import guard_here
 
 
 def test_example_hook_masks_email_addresses_once_per_piece() -> None:
@@ -11,5 +12,5 @@ def test_example_hook_masks_email_addresses_once_per_piece() -> None:
         PolicyConfig(on_message_sending="orchestrator.policy.example_hooks:mask_email_addresses")
     )
     reply = policy.new_reply("tg", "1")
-    assert reply.guard_piece("Write to ada@example.org today.") == "Write to [email] today."
-    assert reply.guard_piece("No address here.") == "No address here."
+    assert guard_here(reply, "Write to ada@example.org today.") == "Write to [email] today."
+    assert guard_here(reply, "No address here.") == "No address here."

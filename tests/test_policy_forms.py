@@ -20,6 +20,7 @@ from orchestrator.policy.catalogue import Redactor
 from orchestrator.policy.rendered import redact_rendered
 from tests.fakes import FakeChat
 from tests.policy_forms import FORMS, reader_view, wrapped
+from tests.policy_hooks import guard_here
 from tests.policy_samples import _PROSE, planted_secrets, windows
 from tests.test_policy_c18 import MODES, ROUND, deliver
 
@@ -159,7 +160,7 @@ def test_every_form_is_caught_by_the_policy_alone(form: str) -> None:
         policy.begin_round()
         text = f"the key {written} ok"
         out = "".join(policy.feed(c) for c in text) + policy.finish()
-        final = policy.guard_piece(out) or ""
+        final = guard_here(policy, out) or ""
         for shown in (out, final, markdown_to_telegram(final).text):
             view = reader_view(shown)
             assert not [w for w in windows(secret) if w in view], (written, shown)

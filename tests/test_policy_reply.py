@@ -12,6 +12,7 @@ from orchestrator.logsetup import RedactingFormatter
 from orchestrator.policy import REFUSAL_NOTICE, OutboundPolicy, PolicyError, ReplyPolicy, TermList
 from orchestrator.policy.hook import HOOK_OUTPUT_MAX_CHARS, load_hook
 from tests import policy_hooks
+from tests.policy_hooks import guard_here
 
 KEY = "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIIIJJJJ"
 
@@ -53,37 +54,37 @@ def test_restart_forgets_the_failed_attempt() -> None:
 def test_a_key_split_across_two_turns_is_never_shown_and_the_marker_appears() -> None:
     policy = ReplyPolicy()
     first, second = _stream(policy, "Checking AKIAABCDEFGH", "IJKLMNOP was found.")
-    pieces = [policy.guard_piece(first), policy.guard_piece(second)]
+    pieces = [guard_here(policy, first), guard_here(policy, second)]
     assert pieces == ["Checking ", "[REDACTED:aws_access_key] was found."]
     assert not any("AKIA" in p or "IJKL" in p for p in pieces if p)
 
 
 def test_a_secret_the_hook_completes_is_caught() -> None:
     policy = ReplyPolicy(hook=policy_hooks.sign_with_key_start)
-    assert policy.guard_piece("First turn.") == "First turn. AKIAABCDEFGH"
+    assert guard_here(policy, "First turn.") == "First turn. AKIAABCDEFGH"
     # The next piece's text completes the key the hook started: its part is masked.
-    assert policy.guard_piece("IJKLMNOP then") == "[REDACTED:aws_access_key] then AKIAABCDEFGH"
+    assert guard_here(policy, "IJKLMNOP then") == "[REDACTED:aws_access_key] then AKIAABCDEFGH"
 
 
 def test_a_secret_the_hook_writes_whole_is_caught() -> None:
     policy = ReplyPolicy(hook=lambda channel, chat, text: f"{text} (token {KEY})")
-    assert policy.guard_piece("Done.") == "Done. (token [REDACTED:anthropic_key])"
+    assert guard_here(policy, "Done.") == "Done. (token [REDACTED:anthropic_key])"
 
 
 def test_a_clean_piece_after_a_redacted_one_is_sent_unchanged() -> None:
     policy = ReplyPolicy()
-    assert policy.guard_piece(f"the key {KEY}") == "the key [REDACTED:anthropic_key]"
-    assert policy.guard_piece("All good here.") == "All good here."
-    assert policy.guard_piece("[REDACTED:anthropic_key] again") == "[REDACTED:anthropic_key] again"
+    assert guard_here(policy, f"the key {KEY}") == "the key [REDACTED:anthropic_key]"
+    assert guard_here(policy, "All good here.") == "All good here."
+    assert guard_here(policy, "[REDACTED:anthropic_key] again") == "[REDACTED:anthropic_key] again"
 
 
 def test_only_the_last_512_characters_of_history_are_context() -> None:
     policy = ReplyPolicy(hook=lambda channel, chat, text: text)
-    policy.guard_piece("AKIAABCD" + "EFGH")  # a key start, delivered (the hook allowed it)
-    assert policy.guard_piece("IJKLMNOP rest") == "[REDACTED:aws_access_key] rest"
-    policy.guard_piece("AKIAABCDEFGH")
-    policy.guard_piece(" " * 600)
-    assert policy.guard_piece("IJKLMNOP") == "IJKLMNOP"
+    guard_here(policy, "AKIAABCD" + "EFGH")  # a key start, delivered (the hook allowed it)
+    assert guard_here(policy, "IJKLMNOP rest") == "[REDACTED:aws_access_key] rest"
+    guard_here(policy, "AKIAABCDEFGH")
+    guard_here(policy, " " * 600)
+    assert guard_here(policy, "IJKLMNOP") == "IJKLMNOP"
 
 
 def test_redact_line_masks_status_lines_and_notices() -> None:
@@ -100,18 +101,17 @@ def test_the_hook_is_loaded_from_its_import_path_and_sees_redacted_text() -> Non
     ).new_reply("tg", "42")
     policy_hooks.calls.clear()
     (text,) = _stream(policy, f"the key is {KEY} ok")
-    assert policy.guard_piece(text) == "the key is [REDACTED:anthropic_key] ok"
+    assert guard_here(policy, text) == "the key is [REDACTED:anthropic_key] ok"
     assert policy_hooks.calls == [("tg", "42", "the key is [REDACTED:anthropic_key] ok")]
 
 
 def test_the_hook_rewrites_or_cancels_a_piece() -> None:
-    assert ReplyPolicy(hook=policy_hooks.shout).guard_piece("hello") == "HELLO"
-    assert ReplyPolicy(hook=policy_hooks.cancel).guard_piece("hello") is None
+    assert guard_here(ReplyPolicy(hook=policy_hooks.shout), "hello") == "HELLO"
+    assert guard_here(ReplyPolicy(hook=policy_hooks.cancel), "hello") is None
 
 
-def test_a_failing_hook_sends_nothing_for_that_piece_and_is_logged(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_a_failing_hook_raises_for_that_piece_and_the_next_goes_on() -> None:
+    """Its error reaches delivery, which withholds that piece (tests/test_hook_workers.py)."""
     calls = iter([RuntimeError("broken"), "fine"])
 
     def flaky(channel: str, chat_id: str, text: str) -> str:
@@ -121,22 +121,18 @@ def test_a_failing_hook_sends_nothing_for_that_piece_and_is_logged(
         return outcome
 
     policy = ReplyPolicy(hook=flaky, channel="tg", chat_id="7")
-    with caplog.at_level(logging.ERROR):
-        assert policy.guard_piece("first") is None
-    assert "on_message_sending failed in tg:7" in caplog.text
-    assert policy.guard_piece("second") == "fine"  # the reply goes on
+    with pytest.raises(RuntimeError, match="broken"):
+        guard_here(policy, "first")
+    assert guard_here(policy, "second") == "fine"  # the reply goes on
 
 
-def test_a_hook_returning_neither_text_nor_none_fails_closed(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with caplog.at_level(logging.ERROR):
-        assert ReplyPolicy(hook=policy_hooks.number).guard_piece("x") is None
-    assert "returned int" in caplog.text
+def test_a_hook_returning_neither_text_nor_none_fails_closed() -> None:
+    with pytest.raises(TypeError, match="returned int"):
+        guard_here(ReplyPolicy(hook=policy_hooks.number), "x")
 
 
 def test_hook_output_is_cut_to_20000_characters() -> None:
-    out = ReplyPolicy(hook=policy_hooks.huge).guard_piece("start ")
+    out = guard_here(ReplyPolicy(hook=policy_hooks.huge), "start ")
     assert out is not None
     assert len(out) == HOOK_OUTPUT_MAX_CHARS
     assert out.startswith("start x") and out.endswith("x…")
@@ -247,7 +243,7 @@ def test_from_config_builds_extras_terms_and_the_hook() -> None:
     reply = outbound.new_reply("c", "1")
     (text,) = _stream(reply, "ok acme_123456 zephyr")
     assert text == "ok [REDACTED:acme] [REDACTED:term]"
-    assert reply.guard_piece(text) == "OK [REDACTED:ACME] [REDACTED:TERM]"  # the hook ran
+    assert guard_here(reply, text) == "OK [REDACTED:ACME] [REDACTED:TERM]"  # the hook ran
 
 
 def test_log_lines_pass_through_the_same_redactor() -> None:

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
+from channels.telegram_format import markdown_to_telegram
 from config.models import PolicyConfig, SecretPatternConfig
 from orchestrator.policy import OutboundPolicy, PolicyError, Redactor, ReplyPolicy, SecretShape
 from orchestrator.policy.catalogue import BUILTIN_SHAPES
-from orchestrator.policy.outbound import telegram_visible_text
 from tests.policy_forms import reader_view
+from tests.policy_hooks import guard_here
 
 REPO = Path(__file__).resolve().parents[1]
 REDACTOR = Redactor()
@@ -117,9 +118,14 @@ def test_real_shapes_next_to_their_lookalikes_are_still_redacted() -> None:
     assert REDACTOR.redact("sk-proj-Q7abcdefghijklmnopqrstuv") == "[REDACTED:openai_key]"
 
 
+def telegram_visible_text(markdown: str) -> str:
+    """What Telegram shows of ``markdown`` sent formatted (``TelegramChannel.visible_text``)."""
+    return markdown_to_telegram(markdown).text
+
+
 def test_a_key_rendered_whole_only_by_the_renderer_is_redacted_in_the_final() -> None:
     policy = ReplyPolicy(render=telegram_visible_text)
-    final = policy.guard_piece("the key sk_live_**51HqQXZJVWKY13579abcd** here") or ""
+    final = guard_here(policy, "the key sk_live_**51HqQXZJVWKY13579abcd** here") or ""
     assert "QXZJVWKY" not in telegram_visible_text(final)
 
 
@@ -133,8 +139,8 @@ def test_a_paragraph_break_between_pieces_stays_a_break() -> None:
         policy.feed("The prefix is AKIA\n\n") + policy.feed("IOSFODNN7EXAMPLE") + policy.finish()
     )
     assert streamed == "The prefix is AKIA\n\nIOSFODNN7EXAMPLE"
-    assert policy.guard_piece("The prefix is AKIA") == "The prefix is AKIA"
-    assert policy.guard_piece("IOSFODNN7EXAMPLE") == "IOSFODNN7EXAMPLE"
+    assert guard_here(policy, "The prefix is AKIA") == "The prefix is AKIA"
+    assert guard_here(policy, "IOSFODNN7EXAMPLE") == "IOSFODNN7EXAMPLE"
 
 
 # -- extra patterns ---------------------------------------------------------------------------

@@ -13,14 +13,13 @@ from orchestrator.policy.catalogue import BUILTIN_SHAPES, Redactor, SecretShape,
 from orchestrator.policy.errors import PolicyError
 from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
 from orchestrator.policy.outbound import OutboundPolicy
-from orchestrator.policy.reply import PieceGuard, ReplyPolicy
+from orchestrator.policy.reply import ReplyPolicy
 from orchestrator.policy.window import RedactionWindow
 
 __all__ = [
     "BUILTIN_SHAPES",
     "REFUSAL_NOTICE",
     "OutboundPolicy",
-    "PieceGuard",
     "PolicyError",
     "RedactionWindow",
     "Redactor",

@@ -4,22 +4,20 @@
 named by an import path ``"package.module:function"``. It returns the text to send, or ``None``
 to cancel that piece. It runs once per delivered piece and sees text already redacted by the
 window. Its output is cut to 20 000 characters (the last one an ellipsis). Failing closed: an
-exception, or a result that is neither ``str`` nor ``None``, sends nothing for that piece and is
-logged; the bot keeps running.
+exception, a result that is neither ``str`` nor ``None``, or no answer within
+``hook_timeout_secs`` withholds that piece and is logged (by the delivery's
+:func:`~orchestrator.delivery.hooks.guard_piece`); the bot keeps running.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 from collections.abc import Callable
 
 from orchestrator.policy.errors import PolicyError
 
-__all__ = ["HOOK_OUTPUT_MAX_CHARS", "Hook", "call_hook", "load_hook", "run_hook"]
-
-log = logging.getLogger(__name__)
+__all__ = ["HOOK_OUTPUT_MAX_CHARS", "Hook", "call_hook", "load_hook"]
 
 Hook = Callable[[str, str, str], "str | None"]
 """``(channel, chat_id, text) -> text to send | None``."""
@@ -71,13 +69,3 @@ def call_hook(hook: Hook, channel: str, chat_id: str, text: str) -> str | None:
     if len(result) > HOOK_OUTPUT_MAX_CHARS:
         result = result[: HOOK_OUTPUT_MAX_CHARS - len(_ELLIPSIS)] + _ELLIPSIS
     return result
-
-
-def run_hook(hook: Hook, channel: str, chat_id: str, text: str) -> str | None:
-    """Run ``hook`` on one piece; ``None`` means: send nothing for it (also when it failed,
-    which is logged)."""
-    try:
-        return call_hook(hook, channel, chat_id, text)
-    except Exception:
-        log.exception("on_message_sending failed in %s:%s; the piece is not sent", channel, chat_id)
-        return None

@@ -3,10 +3,14 @@
 It owns what every reply shares — the compiled catalogue (built-in shapes, then
 ``extra_secret_patterns``, then the terms of ``redact`` guardrails), the hook and the
 guardrails — and makes one :class:`~orchestrator.policy.reply.ReplyPolicy` per reply. The hook
-is imported here only to check it (and for :meth:`ReplyPolicy.guard_piece`'s in-process call);
-the daemon runs it in :attr:`OutboundPolicy.hooks`, worker processes it starts and stops around
-its run (architecture §4 "The hook"). Its
-:meth:`OutboundPolicy.redact` serves logs, notices and anything else sent outside a reply.
+is imported here only to check it (and for :meth:`ReplyPolicy.hook_piece_here`, a caller with
+no event loop); the daemon runs it in :attr:`OutboundPolicy.hooks`, worker processes it starts
+and stops around its run (architecture §4 "The hook"). Its :meth:`OutboundPolicy.redact` serves
+logs, notices and anything else sent outside a reply.
+
+The policy knows no channel: what a chat's reader sees of a formatted text (its renderer) is
+handed in by the caller, per reply (``Channel.visible_text``, through :meth:`new_reply`) or
+for every reply (``render``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from channels.telegram_format import markdown_to_telegram
 from config.models import PolicyConfig, SecretPatternConfig
 from orchestrator.policy.catalogue import (
     BUILTIN_SHAPES,
@@ -31,13 +34,7 @@ from orchestrator.policy.reply import Renderer, ReplyPolicy
 if TYPE_CHECKING:  # imported where built: the deciding cores of this package stay sans-I/O
     from orchestrator.policy.hook_pool import HookWorkers
 
-__all__ = ["OutboundPolicy", "extra_shapes", "telegram_visible_text"]
-
-
-def telegram_visible_text(markdown: str) -> str:
-    """The text Telegram displays for the formatted final ``markdown`` (today's only renderer
-    of a formatted final; architecture §3 "Formatting")."""
-    return markdown_to_telegram(markdown).text
+__all__ = ["OutboundPolicy", "extra_shapes"]
 
 
 def extra_shapes(patterns: Sequence[SecretPatternConfig]) -> tuple[SecretShape, ...]:
@@ -68,13 +65,15 @@ class OutboundPolicy:
 
     Args:
         redactor: the catalogue (default: the built-in shapes).
-        hook: the ``on_message_sending`` hook, called in-process by ``guard_piece`` alone.
+        hook: the ``on_message_sending`` hook, called in this thread by ``hook_piece_here``
+            alone.
         hooks: the hook's worker processes (not started: the daemon starts and stops them);
             what the delivery driver awaits.
         guardrails: the guardrails; the shapes of ``redact`` lists must be in ``redactor``
             (:meth:`from_config` arranges that).
-        render: the renderer of formatted finals, as displayed (default: Telegram's); every
-            delivered piece is also checked as it displays.
+        render: what a reader sees of a formatted text, for replies given no renderer of
+            their own (default ``None``: the raw text only); every delivered piece is also
+            checked as it displays. The caller's channel supplies it: the policy knows none.
     """
 
     def __init__(
@@ -90,7 +89,7 @@ class OutboundPolicy:
         self.hook_timeout_secs = hook_timeout_secs
         self.hooks = hooks
         self.redactor = redactor if redactor is not None else Redactor()
-        self.render = render if render is not None else telegram_visible_text
+        self.render = render
         self.hook = hook
         self.guardrails = tuple(guardrails)
 
@@ -126,7 +125,7 @@ class OutboundPolicy:
     def new_reply(self, channel: str, chat_id: str, render: Renderer | None = None) -> ReplyPolicy:
         """A fresh policy for one reply in ``channel``/``chat_id``; ``render``: what that
         channel's reader sees of a formatted text (``Channel.visible_text``; default: this
-        policy's renderer)."""
+        policy's ``render``)."""
         return ReplyPolicy(
             self.redactor,
             hook=self.hook,

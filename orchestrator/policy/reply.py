@@ -19,11 +19,12 @@ then on the policy returns nothing. A non-holding guardrail screens at the same 
 text was shown; the caller then feeds ``AnswerRefused(refusal)`` to delivery.
 
 Each delivered piece (``multi_message`` paragraphs and turns, the ``off`` message, the final
-``partial`` text) crosses :meth:`guard_piece` once: the hook, then redaction again with the
-delivered history as context (:mod:`orchestrator.policy.pieces`). The delivery driver takes
-those two steps apart — :meth:`hook_piece` awaits the hook's verdict from a worker process
-(:mod:`orchestrator.policy.hook_pool`, bounded by :attr:`hook_timeout_secs`; the event loop
-never runs hook code), then :meth:`redact_piece` on the event loop. Status lines and notices go
+``partial`` text) is guarded once, in two steps the delivery driver takes
+(:func:`orchestrator.delivery.hooks.guard_piece`): :meth:`hook_piece` awaits the hook's verdict
+from a worker process (:mod:`orchestrator.policy.hook_pool`, bounded by
+:attr:`hook_timeout_secs`; the event loop never runs hook code), then :meth:`redact_piece`
+redacts that output again on the event loop, with the delivered history as context
+(:mod:`orchestrator.policy.pieces`). Status lines and notices go
 through :meth:`redact_line`.
 """
 
@@ -36,31 +37,18 @@ from typing import Protocol
 from orchestrator.policy.catalogue import Redactor
 from orchestrator.policy.errors import HookFailed
 from orchestrator.policy.guardrails import REFUSAL_NOTICE, TermList
-from orchestrator.policy.hook import Hook, call_hook, run_hook
+from orchestrator.policy.hook import Hook, call_hook
 from orchestrator.policy.pieces import PieceHistory
 from orchestrator.policy.rendered import Renderer, redact_rendered
 from orchestrator.policy.window import RedactionWindow
 
-__all__ = ["HookCaller", "PieceGuard", "Renderer", "ReplyPolicy", "redact_rendered"]
+__all__ = ["HookCaller", "Renderer", "ReplyPolicy", "redact_rendered"]
 
 _PARAGRAPH_BREAK = "\n\n"
 _PROBE_CHARS = 32
 
 
 log = logging.getLogger(__name__)
-
-
-class PieceGuard(Protocol):
-    """What the delivery engine needs of the policy for each delivered piece."""
-
-    def guard_piece(self, text: str) -> str | None:
-        """Run the hook once on a delivered piece and redact its output again with the suffix of
-        the already-delivered history as context. ``None`` cancels the piece."""
-        ...
-
-    def redact_line(self, text: str) -> str:
-        """Redact a status line or notice on its own."""
-        ...
 
 
 class HookCaller(Protocol):
@@ -78,9 +66,9 @@ class ReplyPolicy:
         redactor: the catalogue (default: the built-in shapes). For ``redact`` guardrails it
             must already contain their shapes (:class:`~orchestrator.policy.OutboundPolicy`
             builds it so).
-        hook: the ``on_message_sending`` hook, or ``None``: called in-process by
-            :meth:`guard_piece` only (tests, tools); the driver's :meth:`hook_piece` uses
-            ``hooks``.
+        hook: the ``on_message_sending`` hook, or ``None``: called in this thread by
+            :meth:`hook_piece_here` only (a caller with no event loop); the driver's
+            :meth:`hook_piece` uses ``hooks``.
         hooks: the hook's worker processes, or ``None``.
         guardrails: the configured guardrails.
         channel: the channel name passed to the hook.
@@ -175,17 +163,6 @@ class ReplyPolicy:
         return released
 
     # -- delivered pieces ---------------------------------------------------------------------
-
-    def guard_piece(self, text: str) -> str | None:
-        """One delivered piece: the hook (``None`` cancels), then redaction again with the last
-        512 characters of the delivered history as context. Returns what to send."""
-        separator = self._separator(text)
-        if self._hook is not None:
-            hooked = run_hook(self._hook, self._channel, self._chat_id, text)
-            if hooked is None:
-                return None
-            text = hooked
-        return self._guarded(text, separator)
 
     def _guarded(self, text: str, separator: str) -> str:
         guarded = self._pieces.guard(text, separator)

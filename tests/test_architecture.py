@@ -119,7 +119,6 @@ def test_delivery_imports_nothing_from_the_policy() -> None:
     assert wrong == []
 
 
-
 def test_the_policy_imports_no_channel() -> None:
     """architecture §4: the policy knows no channel; what a chat's reader sees of a formatted
     text (``Channel.visible_text``) is handed in by the caller."""
@@ -130,6 +129,7 @@ def test_the_policy_imports_no_channel() -> None:
         if name == "channels" or name.startswith("channels.")
     ]
     assert wrong == []
+
 
 ADAPTERS = [
     "channels/telegram.py",

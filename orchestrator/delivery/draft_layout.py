@@ -113,7 +113,7 @@ class DraftLayout:
         self._final_body: str | None = None
         """What the final layout cut (``None`` for a refusal)."""
         self._final_formatted = True
-        self.suffix: str | None = None
+        self._suffix: str | None = None
         """The line after the final text (the interrupted marker), redacted."""
 
     # -- the live draft -----------------------------------------------------------------------
@@ -190,8 +190,11 @@ class DraftLayout:
         self._reset_live()
         self._extend()
 
-    def end(self) -> None:
+    def end(self, suffix: str | None = None) -> None:
+        """The answer is over; ``suffix`` (redacted: the interrupted marker) goes after the
+        final text, after a blank line."""
         self._clear_status()
+        self._suffix = suffix
         self.version += 1
 
     def freeze_live(self) -> None:
@@ -281,12 +284,12 @@ class DraftLayout:
         self, body: str, *, formatted: bool = True, keep: list[Frozen] | None = None
     ) -> None:
         """The final targets: the cuts ``keep`` (default: the preview's cuts) kept, the rest of
-        ``body`` cut with the full limit and :attr:`suffix` after it; each message formatted
-        where its rendering fits."""
+        ``body`` cut with the full limit and the suffix given to :meth:`end` after it; each
+        message formatted where its rendering fits."""
         cuts = list(self.cuts if keep is None else keep)
         start = cuts[-1].cut if cuts else 0
         fence = cuts[-1].fence if cuts else None
-        suffix = clip_line(self._limits, self.suffix, self.max) if self.suffix else None
+        suffix = clip_line(self._limits, self._suffix, self.max) if self._suffix else None
         content_end = len(body.rstrip())  # the rest holds text while start is below it
         while start < content_end:
             reopen = fence.reopen if fence else ""

@@ -9,9 +9,16 @@ that make the chat show the layout. On ``Restart`` the messages past the round's
 spares, reused as the text grows again or deleted at the end; on ``too_long`` the rejected
 message and those after it are laid out again with less room.
 
-A query (:meth:`DraftPlanner.next_kind`) never changes state; it may answer "edit" for a live
-draft whose version changed but whose text turns out to equal what is shown, and then
-:meth:`DraftPlanner.plan` (a command) records that and writes nothing.
+The query and the command walk the same steps, found by one pure generator
+(:meth:`DraftPlanner._steps`, which reads and never writes): *records* of what the scan found
+(``_Clean``: a frozen message shows its text for good; ``_Mark``: the live draft shows the
+current version; ``_GiveUp``) and at most one step naming a write (``_Planned``, ``_Retire``,
+or ``_Guess`` for a live draft whose version changed). The query
+(:meth:`DraftPlanner.next_kind`) answers the kind of the first such step and changes nothing;
+it may answer "edit" for a live draft whose text turns out to equal what is shown. The command
+(:meth:`DraftPlanner.plan`) applies each record as it comes (the steps after it see it), so it
+records that draft as shown and writes nothing; it starts the planned write, or retires and
+looks again. One ``plan`` per poll: it goes on to the end itself.
 
 Every time a write may start, the first slot whose message does not show its desired form gets
 the one write: a send when it has no message, else an edit. So a frozen message gets its freezing
@@ -56,9 +63,10 @@ final edit is retired too: a shorter preview never stands as if it were the answ
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from orchestrator.delivery.draft_layout import STATUS_ROOM, DraftLayout
+from orchestrator.delivery.draft_layout import STATUS_ROOM, DraftLayout, Frozen
 from orchestrator.delivery.events import (
     DeleteMessage,
     EditMessage,
@@ -100,6 +108,67 @@ class _InFlight:
     write: Write
     start: int = 0
     end: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """The next write as the query found it: ``slot`` ``None`` for a message not sent yet (the
+    commit gives it a slot); the rest as :class:`_InFlight`."""
+
+    slot: Slot | None
+    form: str
+    version: int
+    write: Write
+    start: int = 0
+    end: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Guess:
+    """The live draft changed: ``kind`` unless its text turns out the same as shown (the
+    query's answer; the commit composes the text and goes on)."""
+
+    kind: WriteKind
+
+
+@dataclass(frozen=True, slots=True)
+class _Stop:
+    """Nothing is written now (previews stopped at an orphan)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Clean:
+    """Record: the frozen message ``index`` shows its text for good (or was given up): later
+    scans start after it."""
+
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """Record: the live draft shows the current version already."""
+
+    slot: Slot
+
+
+@dataclass(frozen=True, slots=True)
+class _GiveUp:
+    """Record: ``slot`` keeps what it shows until its target changes."""
+
+    slot: Slot
+    form: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Retire:
+    """Command: slot ``index`` can no longer be edited: retire it (a send follows)."""
+
+    index: int
+
+
+_Passing = _Clean | _Mark | _GiveUp | _Guess
+"""Steps after which the scan goes on (the query stops at a ``_Guess``; the commit does not)."""
+_Step = _Planned | _Guess | _Stop | _Clean | _Mark | _GiveUp | _Retire
 
 
 class DraftPlanner:
@@ -167,13 +236,12 @@ class DraftPlanner:
 
     def on_end(self, ending: Ending) -> None:
         self._ended = True
-        self._layout.end()
+        self._layout.end(ending.line if ending.kind == "interrupted" else None)
         if ending.kind == "refused":
             self._layout.refuse(ending.line)
             self._leave_assumed(0)
             self._supersede()
             return
-        self._layout.suffix = ending.line if ending.kind == "interrupted" else None
         text = self._transcript.text
         if not text.strip():
             self._layout.lay_out_final("")
@@ -196,16 +264,16 @@ class DraftPlanner:
         self._guard = self._awaited = None
         if withheld:
             self._counters.pieces_withheld += 1
-            self._layout.cuts = []
-            self._layout.lay_out_final(WITHHELD_NOTICE, formatted=False)
+            self._layout.lay_out_final(WITHHELD_NOTICE, formatted=False, keep=[])
             self._leave_assumed(0)
             self._supersede()
             return
         body = text if text is not None and text.strip() else ""
+        keep: list[Frozen] | None = None  # the preview's cuts
         if body != self._transcript.text:
-            self._layout.cuts = []  # the hook rewrote it: lay the final text out afresh
+            keep = []  # the hook rewrote it: lay the final text out afresh
             self._leave_assumed(0)
-        self._layout.lay_out_final(body)
+        self._layout.lay_out_final(body, keep=keep)
         self._supersede()
         self._clean = 0
 
@@ -242,87 +310,98 @@ class DraftPlanner:
         # final; should retries use that one too, right content beats formatting.
         return slot.edits < cap
 
-    def _scan(self, commit: bool) -> _InFlight | WriteKind | None:
-        """The next write: with ``commit``, the write itself (recording what it finds shown);
-        without, only its kind, and nothing changes."""
+    def _steps(self) -> Iterator[_Step]:
+        """The steps to the next write, in order: a pure query (it reads, never writes).
+
+        :meth:`next_kind` answers from the first step that names a write (:class:`_Guess`,
+        :class:`_Retire` or a :class:`_Planned` write); :meth:`plan` applies each record
+        (:class:`_Clean`, :class:`_Mark`, :class:`_GiveUp`) as it comes, so the steps after it
+        see it, and starts the planned write (after a :class:`_Retire`, it looks again)."""
         layout = self._layout
         final = layout.final is not None
         if self._stale:  # retired messages go first, the last one first (the chat then
-            return self._delete(self._stale[-1], commit)  # always shows a prefix)
+            yield self._delete(self._stale[-1])  # always shows a prefix)
+            return
         if self._ended and not final:
-            return None  # the hook's verdict on the final text is awaited
+            return  # the hook's verdict on the final text is awaited
         count = layout.count()
         for index in range(self._clean, count):
             slot = self._slots[index] if index < len(self._slots) else None
-            state = slot.state if slot is not None else SlotState.EMPTY
             live = not final and index == len(layout.cuts)
-            if state is SlotState.ASSUMED:
-                if commit and index == self._clean:
-                    self._clean += 1  # never written again
-                continue
-            if state is SlotState.ORPHANED and not final:
-                return None  # previews stopped: see the module docstring
-            if live and slot is not None and state is SlotState.SHOWN:
-                if slot.version == layout.version:
-                    continue  # the live draft has not changed since it was written
-                if not commit:  # changed: an edit, unless its text turns out the same
-                    if self._edit_allowed(slot, live, final):
-                        return "edit"
-                    continue
-            target = layout.target(index)
-            formatted = target.formatted and not (slot is not None and slot.plain)
-            form = target.form if formatted else target.text
-            if slot is not None and form == slot.abandoned:
-                if commit and not live and index == self._clean:
-                    self._clean += 1  # given up until its target changes (which resets this)
-                continue
-            if state in (SlotState.EMPTY, SlotState.ORPHANED):
-                if not commit:
-                    return "send"
-                if slot is None:
-                    slot = Slot()
-                    self._slots.append(slot)
-                send = SendMessage(target.text, formatted)
-                if live:
-                    span = layout.start(), self._transcript.length
-                    return _InFlight(slot, form, layout.version, Write(send), *span)
-                if not final:  # a frozen message: it holds text[previous cut:its cut]
-                    span = layout.cuts[index - 1].cut if index else 0, layout.cuts[index].cut
-                    return _InFlight(slot, form, layout.version, Write(send), *span)
-                return _InFlight(slot, form, layout.version, Write(send, final))
-            assert slot is not None and slot.message_id is not None
-            if form == slot.shown:
-                if commit and live:
-                    slot.version = layout.version
-                elif commit and index == self._clean:
-                    self._clean += 1  # a frozen or final message showing its text stays so
-                continue
+            for step in self._slot_steps(index, slot, live, final):
+                yield step
+                if not isinstance(step, _Passing):
+                    return
+        if final:
+            for spare in self._slots[count:]:
+                if spare.writable:
+                    yield self._delete(spare)
+                    return
+            if self._superseded and self._final_landed(count):
+                for draft in self._superseded:
+                    if draft.writable:
+                        yield self._delete(draft)
+                        return
+
+    def _slot_steps(
+        self, index: int, slot: Slot | None, live: bool, final: bool
+    ) -> Iterator[_Step]:
+        """The steps for slot ``index`` (``None``: no message yet): records, then at most one
+        step that names a write (see :meth:`_steps`); none when it shows what it should."""
+        state = slot.state if slot is not None else SlotState.EMPTY
+        if state is SlotState.ASSUMED:
+            if index == self._clean:
+                yield _Clean(index)  # never written again
+            return
+        if state is SlotState.ORPHANED and not final:
+            yield _Stop()  # previews stopped: see the module docstring
+            return
+        layout = self._layout
+        if live and slot is not None and state is SlotState.SHOWN:
+            if slot.version == layout.version:
+                return  # the live draft has not changed since it was written
+            # Changed: an edit, unless its text turns out the same (the query does not compose
+            # the text to know; the commit does, below).
             if self._edit_allowed(slot, live, final):
-                if not commit:
-                    return "edit"
-                edit = EditMessage(slot.message_id, target.text, formatted)
-                return _InFlight(slot, form, self._layout.version, Write(edit, final))
-            if live and not final:
-                continue  # the live draft keeps its preview until the final edit
-            # No edit left for a frozen message or the final text (timeouts used them up):
-            # it goes out as a new message, and the messages after it too; not when one
-            # assumed landed follows (it cannot be deleted): then it keeps what it shows.
-            if self._assumed_after(index):
-                if commit:
-                    self._give_up(slot, form)
-                continue
-            if not commit:
-                return "send"
-            self._retire(index)
-            return self._scan(commit)
-        for spare in self._slots[count:] if final else []:
-            if spare.writable:
-                return self._delete(spare, commit)
-        if final and self._superseded and self._final_landed(count):
-            for draft in self._superseded:
-                if draft.writable:
-                    return self._delete(draft, commit)
-        return None
+                yield _Guess("edit")
+        target = layout.target(index)
+        formatted = target.formatted and not (slot is not None and slot.plain)
+        form = target.form if formatted else target.text
+        if slot is not None and form == slot.abandoned:
+            if not live and index == self._clean:
+                yield _Clean(index)  # given up until its target changes (which resets this)
+            return
+        if state in (SlotState.EMPTY, SlotState.ORPHANED):
+            send = SendMessage(target.text, formatted)
+            if live:
+                span = layout.start(), self._transcript.length
+                yield _Planned(slot, form, layout.version, Write(send), *span)
+            elif not final:  # a frozen message: it holds text[previous cut:its cut]
+                span = layout.cuts[index - 1].cut if index else 0, layout.cuts[index].cut
+                yield _Planned(slot, form, layout.version, Write(send), *span)
+            else:
+                yield _Planned(slot, form, layout.version, Write(send, final))
+            return
+        assert slot is not None and slot.message_id is not None
+        if form == slot.shown:
+            if live:
+                yield _Mark(slot)
+            elif index == self._clean:
+                yield _Clean(index)  # a frozen or final message showing its text stays so
+            return
+        if self._edit_allowed(slot, live, final):
+            edit = EditMessage(slot.message_id, target.text, formatted)
+            yield _Planned(slot, form, layout.version, Write(edit, final))
+            return
+        if live and not final:
+            return  # the live draft keeps its preview until the final edit
+        # No edit left for a frozen message or the final text (timeouts used them up):
+        # it goes out as a new message, and the messages after it too; not when one
+        # assumed landed follows (it cannot be deleted): then it keeps what it shows.
+        if self._assumed_after(index):
+            yield _GiveUp(slot, form)
+            return
+        yield _Retire(index)
 
     def _final_landed(self, count: int) -> bool:
         """Every one of the ``count`` final messages was sent (a send that timed out counts:
@@ -332,11 +411,9 @@ class DraftPlanner:
             slot.state in landed for slot in self._slots[:count]
         )
 
-    def _delete(self, slot: Slot, commit: bool) -> _InFlight | WriteKind:
-        if not commit:
-            return "delete"
+    def _delete(self, slot: Slot) -> _Planned:
         assert slot.message_id is not None
-        return _InFlight(slot, "", self._layout.version, Write(DeleteMessage(slot.message_id)))
+        return _Planned(slot, "", self._layout.version, Write(DeleteMessage(slot.message_id)))
 
     def _assumed_after(self, index: int) -> bool:
         """A message assumed landed follows slot ``index``: the messages before it cannot be
@@ -358,16 +435,54 @@ class DraftPlanner:
         del self._slots[index:]
 
     def next_kind(self) -> WriteKind | None:
-        found = self._scan(commit=False)
-        assert not isinstance(found, _InFlight)
-        return found
+        """The kind of the next write, or ``None``: a query, it changes nothing. It may answer
+        ``"edit"`` for a live draft whose text turns out to equal what it shows (module
+        docstring)."""
+        for step in self._steps():
+            match step:
+                case _Guess(kind=kind):
+                    return kind
+                case _Retire():
+                    return "send"
+                case _Planned(write=write):
+                    return write.kind
+                case _Stop():
+                    return None
+                case _:
+                    pass  # a record: the query skips it
+        return None
 
     def plan(self) -> Write | None:
-        found = self._scan(commit=True)
-        if not isinstance(found, _InFlight):
-            return None
-        self._in_flight = found
-        return found.write
+        """The next write, started (``None``: nothing to write): a command. It applies the
+        records on the way (what it found shown, given up, retired)."""
+        while True:
+            for step in self._steps():
+                match step:
+                    case _Clean(index=index):
+                        self._clean = index + 1
+                    case _Mark(slot=slot):
+                        slot.version = self._layout.version
+                    case _GiveUp(slot=slot, form=form):
+                        self._give_up(slot, form)
+                    case _Retire(index=index):
+                        self._retire(index)
+                        break  # the layout of slots changed: look again
+                    case _Planned():
+                        self._in_flight = self._start(step)
+                        return step.write
+                    case _Guess() | _Stop():
+                        pass
+            else:
+                return None
+
+    def _start(self, planned: _Planned) -> _InFlight:
+        slot = planned.slot
+        if slot is None:  # a message not sent yet: its slot begins
+            slot = Slot()
+            self._slots.append(slot)
+        return _InFlight(
+            slot, planned.form, planned.version, planned.write, planned.start, planned.end
+        )
 
     # -- outcomes -------------------------------------------------------------------------
 

@@ -156,12 +156,6 @@ def _as_is(text: str) -> str:
     return text
 
 
-_MAX_PLANS = 8
-"""Plans one poll tries: a planner's ``next_kind`` may name a write that ``plan`` then finds
-needless (a draft changed back to what it shows); each such ``plan`` records it, so the next
-look is exact."""
-
-
 _COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
 
 
@@ -380,20 +374,18 @@ class DeliveryEngine:
             return actions
         wake: list[float] = []
         kind = self._planner.next_kind()
-        for _ in range(_MAX_PLANS):
-            if kind is None:
-                break
+        if kind is not None:
             start_at = self._write_at(kind)
             if now < start_at:
                 wake.append(start_at)
-                break
-            write = self._planner.plan()
-            if write is not None:
-                self._start(write)
-                actions.append(write.action)
-                return actions
-            # The planner found nothing to change after all (it recorded that): look again.
-            kind = self._planner.next_kind()
+            else:
+                # One plan: it may find nothing to change after all (a live draft changed back
+                # to what it shows); it records that, and looks on to the end itself.
+                write = self._planner.plan()
+                if write is not None:
+                    self._start(write)
+                    actions.append(write.action)
+                    return actions
         if not self._over:
             typing_at = self._typing_at(now)
             if now >= typing_at:

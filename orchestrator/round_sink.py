@@ -6,10 +6,13 @@ calls (architecture §3 "Tool status"); its ``PreExecutedToolResult`` finishes t
 running call of that name (else the earliest running one): ``✓ name 0.4 s``, timed from the
 call's event to the result's, or ``✗ name: cause`` when the provider flagged an error.
 
-Visible text that comes while no write could start (``DeliveryDriver.text_waits``) is held
-here, before the policy, and handed to it joined when the driver's loop next passes (the driver
-calls the sink's source first), before a provider-run tool's status line, and at the round's end
-(architecture §3 "Spacing"); a restart forgets it with the attempt."""
+Text flows one way: visible text is held here, before the policy, and the sink tells the driver
+it holds some (``DeliveryDriver.text_ready``); the driver takes it — through the policy, joined —
+when it asks (its source, :meth:`RoundSink._take`): before each pass of its loop, so while no
+write could start the text waits and the policy runs once per write, not once per delta
+(architecture §3 "Spacing"). The sink never feeds text to the driver itself; before a
+provider-run tool's status line and at the round's end it has the driver take the text first
+(``DeliveryDriver.pull``). A restart forgets the held text with the attempt."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from typing import Protocol
 import anyio
 
 from orchestrator.delivery.driver import DeliveryDriver
-from orchestrator.delivery.events import Restarted, TextEmitted, ToolFinished, ToolStarted
+from orchestrator.delivery.events import Restarted, ToolFinished, ToolStarted
 from orchestrator.delivery.hooks import PiecePolicy
 from orchestrator.think import ThinkFilter
 from orchestrator.tool_status import done_line, failed_line, running_line
@@ -72,27 +75,23 @@ class RoundSink:
         """Visible text not yet through the policy: it came while no write could start."""
         self.visible: list[str] = []
         self.attempts = 1
-        driver.pull_from(self._release)
+        driver.pull_from(self._take)
 
     def _forward(self, visible: str) -> None:
         if not visible:
             return
         self.visible.append(visible)
-        if self._driver.text_waits():
-            self._held.append(visible)  # through the policy once a write could start
-            return
-        self._release(visible)
+        self._held.append(visible)  # through the policy when the driver takes it
+        self._driver.text_ready()
 
-    def _release(self, visible: str = "") -> None:
-        """The held text and ``visible`` through the policy, what it emits to delivery."""
-        if self._held:
-            self._held.append(visible)
-            visible = "".join(self._held)
-            self._held.clear()
-        if visible:
-            emitted = self._policy.feed(visible)
-            if emitted:
-                self._driver.feed(TextEmitted(emitted))
+    def _take(self) -> str:
+        """The driver's source: the held text through the policy, what it emits (``""``:
+        nothing)."""
+        if not self._held:
+            return ""
+        visible = "".join(self._held)
+        self._held.clear()
+        return self._policy.feed(visible)
 
     def event(self, event: StreamEvent) -> None:
         if type(event) is TextDelta:  # nearly every event: no pattern matching for it
@@ -101,13 +100,13 @@ class RoundSink:
             return
         match event:
             case PreExecutedToolCall(name=name):
-                self._release()
+                self._driver.pull()
                 number = next(self._numbers)
                 self._running.append((number, name, anyio.current_time()))
                 status = self._policy.redact_line(running_line(name))
                 self._driver.feed(ToolStarted(number, status))
             case PreExecutedToolResult(name=name, error=error):
-                self._release()
+                self._driver.pull()
                 self._finish(name, error)
             case _:
                 pass
@@ -129,7 +128,7 @@ class RoundSink:
         """The round's visible text (what the filter held is released first). A provider-run
         call still without a result ends here (``✗ name: <cause>``)."""
         self._forward(self._think.flush()[0])
-        self._release()
+        self._driver.pull()
         self._end_running(cause)
         return "".join(self.visible)
 

@@ -19,9 +19,13 @@ queue and is applied, newest text and all, when the wait ends; a wait that would
 time is shortened to it. So a model streaming 50 deltas a second into a chat edited once a second
 costs one wakeup of this task per edit, not one per delta. Not when a hook guards the pieces of a
 ``multi_message`` or ``off`` reply: a finished piece's hook starts as soon as its text is there.
-A caller may hold such text back before its policy (:meth:`~DeliveryDriver.text_waits`) and feed
-it from the source it gave :meth:`~DeliveryDriver.pull_from`, which each pass of the loop calls
-first (the round's sink does: the policy then runs once per write, not once per delta).
+Text flows one way, taken when the driver asks: a caller may hold its text back before its
+policy, give the driver a source (:meth:`~DeliveryDriver.pull_from`) and only say that it holds
+some (:meth:`~DeliveryDriver.text_ready`); each pass of the loop (and :meth:`~DeliveryDriver.pull`,
+at the caller's boundaries) takes the source's text, through the policy, joined (the round's sink
+does so: the policy then runs once per write, not once per delta). Whether text could wait
+(:meth:`~DeliveryDriver.text_waits`) is a query; shortening the wait to when a write could
+start is the explicit command half of :meth:`~DeliveryDriver.text_ready` and :meth:`feed`.
 
 Channel errors become write outcomes here, once, by one table (:data:`WRITE_OUTCOMES`, walked
 along the error's class hierarchy): ``ChannelRateLimited`` → ``rate_limited`` (with its
@@ -126,6 +130,10 @@ def _ignore() -> None:
     return None
 
 
+def _nothing() -> str:
+    return ""
+
+
 class _ChatSpacing:
     """:class:`~channels.base.WriteSpacing` of one chat: ``interval`` seconds after the last
     write that landed, on ``clock``."""
@@ -210,8 +218,9 @@ class DeliveryDriver:
         """Before this time (on ``clock``) fed text cannot start anything: see :meth:`feed`."""
         self._text_waits = self.engine.settings.mode == "partial" or not policy.has_hook
         self._changed: anyio.Event | None = None
-        self._source: Callable[[], None] = _ignore
-        """Called before each pass of the loop: text held back while :meth:`text_waits`."""
+        self._source: Callable[[], str] = _nothing
+        """What the caller holds back, through its policy: pulled before each pass of the loop
+        and by :meth:`pull` (see :meth:`pull_from`)."""
         self._closed = False
         self._hooks: anyio.abc.TaskGroup | None = None
 
@@ -236,38 +245,60 @@ class DeliveryDriver:
         wakeup = self._wakeup
         if wakeup is None:
             return
-        if type(event) is TextEmitted and self._waiting and self._text_can_wait():
+        if type(event) is TextEmitted and self.text_waits():
+            self._shorten_wait(wakeup)
             return
         wakeup.set()
 
     def text_waits(self) -> bool:
-        """Whether text fed now could start nothing before the loop's next pass anyway (see
-        the module docstring); the wait is shortened to when a write could start, as
-        :meth:`feed` does. A caller that holds its text back then hands it over from the
-        source given to :meth:`pull_from`, which the loop calls before each pass."""
-        return self._wakeup is not None and self._waiting and self._text_can_wait()
+        """Whether text given now could start nothing before the loop's next pass anyway (see
+        the module docstring). A query: it changes nothing (:meth:`text_ready` and
+        :meth:`feed` shorten the wait, explicitly)."""
+        if self._wakeup is None or not self._waiting:
+            return False
+        quiet = self._quiet
+        return self._wait_until <= quiet or quiet != -math.inf
 
-    def pull_from(self, source: Callable[[], None]) -> None:
-        """Call ``source`` (which feeds what it held back while :meth:`text_waits`) before each
-        pass of the loop and in :meth:`drain`; it replaces the source given before."""
+    def pull_from(self, source: Callable[[], str]) -> None:
+        """Text comes from ``source``: it returns what the caller held back, through its policy
+        (``""``: nothing), and is called before each pass of the loop, by :meth:`pull` and by
+        :meth:`drain`; it replaces the source given before. The caller tells the driver it
+        holds text with :meth:`text_ready` and never feeds that text itself: it only flows
+        when the driver asks."""
         self._source = source
 
-    def _text_can_wait(self) -> bool:
+    def text_ready(self) -> None:
+        """The source holds new text: wake the loop to pull it, unless it could start nothing
+        before the loop wakes anyway (:meth:`text_waits`); then the wait is shortened to when a
+        write could start. Never blocks."""
+        wakeup = self._wakeup
+        if wakeup is None:
+            return  # not running: its first pass pulls it
+        if self.text_waits():
+            self._shorten_wait(wakeup)
+            return
+        wakeup.set()
+
+    def pull(self) -> None:
+        """Take what the source holds now, queued before anything fed after (a status line,
+        the round's end)."""
+        text = self._source()
+        if text:
+            self.feed(TextEmitted(text))
+
+    def _shorten_wait(self, wakeup: asyncio.Event) -> None:
+        """End the current wait no later than when a write could start (the command half of
+        :meth:`text_waits`; at most once per wait)."""
         quiet = self._quiet
-        if self._wait_until <= quiet:
-            return True
-        if quiet == -math.inf or not self._waiting or self._wakeup is None:
-            return False
-        # Shorten the wait to the time a write could start (at most once per wait).
-        self._wake_in(quiet - self._clock(), self._wakeup)
-        self._wait_until = quiet
-        return True
+        if self._wait_until > quiet:
+            self._wake_in(quiet - self._clock(), wakeup)
+            self._wait_until = quiet
 
     async def drain(self) -> None:
         """Wait until everything fed so far that can be written has been written (typing
         aside): e.g. a turn's narration and tool status before an approval prompt. A rate limit
         is waited out. Returns at once when :meth:`run` has ended."""
-        self._source()
+        self.pull()
         while not self._closed and (self._inbox or self.engine.pending):
             if self._changed is None:
                 self._changed = anyio.Event()
@@ -368,7 +399,7 @@ class DeliveryDriver:
     async def _step(self) -> tuple[bool, float | None]:
         """Apply queued events, poll, execute. Returns whether a write was done and the
         engine's wake-up deadline (``None``: none, wait for the next event)."""
-        self._source()
+        self.pull()
         now = self._clock()
         while self._inbox:
             event = self._inbox.popleft()

@@ -67,6 +67,7 @@ from orchestrator.delivery.events import (
     WriteFailed,
     WriteSucceeded,
 )
+from orchestrator.delivery.hooks import span_of
 from orchestrator.delivery.settings import DeliverySettings
 from orchestrator.delivery.splitting import measure
 
@@ -483,7 +484,7 @@ class GuardStub:
     async def hook_piece(self, text: str) -> str | None:
         return self.hook_piece_here(text)
 
-    def redact_piece(self, text: str) -> str:
+    def redact_piece(self, text: str, span: tuple[int, int] | None = None) -> str:
         self.redacted.append(text)
         return text
 
@@ -554,7 +555,8 @@ class ScriptedDelivery:
             return PieceWithheld(piece.piece_id)
         if verdict is None:
             return PieceGuarded(piece.piece_id, None)
-        return PieceGuarded(piece.piece_id, self.guard.redact_piece(verdict))
+        redacted = self.guard.redact_piece(verdict, span_of(piece, verdict))
+        return PieceGuarded(piece.piece_id, redacted)
 
     def _write(self, action: Action) -> DeliveryEvent:
         try:

@@ -79,10 +79,13 @@ def exit_now(channel: str, chat_id: str, text: str) -> str:
     os._exit(3)
 
 
-def guard_here(policy: ReplyPolicy, text: str) -> str | None:
+def guard_here(policy: ReplyPolicy, text: str, span: tuple[int, int] | None = None) -> str | None:
     """One delivered piece guarded as delivery guards it
     (:func:`orchestrator.delivery.hooks.guard_piece`: the hook's verdict, then ``redact_piece``
-    on it), the hook called in this thread. Raises what the hook raised (delivery withholds the
-    piece then)."""
+    on it, with the piece's ``span`` in the emitted text when the hook left it unchanged), the
+    hook called in this thread. Raises what the hook raised (delivery withholds the piece
+    then)."""
     verdict = policy.hook_piece_here(text)
-    return None if verdict is None else policy.redact_piece(verdict)
+    if verdict is None:
+        return None
+    return policy.redact_piece(verdict, span if verdict == text else None)

@@ -11,6 +11,7 @@ from orchestrator.delivery.events import (
     AnswerEnded,
     AnswerInterrupted,
     AnswerRefused,
+    GuardPiece,
     Restarted,
     RoundEnded,
     TextEmitted,
@@ -372,3 +373,46 @@ def test_off_sends_the_marker_on_its_own_when_it_does_not_fit_and_never_splits_i
         [(0.0, TextEmitted(text)), (1.0, AnswerInterrupted("the model stopped before finishing"))]
     )
     assert run.chat.visible() == [text, MARKER]
+
+
+# -- pieces carry their place in the emitted text -----------------------------------------
+
+
+@pytest.mark.parametrize("settings", [MATRIX, TELEGRAM_TURNS, OFF], ids=["para", "turn", "off"])
+def test_each_piece_carries_its_span_in_the_emitted_text(settings: DeliverySettings) -> None:
+    # Two rounds (delivery puts a blank line between them; the policy emitted none), a
+    # restart, and a piece cut at the limit: each GuardPiece's span is where its text lies in
+    # what was emitted, so the policy reads the gap before it there instead of searching.
+    rounds = [
+        ["Let me look.\n\n", "Checking the ", "figures now."],
+        ["A failed attempt.\n\n", "gone"],
+        ["Found it:\n\n", "the total is 42.\n\n", "Done."],
+    ]
+    emitted: list[str] = []
+    timeline: list[tuple[float, object]] = []
+    t = 0.0
+    for number, texts in enumerate(rounds):
+        for text in texts:
+            t += 0.1
+            timeline.append((t, TextEmitted(text)))
+            emitted.append(text)
+        t += 0.1
+        if number == 1:  # the second round fails and is served again
+            timeline.append((t, Restarted()))
+            del emitted[-len(texts) :]
+        else:
+            timeline.append((t, RoundEnded()))
+    timeline.append((t + 0.1, AnswerEnded()))
+    run = ScriptedDelivery(settings)
+    run.play(timeline)  # type: ignore[arg-type]
+    whole = "".join(emitted)
+    pieces = [action for _, action in run.actions if isinstance(action, GuardPiece)]
+    assert pieces
+    for piece in pieces:
+        assert piece.span is not None
+        start, end = piece.span
+        if settings.mode == "off":  # the whole reply: its rounds joined by blank lines
+            assert (start, end) == (0, len(whole))
+            assert piece.text.replace("\n\n", "") == whole.replace("\n\n", "")
+        else:
+            assert whole[start:end] == piece.text, (piece, whole[start:end])

@@ -139,8 +139,10 @@ def test_a_paragraph_break_between_pieces_stays_a_break() -> None:
         policy.feed("The prefix is AKIA\n\n") + policy.feed("IOSFODNN7EXAMPLE") + policy.finish()
     )
     assert streamed == "The prefix is AKIA\n\nIOSFODNN7EXAMPLE"
-    assert guard_here(policy, "The prefix is AKIA") == "The prefix is AKIA"
-    assert guard_here(policy, "IOSFODNN7EXAMPLE") == "IOSFODNN7EXAMPLE"
+    # Each piece carries its place in the emitted text (GuardPiece.span): the blank line
+    # between them is read there.
+    assert guard_here(policy, "The prefix is AKIA", (0, 18)) == "The prefix is AKIA"
+    assert guard_here(policy, "IOSFODNN7EXAMPLE", (20, 36)) == "IOSFODNN7EXAMPLE"
 
 
 # -- extra patterns ---------------------------------------------------------------------------

@@ -248,7 +248,8 @@ class DraftPlanner:
             self._supersede()
             return
         piece_id = next(self._piece_ids)
-        self._guard, self._awaited = GuardPiece(piece_id, text), piece_id
+        span = (0, self._transcript.emitted_offset(len(text)))
+        self._guard, self._awaited = GuardPiece(piece_id, text, span), piece_id
 
     # -- the verdict ------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ never calls user code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 __all__ = [
@@ -224,10 +224,17 @@ class SleepUntil:
 class GuardPiece:
     """Run the ``on_message_sending`` hook on ``text`` and feed back :class:`PieceGuarded` (its
     output, redacted again) or :class:`PieceWithheld` (it raised or timed out) with the same
-    ``piece_id``. Needs no spacing; the engine asks for one verdict at a time."""
+    ``piece_id``. Needs no spacing; the engine asks for one verdict at a time.
+
+    ``span`` is where the piece lies in the text the policy emitted (all of the reply's
+    ``TextEmitted`` joined, without the blank lines delivery puts between rounds), as
+    ``(start, end)`` code-point offsets: the policy reads what was delivered between the last
+    piece and this one there, instead of finding the piece again. ``None``: not known. Not
+    part of a piece's identity (equality)."""
 
     piece_id: int
     text: str
+    span: tuple[int, int] | None = field(default=None, compare=False)
 
 
 WriteAction = SendMessage | EditMessage | DeleteMessage

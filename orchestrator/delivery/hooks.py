@@ -26,7 +26,7 @@ from typing import Protocol
 
 from orchestrator.delivery.events import GuardPiece, PieceGuarded, PieceWithheld
 
-__all__ = ["DEFAULT_HOOK_TIMEOUT_SECS", "PiecePolicy", "guard_piece"]
+__all__ = ["DEFAULT_HOOK_TIMEOUT_SECS", "PiecePolicy", "guard_piece", "span_of"]
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,12 @@ class PiecePolicy(Protocol):
         ``None``, a worker that died)."""
         ...
 
-    def redact_piece(self, text: str) -> str:
+    def redact_piece(self, text: str, span: tuple[int, int] | None = None) -> str:
         """The hook's output redacted again, with the already-delivered history as context, and
-        recorded as delivered. Called on the event loop, once per verdict used."""
+        recorded as delivered. ``span``: where the piece lies in the emitted text
+        (``GuardPiece.span``), given when the hook left it unchanged; ``None``: unknown (a text
+        the hook rewrote is joined to the history directly). Called on the event loop, once per
+        verdict used."""
         ...
 
     def redact_line(self, text: str) -> str:
@@ -73,7 +76,7 @@ async def guard_piece(
     Cancelling it cancels the hook's call (its worker is killed); nothing is recorded as
     delivered."""
     if not policy.has_hook:
-        return PieceGuarded(piece.piece_id, policy.redact_piece(piece.text))
+        return PieceGuarded(piece.piece_id, policy.redact_piece(piece.text, piece.span))
     try:
         verdict = await policy.hook_piece(piece.text)
     except TimeoutError:
@@ -94,4 +97,11 @@ async def guard_piece(
         return PieceWithheld(piece.piece_id)
     if verdict is None:
         return PieceGuarded(piece.piece_id, None)
-    return PieceGuarded(piece.piece_id, policy.redact_piece(verdict))
+    return PieceGuarded(piece.piece_id, policy.redact_piece(verdict, span_of(piece, verdict)))
+
+
+def span_of(piece: GuardPiece, verdict: str) -> tuple[int, int] | None:
+    """``piece``'s span for redacting ``verdict`` again: its place in the emitted text when the
+    hook left the text unchanged, else ``None`` (a rewritten text is joined directly, the
+    cautious choice: a key split there is one key)."""
+    return piece.span if verdict == piece.text else None

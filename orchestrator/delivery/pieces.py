@@ -107,6 +107,8 @@ class _Item:
     line: str = ""
     call: int | None = None
     """The tool call whose status line this is."""
+    span: tuple[int, int] | None = None
+    """A raw piece's place in the emitted text (``GuardPiece.span``)."""
 
     @property
     def message(self) -> str:
@@ -190,7 +192,14 @@ class QueuePlanner:
     # -- cutting pieces -------------------------------------------------------------------
 
     def _queue_message(
-        self, text: str, *, formatted: bool, piece: bool, raw: bool, call: int | None = None
+        self,
+        text: str,
+        *,
+        formatted: bool,
+        piece: bool,
+        raw: bool,
+        call: int | None = None,
+        span: tuple[int, int] | None = None,
     ) -> None:
         if not text.strip():
             return
@@ -201,9 +210,21 @@ class QueuePlanner:
         piece_id = next(self._piece_ids) if raw else 0
         self._queue.append(
             _Item(
-                text, formatted, self._attempt, piece=piece, raw=raw, piece_id=piece_id, call=call
+                text,
+                formatted,
+                self._attempt,
+                piece=piece,
+                raw=raw,
+                piece_id=piece_id,
+                call=call,
+                span=span,
             )
         )
+
+    def _span(self, length: int) -> tuple[int, int]:
+        """The ``length`` code points at the cursor, as offsets into the emitted text."""
+        emitted = self._transcript.emitted_offset
+        return emitted(self._cursor), emitted(self._cursor + length)
 
     def _advance(self, live: str, count: int, fence: Fence | None) -> None:
         """Move the cursor ``count`` code points on; ``live`` is the text from the cursor."""
@@ -217,7 +238,8 @@ class QueuePlanner:
         stop = len(live[:end].rstrip())
         if stop > 0:
             body, _ = render_chunk(live, 0, stop, self._fence)
-            self._queue_message(body, formatted=True, piece=True, raw=True)
+            span = self._span(stop)
+            self._queue_message(body, formatted=True, piece=True, raw=True, span=span)
         self._advance(live, end, None)
 
     def _fits(self) -> bool:
@@ -247,7 +269,8 @@ class QueuePlanner:
             if not self._fits():
                 chunk = find_cut(self._limits, live, 0, len(live), self._fence, self._max)
                 body, fence = render_chunk(live, 0, chunk.cut, self._fence)
-                self._queue_message(body.rstrip(), formatted=True, piece=True, raw=True)
+                span = self._span(len(live[: chunk.cut].rstrip()))
+                self._queue_message(body.rstrip(), formatted=True, piece=True, raw=True, span=span)
                 self._advance(live, chunk.cut, fence)
                 continue
             if flush:
@@ -315,7 +338,8 @@ class QueuePlanner:
         text = self._transcript.text
         line = clip_line(self._limits, ending.line, self._max) if ending.line else ""
         if text.strip():
-            item = _Item(text, True, self._attempt, piece=True, raw=True, line=line)
+            span = (0, self._transcript.emitted_offset(len(text)))
+            item = _Item(text, True, self._attempt, piece=True, raw=True, line=line, span=span)
             item.piece_id = next(self._piece_ids)
             self._queue.append(item)
         elif line:
@@ -348,7 +372,7 @@ class QueuePlanner:
         head = self._queue[0] if self._queue else None
         if head is None or not head.raw or head.asked:
             return None
-        return GuardPiece(head.piece_id, head.text)
+        return GuardPiece(head.piece_id, head.text, head.span)
 
     def guard_started(self, piece_id: int) -> None:
         for item in self._queue:

@@ -119,6 +119,8 @@ class Transcript:
         self.round_start = 0
         self._separator_due = False
         self._round_has_separator = False
+        self._separators: list[int] = []
+        """Where a ``PARAGRAPH_BREAK`` between rounds was put (offsets into the text)."""
 
     @property
     def length(self) -> int:
@@ -172,6 +174,12 @@ class Transcript:
         self._live_length = len(live)
         self._live_joined = live
 
+    def emitted_offset(self, offset: int) -> int:
+        """``offset`` into the text as an offset into what the policy emitted: the text without
+        the blank lines put between rounds (a pure query)."""
+        size = len(PARAGRAPH_BREAK)
+        return offset - sum(min(offset - at, size) for at in self._separators if at < offset)
+
     def append(self, text: str) -> str:
         """Add emitted text; a new round's first text is preceded by ``PARAGRAPH_BREAK`` when
         earlier rounds showed any text. Returns what was appended (the separator included)."""
@@ -179,6 +187,7 @@ class Transcript:
             return ""
         if self._separator_due:
             if self.length:
+                self._separators.append(self.length)
                 text = PARAGRAPH_BREAK + text
             self._separator_due = False
         self._live.append(text)
@@ -193,6 +202,7 @@ class Transcript:
     def restart(self) -> None:
         """Forget the current round's text (costs the length of the text once)."""
         whole = self.text[: self.round_start]
+        self._separators = [at for at in self._separators if at < self.round_start]
         self._settled = []
         self._set_live(whole, 0)
         self._separator_due = self._round_has_separator

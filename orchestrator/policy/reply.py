@@ -45,7 +45,6 @@ from orchestrator.policy.window import RedactionWindow
 __all__ = ["HookCaller", "Renderer", "ReplyPolicy", "redact_rendered"]
 
 _PARAGRAPH_BREAK = "\n\n"
-_PROBE_CHARS = 32
 
 
 log = logging.getLogger(__name__)
@@ -120,7 +119,11 @@ class ReplyPolicy:
         """The round is served again: forget everything fed since :meth:`begin_round`."""
         state, raw, withheld = self._checkpoint
         self._window.rollback(state)
-        self._emitted = self._emitted[: max(0, self._checkpoint_emitted - self._trimmed)]
+        keep = self._checkpoint_emitted - self._trimmed
+        if keep >= 0:
+            self._emitted = self._emitted[:keep]
+        else:  # a piece of the forgotten text was delivered: the next gap starts here
+            self._emitted, self._trimmed = "", self._checkpoint_emitted
         del self._raw[raw:]
         del self._withheld[withheld:]
 
@@ -170,21 +173,21 @@ class ReplyPolicy:
             guarded = redact_rendered(self._redactor, guarded, self._render)
         return guarded
 
-    def _separator(self, text: str) -> str:
-        """What was delivered between the last piece and ``text``: the gap between them in the
-        emitted text when it is whitespace (``""`` where the model's text ran on); a paragraph
-        break when something else lies between them; ``""`` (the cautious choice: a key split
-        there is one key) when ``text`` is not found in the emitted text."""
-        probe = text[:_PROBE_CHARS]
-        at = self._emitted.find(probe) if probe else -1
-        if at < 0:
+    def _separator(self, span: tuple[int, int] | None) -> str:
+        """What was delivered between the last piece and the piece at ``span`` (offsets into
+        the emitted text, ``GuardPiece.span``): the gap between them when it is whitespace
+        (``""`` where the model's text ran on), a paragraph break when something else lies
+        between them; ``""`` (the cautious choice: a key split there is one key) when the span
+        is not known or not in the emitted text kept. The emitted text up to the span's end is
+        then dropped: the next piece's gap starts there."""
+        if span is None:
             return ""
-        gap = self._emitted[:at]
-        drop = at + len(probe)
-        if self._emitted.startswith(text[len(probe) :], drop):
-            drop += len(text) - len(probe)
-        self._emitted = self._emitted[drop:]
-        self._trimmed += drop
+        start, end = span[0] - self._trimmed, span[1] - self._trimmed
+        if not 0 <= start <= end <= len(self._emitted):
+            return ""
+        gap = self._emitted[:start]
+        self._emitted = self._emitted[end:]
+        self._trimmed += end
         return gap if not gap.strip() else _PARAGRAPH_BREAK
 
     @property
@@ -220,11 +223,13 @@ class ReplyPolicy:
             return text
         return call_hook(self._hook, self._channel, self._chat_id, text)
 
-    def redact_piece(self, text: str) -> str:
+    def redact_piece(self, text: str, span: tuple[int, int] | None = None) -> str:
         """The hook's output redacted again with the delivered history as context, joined by
-        the separator delivered before it (found in the emitted text; a text the hook rewrote
-        is joined directly), and checked as the channel renders it; recorded as delivered."""
-        return self._guarded(text, self._separator(text))
+        the separator delivered before it (read in the emitted text at ``span``, the piece's
+        place there, ``GuardPiece.span``; ``None``: a text the hook rewrote, or a caller that
+        does not know it, is joined directly), and checked as the channel renders it; recorded
+        as delivered."""
+        return self._guarded(text, self._separator(span))
 
     def redact_line(self, text: str) -> str:
         """A status line, notice or approval prompt, redacted on its own (as it is and as it

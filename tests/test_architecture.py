@@ -41,6 +41,7 @@ CORES = [
     "orchestrator/delivery/pieces.py",
     "orchestrator/delivery/planning.py",
     "orchestrator/delivery/slots.py",
+    "orchestrator/delivery/reply_state.py",
     "orchestrator/delivery/status_messages.py",
     "orchestrator/delivery/events.py",
     "orchestrator/delivery/splitting.py",

@@ -20,6 +20,13 @@ When the engine is waiting for time to pass, the last action is
 ``SleepUntil(deadline)``: poll again at ``deadline`` or when a new event arrives. An empty list
 means: nothing to do until the next event.
 
+The engine's own state of the reply — the write in flight, the verdict awaited, whether the
+answer is over, and every time that spaces the writes — is one frozen
+:class:`~orchestrator.delivery.reply_state.ReplyState`; each event's effect on it is a pure
+function looked up in one table (:data:`~orchestrator.delivery.reply_state.TRANSITIONS`), which
+also says whether the planner hears the event; the engine keeps the current value, applies the
+step and tells the planner.
+
 What to write is decided by the mode's planner, from the current state only (latest text wins;
 intermediate states are never queued): :class:`~orchestrator.delivery.drafts.DraftPlanner`
 (``partial``) and :class:`~orchestrator.delivery.pieces.QueuePlanner` (``off``,
@@ -97,7 +104,6 @@ from orchestrator.delivery.events import (
     ToolStarted,
     WriteFailed,
     WriteSucceeded,
-    WrittenElsewhere,
 )
 from orchestrator.delivery.pieces import QueuePlanner
 from orchestrator.delivery.planning import (
@@ -109,14 +115,21 @@ from orchestrator.delivery.planning import (
     WriteKind,
     interrupted_marker,
 )
+from orchestrator.delivery.reply_state import (
+    DeliveryProtocolError,
+    ReplyState,
+    backed_off,
+    gone,
+    guarding,
+    started,
+    transition,
+    typed,
+    typing_at,
+    write_at,
+)
 from orchestrator.delivery.settings import DeliverySettings
 
 __all__ = ["DeliveryEngine", "DeliveryProtocolError", "DeliveryStats"]
-
-
-class DeliveryProtocolError(RuntimeError):
-    """The caller broke the protocol: input after the answer ended, or an outcome with no write
-    in flight."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,17 +193,8 @@ class DeliveryEngine:
             self._planner = DraftPlanner(settings, self._transcript, self._counters)
         else:
             self._planner = QueuePlanner(settings, self._transcript, self._counters, redact_line)
-        self._over = False
-        self._in_flight: Write | None = None
-        self._guarding: int | None = None
-        """The piece whose verdict is awaited."""
-        self._last_write_at: float | None = None
-        """When the last write completed (its outcome was fed), monotonic seconds."""
-        self._last_send_at: float | None = None
-        self._blocked_until = float("-inf")
-        self._backoff_until = float("-inf")
-        self._last_typing_at: float | None = None
-        self._unreachable = False
+        self._state = ReplyState()
+        """Writes, verdicts and times (:mod:`~orchestrator.delivery.reply_state`)."""
 
     # -- state ----------------------------------------------------------------------------
 
@@ -206,26 +210,27 @@ class DeliveryEngine:
     @property
     def answer_over(self) -> bool:
         """The answer ended, was interrupted or refused: no more input events are accepted."""
-        return self._over
+        return self._state.over
 
     @property
     def unreachable(self) -> bool:
         """A write found the chat or thread gone: nothing more of the reply is written."""
-        return self._unreachable
+        return self._state.unreachable
 
     @property
     def write_in_flight(self) -> bool:
-        return self._in_flight is not None
+        return self._state.in_flight is not None
 
     @property
     def pending(self) -> bool:
         """A write is in flight or waiting for its time, or a verdict is awaited (typing not
         counted). Changes nothing."""
-        if self._unreachable:
+        state = self._state
+        if state.unreachable:
             return False
         return (
-            self._in_flight is not None
-            or self._guarding is not None
+            state.in_flight is not None
+            or state.guarding is not None
             or self._planner.guard_request() is not None
             or self._planner.next_kind() is not None
         )
@@ -240,7 +245,7 @@ class DeliveryEngine:
     @property
     def finished(self) -> bool:
         """The answer is over and everything has been written."""
-        return self._over and not self.pending
+        return self._state.over and not self.pending
 
     @property
     def writes_sent(self) -> int:
@@ -268,92 +273,63 @@ class DeliveryEngine:
 
     def receive(self, event: DeliveryEvent, now: float) -> None:
         """Apply one event without planning; follow a batch of these with :meth:`poll` (so a
-        burst of text yields one write with the newest text)."""
-        match event:
-            case WriteSucceeded(message_id=message_id):
-                write = self._take_in_flight(now)
-                if write.kind == "send" and message_id is not None:
-                    self._counters.messages_created += 1
-                self._planner.succeeded(message_id)
-                return
-            case WriteFailed(reason=reason, retry_after=retry_after):
-                self._take_in_flight(now)
-                if reason == "rate_limited":
-                    self._counters.rate_limited += 1
-                    wait = self._settings.interval if retry_after is None else retry_after
-                    self._blocked_until = max(self._blocked_until, now + wait)
-                    self._planner.deferred()
-                elif reason == "unreachable":
-                    self._unreachable = True
-                    self._counters.unreachable += 1
-                else:  # "not_modified" on an edit is success, without an edit made
-                    backoff = self._planner.failed(reason)
-                    self._backoff_until = max(self._backoff_until, now + backoff)
-                return
-            case PieceGuarded(piece_id=piece_id, text=text):
-                self._verdict(piece_id, text, withheld=False)
-                return
-            case PieceWithheld(piece_id=piece_id):
-                self._verdict(piece_id, None, withheld=True)
-                return
-            case WrittenElsewhere(sent=sent):
-                self._last_write_at = max(self._last_write_at or now, now)
-                if sent:
-                    self._last_send_at = max(self._last_send_at or now, now)
-                return
-            case _:
-                pass
-        if self._over:
-            raise DeliveryProtocolError(f"{type(event).__name__} after the answer ended")
+        burst of text yields one write with the newest text).
+
+        Raises:
+            DeliveryProtocolError: see the event table.
+        """
+        step = transition(self._state, event, now, self._settings)
+        self._state = step.state
+        counters = self._counters
+        for name in step.count:
+            setattr(counters, name, getattr(counters, name) + 1)
+        if step.tell:
+            self._tell(event, now)
+
+    def _tell(self, event: DeliveryEvent, now: float) -> None:
+        """The planner (and the transcript) hear ``event``: its transition said so."""
+        planner = self._planner
         match event:
             case TextEmitted(text=text):
                 appended = self._transcript.append(text)
                 if appended:
-                    self._planner.on_text(appended)
+                    planner.on_text(appended)
+            case WriteSucceeded(message_id=message_id):
+                planner.succeeded(message_id)
+            case WriteFailed(reason="rate_limited"):
+                planner.deferred()
+            case WriteFailed(reason=reason):
+                self._state = backed_off(self._state, now, planner.failed(reason))
+            case PieceGuarded(piece_id=piece_id, text=text):
+                planner.guarded(piece_id, text, withheld=False)
+            case PieceWithheld(piece_id=piece_id):
+                planner.guarded(piece_id, None, withheld=True)
             case ToolStarted(call=call, status=status):
-                self._planner.on_status(call, status)
+                planner.on_status(call, status)
             case ToolFinished(call=call, status=status):
-                self._planner.on_status_finished(call, status)
+                planner.on_status_finished(call, status)
             case RoundEnded():
-                self._planner.on_round_ended()
+                planner.on_round_ended()
                 self._transcript.end_round()
             case Restarted():
                 self._transcript.restart()
-                self._planner.on_restarted()
+                planner.on_restarted()
             case AnswerEnded():
-                self._end(Ending("ended"))
+                planner.on_end(Ending("ended"))
             case AnswerInterrupted(cause=cause, marker=marker):
                 line = interrupted_marker(cause) if marker is None else marker
-                self._end(Ending("interrupted", self._redact_line(line)))
+                planner.on_end(Ending("interrupted", self._redact_line(line)))
             case AnswerRefused(notice=notice):
-                self._end(Ending("refused", self._redact_line(notice)))
+                planner.on_end(Ending("refused", self._redact_line(notice)))
+            case _:
+                pass
 
     def destination_gone(self) -> None:
         """The chat or thread is gone, found by something other than a write (the typing
         indicator): as ``WriteFailed("unreachable")``, nothing more is written."""
-        if not self._unreachable:
-            self._unreachable = True
+        if not self._state.unreachable:
+            self._state = gone(self._state)
             self._counters.unreachable += 1
-
-    def _verdict(self, piece_id: int, text: str | None, *, withheld: bool) -> None:
-        if piece_id != self._guarding:
-            return  # not awaited (it timed out, or was dropped): ignored
-        self._guarding = None
-        self._planner.guarded(piece_id, text, withheld=withheld)
-
-    def _end(self, ending: Ending) -> None:
-        self._over = True
-        self._planner.on_end(ending)
-
-    def _take_in_flight(self, now: float) -> Write:
-        write = self._in_flight
-        if write is None:
-            raise DeliveryProtocolError("a write outcome arrived with no write in flight")
-        self._in_flight = None
-        self._last_write_at = now
-        if write.kind == "send":
-            self._last_send_at = now
-        return write
 
     # -- output ---------------------------------------------------------------------------
 
@@ -362,15 +338,15 @@ class DeliveryEngine:
         needed, at most one write, possibly ``SendTyping``, and ``SleepUntil`` last when waiting
         for time to pass."""
         actions: list[Action] = []
-        if self._unreachable:
+        if self._state.unreachable:
             return actions
-        if self._guarding is None:
+        if self._state.guarding is None:
             request = self._planner.guard_request()
             if request is not None:
                 self._planner.guard_started(request.piece_id)
-                self._guarding = request.piece_id
+                self._state = guarding(self._state, request.piece_id)
                 actions.append(request)
-        if self._in_flight is not None:
+        if self._state.in_flight is not None:
             return actions
         wake: list[float] = []
         kind = self._planner.next_kind()
@@ -386,13 +362,13 @@ class DeliveryEngine:
                     self._start(write)
                     actions.append(write.action)
                     return actions
-        if not self._over:
-            typing_at = self._typing_at(now)
-            if now >= typing_at:
+        if not self._state.over:
+            typing_due = typing_at(self._state, now, self._settings)
+            if now >= typing_due:
                 actions.append(SendTyping())
-                self._last_typing_at = now
-                typing_at = self._typing_at(now)
-            wake.append(typing_at)
+                self._state = typed(self._state, now)
+                typing_due = typing_at(self._state, now, self._settings)
+            wake.append(typing_due)
         if wake:
             actions.append(SleepUntil(min(wake)))
         return actions
@@ -405,22 +381,10 @@ class DeliveryEngine:
         return self._write_at("send")
 
     def _write_at(self, kind: WriteKind) -> float:
-        at = max(self._blocked_until, self._backoff_until)
-        if self._last_write_at is not None:
-            at = max(at, self._last_write_at + self._settings.interval)
-        if kind == "send" and self._last_send_at is not None:
-            at = max(at, self._last_send_at + self._settings.send_delay)
-        return at
-
-    def _typing_at(self, now: float) -> float:
-        """Typing is due at once before anything was shown, then ``typing_interval`` after the
-        later of the last typing and the last write (both show the user something)."""
-        times = [t for t in (self._last_typing_at, self._last_write_at) if t is not None]
-        due = max(times) + self._settings.typing_interval if times else now
-        return max(due, self._blocked_until)
+        return write_at(self._state, kind, self._settings)
 
     def _start(self, write: Write) -> None:
-        self._in_flight = write
+        self._state = started(self._state, write)
         self._counters.writes_sent += 1
         match write.kind:
             case "edit":

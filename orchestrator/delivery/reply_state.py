@@ -1,0 +1,267 @@
+"""What the delivery engine knows of one reply's writes, and its decisions on it (architecture §3).
+
+Theory of operation
+-------------------
+:class:`ReplyState` is one frozen value: whether the answer is over or the chat unreachable,
+the write in flight, the verdict awaited, and the times that space the writes (the last write
+and send *completed*, a flood wait, a back-off, the last typing), in monotonic seconds. Every
+decision on it is a pure function: :func:`transition` takes the state, an event and the time
+and returns a :class:`Step` — the new state, whether the mode's planner hears the event, and
+which counters grow — by one table, :data:`TRANSITIONS`; the queries (:func:`write_at`,
+:func:`typing_at`) only read. The engine (:class:`~orchestrator.delivery.engine.DeliveryEngine`)
+holds the current state, applies each step, and tells the planner (which owns the layout: the
+transcript, the slots or the queue).
+
+Transition table (``now``: the time the event is fed)::
+
+    event                 new state                                    planner   counters
+    --------------------  -------------------------------------------  --------  ----------------
+    WriteSucceeded(id)    nothing in flight; last write (and send) now hears it  messages_created
+                                                                                 (a send with id)
+    WriteFailed(rate_     nothing in flight; last write now; writes    hears it  rate_limited
+      limited, ra)        blocked until now + ra (else the interval)
+    WriteFailed(          nothing in flight; last write now;           -         unreachable
+      unreachable)        unreachable
+    WriteFailed(r)        nothing in flight; last write now; then      hears it
+                          backed off until now + what the planner
+                          asks (:func:`backed_off`)
+    PieceGuarded(i, t)    the verdict awaited is i: none awaited       hears it
+    PieceWithheld(i)      (a verdict not awaited is ignored)           (awaited)
+    WrittenElsewhere(s)   last write (and send, s) at least now        -
+    TextEmitted, Tool-    (while the answer runs) unchanged            hears it
+      Started, Tool-
+      Finished, Round-
+      Ended, Restarted
+    AnswerEnded, Answer-  (while the answer runs) over                 hears it
+      Interrupted,
+      AnswerRefused
+
+An outcome (``WriteSucceeded``, ``WriteFailed``) with nothing in flight, and any input after the
+answer is over, raise :class:`DeliveryProtocolError`. Starting a write (:func:`started`), asking
+for a verdict (:func:`guarding`), typing (:func:`typed`) and finding the chat gone otherwise
+(:func:`gone`) are the engine's own steps, pure too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from orchestrator.delivery.events import (
+    AnswerEnded,
+    AnswerInterrupted,
+    AnswerRefused,
+    DeliveryEvent,
+    PieceGuarded,
+    PieceWithheld,
+    Restarted,
+    RoundEnded,
+    TextEmitted,
+    ToolFinished,
+    ToolStarted,
+    WriteFailed,
+    WriteSucceeded,
+    WrittenElsewhere,
+)
+from orchestrator.delivery.planning import Write, WriteKind
+from orchestrator.delivery.settings import DeliverySettings
+
+__all__ = [
+    "TRANSITIONS",
+    "DeliveryProtocolError",
+    "ReplyState",
+    "Step",
+    "backed_off",
+    "gone",
+    "guarding",
+    "started",
+    "transition",
+    "typed",
+    "typing_at",
+    "write_at",
+]
+
+
+class DeliveryProtocolError(RuntimeError):
+    """The caller broke the protocol: input after the answer ended, or an outcome with no write
+    in flight."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyState:
+    """The engine's state of one reply (see the module docstring); times in monotonic seconds.
+
+    Attributes:
+        over: the answer ended, was interrupted or refused.
+        unreachable: a write (or typing) found the chat or thread gone.
+        in_flight: the write started and not yet answered.
+        guarding: the piece whose verdict is awaited.
+        last_write_at: when the last write completed (its outcome was fed).
+        last_send_at: when the last send completed.
+        blocked_until: a flood wait (``-inf``: none).
+        backoff_until: a back-off after a refused write (``-inf``: none).
+        last_typing_at: when typing was last sent.
+    """
+
+    over: bool = False
+    unreachable: bool = False
+    in_flight: Write | None = None
+    guarding: int | None = None
+    last_write_at: float | None = None
+    last_send_at: float | None = None
+    blocked_until: float = -math.inf
+    backoff_until: float = -math.inf
+    last_typing_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one event does: the new state, whether the planner hears the event, and the names
+    of the :class:`~orchestrator.delivery.planning.Counters` that grow by one."""
+
+    state: ReplyState
+    tell: bool = False
+    count: tuple[str, ...] = ()
+
+
+# -- the table ------------------------------------------------------------------------------
+
+
+def _completed(state: ReplyState, now: float) -> ReplyState:
+    write = state.in_flight
+    if write is None:
+        raise DeliveryProtocolError("a write outcome arrived with no write in flight")
+    last_send = now if write.kind == "send" else state.last_send_at
+    return replace(state, in_flight=None, last_write_at=now, last_send_at=last_send)
+
+
+def _write_succeeded(
+    state: ReplyState, event: WriteSucceeded, now: float, settings: DeliverySettings
+) -> Step:
+    sent = state.in_flight is not None and state.in_flight.kind == "send"
+    created = ("messages_created",) if sent and event.message_id is not None else ()
+    return Step(_completed(state, now), tell=True, count=created)
+
+
+def _write_failed(
+    state: ReplyState, event: WriteFailed, now: float, settings: DeliverySettings
+) -> Step:
+    done = _completed(state, now)
+    match event.reason:
+        case "rate_limited":
+            wait = settings.interval if event.retry_after is None else event.retry_after
+            blocked = max(done.blocked_until, now + wait)
+            return Step(replace(done, blocked_until=blocked), tell=True, count=("rate_limited",))
+        case "unreachable":
+            return Step(replace(done, unreachable=True), count=("unreachable",))
+        case _:  # the planner decides, and asks for a back-off (backed_off); "not_modified"
+            return Step(done, tell=True)  # on an edit is success, without an edit made
+
+
+def _verdict(
+    state: ReplyState, event: PieceGuarded | PieceWithheld, now: float, settings: DeliverySettings
+) -> Step:
+    if event.piece_id != state.guarding:
+        return Step(state)  # not awaited (it timed out, or was dropped): ignored
+    return Step(replace(state, guarding=None), tell=True)
+
+
+def _written_elsewhere(
+    state: ReplyState, event: WrittenElsewhere, now: float, settings: DeliverySettings
+) -> Step:
+    last_write = max(state.last_write_at or now, now)
+    last_send = max(state.last_send_at or now, now) if event.sent else state.last_send_at
+    return Step(replace(state, last_write_at=last_write, last_send_at=last_send))
+
+
+def _answer_input(
+    state: ReplyState, event: DeliveryEvent, now: float, settings: DeliverySettings
+) -> Step:
+    if state.over:
+        raise DeliveryProtocolError(f"{type(event).__name__} after the answer ended")
+    return Step(state, tell=True)
+
+
+def _answer_over(
+    state: ReplyState, event: DeliveryEvent, now: float, settings: DeliverySettings
+) -> Step:
+    if state.over:
+        raise DeliveryProtocolError(f"{type(event).__name__} after the answer ended")
+    return Step(replace(state, over=True), tell=True)
+
+
+TRANSITIONS: dict[type[Any], Callable[[ReplyState, Any, float, DeliverySettings], Step]] = {
+    WriteSucceeded: _write_succeeded,
+    WriteFailed: _write_failed,
+    PieceGuarded: _verdict,
+    PieceWithheld: _verdict,
+    WrittenElsewhere: _written_elsewhere,
+    TextEmitted: _answer_input,
+    ToolStarted: _answer_input,
+    ToolFinished: _answer_input,
+    RoundEnded: _answer_input,
+    Restarted: _answer_input,
+    AnswerEnded: _answer_over,
+    AnswerInterrupted: _answer_over,
+    AnswerRefused: _answer_over,
+}
+"""Each event's transition (the module docstring's table)."""
+
+
+def transition(
+    state: ReplyState, event: DeliveryEvent, now: float, settings: DeliverySettings
+) -> Step:
+    """The step ``event`` fed at ``now`` takes from ``state`` (:data:`TRANSITIONS`).
+
+    Raises:
+        DeliveryProtocolError: an outcome with nothing in flight, input after the end.
+    """
+    return TRANSITIONS[type(event)](state, event, now, settings)
+
+
+# -- the engine's own steps -----------------------------------------------------------------
+
+
+def backed_off(state: ReplyState, now: float, seconds: float) -> ReplyState:
+    """No write before ``now + seconds`` (a refused write's back-off, as its planner asks)."""
+    return replace(state, backoff_until=max(state.backoff_until, now + seconds))
+
+
+def started(state: ReplyState, write: Write) -> ReplyState:
+    return replace(state, in_flight=write)
+
+
+def guarding(state: ReplyState, piece_id: int) -> ReplyState:
+    return replace(state, guarding=piece_id)
+
+
+def typed(state: ReplyState, now: float) -> ReplyState:
+    return replace(state, last_typing_at=now)
+
+
+def gone(state: ReplyState) -> ReplyState:
+    return replace(state, unreachable=True)
+
+
+# -- queries --------------------------------------------------------------------------------
+
+
+def write_at(state: ReplyState, kind: WriteKind, settings: DeliverySettings) -> float:
+    """The earliest monotonic time a write of ``kind`` may start: the spacing after the last
+    write (and, for a send, the last send), a flood wait, a back-off."""
+    at = max(state.blocked_until, state.backoff_until)
+    if state.last_write_at is not None:
+        at = max(at, state.last_write_at + settings.interval)
+    if kind == "send" and state.last_send_at is not None:
+        at = max(at, state.last_send_at + settings.send_delay)
+    return at
+
+
+def typing_at(state: ReplyState, now: float, settings: DeliverySettings) -> float:
+    """Typing is due at once before anything was shown, then ``typing_interval`` after the
+    later of the last typing and the last write (both show the user something)."""
+    times = [t for t in (state.last_typing_at, state.last_write_at) if t is not None]
+    due = max(times) + settings.typing_interval if times else now
+    return max(due, state.blocked_until)

@@ -18,12 +18,13 @@ only moves forward (except on ``Restart``):
 Blank lines between pieces and trailing whitespace are not sent: the chat shows the text's
 pieces in order, and only whitespace lies between them. A queued piece goes through
 ``guard_piece`` exactly once, when it reaches the head of the queue (so a piece dropped by a
-restart is never guarded): the planner asks for its verdict (``GuardPiece``) and sends nothing
-behind it until the verdict comes back (the order stands). The hook's output is split again at
-the limit; a piece whose hook failed (``PieceWithheld``) is replaced by the withheld notice. Tool
-statuses (``show_tool_status``), the restart notice and the interrupted marker are queued as
-their own plain messages. A message goes out formatted when the channel's renderer says its
-formatted form fits, else plain.
+restart is never guarded): the planner asks for its verdict (``GuardPiece``, with the piece's
+span in the emitted text, :meth:`~orchestrator.delivery.planning.Transcript.emitted_offset`) and
+sends nothing behind it until the verdict comes back (the order stands). The hook's output is
+split again at the limit; a piece whose hook failed (``PieceWithheld``) is replaced by the
+withheld notice. Tool statuses (``show_tool_status``), the restart notice and the interrupted
+marker are queued as their own plain messages. A message goes out formatted when the channel's
+renderer says its formatted form fits, else plain.
 
 Tool status (``multi_message`` with ``show_tool_status``, architecture §3 "Tool status"): each
 call's ``⏳`` line is its own message; when the call finishes that message is edited to the

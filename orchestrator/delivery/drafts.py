@@ -166,8 +166,10 @@ class _Retire:
     index: int
 
 
-_Passing = _Clean | _Mark | _GiveUp | _Guess
+_PASSING = (_Clean, _Mark, _GiveUp, _Guess)
 """Steps after which the scan goes on (the query stops at a ``_Guess``; the commit does not)."""
+_GUESS_EDIT = _Guess("edit")
+_STOP = _Stop()
 _Step = _Planned | _Guess | _Stop | _Clean | _Mark | _GiveUp | _Retire
 
 
@@ -331,7 +333,7 @@ class DraftPlanner:
             live = not final and index == len(layout.cuts)
             for step in self._slot_steps(index, slot, live, final):
                 yield step
-                if not isinstance(step, _Passing):
+                if not isinstance(step, _PASSING):
                     return
         if final:
             for spare in self._slots[count:]:
@@ -355,7 +357,7 @@ class DraftPlanner:
                 yield _Clean(index)  # never written again
             return
         if state is SlotState.ORPHANED and not final:
-            yield _Stop()  # previews stopped: see the module docstring
+            yield _STOP  # previews stopped: see the module docstring
             return
         layout = self._layout
         if live and slot is not None and state is SlotState.SHOWN:
@@ -364,7 +366,7 @@ class DraftPlanner:
             # Changed: an edit, unless its text turns out the same (the query does not compose
             # the text to know; the commit does, below).
             if self._edit_allowed(slot, live, final):
-                yield _Guess("edit")
+                yield _GUESS_EDIT
         target = layout.target(index)
         formatted = target.formatted and not (slot is not None and slot.plain)
         form = target.form if formatted else target.text
@@ -439,6 +441,12 @@ class DraftPlanner:
         """The kind of the next write, or ``None``: a query, it changes nothing. It may answer
         ``"edit"`` for a live draft whose text turns out to equal what it shows (module
         docstring)."""
+        live = self._live_only()
+        if live is not None:  # the scan's most common case, without walking its steps
+            if live.version == self._layout.version:
+                return None  # the live draft has not changed since it was written
+            if self._edit_allowed(live, True, False):
+                return "edit"
         for step in self._steps():
             match step:
                 case _Guess(kind=kind):
@@ -452,6 +460,16 @@ class DraftPlanner:
                 case _:
                     pass  # a record: the query skips it
         return None
+
+    def _live_only(self) -> Slot | None:
+        """The live draft's slot when it is all the scan has to look at (while the answer runs:
+        nothing to delete, every frozen message clean, the draft shown); else ``None``."""
+        layout = self._layout
+        index = len(layout.cuts)
+        if self._stale or self._ended or self._clean != index or layout.count() != index + 1:
+            return None
+        slot = self._slots[index] if index < len(self._slots) else None
+        return slot if slot is not None and slot.state is SlotState.SHOWN else None
 
     def plan(self) -> Write | None:
         """The next write, started (``None``: nothing to write): a command. It applies the

@@ -278,6 +278,13 @@ class DeliveryEngine:
         Raises:
             DeliveryProtocolError: see the event table.
         """
+        if type(event) is TextEmitted and not self._state.over:
+            # Nearly every event: its transition leaves the state as it is and the planner
+            # hears it (reply_state.TRANSITIONS), taken here without building the step.
+            appended = self._transcript.append(event.text)
+            if appended:
+                self._planner.on_text(appended)
+            return
         step = transition(self._state, event, now, self._settings)
         self._state = step.state
         counters = self._counters
@@ -338,15 +345,16 @@ class DeliveryEngine:
         needed, at most one write, possibly ``SendTyping``, and ``SleepUntil`` last when waiting
         for time to pass."""
         actions: list[Action] = []
-        if self._state.unreachable:
+        state = self._state
+        if state.unreachable:
             return actions
-        if self._state.guarding is None:
+        if state.guarding is None:
             request = self._planner.guard_request()
             if request is not None:
                 self._planner.guard_started(request.piece_id)
-                self._state = guarding(self._state, request.piece_id)
+                self._state = state = guarding(state, request.piece_id)
                 actions.append(request)
-        if self._state.in_flight is not None:
+        if state.in_flight is not None:
             return actions
         wake: list[float] = []
         kind = self._planner.next_kind()
@@ -362,12 +370,12 @@ class DeliveryEngine:
                     self._start(write)
                     actions.append(write.action)
                     return actions
-        if not self._state.over:
-            typing_due = typing_at(self._state, now, self._settings)
+        if not state.over:
+            typing_due = typing_at(state, now, self._settings)
             if now >= typing_due:
                 actions.append(SendTyping())
-                self._state = typed(self._state, now)
-                typing_due = typing_at(self._state, now, self._settings)
+                self._state = state = typed(state, now)
+                typing_due = typing_at(state, now, self._settings)
             wake.append(typing_due)
         if wake:
             actions.append(SleepUntil(min(wake)))

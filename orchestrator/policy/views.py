@@ -436,7 +436,8 @@ _JOINT = regex.compile(rf"(?<={_TOKEN_CHAR})(?:{_WRAP}|{_QUOTE}{_BETWEEN}{_QUOTE
 # yet (``…AAAA\n``, ``…AAAA\nREAD``, ``"…AAAA" + '``): the text ends there.
 _OPEN_JOINT = regex.compile(
     rf"(?<={_TOKEN_CHAR})(?:(?:{_WRAP}|{_QUOTE}{_BETWEEN}{_QUOTE})(?P<run>{_TOKEN_CHAR}{{0,255}})"
-    rf"|{_QUOTE}{_BETWEEN}(?P<run>))\Z"
+    rf"|{_QUOTE}{_BETWEEN}(?P<run>))\Z",
+    flags=regex.REVERSE,  # searched from the end: one try at the end, ~10x faster than forward
 )
 _TRAILING_JOINT = regex.compile(r"(?:[ \t]{1,16}\\?|\\[ \t]{0,16})\Z")
 

@@ -178,17 +178,24 @@ def test_each_reader_form_is_masked_in_every_state_of_the_window(
     form: str, data: st.DataObject
 ) -> None:
     text = READER_FORMS[form] + "\n\nThe rest of the answer follows here, long enough to flow."
+    for shown in _states(text, data):
+        leaked = [w for w in windows(_secret_of(form)) if w in shown]
+        assert not leaked and "IIIIJJJJ" not in shown, (form, shown)
+    assert shown == REDACTOR.redact(text)
+
+
+def _states(text: str, data: st.DataObject) -> list[str]:
+    """Every text the window shows while ``text`` streams in deltas of 1-9 characters; the
+    last is the whole output after the flush."""
     window = RedactionWindow(REDACTOR)
-    shown = ""
+    shown = [""]
     pos = 0
     while pos < len(text):
         size = data.draw(st.integers(1, 9))
-        shown += window.feed(text[pos : pos + size])
+        shown.append(shown[-1] + window.feed(text[pos : pos + size]))
         pos += size
-        leaked = [w for w in windows(_secret_of(form)) if w in shown]
-        assert not leaked and "IIIIJJJJ" not in shown, (form, shown)
-    shown += window.flush()
-    assert shown == REDACTOR.redact(text)
+    shown.append(shown[-1] + window.flush())
+    return shown
 
 
 # More spellings of the same forms: other line breaks, deeper quotes, a Markdown hard break,
@@ -246,15 +253,9 @@ def test_more_spellings_are_masked_alone_and_in_every_state_of_the_window(
     out = REDACTOR.redact(text)
     assert not [w for w in windows(secret) if w in out], (form, out)
     assert "The rest of the answer follows here." in out
-    window = RedactionWindow(REDACTOR)
-    shown = ""
-    pos = 0
-    while pos < len(text):
-        size = data.draw(st.integers(1, 9))
-        shown += window.feed(text[pos : pos + size])
-        pos += size
+    for shown in _states(text, data):
         assert not [w for w in windows(secret) if w in shown], (form, shown)
-    assert shown + window.flush() == out
+    assert shown == out
 
 
 # What follows a key on the next line, or in the next string piece, is text of its own unless

@@ -30,7 +30,10 @@ __all__ = [
 # as a boundary (a Markdown emphasis delimiter: ``_sk-ant-…_`` shows the key in italics). A prefix
 # specific enough to stand alone (``sk-ant-``, ``sk-proj-``, ``ghp_``, ``github_pat_``, ``AKIA``,
 # ``xoxb-``, ``glpat-``) needs no boundary: ``id1sk-ant-…`` is a key glued to the word before it.
-_B = r"(?<![A-Za-z0-9])"
+# A marker stands where a secret ended in a letter or digit, so it is no boundary either: what
+# followed the secret reads the same after redaction (``[REDACTED:aws_access_key]sk-proj-…``
+# is no key where ``AKIA…EXAMPLEsk-proj-…`` was none), and redaction stays idempotent.
+_B = r"(?<![A-Za-z0-9])(?<!\[REDACTED:[a-z][a-z0-9_]{0,63}\])"
 # The prefixes that need no boundary before them (see _B).
 _GLUED = r"(?i:sk-ant-)|sk-proj-|ghp_|github_pat_|AK[Il1]A|xoxb-|g[lI1]pat-"
 # Glued to a word before it, "sk-ant-" must open a real key's body ("api03-", "admin01-"), so
@@ -181,7 +184,7 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     SecretShape(
         "telegram_bot_token",
         # Also right after "bot", as in Bot API URLs: https://api.telegram.org/bot<token>/getMe
-        r"(?:(?<=[Bb]ot)|(?<![A-Za-z0-9]))[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
+        r"(?:(?<=[Bb]ot)|" + _B + r")[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
         tuple(f"{digit}:" for digit in "0123456789"),
     ),
     SecretShape(

@@ -25,7 +25,7 @@ from typing import Any
 import anyio
 
 from channels.base import Channel, InboundHandler
-from channels.discord import DiscordChannel
+from channels.discord.adapter import DiscordChannel
 from channels.registry import build_channel
 from config.loader import load_config_text
 from orchestrator.daemon import Daemon

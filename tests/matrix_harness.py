@@ -24,7 +24,7 @@ import anyio
 import nio
 
 from channels.base import Channel, InboundHandler
-from channels.matrix import MatrixChannel
+from channels.matrix.adapter import MatrixChannel
 from channels.registry import build_channel
 from config.loader import load_config_text
 from orchestrator.daemon import Daemon

@@ -32,7 +32,7 @@ import anyio
 
 from channels.base import Channel, InboundHandler, utf16_len
 from channels.registry import build_channel
-from channels.telegram import TelegramChannel, TelegramTimeouts
+from channels.telegram.adapter import TelegramChannel, TelegramTimeouts
 from config.loader import load_config_text
 from orchestrator.daemon import Daemon
 from tests.peers.provider_server import ProviderServer, Reply

@@ -99,15 +99,20 @@ def test_deciding_cores_are_sans_io(core: str) -> None:
         "import sys, importlib; importlib.import_module(sys.argv[1]); "
         f"print(','.join(sorted(set({sorted(IO_MODULES)!r}) & set(sys.modules))))"
     )
+    assert fresh_interpreter(code, module) == ""
+
+
+def fresh_interpreter(code: str, *args: str) -> str:
+    """What ``python -c code args`` prints, run on this checkout alone (stripped)."""
     result = subprocess.run(
-        [sys.executable, "-c", code, module],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         check=True,
         cwd=REPO,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
     )
-    assert result.stdout.strip() == ""
+    return result.stdout.strip()
 
 
 def test_delivery_imports_nothing_from_the_policy() -> None:
@@ -180,15 +185,7 @@ def test_the_config_loads_no_adapter() -> None:
         "print(','.join(sorted(m for m in sys.modules if m.endswith('.adapter') "
         f"or m.split('.')[0] in {sorted(IO_MODULES | {'discord', 'nio'})!r})))"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=REPO,
-        env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
-    )
-    assert result.stdout.strip() == ""
+    assert fresh_interpreter(code) == ""
 
 
 def test_each_kind_lives_in_its_folder() -> None:

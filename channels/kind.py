@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from channels.base import ChannelLimits
 
@@ -79,9 +79,8 @@ class ChannelKind:
 
     def describe_limit(self) -> str:
         """The limit in words, as the capability table prints it (``"4096 UTF-16 code units"``)."""
-        unit: Literal["utf16", "chars"] = self.limits.unit
         if self.limits.max_length >= UNLIMITED:
             return "unlimited"
-        if unit == "utf16":
+        if self.limits.unit == "utf16":
             return f"{self.limits.max_length} UTF-16 code units"
         return f"{self.limits.max_length} characters"

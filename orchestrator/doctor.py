@@ -34,12 +34,10 @@ from typing import Any, TextIO
 
 import httpx
 
-from config.channels import (
-    ConsoleChannelConfig,
-    DiscordChannelConfig,
-    MatrixChannelConfig,
-    TelegramChannelConfig,
-)
+from channels.console.kind import ConsoleChannelConfig
+from channels.discord.kind import DiscordChannelConfig
+from channels.matrix.kind import MatrixChannelConfig
+from channels.telegram.kind import TelegramChannelConfig
 from config.models import ProviderConfig, RelaybotConfig
 from config.storage import StorageConfig
 from orchestrator.failure_causes import FailureContext, user_cause

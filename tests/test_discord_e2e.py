@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from channels.discord import INTENT_HELP
+from channels.discord.adapter import INTENT_HELP
 from config.loader import load_config_text
 from orchestrator.daemon import Daemon
 from tests.discord_harness import EDIT, SEND, assert_spacing, config_text, running_bot

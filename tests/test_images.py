@@ -1,5 +1,5 @@
 """The pure pieces of image handling: what the user is told (``orchestrator.images``), which
-photo size is fetched and where files come from (``channels.telegram_inbound``), and how a
+photo size is fetched and where files come from (``channels.telegram.inbound``), and how a
 waiting message keeps its images (``orchestrator.store``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from telegram import PhotoSize
 
 from channels.base import Attachment, InboundMessage
-from channels.telegram_inbound import file_base_url, pick_photo
+from channels.telegram.inbound import file_base_url, pick_photo
 from orchestrator.images import NO_VISION, NO_VISION_TEXT_ONLY, image_parts, screen_images
 from orchestrator.store import decode_inbound, encode_inbound
 from providers.base import ImagePart

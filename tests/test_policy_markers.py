@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from orchestrator.policy import ReplyPolicy
 from orchestrator.policy.catalogue import BUILTIN_SHAPES, Redactor, compile_shape, marker
 from orchestrator.policy.rendered import redact_rendered

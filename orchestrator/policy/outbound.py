@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from config.models import PolicyConfig, SecretPatternConfig
 from orchestrator.policy.catalogue import (
     BUILTIN_SHAPES,

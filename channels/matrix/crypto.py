@@ -34,7 +34,7 @@ import nio
 
 __all__ = ["E2E_MODULES", "KeyKeeper", "KeysRejected", "e2e_missing", "refusal_cause"]
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("channels.matrix_crypto")
 
 E2E_MODULES = ("vodozemac", "peewee", "atomicwrites", "cachetools")
 """What ``matrix-nio[e2e]`` adds (matrix-nio 0.26 metadata: ``Requires-Dist`` with

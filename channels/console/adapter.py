@@ -55,7 +55,7 @@ from channels.base import (
     Rendering,
     WriteSpacing,
 )
-from channels.console_input import (
+from channels.console.input import (
     Question,
     in_daemon_thread,
     isatty,
@@ -64,8 +64,7 @@ from channels.console_input import (
     read_typed_line,
     start_daemon_thread,
 )
-from channels.limits import CONSOLE_LIMITS
-from config.models import ConsoleChannelConfig
+from channels.console.kind import KIND, ConsoleChannelConfig
 
 __all__ = ["BOT_COMMANDS", "HELP_TEXT", "QUIT_WINDOW_SECS", "ConsoleChannel"]
 
@@ -99,7 +98,7 @@ _COMMAND = re.compile(r"/(?P<name>[A-Za-z0-9_]+)(?:@\S*)?")
 
 
 class ConsoleChannel(Channel):
-    limits = CONSOLE_LIMITS
+    limits = KIND.limits
 
     def __init__(
         self,
@@ -263,7 +262,7 @@ class ConsoleChannel(Channel):
     async def _typed_line(self, fd: int, held: deque[str | None]) -> str | None:
         """One line typed at the terminal (its line discipline edits it), or None at end of
         input. Cancelled, it waits for its thread to end (at most
-        :data:`~channels.console_input.TYPED_POLL_SECS`) so that the prompt's ``input()`` never
+        :data:`~channels.console.input.TYPED_POLL_SECS`) so that the prompt's ``input()`` never
         reads beside it; a line the thread read meanwhile goes to ``held``."""
         stop = threading.Event()
         box: list[str | None] = []

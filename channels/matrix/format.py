@@ -10,7 +10,7 @@ its CommonMark + GFM tables/strikethrough rendering by markdown-it-py with raw H
 model's ``<script>`` shows as text, never as markup). A plain write (a preview) gets the text
 escaped, line breaks as ``<br>``.
 
-The limit counts characters of ``body`` (4000, :data:`config.limits.MATRIX_MAX_TEXT_LENGTH`),
+The limit counts characters of ``body`` (4000, :data:`channels.matrix.kind.MATRIX_MAX_TEXT_LENGTH`),
 so a rendering's length is ``len(text)``; nothing here splits text (architecture §3 "Formatting and
 splitting"). Pure functions, no I/O (architecture §1).
 """

@@ -3,9 +3,9 @@
 specifics", "Access").
 
 * **Invites** from allowed users (to allowed rooms) are joined. An encrypted room (its invite's
-  stripped state holds ``m.room.encryption``, :class:`~channels.matrix_nio.InviteAwareClient`)
+  stripped state holds ``m.room.encryption``, :class:`~channels.matrix.client.InviteAwareClient`)
   is joined only with end-to-end encryption on; otherwise it is refused with one log line naming
-  the cause (:func:`channels.matrix_crypto.refusal_cause`), once per room.
+  the cause (:func:`channels.matrix.crypto.refusal_cause`), once per room.
 * **Events**: our own are noted (a reply to one of them addresses the bot) and never answered;
   events from before the bot first started are skipped. ``m.text`` messages (not ``m.notice``:
   other bots', not edits) become an :class:`InboundMessage`: ``chat_id`` the room id,
@@ -20,7 +20,7 @@ specifics", "Access").
   completed with ``/messages`` back to the previous token.
 * **Approvals**: a reply ``yes``/``no`` to a prompt (or, with one prompt open in the room, a
   plain ``yes``/``no``) or a ✅/❌ reaction on it from an allowed user answers it
-  (:mod:`channels.matrix_approvals`).
+  (:mod:`channels.matrix.approvals`).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ from typing import Any
 import nio
 
 from channels.base import InboundHandler, InboundMessage
-from channels.matrix_approvals import Approvals
-from channels.matrix_events import (
+from channels.matrix.approvals import Approvals
+from channels.matrix.client import InviteAwareClient
+from channels.matrix.events import (
     is_edit,
     mentions_user,
     reaction_answer,
@@ -41,8 +42,7 @@ from channels.matrix_events import (
     strip_reply_fallback,
     thread_root,
 )
-from channels.matrix_nio import InviteAwareClient
-from config.models import MatrixChannelConfig
+from channels.matrix.kind import MatrixChannelConfig
 
 __all__ = ["GAP_PAGES", "OWN_EVENTS_KEPT", "MatrixInbound"]
 

@@ -57,7 +57,7 @@ __all__ = [
     "topic_of",
 ]
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("channels.telegram_inbound")
 
 MAX_PHOTO_SIDE = 2048
 """Pixels: the photo size taken is the largest whose width and height are within this."""

@@ -31,7 +31,7 @@ from channels.errors import (
     MessageNotModified,
     MessageTooLong,
 )
-from config.limits import TELEGRAM_MAX_TEXT_LENGTH
+from channels.telegram.kind import TELEGRAM_MAX_TEXT_LENGTH
 
 __all__ = ["is_parse_error", "quiet_rate_limiter_log", "translate_error"]
 

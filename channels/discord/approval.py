@@ -21,7 +21,7 @@ import discord
 
 __all__ = ["OUTCOME", "ApprovalView"]
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("channels.discord_approval")
 
 OUTCOME: dict[bool | None, str] = {
     True: "✅ Approved",

@@ -21,8 +21,8 @@ import aiohttp
 import nio
 
 from channels.errors import ChannelStartError
-from channels.matrix_nio import InviteAwareClient
-from config.models import MatrixChannelConfig
+from channels.matrix.client import InviteAwareClient
+from channels.matrix.kind import MatrixChannelConfig
 
 __all__ = ["DEVICE_KEY", "REJECTED", "log_in"]
 

@@ -2,7 +2,7 @@
 
 A prompt is an event the bot sent; an allowed user answers it with a ✅/❌ reaction on it
 (``m.annotation``), a reply ``yes``/``no`` to it, or — when it is the only prompt open in that
-room — a plain ``yes``/``no`` (:mod:`channels.matrix_events` reads the answers). The first
+room — a plain ``yes``/``no`` (:mod:`channels.matrix.events` reads the answers). The first
 answer counts; later ones are ordinary messages.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from channels.matrix_events import approval_answer
+from channels.matrix.events import approval_answer
 
 __all__ = ["Approval", "Approvals"]
 

@@ -18,14 +18,14 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Writes.** One platform write per call, no splitting and no waiting: the delivery engine
   decides every message boundary with :meth:`TelegramChannel.render` and honours every
   ``RetryAfter`` itself (architecture §1, §3). Previews are plain. A formatted write sends the
-  model's Markdown as visible text + entities (:mod:`channels.telegram_format`); one whose
+  model's Markdown as visible text + entities (:mod:`channels.telegram.format`); one whose
   rendering is longer than a message is refused as :class:`MessageTooLong` before any request.
   "can't parse entities" fails the write (:class:`ChannelWriteFailed`): the engine writes that
   one message again plain, an interval later (architecture §3 "Spacing"). A 5xx answer or a refused
   connection is :class:`~channels.errors.ChannelUnavailable` (it did not land).
 * **Errors** match the description case-insensitively by prefix (PTB capitalises it, Telegram
   appends details): :func:`translate_error`.
-* **Inbound** (:mod:`channels.telegram_inbound`). Texts, photos, image documents and albums
+* **Inbound** (:mod:`channels.telegram.inbound`). Texts, photos, image documents and albums
   become :class:`InboundMessage` (``is_direct``: a private chat; ``mentions_bot``: @mentioned
   in the text or caption, ``/cmd@bot`` or a reply to the bot; images as ``attachments``,
   downloaded from ``base_file_url``; ``update_ids`` for the orchestrator's dedupe). The
@@ -81,15 +81,14 @@ from channels.base import (
 )
 from channels.base import utf16_len as _utf16_len
 from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
-from channels.limits import TELEGRAM_LIMITS
-from channels.telegram_errors import quiet_rate_limiter_log, translate_error
-from channels.telegram_format import FormattedText, markdown_to_telegram, to_html
-from channels.telegram_inbound import InboundReader, PollHealth, file_base_url
-from config.models import TelegramChannelConfig
+from channels.telegram.errors import quiet_rate_limiter_log, translate_error
+from channels.telegram.format import FormattedText, markdown_to_telegram, to_html
+from channels.telegram.inbound import InboundReader, PollHealth, file_base_url
+from channels.telegram.kind import KIND, TelegramChannelConfig
 
 __all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts"]
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
 
 COMMANDS = (
@@ -145,7 +144,7 @@ class TelegramChannel(Channel):
         timeouts: HTTP bounds (tests make them short).
     """
 
-    limits = TELEGRAM_LIMITS
+    limits = KIND.limits
     multi_message_unit = "turn"
 
     def __init__(

@@ -1,6 +1,6 @@
 """The content of the Matrix channel's writes (pure): a new message and an edit of one.
 
-* A new message: :func:`~channels.matrix_format.message_content`, plus, in a thread,
+* A new message: :func:`~channels.matrix.format.message_content`, plus, in a thread,
   ``m.relates_to: {rel_type: m.thread, event_id: <root>, is_falling_back, m.in_reply_to}``
   (https://spec.matrix.org/latest/client-server-api/#threading), or, answering a user's event in
   a room of more than two members, ``m.relates_to: {m.in_reply_to: {event_id}}`` (rich replies).
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels.matrix_format import markdown_to_html, message_content
+from channels.matrix.format import markdown_to_html, message_content
 
 __all__ = ["LIVE_KEY", "edit_content", "send_content"]
 

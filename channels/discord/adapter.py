@@ -18,7 +18,7 @@ The adapter executes primitive writes; the delivery engine decides what to write
   up by itself afterwards (heartbeats, RESUME after a drop, a new IDENTIFY when the session
   ended); REST writes do not depend on it.
 * **Inbound.** Messages and application commands become :class:`InboundMessage`\\ s
-  (:mod:`channels.discord_inbound`: own and bot messages, replays and places outside
+  (:mod:`channels.discord.inbound`: own and bot messages, replays and places outside
   ``allowed_guilds`` / ``allowed_channels`` dropped; a thread is the conversation), handed on
   one at a time in order of arrival. Guild messages that arrive without their text log one line
   saying which intent to enable.
@@ -27,7 +27,7 @@ The adapter executes primitive writes; the delivery engine decides what to write
   text is refused before any request (:class:`MessageTooLong`). discord.py waits out a 429
   (up to 30 s, ``max_ratelimit_timeout``) and retries some 5xx inside the call, so that write
   stays in flight; a longer 429 is :class:`ChannelRateLimited` and the engine waits it out
-  (:mod:`channels.discord_errors`). The first message of a reply references the user's message
+  (:mod:`channels.discord.errors`). The first message of a reply references the user's message
   (``fail_if_not_exists: false``).
 * **Mentions.** Every write carries ``allowed_mentions``: ``AllowedMentions.none()`` (no
   ``@everyone``, role, user or reply ping) for previews, edits, status lines, notices and the
@@ -35,7 +35,7 @@ The adapter executes primitive writes; the delivery engine decides what to write
   or ``partial`` when the answer was complete before the first draft) allows a mention of that
   user and the reply ping. An edit never notifies on Discord, so a ``partial`` reply does not
   ping.
-* **Approvals.** A prompt with ✅/❌ buttons (:mod:`channels.discord_approval`); after
+* **Approvals.** A prompt with ✅/❌ buttons (:mod:`channels.discord.approval`); after
   ``approval_timeout_secs`` (``agent.approval_timeout_secs``) the answer is ``None``.
 """
 
@@ -61,17 +61,16 @@ from channels.base import (
     MessageRef,
     WriteSpacing,
 )
-from channels.discord_approval import OUTCOME, ApprovalView
-from channels.discord_commands import command_tree
-from channels.discord_errors import translate_error
-from channels.discord_inbound import InboundReader
+from channels.discord.approval import OUTCOME, ApprovalView
+from channels.discord.commands import command_tree
+from channels.discord.errors import translate_error
+from channels.discord.inbound import InboundReader
+from channels.discord.kind import KIND, DiscordChannelConfig
 from channels.errors import ChannelError, ChannelStartError, ChannelWriteFailed, MessageTooLong
-from channels.limits import DISCORD_LIMITS
-from config.models import DiscordChannelConfig
 
 __all__ = ["EMPTY_CONTENT_HELP", "INTENT_HELP", "DiscordChannel"]
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("channels.discord")
 _T = TypeVar("_T")
 
 PORTAL = "https://discord.com/developers/applications"
@@ -123,7 +122,7 @@ class DiscordChannel(Channel):
             (discord.py's default 2 s; tests make it short).
     """
 
-    limits = DISCORD_LIMITS
+    limits = KIND.limits
     multi_message_unit = "paragraph"
 
     def __init__(
@@ -328,7 +327,7 @@ class DiscordChannel(Channel):
 
     async def _on_command(self, interaction: discord.Interaction[Any], name: str) -> None:
         """An application command: acknowledged at once (ephemeral), then handed on as the text
-        command (:mod:`channels.discord_commands`)."""
+        command (:mod:`channels.discord.commands`)."""
         inbound = self._reader.command(interaction, name)
         try:
             await interaction.response.send_message(

@@ -2,7 +2,7 @@
 
 Every function takes raw event JSON (``event.source`` dicts, Client-Server API "Events",
 https://spec.matrix.org/latest/client-server-api/#events) and returns plain values; the adapter
-(:mod:`channels.matrix`) decides what to do with them. No I/O (architecture §1).
+(:mod:`channels.matrix.adapter`) decides what to do with them. No I/O (architecture §1).
 
 * Threads: ``m.relates_to.rel_type == "m.thread"``, the root in ``event_id``
   (https://spec.matrix.org/latest/client-server-api/#threading).

@@ -4,13 +4,13 @@ Theory of operation
 -------------------
 The adapter executes primitive writes; the delivery engine decides what to write and when. This
 module holds the lifecycle (start, the sync loop, health, stop) and the primitives; the rest is in
-modules named for what they hold: :mod:`channels.matrix_login` (access token or password, the
-device), :mod:`channels.matrix_inbound` (a sync's invites and events into inbound messages),
-:mod:`channels.matrix_crypto` (end-to-end encryption: when it is on, the device's keys),
-:mod:`channels.matrix_nio` (the client and its errors as channel errors),
-:mod:`channels.matrix_content` and :mod:`channels.matrix_format` (what a write carries),
-:mod:`channels.matrix_events` (reading relations and mentions) and
-:mod:`channels.matrix_approvals` (open approval prompts).
+modules named for what they hold: :mod:`channels.matrix.login` (access token or password, the
+device), :mod:`channels.matrix.inbound` (a sync's invites and events into inbound messages),
+:mod:`channels.matrix.crypto` (end-to-end encryption: when it is on, the device's keys),
+:mod:`channels.matrix.client` (the client and its errors as channel errors),
+:mod:`channels.matrix.content` and :mod:`channels.matrix.format` (what a write carries),
+:mod:`channels.matrix.events` (reading relations and mentions) and
+:mod:`channels.matrix.approvals` (open approval prompts).
 
 * **Sync.** :meth:`MatrixChannel.serve` long-polls ``/sync`` with a filter whose timeline limit
   (200) exceeds the default 10. The ``next_batch`` token is saved in the channel state after
@@ -29,7 +29,7 @@ device), :mod:`channels.matrix_inbound` (a sync's invites and events into inboun
   ``max_limit_exceeded=0`` and ``max_timeouts=0``, so ``M_LIMIT_EXCEEDED`` becomes
   :class:`ChannelRateLimited` (``retry_after_ms`` / 1000 s) and the engine honours it
   (architecture §3 "Network errors"). Sends carry ``body`` + ``formatted_body``
-  (:mod:`channels.matrix_format`); edits are ``m.replace`` with ``m.new_content`` and the
+  (:mod:`channels.matrix.format`); edits are ``m.replace`` with ``m.new_content`` and the
   outer ``body`` ``* `` + text; a thread's writes carry ``rel_type: m.thread``; the first
   message of a reply references the user's event (``m.in_reply_to``) in rooms of more than two
   members. ``notice_previews``: plain (preview) writes are ``m.notice``; the engine sends the
@@ -62,18 +62,17 @@ from channels.base import (
     WriteSpacing,
 )
 from channels.errors import ChannelStartError, ChannelWriteFailed
-from channels.limits import MATRIX_LIMITS
-from channels.matrix_content import LIVE_KEY, edit_content, send_content
-from channels.matrix_crypto import KeyKeeper, KeysRejected, refusal_cause
-from channels.matrix_format import markdown_to_html
-from channels.matrix_inbound import MatrixInbound
-from channels.matrix_login import DEVICE_KEY, log_in
-from channels.matrix_nio import InviteAwareClient, build_client, call
-from config.models import MatrixChannelConfig
+from channels.matrix.client import InviteAwareClient, build_client, call
+from channels.matrix.content import LIVE_KEY, edit_content, send_content
+from channels.matrix.crypto import KeyKeeper, KeysRejected, refusal_cause
+from channels.matrix.format import markdown_to_html
+from channels.matrix.inbound import MatrixInbound
+from channels.matrix.kind import KIND, MatrixChannelConfig
+from channels.matrix.login import DEVICE_KEY, log_in
 
 __all__ = ["LIVE_KEY", "SYNC_FILTER", "MatrixChannel"]
 
-_LOG = logging.getLogger(__name__)
+_LOG = logging.getLogger("channels.matrix")
 
 SYNC_FILTER: dict[str, Any] = {
     "room": {"timeline": {"limit": 200}, "state": {"lazy_load_members": False}},
@@ -96,7 +95,7 @@ class MatrixChannel(Channel):
         request_timeout_secs: the bound of every other request (then :class:`ChannelTimeout`).
     """
 
-    limits = MATRIX_LIMITS
+    limits = KIND.limits
     multi_message_unit = "paragraph"
 
     def __init__(

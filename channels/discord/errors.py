@@ -18,6 +18,7 @@ import asyncio
 import aiohttp
 import discord
 
+from channels.discord.kind import DISCORD_MAX_CONTENT_LENGTH
 from channels.errors import (
     ChannelError,
     ChannelRateLimited,
@@ -27,7 +28,6 @@ from channels.errors import (
     MessageGone,
     MessageTooLong,
 )
-from config.limits import DISCORD_MAX_CONTENT_LENGTH
 
 __all__ = ["UNKNOWN_MESSAGE", "translate_error"]
 

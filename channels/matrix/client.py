@@ -4,7 +4,7 @@ errors (architecture §3 "Network errors").
 * :func:`build_client`: ``max_limit_exceeded=0`` and ``max_timeouts=0``, so nio never waits out a
   429 or retries a timeout itself; no sync-token store of nio's (the channel keeps the token in
   relaybot's store); end-to-end encryption only with a key store directory
-  (:mod:`channels.matrix_crypto`).
+  (:mod:`channels.matrix.crypto`).
 * :class:`InviteAwareClient` notes the rooms whose invite carries ``m.room.encryption`` in its
   stripped state: nio's parser drops every invite-state event but member, alias and name, so the
   adapter could not otherwise refuse an encrypted room before joining it.
@@ -37,7 +37,7 @@ from channels.errors import (
     MessageGone,
     MessageTooLong,
 )
-from channels.limits import MATRIX_LIMITS
+from channels.matrix.kind import MATRIX_MAX_TEXT_LENGTH
 
 __all__ = ["DEFAULT_RETRY_AFTER_MS", "InviteAwareClient", "build_client", "call", "translate"]
 
@@ -124,7 +124,7 @@ def translate(response: nio.ErrorResponse, length: int) -> Exception:
             (wait_ms if wait_ms is not None else DEFAULT_RETRY_AFTER_MS) / 1000
         )
     if code == "M_TOO_LARGE":
-        return MessageTooLong(MATRIX_LIMITS.max_length, length)
+        return MessageTooLong(MATRIX_MAX_TEXT_LENGTH, length)
     if code == "M_NOT_FOUND":
         return MessageGone(f"{code}: {response.message}")
     if status >= 500:

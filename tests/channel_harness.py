@@ -1,6 +1,6 @@
 """What every channel's end-to-end harness shares (architecture §8): the daemon's YAML around one
 channel, a channel that counts its finished replies, a channel factory putting it in place of
-the registry's adapter, and running :meth:`Daemon.run <orchestrator.daemon.Daemon.run>` for the
+the registry's adapter, and running :meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>` for the
 length of a block.
 
 A network's harness (``tests/telegram_harness.py``, ``tests/discord_harness.py``,
@@ -21,7 +21,7 @@ import anyio
 
 from channels.base import Channel, InboundHandler
 from channels.registry import build_channel
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 
 __all__ = [
     "PATH",

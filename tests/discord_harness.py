@@ -4,7 +4,7 @@ Gateway) and a local provider server, both on 127.0.0.1 (architecture §3, §8).
 :func:`running_bot` starts a :class:`~tests.peers.discord.DiscordServer` and a
 :class:`~tests.peers.provider_server.ProviderServer`, loads a YAML config pointing the ``dc``
 channel at the peer (``api_base_url``, ``gateway_url``) and the ``main`` ``openai_chat``
-provider at the provider server, and runs :meth:`Daemon.run <orchestrator.daemon.Daemon.run>`
+provider at the provider server, and runs :meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>`
 as ``relaybot run`` does. The channel is the real adapter (READY without discord.py's 2 s guild
 wait) that also counts finished replies. Leaving the block stops the daemon and checks it
 exited 0.
@@ -27,7 +27,7 @@ import anyio
 from channels.base import InboundHandler
 from channels.discord.adapter import DiscordChannel
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from tests.channel_harness import (
     PATH,
     SPACING_TOLERANCE_SECS,

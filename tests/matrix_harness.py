@@ -3,7 +3,7 @@ provider server, both on 127.0.0.1 (architecture §3, §8).
 
 :func:`matrix_world` registers a bot and a human on the given homeserver; the human (a second
 matrix-nio client) creates a room and invites the bot. :func:`running_bot` runs
-:meth:`Daemon.run <orchestrator.daemon.Daemon.run>` with the ``mx`` channel pointed at the
+:meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>` with the ``mx`` channel pointed at the
 homeserver and the ``main`` ``openai_chat`` provider at the provider server; the bot joins the
 invite itself (auto-join of an allowed user's invite). :meth:`World.ask` sends a message as the
 human and returns once the daemon reports its reply delivered; :meth:`World.timeline` is every
@@ -26,7 +26,7 @@ import nio
 from channels.base import InboundHandler
 from channels.matrix.adapter import MatrixChannel
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from tests.channel_harness import PATH, CountsReplies, daemon_config, daemon_running, observing
 from tests.peers.matrix_client import nio_client, sync_timeline
 from tests.peers.provider_server import ProviderServer, Reply

@@ -2,7 +2,7 @@
 config the test writes, against the local Bot API peer and a Chat Completions server (both on
 127.0.0.1, real time).
 
-:func:`daemon_running` runs :meth:`Daemon.run <orchestrator.daemon.Daemon.run>` over a config
+:func:`daemon_running` runs :meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>` over a config
 built by :func:`config_text` (``channel``/``agent``/``provider_extra`` add YAML lines to those
 sections; ``listen`` is ``server.listen``) until the block ends, then checks it exited 0. It
 does not start or stop the peers: a test may run two daemons in turn on one store and one peer
@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from tests.channel_harness import PATH, daemon_config
 from tests.channel_harness import daemon_running as _running
 from tests.peers.provider_server import ProviderServer

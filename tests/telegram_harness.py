@@ -4,7 +4,7 @@ provider server, both on 127.0.0.1 (architecture §3, §8).
 :func:`running_bot` starts a :class:`~tests.peers.telegram.TelegramBotApiServer` and a
 :class:`~tests.peers.provider_server.ProviderServer`, loads a YAML config pointing the ``tg``
 channel at the peer and the ``main`` ``openai_chat`` provider at the provider server, and runs
-:meth:`Daemon.run <orchestrator.daemon.Daemon.run>` in a task group as ``relaybot run`` does
+:meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>` in a task group as ``relaybot run`` does
 (channel start, long polling, dispatch, turn loop, delivery). The channel is the real adapter
 with short HTTP timeouts (``FAST``) that also counts finished replies. Leaving the block stops
 the daemon and checks it exited 0.
@@ -33,7 +33,7 @@ import anyio
 from channels.base import InboundHandler, utf16_len
 from channels.telegram.adapter import TelegramChannel, TelegramTimeouts
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from tests.channel_harness import (
     PATH,
     SPACING_TOLERANCE_SECS,

@@ -315,8 +315,8 @@ NUMBERS = {
     "Least fill of a split message": ("orchestrator.delivery.splitting", "MIN_FILL", 100),
     "Write attempts after timeouts": ("orchestrator.delivery.planning", "MAX_ATTEMPTS", 1),
     "Connect timeout": ("providers.transport", "CONNECT_TIMEOUT_SECS", 1),
-    "Queue per conversation": ("orchestrator.dispatch", "MAX_QUEUED_PER_CONVERSATION", 1),
-    "Shutdown grace": ("orchestrator.daemon", "SHUTDOWN_GRACE_SECS", 1),
+    "Queue per conversation": ("orchestrator.chats.dispatch", "MAX_QUEUED_PER_CONVERSATION", 1),
+    "Shutdown grace": ("orchestrator.ops.daemon", "SHUTDOWN_GRACE_SECS", 1),
     "YAML alias expansion": ("config.source", "MAX_NODES", 1),
 }
 """Rows of the document's "Numbers" table → the constant whose value (times a scale) the row's

@@ -15,10 +15,10 @@ import anyio
 import pytest
 
 from config.loader import load_config_text
-from orchestrator.answering import TRIM_NOTICE
-from orchestrator.compaction import SUMMARY_HEADING, SUMMARY_PROMPT
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from orchestrator.store import open_store
+from orchestrator.turn.answering import TRIM_NOTICE
+from orchestrator.turn.compaction import SUMMARY_HEADING, SUMMARY_PROMPT
 from tests.peers.limited_model import LimitedModel
 from tests.peers.telegram import TelegramBotApiServer
 from tests.telegram_harness import CHAT, ObservedTelegramChannel, fast_channels, serving

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from orchestrator.policy import OutboundPolicy
 from orchestrator.policy.catalogue import BUILTIN_SHAPES, EXTRA_PATTERN_TIMEOUT_SECS, Redactor
 from orchestrator.policy.shapes import SecretShape

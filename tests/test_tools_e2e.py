@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
-from orchestrator.tool_round import denied_error, unanswered_error
+from orchestrator.ops.daemon import Daemon
+from orchestrator.turn.tool_round import denied_error, unanswered_error
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.telegram import TelegramBotApiServer
 from tests.pipeline import sse

@@ -11,7 +11,7 @@ import anyio
 from channels.base import Channel, InboundMessage
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerInterrupted, AnswerRefused, TextEmitted
-from orchestrator.round_sink import ReplyPolicyLike, RoundSink
+from orchestrator.turn.round_sink import ReplyPolicyLike, RoundSink
 from providers.base import ChatMessage
 
 __all__ = ["ConversationKey", "TurnOutcome", "TurnState", "conversation_key"]

@@ -15,12 +15,12 @@ import anyio
 from channels.base import Channel, InboundMessage
 from channels.errors import ChannelError
 from config.models import RelaybotConfig
-from orchestrator.images import screen_images
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
-from orchestrator.reply_stats import ReplyStats
 from orchestrator.store import ConversationStore, WaitingMessage
-from orchestrator.turn import SHUTDOWN_CAUSE, TurnRunner, conversation_key
+from orchestrator.turn.images import screen_images
+from orchestrator.turn.reply_stats import ReplyStats
+from orchestrator.turn.runner import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 
 __all__ = [
     "HELP_TEXT",
@@ -34,7 +34,7 @@ __all__ = [
     "stale_notice",
 ]
 
-log = logging.getLogger("orchestrator.daemon")  # the reply lines keep their logger name
+log = logging.getLogger("orchestrator.ops.daemon")  # the reply lines keep their logger name
 
 START_TEXT = "Hi! Send me a message and I will answer. /help lists the commands."
 HELP_TEXT = (

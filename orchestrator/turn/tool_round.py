@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 The calls of a round are taken in content order. Each is first checked by the turn's
-:class:`~orchestrator.tool_calls.RepeatGuard` (a third identical call, or a tool not offered,
+:class:`~orchestrator.tools.tool_calls.RepeatGuard` (a third identical call, or a tool not offered,
 gets a tool error and does not run). Every call shows its own status line
-(:mod:`orchestrator.tool_status`, redacted by the reply's policy): ``⏳ name…`` as it starts,
+(:mod:`orchestrator.tools.tool_status`, redacted by the reply's policy): ``⏳ name…`` as it starts,
 then ``✓ name 0.4 s`` (how long the run took) or ``✗ name: cause`` when it ends — a refused
 call, a denied or unanswered approval, a timeout, a tool error (an MCP error included) and a
 turn stopped meanwhile are ``✗``. A refused call's line is finished at once.
@@ -38,8 +38,9 @@ from channels.base import WriteSpacing
 from config.models import AgentConfig
 from config.tools import requires_approval
 from orchestrator.delivery.events import ToolFinished, ToolStarted
-from orchestrator.tool_calls import RepeatGuard
-from orchestrator.tool_status import (
+from orchestrator.tools.registry import ToolRegistry, ToolResult, tool_error
+from orchestrator.tools.tool_calls import RepeatGuard
+from orchestrator.tools.tool_status import (
     DENIED_CAUSE,
     REPEATED_CAUSE,
     STOPPED_CAUSE,
@@ -49,8 +50,7 @@ from orchestrator.tool_status import (
     failed_line,
     running_line,
 )
-from orchestrator.tools import ToolRegistry, ToolResult, tool_error
-from orchestrator.turn_state import TurnState
+from orchestrator.turn.turn_state import TurnState
 from providers.base import ChatMessage
 from providers.events import ToolCall
 

@@ -5,14 +5,14 @@ Theory of operation
 -------------------
 Every reply is recorded in the store (``drafts``, :class:`~orchestrator.store.Draft`) before its
 first write, with its message ids and the last message's text as they are sent and edited, and
-cleared when the reply ends (:class:`~orchestrator.turn.TurnRunner`). A record still there when
-no live writer holds the conversation is a reply cut by SIGKILL, a crash or power loss. Whoever
-finds it calls :func:`mark_cut_answer`, one path for both stores:
+cleared when the reply ends (:class:`~orchestrator.turn.runner.TurnRunner`). A record still
+there when no live writer holds the conversation is a reply cut by SIGKILL, a crash or power
+loss. Whoever finds it calls :func:`mark_cut_answer`, one path for both stores:
 
 * a store of one instance (SQLite): the daemon at start, for every record left
   (:func:`mark_cut_answers`), after the channels started and before any turn runs;
 * a shared store (PostgreSQL): the instance that claims the conversation next
-  (:mod:`orchestrator.shared_queue`).
+  (:mod:`orchestrator.chats.shared_queue`).
 
 The last message gets ``⚠️ Answer interrupted: the bot instance writing it stopped`` after a
 blank line (an edit); a reply cut before its first message landed gets the marker as a new

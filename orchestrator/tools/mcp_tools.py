@@ -21,7 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from config.tools import McpServerConfig, valid_tool_name
-from orchestrator.mcp_client import McpConnection, McpTool, McpToolError, McpUnavailable
+from orchestrator.tools.mcp_client import McpConnection, McpTool, McpToolError, McpUnavailable
 from providers.base import ToolSpec
 
 __all__ = ["McpServers", "qualified_name"]

@@ -8,7 +8,7 @@ stored; it starts a local worker for the conversation unless one runs. The worke
 conversation in the store (:meth:`~orchestrator.store.interface.ConversationStore.try_claim`);
 when another instance holds it, the worker ends at once — that holder takes the message next,
 in order. Holding the claim, the worker first marks a reply left in flight by a holder that died
-(:mod:`orchestrator.cut_answers`, the path a SQLite start takes too: its last message gets the
+(:mod:`orchestrator.turn.cut_answers`, the path a SQLite start takes too: its last message gets the
 interrupted marker, :data:`TAKEOVER_CAUSE`), then takes the waiting messages one at a time,
 oldest update first, each answered by ``run_turn``. It releases the
 claim when none is left, then looks once more: a message stored between its last look and the
@@ -21,7 +21,7 @@ instance runs: every ``takeover_secs / 3`` seconds it lists the conversations wi
 messages or a reply in flight and starts a worker for each that has none here — the claim
 decides which instance takes it over, within ``takeover_secs``.
 
-The interface matches :class:`orchestrator.dispatch.Dispatcher` (``submit``, ``move``,
+The interface matches :class:`orchestrator.chats.dispatch.Dispatcher` (``submit``, ``move``,
 ``release``, ``close``, ``wait_idle``, ``queued``), so the daemon drives either.
 """
 
@@ -35,9 +35,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from channels.base import Channel, InboundMessage
-from orchestrator.cut_answers import TAKEOVER_CAUSE, mark_cut_answer
 from orchestrator.store import ConversationStore
 from orchestrator.store.records import ConversationRef
+from orchestrator.turn.cut_answers import TAKEOVER_CAUSE, mark_cut_answer
 
 __all__ = ["TAKEOVER_CAUSE", "SharedDispatcher"]
 
@@ -187,7 +187,7 @@ class SharedDispatcher:
 
     async def _mark_cut_answer(self, channel: Channel, key: ConversationRef) -> None:
         """A reply in flight with the conversation unclaimed is the cut answer of an instance
-        that died: it is marked (:func:`~orchestrator.cut_answers.mark_cut_answer`)."""
+        that died: it is marked (:func:`~orchestrator.turn.cut_answers.mark_cut_answer`)."""
         draft = await self._store.draft(*key)
         if draft is not None:
             await mark_cut_answer(self._store, channel, draft)

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from config.storage import StorageConfig
-from orchestrator.logsetup import iso_utc
+from orchestrator.ops.logsetup import iso_utc
 from orchestrator.store import RoundRecord, Store
 
 __all__ = ["add_parser", "run"]

@@ -12,8 +12,8 @@ from __future__ import annotations
 from anyio.abc import TaskGroup
 
 from config.models import AgentConfig
-from orchestrator.mcp_tools import McpServers
-from orchestrator.tools import ToolRegistry, builtin_tools
+from orchestrator.tools.mcp_tools import McpServers
+from orchestrator.tools.registry import ToolRegistry, builtin_tools
 
 __all__ = ["build_registry", "start_tools", "unknown_approval_names"]
 

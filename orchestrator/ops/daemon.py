@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 ``serve`` builds the providers, tools, store, policy and channels from a validated config and
-starts every channel, each under a :class:`~orchestrator.lifecycle.ChannelSupervisor`: a channel
+starts every channel, each under a :class:`~orchestrator.ops.lifecycle.ChannelSupervisor`: a channel
 that cannot start for a transient cause (server unreachable) is retried with backoff while the
 others serve, and so is one whose connection is lost later (``/healthz`` shows it ``degraded``);
 a permanent cause (a rejected token) is one line naming the channel. When every channel failed
@@ -14,7 +14,7 @@ Shutdown stops taking messages, lets running turns finish for up to ``SHUTDOWN_G
 then cuts the model work of any turn still running (its reply ends with the interrupted
 marker), stops the channels and the HTTP server, each within a bound, and returns 0.
 
-SIGHUP reads the config file again (:mod:`orchestrator.reload`): when it validates, channels and
+SIGHUP reads the config file again (:mod:`orchestrator.ops.reload`): when it validates, channels and
 providers that were added, removed or changed are stopped and started, the others keep their
 running answers; otherwise the running config stays and one line says why.
 
@@ -22,20 +22,20 @@ Every message is kept in the store's waiting messages until its turn starts (arc
 messages queued behind a running answer at shutdown are answered after the next start, once;
 those older than ``agent.stale_after_secs`` get a short notice instead. Every reply is recorded
 in flight until it ends: after a hard kill (SIGKILL, a crash, power loss) the next start marks
-the cut reply interrupted before any turn runs (:mod:`orchestrator.cut_answers`); its question
+the cut reply interrupted before any turn runs (:mod:`orchestrator.turn.cut_answers`); its question
 is not answered again. A message is taken once
 per update id (the store keeps the ids seen), so a redelivered update is not answered again.
-Images are screened when the message's turn comes (:mod:`orchestrator.images`: too large, or no
+Images are screened when the message's turn comes (:mod:`orchestrator.turn.images`: too large, or no
 vision, is one line to the user). ``/stop`` is not queued:
 it cuts the running answer of its conversation short (architecture §3 "Stop"), and the next waiting
 message runs.
 
 With a shared store (``storage.url: postgresql://…``, architecture §9) several instances serve
-one bot: the queue is the store's (:mod:`orchestrator.shared_queue`), an update is taken by one
-instance only, one turn at a time per conversation holds across them, what an instance that
-died left waiting is taken over by another within ``storage.takeover_secs``, and ``/stop``
-reaches the instance answering. ``storage.retain_days`` prunes older history and round records
-at start and hourly.
+one bot: the queue is the store's (:mod:`orchestrator.chats.shared_queue`), an update is
+taken by one instance only, one turn at a time per conversation holds across them, what an
+instance that died left waiting is taken over by another within ``storage.takeover_secs``,
+and ``/stop`` reaches the instance answering. ``storage.retain_days`` prunes older history and
+round records at start and hourly.
 
 Every task has an owner: the root task group spans the whole run.
 """
@@ -59,22 +59,22 @@ from channels.base import Channel, InboundHandler, InboundMessage
 from channels.registry import build_channel
 from config.models import RelaybotConfig
 from config.store_url import parse_store_url
-from orchestrator.access import AccessControl
-from orchestrator.answering import Answering, command_of, stale_notice
-from orchestrator.cut_answers import mark_cut_answers
-from orchestrator.dispatch import Dispatcher
-from orchestrator.lifecycle import ChannelSupervisor
+from orchestrator.chats.access import AccessControl
+from orchestrator.chats.dispatch import Dispatcher
+from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
-from orchestrator.ops_server import OpsServer, parse_listen
+from orchestrator.ops.lifecycle import ChannelSupervisor
+from orchestrator.ops.ops_server import OpsServer, parse_listen
+from orchestrator.ops.reload import plan_reload, read_for_reload
 from orchestrator.policy import OutboundPolicy, PolicyError
-from orchestrator.provider_chain import ProviderChain
-from orchestrator.reload import plan_reload, read_for_reload
-from orchestrator.reply_stats import ReplyStats
-from orchestrator.shared_queue import SharedDispatcher
 from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
 from orchestrator.store.sqlite_async import AsyncStore
-from orchestrator.tool_setup import build_registry, start_tools
-from orchestrator.turn import TurnRunner
+from orchestrator.tools.tool_setup import build_registry, start_tools
+from orchestrator.turn.answering import Answering, command_of, stale_notice
+from orchestrator.turn.cut_answers import mark_cut_answers
+from orchestrator.turn.provider_chain import ProviderChain
+from orchestrator.turn.reply_stats import ReplyStats
+from orchestrator.turn.runner import TurnRunner
 
 __all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
 
@@ -359,7 +359,7 @@ class Daemon:
     # -- reload (SIGHUP) ------------------------------------------------------------------
 
     async def _watch_reload(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
-        """SIGHUP reads the config file again (:mod:`orchestrator.reload`)."""
+        """SIGHUP reads the config file again (:mod:`orchestrator.ops.reload`)."""
         with anyio.open_signal_receiver(signal.SIGHUP) as signals:
             task_status.started()
             async for _ in signals:

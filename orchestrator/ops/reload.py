@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 :func:`read_for_reload` loads and checks the file exactly as ``relaybot run`` does
-(:data:`orchestrator.config_checks.RUN_CHECKS`); a file that does not validate gives one log line
-saying why, and the running config stays. :func:`plan_reload` compares the running config with
-the new one (pure; pydantic models compare field by field, secrets by value):
+(:data:`orchestrator.ops.config_checks.RUN_CHECKS`); a file that does not validate gives
+one log line saying why, and the running config stays. :func:`plan_reload` compares the
+running config with the new one (pure; pydantic models compare field by field, secrets by value):
 
 * channels added, removed, or whose section changed: those are stopped and/or started; the
   others keep running, with their running answers;
@@ -113,7 +113,7 @@ def plan_reload(old: RelaybotConfig, new: RelaybotConfig) -> ReloadPlan:
 def read_for_reload(path: str | Path) -> RelaybotConfig | str:
     """The config in ``path`` checked as ``run`` checks it, or one line saying why it cannot be
     used (the first problem and how many there are; never a value from the file)."""
-    from orchestrator.config_checks import RUN_CHECKS
+    from orchestrator.ops.config_checks import RUN_CHECKS
 
     try:
         return load_config(path, checks=RUN_CHECKS)

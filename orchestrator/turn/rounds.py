@@ -24,7 +24,7 @@ provider:
    API with the same key and base URL, and that is logged.
 
 With no provider left, :class:`RoundFailed` carries the last error and a few words for the user
-that say what to do (:func:`orchestrator.failure_causes.user_cause`, one table by error class).
+that say what to do (:func:`orchestrator.turn.failure_causes.user_cause`, one table by error class).
 When that error is an unknown model (:class:`providers.errors.ModelNotFound`), the provider's
 server is first asked which models it lists (bounded by ``LIST_MODELS_SECS``), so the words can
 name them.
@@ -41,7 +41,7 @@ from typing import Protocol
 import anyio
 
 from config.models import ProviderConfig
-from orchestrator.failure_causes import FailureContext, user_cause
+from orchestrator.turn.failure_causes import FailureContext, user_cause
 from providers.base import ChatRequest, CompletionResponse, ModelProvider, ResponseFolder
 from providers.errors import (
     ModelNotFound,
@@ -54,7 +54,7 @@ from providers.events import StreamEvent, TextDelta
 from providers.openai_chat import rejects_reasoning_effort
 
 __all__ = ["ChainEntry", "RoundFailed", "RoundResult", "RoundRunner", "RoundSink", "user_cause"]
-# ``user_cause`` stays importable from here (its home is :mod:`orchestrator.failure_causes`).
+# ``user_cause`` stays importable from here (its home is :mod:`orchestrator.turn.failure_causes`).
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ class RoundFailed(Exception):
         error: the last provider error (``None``: no provider configured).
         attempts: attempts made across the chain.
         context: the provider of the last error, its config and the attempts.
-        cause: the user's words (:func:`orchestrator.failure_causes.user_cause`).
+        cause: the user's words (:func:`orchestrator.turn.failure_causes.user_cause`).
     """
 
     def __init__(

@@ -1,5 +1,5 @@
 """A minimal HTTP/1.1 server for the built-in demo model (the operator's endpoints are
-:mod:`orchestrator.ops_server`).
+:mod:`orchestrator.ops.ops_server`).
 
 h11 does the framing; each connection serves one request. A handler receives the request and
 returns an :class:`HttpResponse` whose body is bytes or an async iterator of byte chunks (sent as

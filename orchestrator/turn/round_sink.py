@@ -22,8 +22,8 @@ import anyio
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import Restarted, TextEmitted, ToolFinished, ToolStarted
 from orchestrator.delivery.hooks import PiecePolicy
-from orchestrator.think import ThinkFilter
-from orchestrator.tool_status import done_line, failed_line, running_line
+from orchestrator.tools.tool_status import done_line, failed_line, running_line
+from orchestrator.turn.think import ThinkFilter
 from providers.events import PreExecutedToolCall, PreExecutedToolResult, StreamEvent, TextDelta
 
 __all__ = ["ReplyPolicyFactory", "ReplyPolicyLike", "RoundSink"]

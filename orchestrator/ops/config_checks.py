@@ -33,7 +33,7 @@ from config.tools import McpServers, McpStdioServerConfig
 from orchestrator.policy import OutboundPolicy, PolicyError, TermList
 from orchestrator.policy.hook import load_hook
 from orchestrator.policy.outbound import extra_shapes
-from orchestrator.tools import ToolRegistry, builtin_tools
+from orchestrator.tools.registry import ToolRegistry, builtin_tools
 
 __all__ = ["RUN_CHECKS", "available_channel_kinds"]
 

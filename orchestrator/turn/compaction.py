@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from orchestrator.history_budget import CHARS_PER_TOKEN
+from orchestrator.turn.history_budget import CHARS_PER_TOKEN
 from providers.base import ChatMessage, ChatRequest
 
 __all__ = ["SUMMARY_HEADING", "SUMMARY_PROMPT", "summary_request", "with_summary"]

@@ -8,8 +8,8 @@ than ``agent.max_tool_result_chars`` (default :data:`MAX_RESULT_CHARS`) is cut t
 note saying so.
 
 The registry offers the built-in tools of ``agent.tools`` and the tools of
-``agent.mcp_servers`` (:class:`~orchestrator.mcp_tools.McpServers`), whose list may change while
-the bot runs: :attr:`ToolRegistry.specs` is read afresh for every round.
+``agent.mcp_servers`` (:class:`~orchestrator.tools.mcp_tools.McpServers`), whose list may
+change while the bot runs: :attr:`ToolRegistry.specs` is read afresh for every round.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
 
-from orchestrator.mcp_client import McpToolError
-from orchestrator.mcp_tools import McpServers
+from orchestrator.tools.mcp_client import McpToolError
+from orchestrator.tools.mcp_tools import McpServers
 from providers.base import ToolSpec
 
 __all__ = [

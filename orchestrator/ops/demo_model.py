@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from orchestrator.http_server import HttpRequest, HttpResponse, HttpServer
+from orchestrator.ops.http_server import HttpRequest, HttpResponse, HttpServer
 
 __all__ = ["DemoModelServer", "demo_reply"]
 

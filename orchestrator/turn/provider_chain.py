@@ -4,7 +4,7 @@ rounds are served from, rebuilt by a reload without disturbing a round in flight
 :meth:`ProviderChain.reconfigure` keeps the provider objects (and their connections) whose
 config did not change, builds the new and changed ones, and hands the next rounds the new chain;
 a round already streaming keeps the list it began with (:meth:`RoundRunner.replace_chain
-<orchestrator.rounds.RoundRunner.replace_chain>`), so the providers left behind are closed only
+<orchestrator.turn.rounds.RoundRunner.replace_chain>`), so the providers left behind are closed only
 by :meth:`aclose`, when the run ends.
 """
 
@@ -14,7 +14,7 @@ import anyio
 
 from config.models import RelaybotConfig
 from orchestrator.metrics import Metrics
-from orchestrator.rounds import ChainEntry, RoundRunner
+from orchestrator.turn.rounds import ChainEntry, RoundRunner
 from providers.registry import build_provider
 
 __all__ = ["ProviderChain"]

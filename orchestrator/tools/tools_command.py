@@ -18,7 +18,7 @@ import anyio
 
 from config.models import RelaybotConfig
 from config.tools import requires_approval
-from orchestrator.tool_setup import build_registry, start_tools
+from orchestrator.tools.tool_setup import build_registry, start_tools
 
 __all__ = ["list_tools"]
 

@@ -4,7 +4,7 @@ reply.
 Theory of operation
 -------------------
 Per inbound message: load the conversation's history (keyed by channel, chat and thread) →
-rounds. Each round streams the provider chain to ``Final`` (:mod:`orchestrator.rounds`),
+rounds. Each round streams the provider chain to ``Final`` (:mod:`orchestrator.turn.rounds`),
 forwarding visible text through the reply's outbound policy into the delivery driver, whose
 writes go to the message's thread. ``ToolCall``s are collected; with none, the answer is done.
 Otherwise the turn's narration is flushed (``end_round`` + ``RoundEnded``), each tool shows its
@@ -24,7 +24,7 @@ the rest of its reply, its history and the messages waiting behind it — to the
 (``on_moved``, the daemon's). When the chat or thread is gone (a deleted forum topic) the model
 work stops and the turn is ``undelivered``, its last round too.
 
-A leading ``<think>…</think>`` block is reasoning (:class:`orchestrator.think.ThinkFilter`).
+A leading ``<think>…</think>`` block is reasoning (:class:`orchestrator.turn.think.ThinkFilter`).
 Tool arguments are never redacted; tool results go to the model unredacted and reach the chat
 only as status lines through the policy.
 """
@@ -39,15 +39,18 @@ import anyio
 
 from channels.base import Channel, InboundMessage
 from config.models import AgentConfig
-from orchestrator.compaction import summary_request, with_summary
-from orchestrator.cut_answers import ReplyJournal
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import (
     AnswerEnded,
     AnswerInterrupted,
     RoundEnded,
 )
-from orchestrator.history_budget import (
+from orchestrator.store import AsyncStore, ConversationStore, RoundRecord, Store
+from orchestrator.tools.registry import ToolRegistry
+from orchestrator.tools.tool_calls import normalise_ids
+from orchestrator.turn.compaction import summary_request, with_summary
+from orchestrator.turn.cut_answers import ReplyJournal
+from orchestrator.turn.history_budget import (
     SQUEEZE,
     Calibration,
     answer_reserve,
@@ -57,14 +60,11 @@ from orchestrator.history_budget import (
     fit,
     prompt_limit,
 )
-from orchestrator.images import image_parts
-from orchestrator.round_sink import ReplyPolicyFactory, RoundSink
-from orchestrator.rounds import ChainEntry, RoundFailed, RoundResult, RoundRunner
-from orchestrator.store import AsyncStore, ConversationStore, RoundRecord, Store
-from orchestrator.tool_calls import normalise_ids
-from orchestrator.tool_round import ToolTurn, run_calls
-from orchestrator.tools import ToolRegistry
-from orchestrator.turn_state import (
+from orchestrator.turn.images import image_parts
+from orchestrator.turn.round_sink import ReplyPolicyFactory, RoundSink
+from orchestrator.turn.rounds import ChainEntry, RoundFailed, RoundResult, RoundRunner
+from orchestrator.turn.tool_round import ToolTurn, run_calls
+from orchestrator.turn.turn_state import (
     ConversationKey,
     OpenRound,
     TurnOutcome,
@@ -114,7 +114,7 @@ class TurnRunner:
             first write, with its message ids and its last message's text — until the reply
             ends, so that a hard kill is never invisible: the next start (or, on a shared
             store, the instance taking the conversation over) marks it interrupted
-            (:mod:`orchestrator.cut_answers`, architecture §7 "Store", §9).
+            (:mod:`orchestrator.turn.cut_answers`, architecture §7 "Store", §9).
         policies: makes one outbound policy per reply.
         on_round: called with each round's record after it is stored (metrics).
         on_moved: awaited with (channel, old chat id, new chat id) when a reply's chat moved
@@ -302,7 +302,7 @@ class TurnRunner:
         ``max_tool_rounds`` rounds with tools, or after the repeat guard refused a call) offers
         no tools and asks for an answer. Tool-call ids are normalised for whichever provider
         serves it. The history is trimmed, oldest turns first, to fit every provider of the
-        chain (:mod:`orchestrator.history_budget`); the messages left out are counted in
+        chain (:mod:`orchestrator.turn.history_budget`); the messages left out are counted in
         ``turn.outcome.dropped_messages``."""
         extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
         system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
@@ -317,8 +317,8 @@ class TurnRunner:
     async def _compact(self, turn: TurnState) -> None:
         """``agent.history.compaction: summarize``: when the history does not fit, its oldest
         turns are cut down to half the budget and replaced, in the store too, by a summary the
-        model writes (:mod:`orchestrator.compaction`). A failed summary round leaves the history
-        as it is (the request then drops what does not fit)."""
+        model writes (:mod:`orchestrator.turn.compaction`). A failed summary round leaves the
+        history as it is (the request then drops what does not fit)."""
         limit = self._prompt_limit()
         system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
         fixed = estimate_message(system) + estimate_tools(self._tools.specs)
@@ -446,7 +446,7 @@ class TurnRunner:
         calls: tuple[ToolCall, ...],
         state: ToolTurn,
     ) -> None:
-        """Run ``calls`` (:mod:`orchestrator.tool_round`); the history gets the calls and their
+        """Run ``calls`` (:mod:`orchestrator.turn.tool_round`); the history gets the calls and their
         results together, so a turn cut short while a tool runs never leaves a call without its
         result (it keeps the narration alone)."""
         assistant = ChatMessage(

@@ -13,7 +13,7 @@ words (its first line; never a traceback). The checks:
   ``/_matrix/client/versions`` is asked instead); the console needs nothing;
 * every provider's key and model: its models endpoint (:mod:`providers.model_list`) must list
   the model; a server without one (404) gets one tiny blocking request (``max_tokens`` 1);
-  a failure reads as the interrupted marker would (:mod:`orchestrator.failure_causes`);
+  a failure reads as the interrupted marker would (:mod:`orchestrator.turn.failure_causes`);
 * the store: connect, migrate (``open``), write and read back one channel-state row
   (channel ``relaybot-doctor``), close;
 * the ops port (``server.listen``): can it be bound (then it is released at once).
@@ -40,7 +40,7 @@ from channels.matrix.kind import MatrixChannelConfig
 from channels.telegram.kind import TelegramChannelConfig
 from config.models import ProviderConfig, RelaybotConfig
 from config.storage import StorageConfig
-from orchestrator.failure_causes import FailureContext, user_cause
+from orchestrator.turn.failure_causes import FailureContext, user_cause
 from providers.errors import ModelNotFound, ProviderBadRequest, ProviderError
 from providers.transport import connection_error
 

@@ -345,3 +345,64 @@ def test_the_numbers_table_states_the_code(label: str) -> None:
         f"docs/architecture.md 'Numbers' says {label}: {cell}; {module_name}.{constant} "
         f"is {value}: update the document"
     )
+
+
+# -- the module index and the error classes ----------------------------------------------------
+
+PACKAGES = ("config", "providers", "channels", "orchestrator")
+
+
+def _package_modules() -> set[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *PACKAGES],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {f for f in listed if f.endswith(".py") and not f.endswith("__init__.py")}
+
+
+def _index_rows() -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("**Module index.**")
+    end = text.index("\n**", start + 1)
+    return re.findall(r"^\| `([^`]+\.py)` \|", text[start:end], flags=re.MULTILINE)
+
+
+def test_the_module_index_names_every_module_once() -> None:
+    rows = _index_rows()
+    assert len(rows) == len(set(rows))
+    assert set(rows) == _package_modules()
+
+
+def _exception_classes() -> set[str]:
+    """The exception classes the packages define: those whose bases are exceptions, to a fixed
+    point (``ModelNotFound(ProviderBadRequest)`` is one through ``ProviderError``)."""
+    import ast
+    import builtins
+
+    bases: dict[str, set[str]] = {}
+    for module in _package_modules():
+        tree = ast.parse((REPO / module).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases[node.name] = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
+    known = {
+        name
+        for name, value in vars(builtins).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    found: set[str] = set()
+    while True:
+        more = {n for n, b in bases.items() if n not in found and b & (known | found)}
+        if not more:
+            return found
+        found |= more
+
+
+def test_the_document_names_every_error_class_of_the_code() -> None:
+    """A reader of the map finds every error the code raises across a boundary by its name."""
+    text = DOC.read_text(encoding="utf-8")
+    missing = sorted(name for name in _exception_classes() if f"`{name}`" not in text)
+    assert missing == []

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from channels.base import ChannelLimits, Rendering
-from channels.telegram_format import markdown_to_telegram, to_html
+from channels.telegram.format import markdown_to_telegram, to_html
 from orchestrator.delivery.engine import DeliveryEngine
 from orchestrator.delivery.events import (
     Action,

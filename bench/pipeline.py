@@ -38,10 +38,10 @@ from channels.base import InboundMessage
 from config.models import AgentConfig, PolicyConfig, ProviderConfig
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.policy import OutboundPolicy
-from orchestrator.rounds import ChainEntry, RoundRunner
 from orchestrator.store import Store
-from orchestrator.tools import ToolRegistry
-from orchestrator.turn import TurnRunner
+from orchestrator.tools.registry import ToolRegistry
+from orchestrator.turn.rounds import ChainEntry, RoundRunner
+from orchestrator.turn.runner import TurnRunner
 from providers.base import ChatRequest, CompletionResponse, ModelProvider
 from providers.events import Final, StreamChunk, StreamEvent, TextDelta
 

@@ -2,7 +2,7 @@
 
 For each N (default 100, 200, 300, 400, 500, 1000) a fresh client process (pinned to one core with
 ``taskset``) starts N conversations at once against the loopback server (:mod:`bench.server`,
-on the other core; its collector set as ``relaybot run`` sets it, :mod:`orchestrator.process`):
+on the other core; its collector set as ``relaybot run`` sets it, :mod:`orchestrator.ops.process`):
 ``openai_chat`` provider with its default pool, the real round runner, turn
 loop, outbound policy, store (SQLite in a temporary directory) and delivery driver, into one
 :class:`bench.channels.RecordingChannel` (``partial`` mode, one write per second per chat as
@@ -73,10 +73,10 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
     from channels.base import InboundMessage
     from config.models import AgentConfig, PolicyConfig, ProviderConfig
     from orchestrator.policy import OutboundPolicy
-    from orchestrator.rounds import ChainEntry, RoundRunner
     from orchestrator.store import Store
-    from orchestrator.tools import ToolRegistry
-    from orchestrator.turn import TurnRunner
+    from orchestrator.tools.registry import ToolRegistry
+    from orchestrator.turn.rounds import ChainEntry, RoundRunner
+    from orchestrator.turn.runner import TurnRunner
     from providers.registry import build_provider
 
     gap_us = 1_000_000 // RATE
@@ -148,7 +148,7 @@ def client_main(argv: list[str]) -> int:
     parser.add_argument("--uvloop", action="store_true")
     parser.add_argument("--spread-ms", type=int, default=0)
     args = parser.parse_args(argv)
-    from orchestrator.process import tune_collector
+    from orchestrator.ops.process import tune_collector
 
     tune_collector()  # as `relaybot run` does
     coro = _client(args.url, args.n, args.deltas, args.spread_ms)

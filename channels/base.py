@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
-from channels.visible_text import markdown_visible_text
-
 __all__ = [
     "IMAGE_TYPES",
     "UNSPACED",
@@ -421,6 +419,10 @@ class Channel(ABC):
         policy checks it besides the raw text (architecture §4 "What the reader sees is what is
         checked"). Pure. Default: ``text`` as a CommonMark client renders it (Matrix, Discord).
         """
+        # local: the config loader imports this module (through the registry's kinds) and
+        # needs no Markdown parser
+        from channels.visible_text import markdown_visible_text
+
         return markdown_visible_text(text)
 
     @final

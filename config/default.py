@@ -47,7 +47,7 @@ default unless ``ANTHROPIC_BASE_URL`` is set (the Anthropic SDK's variables)."""
 
 DEMO_PROVIDER_NAME = "demo"
 DEMO_MODEL = "relaybot-demo"
-"""The model name the demo server reports (``orchestrator.demo_model.MODEL_NAME``)."""
+"""The model name the demo server reports (``orchestrator.ops.demo_model.MODEL_NAME``)."""
 DEMO_API_KEY = "demo"
 """Sent to the demo server, which ignores it (``openai_chat`` requires a key)."""
 

@@ -23,14 +23,7 @@ from pydantic import (
     model_validator,
 )
 
-from config.channels import (
-    ChannelConfig,
-    ConsoleChannelConfig,
-    DiscordChannelConfig,
-    MatrixChannelConfig,
-    TelegramChannelConfig,
-    WebhookConfig,
-)
+from channels.registry import ChannelConfig
 from config.errors import LocatedValueError
 from config.fields import Strict as _Strict
 from config.fields import check_listen as _check_listen
@@ -40,19 +33,14 @@ from config.tools import ApprovalNames, McpServers
 __all__ = [
     "AgentConfig",
     "ChannelConfig",
-    "ConsoleChannelConfig",
-    "DiscordChannelConfig",
     "GuardrailConfig",
     "HistoryConfig",
-    "MatrixChannelConfig",
     "PolicyConfig",
     "ProviderConfig",
     "RelaybotConfig",
     "SecretPatternConfig",
     "ServerConfig",
     "StorageConfig",
-    "TelegramChannelConfig",
-    "WebhookConfig",
     "unknown_provider_message",
     "unknown_providers",
 ]

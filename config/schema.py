@@ -23,7 +23,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from config.models import ChannelConfig, RelaybotConfig
+from channels.registry import KINDS
+from config.models import RelaybotConfig
 
 __all__ = [
     "CAPABILITIES_END",
@@ -50,26 +51,23 @@ def json_schema() -> dict[str, Any]:
 
 
 def channel_models() -> tuple[type[BaseModel], ...]:
-    """The channel config models, in the order of the ``ChannelConfig`` union."""
-    union = typing.get_args(ChannelConfig)[0]
-    return tuple(typing.get_args(union))
+    """The channel config models, in the order of the registry (:mod:`channels.registry`)."""
+    return tuple(kind.config for kind in KINDS.values())
 
 
 def channel_capability_table() -> str:
-    """A Markdown table: per channel kind, its stream modes, defaults and message limit.
+    """A Markdown table: per channel kind, its stream modes, defaults and message limit, read
+    off the registry's kinds.
 
     Returns:
         The table, lines joined by ``\\n``, with a trailing newline.
     """
-    from config.limits import LIMITS_BY_KIND, UNLIMITED
-
     rows = [
         "| Kind | Stream modes | Default | `draft_update_interval_ms` default | Message limit |",
         "|---|---|---|---|---|",
     ]
-    for model in channel_models():
-        fields = model.model_fields
-        kind = typing.get_args(fields["kind"].annotation)[0]
+    for name, kind in KINDS.items():
+        fields = kind.config.model_fields
         if "stream_mode" in fields:
             modes = ", ".join(f"`{m}`" for m in typing.get_args(fields["stream_mode"].annotation))
             modes = f"`stream_mode`: {modes}"
@@ -78,14 +76,7 @@ def channel_capability_table() -> str:
             modes = "`stream_drafts`: `true` (as `partial`), `false` (as `off`)"
             default = f"`stream_drafts: {str(fields['stream_drafts'].default).lower()}`"
         interval = fields["draft_update_interval_ms"].default
-        max_length, unit = LIMITS_BY_KIND[kind]
-        if max_length >= UNLIMITED:
-            limit = "unlimited"
-        elif unit == "utf16":
-            limit = f"{max_length} UTF-16 code units"
-        else:
-            limit = f"{max_length} characters"
-        rows.append(f"| `{kind}` | {modes} | {default} | {interval} | {limit} |")
+        rows.append(f"| `{name}` | {modes} | {default} | {interval} | {kind.describe_limit()} |")
     return "\n".join(rows) + "\n"
 
 

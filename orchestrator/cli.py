@@ -8,12 +8,13 @@
 ``relaybot schema``                print the JSON Schema of the config file.
 ``relaybot tools [--config FILE]`` list every tool the bot would offer (MCP servers are asked).
 ``relaybot doctor [--config FILE] [--store-only]``
-                                   online checks, one ✓/✗ line each (:mod:`orchestrator.doctor`).
+                                   online checks, one ✓/✗ line each
+                                   (:mod:`orchestrator.ops.doctor`).
 ``relaybot migrate-store --from URL --to URL``
                                    copy conversations and run records between stores
                                    (``sqlite:///PATH``, ``postgresql://…``).
 ``relaybot runs [--limit N] [--chat ID] [--json]``  the latest rounds from the store
-                                   (:mod:`orchestrator.runs_cli`).
+                                   (:mod:`orchestrator.ops.runs_cli`).
 ``relaybot --version``             print the version.
 
 Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 no channel could start or a piped
@@ -217,7 +218,7 @@ def _parser() -> argparse.ArgumentParser:
     migrate.add_argument(
         "--to", dest="destination", required=True, metavar="URL", help="the store written"
     )
-    from orchestrator import runs_cli
+    from orchestrator.ops import runs_cli
 
     runs_cli.add_parser(sub)
     return parser
@@ -260,7 +261,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "migrate-store":
         return _migrate_store(args.source, args.destination)
     if args.command == "runs":
-        from orchestrator import runs_cli
+        from orchestrator.ops import runs_cli
 
         return runs_cli.run(args)
     code = _run(args)
@@ -290,7 +291,7 @@ def _exit_now_if_threads_hang(code: int) -> int:
 
 
 def _tools(args: argparse.Namespace) -> int:
-    from orchestrator.tools_command import list_tools
+    from orchestrator.tools.tools_command import list_tools
 
     environ = dict(os.environ)
     path = args.config or environ.get("RELAYBOT_CONFIG")
@@ -303,7 +304,7 @@ def _tools(args: argparse.Namespace) -> int:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from orchestrator.doctor import doctor, store_only_config
+    from orchestrator.ops.doctor import doctor, store_only_config
 
     environ = dict(os.environ)
     path = args.config or environ.get("RELAYBOT_CONFIG")
@@ -387,11 +388,11 @@ def _load(
 ) -> RelaybotConfig | None:
     """Load and check ``path`` as ``run`` will use it; print the errors and return None if bad.
 
-    Beyond the schema, the checks of :mod:`orchestrator.config_checks` run in the same pass (the
+    Beyond the schema, the checks of :mod:`orchestrator.ops.config_checks` run in the same pass (the
     tools, the hook's import, the secret patterns; warnings for channel kinds this version
     cannot start), so ``check-config`` catches what ``run`` would.
     """
-    from orchestrator.config_checks import RUN_CHECKS
+    from orchestrator.ops.config_checks import RUN_CHECKS
 
     try:
         config = load_config(path, checks=RUN_CHECKS, warnings=warnings)
@@ -454,7 +455,7 @@ def _run(args: argparse.Namespace) -> int:
     _setup_logging(config, args.log_format, getattr(logging, level_name, logging.INFO))
     for warning in warnings:  # what check-config would say (an empty allowed_users, a bare $)
         log.warning("%s", warning)
-    from orchestrator.process import loop_options, tune_collector
+    from orchestrator.ops.process import loop_options, tune_collector
 
     tune_collector()
     try:
@@ -464,7 +465,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _setup_logging(config: RelaybotConfig | None, fmt: str, level: int) -> None:
-    from orchestrator.logsetup import setup_logging
+    from orchestrator.ops.logsetup import setup_logging
     from orchestrator.policy import OutboundPolicy
 
     policy = OutboundPolicy.from_config(config.policy if config else PolicyConfig())
@@ -474,7 +475,7 @@ def _setup_logging(config: RelaybotConfig | None, fmt: str, level: int) -> None:
 async def _serve(
     config: RelaybotConfig | None, environ: dict[str, str], path: str | None = None
 ) -> int:
-    from orchestrator.daemon import serve
+    from orchestrator.ops.daemon import serve
 
     if config is not None:
         return await serve(config, storage_path=Path(config.storage.path), config_path=path)
@@ -482,7 +483,7 @@ async def _serve(
         listed = await _first_listed_model(environ)
         default = default_config(environ, demo_base_url=None, listed_model=listed)
         return await serve(default, storage_path=Path(default.storage.path))
-    from orchestrator.demo_model import DemoModelServer
+    from orchestrator.ops.demo_model import DemoModelServer
 
     async with anyio.create_task_group() as tg:
         demo = DemoModelServer()

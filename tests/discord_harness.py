@@ -4,7 +4,7 @@ Gateway) and a local provider server, both on 127.0.0.1 (architecture §3, §8).
 :func:`running_bot` starts a :class:`~tests.peers.discord.DiscordServer` and a
 :class:`~tests.peers.provider_server.ProviderServer`, loads a YAML config pointing the ``dc``
 channel at the peer (``api_base_url``, ``gateway_url``) and the ``main`` ``openai_chat``
-provider at the provider server, and runs :meth:`Daemon.run <orchestrator.daemon.Daemon.run>`
+provider at the provider server, and runs :meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>`
 as ``relaybot run`` does. The channel is the real adapter (READY without discord.py's 2 s guild
 wait) that also counts finished replies. Leaving the block stops the daemon and checks it
 exited 0.
@@ -24,11 +24,18 @@ from typing import Any
 
 import anyio
 
-from channels.base import Channel, InboundHandler
-from channels.discord import DiscordChannel
-from channels.registry import build_channel
+from channels.base import InboundHandler
+from channels.discord.adapter import DiscordChannel
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
+from tests.channel_harness import (
+    PATH,
+    SPACING_TOLERANCE_SECS,
+    CountsReplies,
+    daemon_config,
+    daemon_running,
+    observing,
+)
 from tests.peers.discord import DiscordServer, Request
 from tests.peers.provider_server import ProviderServer, Reply
 
@@ -43,34 +50,17 @@ __all__ = [
     "running_bot",
 ]
 
-PATH = "/v1/chat/completions"
 SEND = "POST /channels/{channel_id}/messages"
 EDIT = "PATCH /channels/{channel_id}/messages/{message_id}"
 DELETE = "DELETE /channels/{channel_id}/messages/{message_id}"
 WRITES = (SEND, EDIT, DELETE)
-SPACING_TOLERANCE_SECS = 0.03
-"""The peer stamps a request when it has read it, a little after the client started it."""
-STOP_WITHIN_SECS = 45.0
 
 
-class ObservedDiscordChannel(DiscordChannel):
-    """The Discord adapter with a short guild wait, counting the daemon's
-    :meth:`~channels.base.Channel.reply_finished` calls."""
+class ObservedDiscordChannel(CountsReplies, DiscordChannel):
+    """The Discord adapter with a short guild wait, counting finished replies."""
 
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         super().__init__(name, config, on_inbound, guild_ready_timeout=0.05)
-        self.replies_finished = 0
-        self._finished = anyio.Event()
-
-    async def reply_finished(self, chat_id: str) -> None:
-        await super().reply_finished(chat_id)
-        self.replies_finished += 1
-        self._finished.set()
-        self._finished = anyio.Event()
-
-    async def wait_replies(self, count: int) -> None:
-        while self.replies_finished < count:
-            await self._finished.wait()
 
 
 @dataclass
@@ -125,17 +115,7 @@ def config_text(
     agent_extra: str = "",
 ) -> str:
     """The YAML config of the ``dc`` channel on ``peer`` and the ``main`` provider."""
-    return f"""\
-providers:
-  main:
-    kind: openai_chat
-    base_url: "{provider.url}/v1"
-    api_key: local-test-key
-    model: m
-agent:
-  providers: [main]
-  tools: [current_time]
-{agent_extra}channels:
+    channel = f"""\
   dc:
     kind: discord
     token: "{peer.token}"
@@ -145,17 +125,11 @@ agent:
     draft_update_interval_ms: {interval_ms}
     multi_message_delay_ms: {multi_message_delay_ms}
     allowed_users: ["*"]
-{extra}storage:
-  path: "{tmp_path / "relaybot.db"}"
-server:
-  listen: null
-"""
+{extra}"""
+    return daemon_config(provider.url, tmp_path, channel, agent=agent_extra)
 
 
-def _observed(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
-    if config.kind == "discord":
-        return ObservedDiscordChannel(name, config, on_inbound)
-    return build_channel(name, config, on_inbound)
+_observed = observing("discord", ObservedDiscordChannel)
 
 
 @asynccontextmanager
@@ -187,27 +161,12 @@ async def running_bot(
         )
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_observed)
-        bot = DiscordBot(server, provider, daemon, interval_ms)
-        codes: list[int] = []
-        done = anyio.Event()
 
-        async def run() -> None:
-            try:
-                codes.append(await daemon.run(handle_signals=False))
-            finally:
-                done.set()
+        async def connected() -> bool:
+            return bool(server.sessions)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(run)
-            await server.wait_for(lambda: bool(server.sessions) or done.is_set(), 10)
-            assert not done.is_set(), "the daemon did not start"
-            try:
-                yield bot
-            finally:  # stop as SIGTERM does, also when the test failed
-                daemon.stopping.set()
-                with anyio.fail_after(STOP_WITHIN_SECS):
-                    await done.wait()
-        assert codes == [0]
+        async with daemon_running(daemon, connected):
+            yield DiscordBot(server, provider, daemon, interval_ms)
 
 
 def assert_spacing(writes: Sequence[Request], interval_ms: int) -> None:

@@ -3,7 +3,7 @@ provider server, both on 127.0.0.1 (architecture §3, §8).
 
 :func:`matrix_world` registers a bot and a human on the given homeserver; the human (a second
 matrix-nio client) creates a room and invites the bot. :func:`running_bot` runs
-:meth:`Daemon.run <orchestrator.daemon.Daemon.run>` with the ``mx`` channel pointed at the
+:meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>` with the ``mx`` channel pointed at the
 homeserver and the ``main`` ``openai_chat`` provider at the provider server; the bot joins the
 invite itself (auto-join of an allowed user's invite). :meth:`World.ask` sends a message as the
 human and returns once the daemon reports its reply delivered; :meth:`World.timeline` is every
@@ -23,48 +23,26 @@ from typing import Any
 import anyio
 import nio
 
-from channels.base import Channel, InboundHandler
-from channels.matrix import MatrixChannel
-from channels.registry import build_channel
+from channels.base import InboundHandler
+from channels.matrix.adapter import MatrixChannel
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
+from tests.channel_harness import PATH, CountsReplies, daemon_config, daemon_running, observing
 from tests.peers.matrix_client import nio_client, sync_timeline
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.synapse import MatrixUser, SynapseHomeserver
 
 __all__ = ["PATH", "ObservedMatrixChannel", "World", "matrix_world", "running_bot"]
 
-PATH = "/v1/chat/completions"
-STOP_WITHIN_SECS = 45.0
 
-
-class ObservedMatrixChannel(MatrixChannel):
+class ObservedMatrixChannel(CountsReplies, MatrixChannel):
     """The Matrix adapter with a short sync long-poll, counting finished replies."""
 
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         super().__init__(name, config, on_inbound, sync_timeout_ms=1000, request_timeout_secs=10)
-        self.replies_finished = 0
-        self._finished = anyio.Event()
-        self.started = anyio.Event()
-
-    async def start(self) -> None:
-        await super().start()
-        self.started.set()
-
-    async def reply_finished(self, chat_id: str) -> None:
-        self.replies_finished += 1
-        self._finished.set()
-        self._finished = anyio.Event()
-
-    async def wait_replies(self, count: int) -> None:
-        while self.replies_finished < count:
-            await self._finished.wait()
 
 
-def _channels(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
-    if config.kind == "matrix":
-        return ObservedMatrixChannel(name, config, on_inbound)
-    return build_channel(name, config, on_inbound)
+_channels = observing("matrix", ObservedMatrixChannel)
 
 
 @dataclass
@@ -150,17 +128,7 @@ class World:
         agent: str = "",
         listen: str | None = None,
     ) -> str:
-        return f"""\
-providers:
-  main:
-    kind: openai_chat
-    base_url: "{self.provider.url}/v1"
-    api_key: local-test-key
-    model: m
-agent:
-  providers: [main]
-  tools: [current_time]
-{agent}channels:
+        channel = f"""\
   mx:
     kind: matrix
     homeserver: "{self.server.base_url}"
@@ -169,11 +137,8 @@ agent:
     draft_update_interval_ms: {interval_ms}
     multi_message_delay_ms: {delay_ms}
     allowed_users: ["{self.human_user.user_id}"]
-{extra}storage:
-  path: "{self.tmp_path / "relaybot.db"}"
-server:
-  listen: {f'"{listen}"' if listen else "null"}
-"""
+{extra}"""
+        return daemon_config(self.provider.url, self.tmp_path, channel, agent=agent, listen=listen)
 
 
 @asynccontextmanager
@@ -214,33 +179,17 @@ async def running_bot(
     config = load_config_text(text, source_name="e2e.yaml", environ={})
     daemon = Daemon(config, storage_path=world.tmp_path / "relaybot.db", channel_factory=_channels)
     world.daemon = daemon
-    codes: list[int] = []
-    done = anyio.Event()
 
-    async def run() -> None:
-        try:
-            codes.append(await daemon.run(handle_signals=False))
-        finally:
-            done.set()
+    async def joined() -> bool:
+        channel = daemon.channels.get("mx")
+        if not (isinstance(channel, ObservedMatrixChannel) and channel.started.is_set()):
+            return False
+        if not wait_joined:
+            return True
+        members = await world.human.joined_members(world.room_id)
+        return isinstance(members, nio.JoinedMembersResponse) and any(
+            m.user_id == world.bot_user.user_id for m in members.members
+        )
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        with anyio.fail_after(30):
-            while True:
-                members = await world.human.joined_members(world.room_id)
-                joined = isinstance(members, nio.JoinedMembersResponse) and any(
-                    m.user_id == world.bot_user.user_id for m in members.members
-                )
-                channel = daemon.channels.get("mx")
-                started = isinstance(channel, ObservedMatrixChannel) and channel.started.is_set()
-                if (started and (joined or not wait_joined)) or done.is_set():
-                    break
-                await anyio.sleep(0.1)
-        assert not done.is_set(), "the daemon did not start"
-        try:
-            yield daemon
-        finally:
-            daemon.stopping.set()
-            with anyio.fail_after(STOP_WITHIN_SECS):
-                await done.wait()
-    assert codes == [0]
+    async with daemon_running(daemon, joined, within_secs=30, poll_secs=0.1):
+        yield daemon

@@ -20,11 +20,12 @@ REPO = Path(__file__).resolve().parents[1]
 __all__ = ["REPO", "BotProcess", "env", "get", "relaybot"]
 
 
-def env(tmp_path: Path) -> dict[str, str]:
-    """A clean environment: no API keys, the checkout importable, HOME, XDG and the state
-    directory (where a relative ``storage.path`` lands, architecture §6) in ``tmp_path``."""
+def env(tmp_path: Path, *, source: Path = REPO) -> dict[str, str]:
+    """A clean environment: no API keys, the checkout (or the tree ``source``) importable, HOME,
+    XDG and the state directory (where a relative ``storage.path`` lands, architecture §6) in
+    ``tmp_path``."""
     return {
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": str(source),
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(tmp_path),
         "XDG_DATA_HOME": str(tmp_path / "data"),
@@ -48,10 +49,12 @@ async def relaybot(tmp_path: Path, *args: str) -> tuple[int, str, str]:
 
 
 class BotProcess:
-    """``relaybot run --config FILE ARGS``; stdin stays open (a pipe) until :meth:`finish`."""
+    """``relaybot run --config FILE ARGS`` (of the tree ``source``); stdin stays open (a pipe)
+    until :meth:`finish`."""
 
-    def __init__(self, tmp_path: Path, config: Path, *args: str) -> None:
+    def __init__(self, tmp_path: Path, config: Path, *args: str, source: Path = REPO) -> None:
         self._tmp_path = tmp_path
+        self._source = source
         self._args = ("run", "--config", str(config), *args)
         self.process: asyncio.subprocess.Process | None = None
         self.err_lines: list[str] = []
@@ -64,7 +67,7 @@ class BotProcess:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
-            env=env(self._tmp_path),
+            env=env(self._tmp_path, source=self._source),
             cwd=self._tmp_path,
         )
         self._readers = [

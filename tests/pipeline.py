@@ -10,10 +10,10 @@ from typing import Any
 
 from config.models import AgentConfig, PolicyConfig, ProviderConfig
 from orchestrator.policy import OutboundPolicy
-from orchestrator.rounds import ChainEntry, RoundRunner
 from orchestrator.store import Store
-from orchestrator.tools import Tool, ToolRegistry, builtin_tools
-from orchestrator.turn import TurnRunner
+from orchestrator.tools.registry import Tool, ToolRegistry, builtin_tools
+from orchestrator.turn.rounds import ChainEntry, RoundRunner
+from orchestrator.turn.runner import TurnRunner
 from providers.registry import build_provider
 from tests.peers.provider_server import ProviderServer
 

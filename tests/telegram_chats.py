@@ -2,10 +2,11 @@
 config the test writes, against the local Bot API peer and a Chat Completions server (both on
 127.0.0.1, real time).
 
-:func:`daemon_running` runs :meth:`Daemon.run <orchestrator.daemon.Daemon.run>` over a config
-built by :func:`config_text` (``channel``/``agent``/``provider`` add YAML lines to those
-sections) until the block ends, then checks it exited 0. It does not start or stop the peers:
-a test may run two daemons in turn on one store and one peer (a restart).
+:func:`daemon_running` runs :meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>` over a config
+built by :func:`config_text` (``channel``/``agent``/``provider_extra`` add YAML lines to those
+sections; ``listen`` is ``server.listen``) until the block ends, then checks it exited 0. It
+does not start or stop the peers: a test may run two daemons in turn on one store and one peer
+(a restart).
 """
 
 from __future__ import annotations
@@ -15,17 +16,15 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import anyio
-
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
+from tests.channel_harness import PATH, daemon_config
+from tests.channel_harness import daemon_running as _running
 from tests.peers.provider_server import ProviderServer
 from tests.peers.telegram import TelegramBotApiServer
-from tests.telegram_harness import STOP_WITHIN_SECS, ObservedTelegramChannel, _fast_channels
+from tests.telegram_harness import ObservedTelegramChannel, fast_channels
 
 __all__ = ["PATH", "config_text", "daemon_running", "free_port", "observed"]
-
-PATH = "/v1/chat/completions"
 
 
 def free_port() -> int:
@@ -43,22 +42,12 @@ def config_text(
     channel: str = "",
     agent: str = "",
     provider_extra: str = "",
-    server_listen: str = "null",
+    listen: str | None = None,
 ) -> str:
     def indent(lines: str, by: int) -> str:
         return "".join(" " * by + line + "\n" for line in lines.splitlines() if line.strip())
 
-    return f"""\
-providers:
-  main:
-    kind: openai_chat
-    base_url: "{provider.url}/v1"
-    api_key: local-test-key
-    model: m
-{indent(provider_extra, 4)}agent:
-  providers: [main]
-  tools: []
-{indent(agent, 2)}channels:
+    channels = f"""\
   tg:
     kind: telegram
     token: "{peer.token}"
@@ -66,11 +55,16 @@ providers:
     stream_mode: "off"
     draft_update_interval_ms: 100
     allowed_users: ["*"]
-{indent(channel, 4)}storage:
-  path: "{tmp_path / "relaybot.db"}"
-server:
-  listen: {server_listen}
-"""
+{indent(channel, 4)}"""
+    return daemon_config(
+        provider.url,
+        tmp_path,
+        channels,
+        provider=indent(provider_extra, 4),
+        agent=indent(agent, 2),
+        tools="[]",
+        listen=listen,
+    )
 
 
 def observed(daemon: Daemon) -> ObservedTelegramChannel:
@@ -83,33 +77,14 @@ def observed(daemon: Daemon) -> ObservedTelegramChannel:
 async def daemon_running(text: str, tmp_path: Path) -> AsyncIterator[Daemon]:
     """The daemon over config ``text`` (see the module docstring); yields once it serves."""
     config = load_config_text(text, source_name="chats.yaml", environ={})
-    daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_fast_channels)
-    codes: list[int] = []
-    running = anyio.Event()
-    done = anyio.Event()
+    daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=fast_channels)
 
-    async def run() -> None:
-        try:
-            codes.append(await daemon.run(handle_signals=False))
-        finally:
-            done.set()
+    async def serves() -> bool:
+        return (
+            daemon._dispatcher is not None
+            and "tg" in daemon.channels
+            and observed(daemon)._app is not None
+        )
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        with anyio.fail_after(10):
-            while not (
-                daemon._dispatcher is not None
-                and "tg" in daemon.channels
-                and (observed(daemon)._app is not None)
-            ):
-                if done.is_set():
-                    raise AssertionError("the daemon did not start")
-                await anyio.sleep(0.02)
-        running.set()
-        try:
-            yield daemon
-        finally:
-            daemon.stopping.set()
-            with anyio.fail_after(STOP_WITHIN_SECS):
-                await done.wait()
-    assert codes == [0]
+    async with _running(daemon, serves):
+        yield daemon

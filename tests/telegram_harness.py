@@ -4,7 +4,7 @@ provider server, both on 127.0.0.1 (architecture §3, §8).
 :func:`running_bot` starts a :class:`~tests.peers.telegram.TelegramBotApiServer` and a
 :class:`~tests.peers.provider_server.ProviderServer`, loads a YAML config pointing the ``tg``
 channel at the peer and the ``main`` ``openai_chat`` provider at the provider server, and runs
-:meth:`Daemon.run <orchestrator.daemon.Daemon.run>` in a task group as ``relaybot run`` does
+:meth:`Daemon.run <orchestrator.ops.daemon.Daemon.run>` in a task group as ``relaybot run`` does
 (channel start, long polling, dispatch, turn loop, delivery). The channel is the real adapter
 with short HTTP timeouts (``FAST``) that also counts finished replies. Leaving the block stops
 the daemon and checks it exited 0.
@@ -30,11 +30,18 @@ from typing import Any
 
 import anyio
 
-from channels.base import Channel, InboundHandler, utf16_len
-from channels.registry import build_channel
-from channels.telegram import TelegramChannel, TelegramTimeouts
+from channels.base import InboundHandler, utf16_len
+from channels.telegram.adapter import TelegramChannel, TelegramTimeouts
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
+from tests.channel_harness import (
+    PATH,
+    SPACING_TOLERANCE_SECS,
+    CountsReplies,
+    daemon_config,
+    daemon_running,
+    observing,
+)
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.telegram import ApiError, Call, TelegramBotApiServer
 from tests.peers.telegram_wire import NOT_MODIFIED
@@ -49,6 +56,7 @@ __all__ = [
     "assert_chat_invariants",
     "assert_split_exactly",
     "content_chunk",
+    "fast_channels",
     "pieces_of",
     "reply",
     "running_bot",
@@ -60,17 +68,8 @@ __all__ = [
 ]
 
 CHAT = 111
-PATH = "/v1/chat/completions"
 FAST = TelegramTimeouts(connect_secs=2, read_secs=1, write_secs=2, pool_secs=1, long_poll_secs=1)
 """Short HTTP bounds, in seconds: a write not answered within 1 s times out."""
-
-SPACING_TOLERANCE_SECS = 0.03
-"""The peer stamps a write when it has read the request, a little after the client started
-it; two writes' stamps may therefore be closer than their starts by the difference of their
-latencies on 127.0.0.1. A write that ignored the interval would be closer by far more."""
-
-STOP_WITHIN_SECS = 45.0
-"""Shutdown lets a running turn finish for up to 30 s (architecture §7)."""
 
 _WRITES = frozenset({"sendmessage", "editmessagetext", "deletemessage"})
 
@@ -178,20 +177,9 @@ def _config_text(
     max_retries: int | None = None,
 ) -> str:
     policy = f'policy:\n  on_message_sending: "{hook}"\n' if hook else ""
-    retries = f"    max_retries: {max_retries}\n" if max_retries is not None else ""
     if hook and hook_timeout_secs is not None:
         policy += f"  hook_timeout_secs: {hook_timeout_secs}\n"
-    return f"""\
-{policy}providers:
-  main:
-    kind: openai_chat
-    base_url: "{provider.url}/v1"
-    api_key: local-test-key
-    model: m
-{retries}agent:
-  providers: [main]
-  tools: [current_time]
-channels:
+    channel = f"""\
   tg:
     kind: telegram
     token: "{peer.token}"
@@ -200,32 +188,20 @@ channels:
     draft_update_interval_ms: {interval_ms}
     multi_message_delay_ms: {multi_message_delay_ms}
     allowed_users: ["*"]
-storage:
-  path: "{tmp_path / "relaybot.db"}"
-server:
-  listen: null
 """
+    retries = f"    max_retries: {max_retries}\n" if max_retries is not None else ""
+    return daemon_config(provider.url, tmp_path, channel, policy=policy, provider=retries)
 
 
-class ObservedTelegramChannel(TelegramChannel):
-    """The Telegram adapter with short timeouts (:data:`FAST`), counting the daemon's
-    :meth:`~channels.base.Channel.reply_finished` calls (once per inbound message, when its
-    reply is fully delivered)."""
+class ObservedTelegramChannel(CountsReplies, TelegramChannel):
+    """The Telegram adapter with short timeouts (:data:`FAST`), counting finished replies."""
 
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         super().__init__(name, config, on_inbound, timeouts=FAST)
-        self.replies_finished = 0
-        self._finished = anyio.Event()
 
-    async def reply_finished(self, chat_id: str) -> None:
-        await super().reply_finished(chat_id)
-        self.replies_finished += 1
-        self._finished.set()
-        self._finished = anyio.Event()
 
-    async def wait_replies(self, count: int) -> None:
-        while self.replies_finished < count:
-            await self._finished.wait()
+fast_channels = observing("telegram", ObservedTelegramChannel)
+"""The daemon's ``channel_factory``: :class:`ObservedTelegramChannel` for ``kind: telegram``."""
 
 
 SLOW_HOOK_SECS = 0.4
@@ -236,12 +212,6 @@ def slow_hook(channel: str, chat_id: str, text: str) -> str:
     service synchronously would) and keeps the text."""
     time.sleep(SLOW_HOOK_SECS)
     return text
-
-
-def _fast_channels(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
-    if config.kind == "telegram":
-        return ObservedTelegramChannel(name, config, on_inbound)
-    return build_channel(name, config, on_inbound)
 
 
 @asynccontextmanager
@@ -275,7 +245,7 @@ async def running_bot(
         )
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         storage = tmp_path / "relaybot.db"
-        daemon = Daemon(config, storage_path=storage, channel_factory=_fast_channels)
+        daemon = Daemon(config, storage_path=storage, channel_factory=fast_channels)
         async with serving(daemon, peer):
             yield Bot(peer, provider, daemon, interval_ms, mode, multi_message_delay_ms)
 
@@ -284,26 +254,12 @@ async def running_bot(
 async def serving(daemon: Daemon, peer: TelegramBotApiServer) -> AsyncIterator[None]:
     """Run ``daemon`` until the block ends (it has polled once when the block starts), then stop
     it as SIGTERM does, also when the test failed; it must exit 0."""
-    codes: list[int] = []
-    done = anyio.Event()
 
-    async def run() -> None:
-        try:
-            codes.append(await daemon.run(handle_signals=False))
-        finally:
-            done.set()
+    async def polled() -> bool:
+        return bool(peer.calls_to("getUpdates"))
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        await peer.wait_for(lambda: bool(peer.calls_to("getUpdates")) or done.is_set(), 10)
-        assert not done.is_set(), "the daemon did not start"
-        try:
-            yield
-        finally:
-            daemon.stopping.set()
-            with anyio.fail_after(STOP_WITHIN_SECS):
-                await done.wait()
-    assert codes == [0]
+    async with daemon_running(daemon, polled):
+        yield
 
 
 # -- texts ----------------------------------------------------------------------------------

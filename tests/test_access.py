@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from channels.base import InboundMessage
-from orchestrator.access import AccessControl
+from orchestrator.chats.access import AccessControl
 
 
 def msg(

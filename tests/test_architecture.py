@@ -11,16 +11,18 @@ from pathlib import Path
 
 import pytest
 
+from channels.registry import KINDS
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("orchestrator", "channels", "providers", "config")
 
 # architecture §1: orchestrator → channels, providers, config; channels → config; providers →
-# config.
+# config; config → the channel registry alone (the ``channels`` section is the kinds' models).
 ALLOWED = {
     "orchestrator": {"orchestrator", "channels", "providers", "config"},
     "channels": {"channels", "config"},
     "providers": {"providers", "config"},
-    "config": {"config"},
+    "config": {"config", "channels.registry"},
 }
 
 CORES = [
@@ -32,9 +34,9 @@ CORES = [
     "providers/anthropic_decode.py",
     "providers/responses_decode.py",
     "providers/ollama_decode.py",
-    "orchestrator/think.py",
-    "orchestrator/history_budget.py",
-    "orchestrator/compaction.py",
+    "orchestrator/turn/think.py",
+    "orchestrator/turn/history_budget.py",
+    "orchestrator/turn/compaction.py",
     "orchestrator/delivery/engine.py",
     "orchestrator/delivery/drafts.py",
     "orchestrator/delivery/draft_layout.py",
@@ -50,7 +52,7 @@ CORES = [
     "orchestrator/policy/views.py",
     "orchestrator/policy/window.py",
     "orchestrator/policy/pieces.py",
-    "channels/telegram_format.py",
+    "channels/telegram/format.py",
 ]
 IO_MODULES = {"asyncio", "anyio", "trio", "httpx", "httpcore", "telegram", "aiohttp"}
 """Event loops and network clients. (``socket`` is not listed: the standard library loads it
@@ -82,7 +84,8 @@ def test_imports_point_one_way(package: str) -> None:
     for path in modules_of(package):
         for name in imported_modules(path):
             top = name.split(".")[0]
-            if top in PACKAGES and top not in ALLOWED[package]:
+            allowed = ALLOWED[package]
+            if top in PACKAGES and top not in allowed and name not in allowed:
                 wrong.append(f"{path.relative_to(REPO)} imports {name}")
     assert wrong == []
 
@@ -97,15 +100,20 @@ def test_deciding_cores_are_sans_io(core: str) -> None:
         "import sys, importlib; importlib.import_module(sys.argv[1]); "
         f"print(','.join(sorted(set({sorted(IO_MODULES)!r}) & set(sys.modules))))"
     )
+    assert fresh_interpreter(code, module) == ""
+
+
+def fresh_interpreter(code: str, *args: str) -> str:
+    """What ``python -c code args`` prints, run on this checkout alone (stripped)."""
     result = subprocess.run(
-        [sys.executable, "-c", code, module],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
         check=True,
         cwd=REPO,
         env={"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "")},
     )
-    assert result.stdout.strip() == ""
+    return result.stdout.strip()
 
 
 def test_delivery_imports_nothing_from_the_policy() -> None:
@@ -132,12 +140,8 @@ def test_the_policy_imports_no_channel() -> None:
     assert wrong == []
 
 
-ADAPTERS = [
-    "channels/telegram.py",
-    "channels/console.py",
-    "channels/matrix.py",
-    "channels/discord.py",
-]
+ADAPTERS = sorted(kind.adapter_module.replace(".", "/") + ".py" for kind in KINDS.values())
+"""Every kind's adapter module, as the registry names it."""
 SPLITTING = ("split", "find_cut", "fit_end", "render_chunk", "chunk")
 NOT_TEXT = {"urlsplit", "split", "rsplit", "splitlines"}
 """Names with those words that cut no message text: URL parsing, and ``str`` methods (an
@@ -177,9 +181,32 @@ def test_no_adapter_splits_text(adapter: str) -> None:
 
 
 def test_every_adapter_is_checked() -> None:
+    """Every ``Channel`` subclass in ``channels/`` is a registered kind's adapter."""
     adapters = {
-        f"channels/{p.name}"
-        for p in (REPO / "channels").glob("*.py")
+        str(p.relative_to(REPO))
+        for p in (REPO / "channels").rglob("*.py")
         if "class " in p.read_text() and "(Channel)" in p.read_text()
     }
     assert adapters == set(ADAPTERS)
+
+
+def test_the_config_loads_no_adapter() -> None:
+    """architecture §1, §3 "Kinds": the config imports the registry, whose ``kind`` modules are
+    models and numbers; loading the config loads no adapter and no network library."""
+    code = (
+        "import sys, config.loader, config.schema; "
+        "print(','.join(sorted(m for m in sys.modules if m.endswith('.adapter') "
+        f"or m.split('.')[0] in {sorted(IO_MODULES | {'discord', 'nio'})!r})))"
+    )
+    assert fresh_interpreter(code) == ""
+
+
+def test_each_kind_lives_in_its_folder() -> None:
+    """architecture §3 "Kinds": a kind's ``kind.py`` and adapter sit in ``channels/<kind>/``."""
+    misplaced = [
+        f"{name}: {module}"
+        for name, kind in KINDS.items()
+        for module in (kind.adapter_module, kind.config.__module__)
+        if not module.startswith(f"channels.{name}.")
+    ]
+    assert misplaced == []

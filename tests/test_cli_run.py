@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config_checks import available_channel_kinds
+from orchestrator.ops.config_checks import available_channel_kinds
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -407,12 +407,12 @@ async def test_questions_queued_at_sigterm_are_answered_once_after_a_restart(
 def test_run_tunes_the_collector_and_picks_the_loop_before_the_loop_starts(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # `relaybot run` sets the young-generation threshold (orchestrator/process.py) before
+    # `relaybot run` sets the young-generation threshold (orchestrator/ops/process.py) before
     # anyio.run; the other generations keep CPython's.
     import gc
 
     import orchestrator.cli as cli
-    from orchestrator.process import GC_YOUNG_THRESHOLD
+    from orchestrator.ops.process import GC_YOUNG_THRESHOLD
 
     seen: dict[str, object] = {}
 

@@ -13,7 +13,7 @@ import pytest
 from config.errors import ConfigError
 from config.loader import load_config_text
 from config.source import MAX_DEPTH, MAX_FILE_BYTES
-from orchestrator.config_checks import RUN_CHECKS, available_channel_kinds
+from orchestrator.ops.config_checks import RUN_CHECKS, available_channel_kinds
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -53,7 +53,7 @@ def test_check_config_accepts_the_example() -> None:
         "DISCORD_BOT_TOKEN": "k",
         "MCP_SEARCH_TOKEN": "k",
     }
-    from orchestrator.config_checks import available_channel_kinds
+    from orchestrator.ops.config_checks import available_channel_kinds
 
     result = _relaybot("check-config", "config/example.yaml", env=env)
     assert result.returncode == 0, result.stderr

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from channels.console.kind import ConsoleChannelConfig
 from config.default import ANTHROPIC_MODEL, default_store_path, default_yaml_text
 from config.loader import default_config
-from config.models import ConsoleChannelConfig
 
 
 def test_default_yaml_is_package_data() -> None:

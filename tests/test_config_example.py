@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
+from channels.telegram.kind import TelegramChannelConfig, WebhookConfig
 from config.loader import load_config
 from config.models import (
     AgentConfig,
@@ -19,8 +20,6 @@ from config.models import (
     SecretPatternConfig,
     ServerConfig,
     StorageConfig,
-    TelegramChannelConfig,
-    WebhookConfig,
 )
 from config.schema import channel_models
 from config.source import read_yaml

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from channels.telegram.kind import TelegramChannelConfig
 from config.errors import ConfigError, ConfigIssue
 from config.loader import format_errors, load_config, load_config_text, load_storage_config
-from config.models import RelaybotConfig, TelegramChannelConfig
+from config.models import RelaybotConfig
 
 VALID = """\
 providers:

@@ -8,8 +8,8 @@ import io
 import anyio
 
 from channels.base import InboundMessage, MessageRef
-from channels.console import BOT_COMMANDS, HELP_TEXT, QUIT_WINDOW_SECS, ConsoleChannel
-from config.models import ConsoleChannelConfig
+from channels.console.adapter import BOT_COMMANDS, HELP_TEXT, QUIT_WINDOW_SECS, ConsoleChannel
+from channels.console.kind import ConsoleChannelConfig
 
 
 async def test_each_line_is_one_message_and_the_loop_waits_for_its_reply() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.turn import STOPPED_MARKER
+from orchestrator.turn.runner import STOPPED_MARKER
 from tests.peers.in_thread import serving_in_thread
 from tests.peers.provider_server import ProviderServer, RecordedRequest, Reply
 from tests.pipeline import sse, text_answer

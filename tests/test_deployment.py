@@ -214,7 +214,7 @@ def test_the_readme_and_compose_keep_the_bot_running_and_let_it_drain() -> None:
 
     import yaml
 
-    from orchestrator.daemon import DELIVERY_GRACE_SECS, SHUTDOWN_GRACE_SECS
+    from orchestrator.ops.daemon import DELIVERY_GRACE_SECS, SHUTDOWN_GRACE_SECS
 
     drain = SHUTDOWN_GRACE_SECS + DELIVERY_GRACE_SECS
     words = shlex.split(_readme_docker_run())

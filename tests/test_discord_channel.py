@@ -13,7 +13,8 @@ import discord
 import pytest
 
 from channels.base import InboundMessage, MessageRef
-from channels.discord import EMPTY_CONTENT_HELP, INTENT_HELP, DiscordChannel
+from channels.discord.adapter import EMPTY_CONTENT_HELP, INTENT_HELP, DiscordChannel
+from channels.discord.kind import DiscordChannelConfig
 from channels.errors import (
     ChannelRateLimited,
     ChannelStartError,
@@ -21,7 +22,6 @@ from channels.errors import (
     MessageGone,
     MessageTooLong,
 )
-from config.models import DiscordChannelConfig
 from tests.peers.discord import BOT_ID, ApiError, DiscordServer
 
 SEND = "POST /channels/{channel_id}/messages"

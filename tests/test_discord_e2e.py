@@ -15,9 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from channels.discord import INTENT_HELP
+from channels.discord.adapter import INTENT_HELP
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from tests.discord_harness import EDIT, SEND, assert_spacing, config_text, running_bot
 from tests.peers.discord import BOT_ID, DiscordServer
 from tests.peers.provider_server import ProviderServer

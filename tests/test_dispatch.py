@@ -7,7 +7,7 @@ import anyio
 import pytest
 
 from channels.base import Channel, InboundMessage
-from orchestrator.dispatch import Dispatcher
+from orchestrator.chats.dispatch import Dispatcher
 from tests.fakes import FakeChannelConfig, RecordingChannel
 
 pytestmark = pytest.mark.looptime

@@ -308,15 +308,15 @@ NUMBERS = {
     "Held run without whitespace": ("orchestrator.policy.window", "RUN_LIMIT_BYTES", 1),
     "Piece guard history context": ("orchestrator.policy.pieces", "HISTORY_CONTEXT_CHARS", 1),
     "Hook output cap": ("orchestrator.policy.hook", "HOOK_OUTPUT_MAX_CHARS", 1),
-    "Telegram message limit": ("config.limits", "TELEGRAM_MAX_TEXT_LENGTH", 1),
-    "Discord message limit": ("config.limits", "DISCORD_MAX_CONTENT_LENGTH", 1),
-    "Matrix message limit": ("config.limits", "MATRIX_MAX_TEXT_LENGTH", 1),
+    "Telegram message limit": ("channels.telegram.kind", "TELEGRAM_MAX_TEXT_LENGTH", 1),
+    "Discord message limit": ("channels.discord.kind", "DISCORD_MAX_CONTENT_LENGTH", 1),
+    "Matrix message limit": ("channels.matrix.kind", "MATRIX_MAX_TEXT_LENGTH", 1),
     "Status room in a draft": ("orchestrator.delivery.drafts", "STATUS_ROOM", 1),
     "Least fill of a split message": ("orchestrator.delivery.splitting", "MIN_FILL", 100),
     "Write attempts after timeouts": ("orchestrator.delivery.planning", "MAX_ATTEMPTS", 1),
     "Connect timeout": ("providers.transport", "CONNECT_TIMEOUT_SECS", 1),
-    "Queue per conversation": ("orchestrator.dispatch", "MAX_QUEUED_PER_CONVERSATION", 1),
-    "Shutdown grace": ("orchestrator.daemon", "SHUTDOWN_GRACE_SECS", 1),
+    "Queue per conversation": ("orchestrator.chats.dispatch", "MAX_QUEUED_PER_CONVERSATION", 1),
+    "Shutdown grace": ("orchestrator.ops.daemon", "SHUTDOWN_GRACE_SECS", 1),
     "YAML alias expansion": ("config.source", "MAX_NODES", 1),
 }
 """Rows of the document's "Numbers" table → the constant whose value (times a scale) the row's
@@ -345,3 +345,64 @@ def test_the_numbers_table_states_the_code(label: str) -> None:
         f"docs/architecture.md 'Numbers' says {label}: {cell}; {module_name}.{constant} "
         f"is {value}: update the document"
     )
+
+
+# -- the module index and the error classes ----------------------------------------------------
+
+PACKAGES = ("config", "providers", "channels", "orchestrator")
+
+
+def _package_modules() -> set[str]:
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *PACKAGES],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {f for f in listed if f.endswith(".py") and not f.endswith("__init__.py")}
+
+
+def _index_rows() -> list[str]:
+    text = DOC.read_text(encoding="utf-8")
+    start = text.index("**Module index.**")
+    end = text.index("\n**", start + 1)
+    return re.findall(r"^\| `([^`]+\.py)` \|", text[start:end], flags=re.MULTILINE)
+
+
+def test_the_module_index_names_every_module_once() -> None:
+    rows = _index_rows()
+    assert len(rows) == len(set(rows))
+    assert set(rows) == _package_modules()
+
+
+def _exception_classes() -> set[str]:
+    """The exception classes the packages define: those whose bases are exceptions, to a fixed
+    point (``ModelNotFound(ProviderBadRequest)`` is one through ``ProviderError``)."""
+    import ast
+    import builtins
+
+    bases: dict[str, set[str]] = {}
+    for module in _package_modules():
+        tree = ast.parse((REPO / module).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                bases[node.name] = {getattr(b, "id", getattr(b, "attr", "")) for b in node.bases}
+    known = {
+        name
+        for name, value in vars(builtins).items()
+        if isinstance(value, type) and issubclass(value, BaseException)
+    }
+    found: set[str] = set()
+    while True:
+        more = {n for n, b in bases.items() if n not in found and b & (known | found)}
+        if not more:
+            return found
+        found |= more
+
+
+def test_the_document_names_every_error_class_of_the_code() -> None:
+    """A reader of the map finds every error the code raises across a boundary by its name."""
+    text = DOC.read_text(encoding="utf-8")
+    missing = sorted(name for name in _exception_classes() if f"`{name}`" not in text)
+    assert missing == []

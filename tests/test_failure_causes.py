@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from channels.base import InboundMessage
-from orchestrator.failure_causes import FailureContext, user_cause
+from orchestrator.turn.failure_causes import FailureContext, user_cause
 from providers.errors import ContextLengthExceeded, ProviderBadRequest, ProviderError
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
@@ -279,7 +279,7 @@ async def test_the_providers_message_is_redacted_in_the_log_line(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     from config.models import PolicyConfig
-    from orchestrator.logsetup import RedactingFormatter
+    from orchestrator.ops.logsetup import RedactingFormatter
     from orchestrator.policy import OutboundPolicy
 
     key = "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIIIJJJJ"

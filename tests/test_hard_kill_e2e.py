@@ -17,8 +17,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from orchestrator.chats.shared_queue import TAKEOVER_CAUSE
 from orchestrator.delivery.planning import interrupted_marker
-from orchestrator.shared_queue import TAKEOVER_CAUSE
 from orchestrator.store import Draft, Store
 from tests import telegram_harness
 from tests.ops_harness import BotProcess

@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.history_budget import (
+from orchestrator.turn.history_budget import (
     DEFAULT_WINDOW,
     IMAGE_TOKENS,
     Calibration,

@@ -10,32 +10,23 @@ messages are no longer sent.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 
-from channels.base import Channel, InboundHandler
-from channels.registry import build_channel
 from config.loader import load_config_text
-from orchestrator.answering import TRIM_NOTICE
-from orchestrator.compaction import SUMMARY_HEADING, SUMMARY_PROMPT
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from orchestrator.store import open_store
+from orchestrator.turn.answering import TRIM_NOTICE
+from orchestrator.turn.compaction import SUMMARY_HEADING, SUMMARY_PROMPT
 from tests.peers.limited_model import LimitedModel
 from tests.peers.telegram import TelegramBotApiServer
-from tests.telegram_harness import CHAT, ObservedTelegramChannel, serving
+from tests.telegram_harness import CHAT, ObservedTelegramChannel, fast_channels, serving
 
 pytestmark = pytest.mark.anyio
 
 MESSAGES = 300
 LIMIT = 4000
-
-
-def _channels(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
-    if config.kind == "telegram":
-        return ObservedTelegramChannel(name, config, on_inbound)
-    return build_channel(name, config, on_inbound)
 
 
 def _config(
@@ -93,7 +84,9 @@ async def _chat(
         peer.open_chat(CHAT)
         text = _config(peer, model, tmp_path, window, compaction)
         config = load_config_text(text, source_name="e2e.yaml", environ={})
-        daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_channels)
+        daemon = Daemon(
+            config, storage_path=tmp_path / "relaybot.db", channel_factory=fast_channels
+        )
         async with serving(daemon, peer):
             channel = daemon.channels["tg"]
             assert isinstance(channel, ObservedTelegramChannel)

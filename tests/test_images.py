@@ -1,5 +1,5 @@
-"""The pure pieces of image handling: what the user is told (``orchestrator.images``), which
-photo size is fetched and where files come from (``channels.telegram_inbound``), and how a
+"""The pure pieces of image handling: what the user is told (``orchestrator.turn.images``), which
+photo size is fetched and where files come from (``channels.telegram.inbound``), and how a
 waiting message keeps its images (``orchestrator.store``)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 from telegram import PhotoSize
 
 from channels.base import Attachment, InboundMessage
-from channels.telegram_inbound import file_base_url, pick_photo
-from orchestrator.images import NO_VISION, NO_VISION_TEXT_ONLY, image_parts, screen_images
+from channels.telegram.inbound import file_base_url, pick_photo
 from orchestrator.store import decode_inbound, encode_inbound
+from orchestrator.turn.images import NO_VISION, NO_VISION_TEXT_ONLY, image_parts, screen_images
 from providers.base import ImagePart
 
 MB = 1024 * 1024

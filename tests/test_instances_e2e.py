@@ -10,9 +10,9 @@ from pathlib import Path
 
 import anyio
 
+from orchestrator.chats.shared_queue import TAKEOVER_CAUSE
 from orchestrator.delivery.planning import interrupted_marker
-from orchestrator.shared_queue import TAKEOVER_CAUSE
-from orchestrator.turn import STOPPED_MARKER
+from orchestrator.turn.runner import STOPPED_MARKER
 from tests.instances import Fleet
 from tests.peers.echo_model import EchoModel, answer_to, slow_answer_to
 from tests.peers.telegram import TelegramBotApiServer

@@ -8,7 +8,7 @@ import anyio
 
 from channels.base import Channel, MessageRef
 from channels.errors import ChannelStartError, ChannelUnavailable
-from orchestrator.lifecycle import ChannelSupervisor
+from orchestrator.ops.lifecycle import ChannelSupervisor
 
 
 class CuedChannel(Channel):

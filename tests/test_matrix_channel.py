@@ -15,7 +15,7 @@ import anyio
 import nio
 import pytest
 
-from channels.matrix import LIVE_KEY
+from channels.matrix.adapter import LIVE_KEY
 from tests.matrix_harness import PATH, World, matrix_world, running_bot
 from tests.peers.matrix_client import SYNC_FILTER, resolve_edits
 from tests.peers.provider_server import Reply

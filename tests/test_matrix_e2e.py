@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from channels.matrix_format import HTML_FORMAT, markdown_to_html
+from channels.matrix.format import HTML_FORMAT, markdown_to_html
 from tests.matrix_harness import matrix_world, running_bot
 from tests.peers.matrix_client import resolve_edits, thread_root
 from tests.peers.synapse import SynapseHomeserver

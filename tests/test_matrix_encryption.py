@@ -20,10 +20,10 @@ import nio
 import pytest
 
 from channels.errors import ChannelStartError
-from channels.matrix import MatrixChannel
-from channels.matrix_crypto import E2E_MODULES
-from channels.matrix_format import HTML_FORMAT, markdown_to_html
-from config.models import MatrixChannelConfig
+from channels.matrix.adapter import MatrixChannel
+from channels.matrix.crypto import E2E_MODULES
+from channels.matrix.format import HTML_FORMAT, markdown_to_html
+from channels.matrix.kind import MatrixChannelConfig
 from tests.matrix_harness import World, matrix_world, running_bot
 from tests.peers.matrix_client import EncryptedClient, resolve_edits
 from tests.peers.synapse import SynapseHomeserver

@@ -16,9 +16,10 @@ from channels.errors import (
     MessageGone,
     MessageTooLong,
 )
-from channels.matrix_approvals import Approvals
-from channels.matrix_content import LIVE_KEY, edit_content, send_content
-from channels.matrix_events import (
+from channels.matrix.approvals import Approvals
+from channels.matrix.client import translate
+from channels.matrix.content import LIVE_KEY, edit_content, send_content
+from channels.matrix.events import (
     approval_answer,
     is_edit,
     mentions_user,
@@ -27,8 +28,7 @@ from channels.matrix_events import (
     strip_reply_fallback,
     thread_root,
 )
-from channels.matrix_format import HTML_FORMAT, markdown_to_html, message_content, plain_to_html
-from channels.matrix_nio import translate
+from channels.matrix.format import HTML_FORMAT, markdown_to_html, message_content, plain_to_html
 
 ME = "@bot:relaybot.test"
 

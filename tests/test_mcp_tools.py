@@ -15,10 +15,10 @@ import anyio
 import pytest
 
 from config.tools import McpHttpServerConfig, McpServerConfig, McpStdioServerConfig
-from orchestrator.logsetup import RedactingFormatter
-from orchestrator.mcp_tools import McpServers, qualified_name
+from orchestrator.ops.logsetup import RedactingFormatter
 from orchestrator.policy import Redactor
-from orchestrator.tools import MAX_RESULT_CHARS, ToolRegistry, builtin_tools
+from orchestrator.tools.mcp_tools import McpServers, qualified_name
+from orchestrator.tools.registry import MAX_RESULT_CHARS, ToolRegistry, builtin_tools
 from tests.peers.mcp_server import HttpMcpServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -160,7 +160,7 @@ async def test_a_stdio_servers_stderr_goes_to_the_log_not_the_terminal(
     # Written to the terminal as it was, a server's traceback showed the secrets in it past the
     # log's redaction; as log lines they cross it like every other line.
     line = "backend refused token ghp_AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIII"
-    with caplog.at_level(logging.INFO, logger="orchestrator.mcp_client"):
+    with caplog.at_level(logging.INFO, logger="orchestrator.tools.mcp_client"):
         async with registry({"peer": stdio_peer()}) as tools:
             assert await tools.run("shout", json.dumps({"text": line})) == "shouted"
             with anyio.fail_after(5):

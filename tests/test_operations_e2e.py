@@ -165,7 +165,7 @@ async def test_sigterm_mid_answer_with_stdin_http_and_a_long_poll_open(tmp_path:
     replies = [line for line in lines if line["message"].startswith("reply in tg:")]
     assert len(replies) == 2
     first = replies[0]
-    assert first["level"] == "info" and first["logger"] == "orchestrator.daemon"
+    assert first["level"] == "info" and first["logger"] == "orchestrator.ops.daemon"
     assert (first["channel"], first["chat"], first["round"]) == ("tg", str(CHAT), 1)
     assert (first["provider"], first["outcome"]) == ("main", "ok")
     assert isinstance(first["ttft_ms"], int) and isinstance(first["tokens"], int)

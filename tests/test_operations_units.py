@@ -15,11 +15,11 @@ import pytest
 from channels.base import ChannelHealth
 from config.loader import load_config_text
 from orchestrator.cli import main
-from orchestrator.lifecycle import RETRY_MAX_SECS, retry_delay
-from orchestrator.logsetup import RedactingFormatter, iso_utc
 from orchestrator.metrics import Metrics, health_body
+from orchestrator.ops.lifecycle import RETRY_MAX_SECS, retry_delay
+from orchestrator.ops.logsetup import RedactingFormatter, iso_utc
+from orchestrator.ops.reload import plan_reload, read_for_reload
 from orchestrator.policy import OutboundPolicy
-from orchestrator.reload import plan_reload, read_for_reload
 from orchestrator.store import RoundRecord, Store
 from providers.errors import ProviderServerError
 
@@ -81,14 +81,16 @@ def test_the_backoff_doubles_up_to_a_minute() -> None:
 
 def test_json_log_lines_have_iso_utc_time_and_the_reply_fields() -> None:
     formatter = RedactingFormatter(OutboundPolicy.from_config().redact, "json")
-    record = logging.LogRecord("orchestrator.daemon", logging.INFO, __file__, 1, "reply", (), None)
+    record = logging.LogRecord(
+        "orchestrator.ops.daemon", logging.INFO, __file__, 1, "reply", (), None
+    )
     record.created = 1796103412.45  # 2026-12-01T05:36:52.450Z
     record.fields = {"channel": "tg", "chat": "1", "round": 2, "tokens": 5, "note": SECRET}
     line = json.loads(formatter.format(record))
     assert line == {
         "time": "2026-12-01T05:36:52.450Z",
         "level": "info",
-        "logger": "orchestrator.daemon",
+        "logger": "orchestrator.ops.daemon",
         "message": "reply",
         "channel": "tg",
         "chat": "1",
@@ -149,7 +151,7 @@ def test_runs_prints_the_latest_rounds(tmp_path: Path, capsys: pytest.CaptureFix
 async def test_the_demo_server_sends_reason_phrases() -> None:
     import anyio
 
-    from orchestrator.http_server import HttpRequest, HttpResponse, HttpServer
+    from orchestrator.ops.http_server import HttpRequest, HttpResponse, HttpServer
     from tests.ops_harness import get
 
     async def handler(request: HttpRequest) -> HttpResponse:

@@ -106,7 +106,7 @@ def test_a_generic_keyword_counts_only_at_a_word_boundary() -> None:
     ("glued", "name"),
     [
         ("sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFF", "anthropic_key"),
-        ("sk-proj-AAAA1BBBBCCCCDDDDEEEEFFFF", "openai_key"),
+        ("sk-proj-" + "AbCd1234" * 20, "openai_key"),  # a project key's length (164)
         ("ghp_AAAABBBBCCCCDDDDEEEEFFFF", "github_token"),
         ("github_pat_AAAABBBBCCCCDDDDEEEEFFFF", "github_token"),
         ("AKIAIOSFODNN7EXAMPLE", "aws_access_key"),
@@ -116,6 +116,35 @@ def test_a_generic_keyword_counts_only_at_a_word_boundary() -> None:
 )
 def test_a_prefix_specific_enough_to_stand_alone_needs_no_boundary(glued: str, name: str) -> None:
     assert REDACTOR.redact(f"id1{glued} ok") == f"id1[REDACTED:{name}] ok"
+
+
+@pytest.mark.parametrize(
+    "prose",
+    [
+        "see multitask-ant-colony-optimisation-2024-paper",
+        "use flask-ant-design-components-v2-release",
+        "file risk-proj-2024-Q3-roadmap-and-plans-final",
+        "a desk-ant-API03-style name",
+    ],
+)
+def test_a_glued_prefix_inside_a_word_needs_a_key_body(prose: str) -> None:
+    assert REDACTOR.redact(prose) == prose
+
+
+@pytest.mark.parametrize(
+    ("look_alike", "name"),
+    [
+        ("AKlAIOSFODNN7EXAMPLE", "aws_access_key"),  # l for I
+        ("AK1AIOSFODNN7EXAMPLE", "aws_access_key"),
+        ("gIpat-AAAABBBBCCCCDDDDEEEEFFFF", "gitlab_token"),  # I for l
+        ("\u0405k-ant-api03-AAAABBBBCCCCDDDDEEEEFFFF", "anthropic_key"),  # Cyrillic capital DZE
+        ("SK-ANT-API03-AAAABBBBCCCCDDDDEEEEFFFF", "anthropic_key"),
+    ],
+)
+def test_ascii_and_capital_look_alikes_of_a_prefix_are_the_prefix(
+    look_alike: str, name: str
+) -> None:
+    assert REDACTOR.redact(f"id {look_alike} ok") == f"id [REDACTED:{name}] ok"
 
 
 def test_markers_are_never_flagged_again() -> None:

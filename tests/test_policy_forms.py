@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from orchestrator.policy import ReplyPolicy
 from orchestrator.policy.catalogue import Redactor
 from orchestrator.policy.rendered import redact_rendered

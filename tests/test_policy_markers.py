@@ -10,10 +10,10 @@ import logging
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from orchestrator.policy import ReplyPolicy
 from orchestrator.policy.catalogue import BUILTIN_SHAPES, Redactor, compile_shape, marker
 from orchestrator.policy.rendered import redact_rendered
@@ -178,17 +178,185 @@ def test_each_reader_form_is_masked_in_every_state_of_the_window(
     form: str, data: st.DataObject
 ) -> None:
     text = READER_FORMS[form] + "\n\nThe rest of the answer follows here, long enough to flow."
+    for shown in _states(text, data):
+        leaked = [w for w in windows(_secret_of(form)) if w in shown]
+        assert not leaked and "IIIIJJJJ" not in shown, (form, shown)
+    assert shown == REDACTOR.redact(text)
+
+
+def _states(text: str, data: st.DataObject) -> list[str]:
+    """Every text the window shows while ``text`` streams in deltas of 1-9 characters; the
+    last is the whole output after the flush."""
     window = RedactionWindow(REDACTOR)
-    shown = ""
+    shown = [""]
     pos = 0
     while pos < len(text):
         size = data.draw(st.integers(1, 9))
+        shown.append(shown[-1] + window.feed(text[pos : pos + size]))
+        pos += size
+    shown.append(shown[-1] + window.flush())
+    return shown
+
+
+# More spellings of the same forms: other line breaks, deeper quotes, a Markdown hard break,
+# string pieces of other languages, a dash outside the Basic Multilingual Plane, ASCII and
+# capital look-alikes of a prefix, and PEM headers as a reader still reads them.
+_TAIL = "579QXZJVWKY13579QXZJ"
+MORE_FORMS = {
+    "wrap_u2028": f"Key: {ANT[:28]}\u2028{ANT[28:]} ok",
+    "wrap_cr": f"Key: {ANT[:28]}\r{ANT[28:]} ok",
+    "wrap_nel": f"Key: {ANT[:28]}\x85{ANT[28:]} ok",
+    "wrap_vertical_tab": f"Key: {ANT[:28]}\x0b{ANT[28:]} ok",
+    "wrap_five_quotes": f"> > > > > Key: {ANT[:28]}\n> > > > > {ANT[28:]} ok",
+    "wrap_hard_break": f"Key: {ANT[:28]}\\\n{ANT[28:]} ok",
+    "wrap_nbsp_indent": f"Key: {ANT[:28]}\n\u00a0\u00a0{ANT[28:]} ok",
+    "pieces_f_string": f'k = "{ANT[:17]}" f"{ANT[17:]}"',
+    "pieces_raw_string": f'k = "{ANT[:17]}" r"{ANT[17:]}"',
+    "pieces_backticks": f"k = `{ANT[:17]}` + `{ANT[17:]}`",
+    "pieces_mixed_quotes": f"k = \"{ANT[:17]}\" '{ANT[17:]}'",
+    "pieces_curly_quotes": f"k = \u201c{ANT[:17]}\u201d \u201c{ANT[17:]}\u201d",
+    "pieces_dot": f"k = '{ANT[:17]}' . '{ANT[17:]}'",
+    "pieces_plus_plus": f"k = '{ANT[:17]}' ++ '{ANT[17:]}'",
+    "pieces_plus_blank_line": f'k = "{ANT[:17]}" +\n\n "{ANT[17:]}"',
+    "pieces_nbsp": f'k = "{ANT[:17]}"\u00a0"{ANT[17:]}"',
+    "dash_plane_1": f"Key: sk\U00010eadant-api03-{ANT[13:]} ok",
+    "minus_signs": f"Key: sk\u2212ant\u2212api03-{ANT[13:]} ok",
+    "aws_l_for_i": "id AKlAIOSFODNN7QXZJ135 ok",
+    "gitlab_i_for_l": f"tok gIpat-{ANT[13:]} ok",
+    "cyrillic_capital_s": f"Key: \u0405k-ant-api03-{ANT[13:]} ok",
+    "aws_glued_both_sides": "id xAKIAIOSFODNN7QXZJ135ok ok",
+    "pem_double_space": "-----BEGIN  RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEAqXZJVWKY13579abcd\n",
+    "pem_four_dashes": "----BEGIN RSA PRIVATE KEY----\nMIIEpAIBAAKCAQEAqXZJVWKY13579abcd\n",
+    "pem_lower_case": "-----begin rsa private key-----\nMIIEpAIBAAKCAQEAqXZJVWKY13579abcd\n",
+    "pem_cr_lines": "-----BEGIN RSA PRIVATE KEY-----\rMIIEpAIBAAKCAQEAqXZJVWKY13579abcd\r",
+    "pem_five_quotes": "> > > > > -----BEGIN RSA PRIVATE KEY-----\n"
+    "> > > > > MIIEpAIBAAKCAQEAqXZJVWKY1357\n",
+    "pem_deep_indent": "-----BEGIN RSA PRIVATE KEY-----\n"
+    + " " * 20 + "MIIEpAIBAAKCAQEAqXZJVWKY1357\n",
+}  # fmt: skip
+
+
+def _more_secret(form: str) -> str:
+    if form.startswith("aws"):
+        return "IOSFODNN7QXZJ135"
+    return "MIIEpAIBAAKCAQEA" if form.startswith("pem") else _TAIL
+
+
+@pytest.mark.parametrize("form", sorted(MORE_FORMS))
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_more_spellings_are_masked_alone_and_in_every_state_of_the_window(
+    form: str, data: st.DataObject
+) -> None:
+    text = MORE_FORMS[form] + "\n\nThe rest of the answer follows here."
+    secret = _more_secret(form)
+    out = REDACTOR.redact(text)
+    assert not [w for w in windows(secret) if w in out], (form, out)
+    assert "The rest of the answer follows here." in out
+    for shown in _states(text, data):
+        assert not [w for w in windows(secret) if w in shown], (form, shown)
+    assert shown == out
+
+
+# What follows a key on the next line, or in the next string piece, is text of its own unless
+# it reads as more of a key: a word, a number, a list item, a setting, a URL.
+_NEXT = [
+    "OPENAI_API_KEY=value", "2. Restart", "README", "API docs", "2024-01-01", "iPhone",
+    "--verbose", "v2", "- item", "USER=bob", "3 retries", "Then restart the service.",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("after", _NEXT)
+@pytest.mark.parametrize("joint", ["\n", "\n> ", "\n    ", "\r\n"])
+def test_the_line_after_a_key_is_kept(joint: str, after: str) -> None:
+    head = "> " if joint == "\n> " else ""
+    text = f"{head}{ANT}{joint}{after}"
+    out = REDACTOR.redact(text)
+    assert out == f"{head}[REDACTED:anthropic_key]{joint}{after}"
+    window = RedactionWindow(REDACTOR)
+    assert "".join(window.feed(c) for c in text) + window.flush() == out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f'"{ANT}" "https://example.com"',
+        f'echo "{ANT}" "done"',
+        f'"{ANT}"\n"other": 1',
+        "Authorization: Bearer QXZJVWKY13579QXZJ\n3 retries",
+        "ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789\nUSER=bob",
+    ],
+)
+def test_the_piece_after_a_key_is_kept(text: str) -> None:
+    out = REDACTOR.redact(text)
+    assert "QXZJVWKY13579" not in out and "AbCdEfGh" not in out
+    for kept in ("https://example.com", "done", '"other": 1', "3 retries", "USER=bob"):
+        if kept in text:
+            assert kept in out, out
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("postgres://admin:QXZhunter2@db.internal/app,bob@example.com", "@db.internal/app,bob@"),
+        ("(postgres://admin:QXZhunter2@db.internal:5432/app)@alice", "@db.internal:5432/app)@"),
+        ("postgres://admin:QXZhunter2@db.internal:5432/app?user=x@y.org", "@db.internal:5432/app?"),
+        ("postgres://a:QXZhunter2@db1.internal/a;postgres://b:QXZhunter3@db2.internal/b", "@db1"),
+        ("npm: https://deploy:QXZhunter2@registry.example.org/@myorg/pkg", "/@myorg/pkg"),
+        ("redis://:QXZp@ss@cache:6379/0", "@cache:6379/0"),
+    ],
+)
+def test_a_url_password_ends_at_the_authority(text: str, kept: str) -> None:
+    out = REDACTOR.redact(text)
+    assert "QXZhunter" not in out and "QXZp" not in out, out
+    assert kept in out, out
+    window = RedactionWindow(REDACTOR)
+    assert "".join(window.feed(c) for c in text) + window.flush() == out
+
+
+# Joints as an attacker spells them: long runs of spaces, many breaks, quotes and operators.
+_JOINT_PARTS = st.sampled_from(
+    [" ", " " * 40, " " * 130, "\t", "\n", "\r", "\r\n", "\u2028", "\x85", "> ", ">", '"',
+     "'", "`", "+", "++", ".", "f", "r", "\\", "\u00a0", "\u201c", "x", "7", "README"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    joint=st.lists(_JOINT_PARTS, max_size=8).map("".join),
+    tail=st.sampled_from([ANT[20:], "QXZJ1357", "qxzjw", "Then more.", "2. next", ANT]),
+    sizes=st.lists(st.integers(1, 40), min_size=1, max_size=40),
+)
+@example(joint="\n" + " " * 130, tail=ANT[20:], sizes=[7])
+@example(joint='" ' + " " * 130 + '"', tail=ANT[20:], sizes=[5])
+def test_property_the_window_agrees_with_redact_around_any_joint(
+    joint: str, tail: str, sizes: list[int]
+) -> None:
+    text = f"Key: {ANT[:30]}{joint}{tail} end"
+    out = REDACTOR.redact(text)
+    assert REDACTOR.redact(out) == out
+    window = RedactionWindow(REDACTOR)
+    shown = ""
+    pos = 0
+    for size in sizes * (len(text) // max(1, sum(sizes)) + 1):
+        if pos >= len(text):
+            break
         shown += window.feed(text[pos : pos + size])
         pos += size
-        leaked = [w for w in windows(_secret_of(form)) if w in shown]
-        assert not leaked and "IIIIJJJJ" not in shown, (form, shown)
-    shown += window.flush()
-    assert shown == REDACTOR.redact(text)
+    shown += window.feed(text[pos:])
+    assert shown + window.flush() == out
+
+
+def test_the_joint_patterns_stay_linear_on_long_runs() -> None:
+    """An answer of 100,000 spaces after a quote or a line break: the joint search runs in
+    one pass (bounded, atomic repeats). A pattern that backtracks would take minutes; the bound
+    here is a thousand times what one pass takes."""
+    from orchestrator.policy import views
+
+    for text in ('a"' + " " * 100_000 + "x", "a\n" * 50_000, "a'+" * 30_000, "a\u2028 " * 30_000):
+        for pattern in (views._JOINT, views._OPEN_JOINT):
+            pattern.search(text, timeout=2.0)
+            pattern.search(text, max(0, len(text) - views.OPEN_JOINT_CHARS), timeout=2.0)
 
 
 def test_a_key_then_a_sentence_on_the_next_line_keeps_the_sentence() -> None:

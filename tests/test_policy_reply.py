@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from config.models import GuardrailConfig, PolicyConfig, SecretPatternConfig
-from orchestrator.logsetup import RedactingFormatter
+from orchestrator.ops.logsetup import RedactingFormatter
 from orchestrator.policy import REFUSAL_NOTICE, OutboundPolicy, PolicyError, ReplyPolicy, TermList
 from orchestrator.policy.hook import HOOK_OUTPUT_MAX_CHARS, load_hook
 from tests import policy_hooks

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from config.models import PolicyConfig, SecretPatternConfig
 from orchestrator.policy import OutboundPolicy, PolicyError, Redactor, ReplyPolicy, SecretShape
 from orchestrator.policy.catalogue import BUILTIN_SHAPES

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
+from orchestrator.ops.daemon import Daemon
 from orchestrator.policy import OutboundPolicy
 from orchestrator.policy.catalogue import BUILTIN_SHAPES, EXTRA_PATTERN_TIMEOUT_SECS, Redactor
 from orchestrator.policy.shapes import SecretShape
@@ -29,7 +29,7 @@ from tests.telegram_harness import (
     SPACING_TOLERANCE_SECS,
     Bot,
     _config_text,
-    _fast_channels,
+    fast_channels,
     reply,
     serving,
     text_stream,
@@ -59,7 +59,7 @@ async def policy_bot(
         )
         config = load_config_text(edit(text), source_name="e2e.yaml", environ={})
         daemon = Daemon(
-            config, storage_path=tmp_path / "relaybot.db", channel_factory=_fast_channels
+            config, storage_path=tmp_path / "relaybot.db", channel_factory=fast_channels
         )
         async with serving(daemon, peer):
             yield Bot(peer, provider, daemon, 120, mode, 150)
@@ -282,7 +282,7 @@ async def test_a_pattern_timing_out_in_one_chat_never_delays_the_other_chats_edi
         daemon = Daemon(
             config,
             storage_path=tmp_path / "relaybot.db",
-            channel_factory=_fast_channels,
+            channel_factory=fast_channels,
             policy=policy,
         )
         async with serving(daemon, peer):

@@ -19,7 +19,7 @@ from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerEnded, TextEmitted, ToolStarted
 from orchestrator.policy import ReplyPolicy
 from orchestrator.policy.catalogue import Redactor
-from orchestrator.round_sink import RoundSink
+from orchestrator.turn.round_sink import RoundSink
 from providers.events import PreExecutedToolCall, StreamChunk, TextDelta
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.policy_samples import _PROSE, planted_secrets, windows

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from config.models import ProviderConfig
-from orchestrator.rounds import ChainEntry, RoundFailed, RoundRunner
+from orchestrator.turn.rounds import ChainEntry, RoundFailed, RoundRunner
 from providers.base import ChatMessage, ChatRequest, ToolSpec
 from providers.events import Final, StreamEvent, TextDelta
 from providers.openai_chat import OpenAIChatProvider

@@ -24,10 +24,10 @@ from channels.errors import (
     MessageNotModified,
     MessageTooLong,
 )
-from channels.telegram import TelegramChannel, TelegramTimeouts
-from channels.telegram_errors import translate_error
-from channels.telegram_format import markdown_to_telegram
-from config.models import TelegramChannelConfig
+from channels.telegram.adapter import TelegramChannel, TelegramTimeouts
+from channels.telegram.errors import translate_error
+from channels.telegram.format import markdown_to_telegram
+from channels.telegram.kind import TelegramChannelConfig
 from tests.peers.telegram import ApiError, TelegramBotApiServer
 
 CHAT = 111
@@ -467,7 +467,7 @@ def test_message_thread_id_is_a_thread_only_in_a_forum_topic() -> None:
 
     from telegram import Chat, Message
 
-    from channels.telegram_inbound import topic_of as _topic
+    from channels.telegram.inbound import topic_of as _topic
 
     chat = Chat(-100, Chat.SUPERGROUP)
     when = datetime.datetime.now(datetime.UTC)

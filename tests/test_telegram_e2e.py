@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from channels.base import utf16_len
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from tests.peers.provider_server import Reply
 from tests.peers.telegram import ApiError, Call, TelegramBotApiServer
 from tests.peers.telegram_wire import NOT_MODIFIED

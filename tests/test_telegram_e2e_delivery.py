@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from tests.peers.telegram import ApiError
 from tests.telegram_harness import (
     CHAT,

@@ -12,7 +12,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from channels.telegram_format import markdown_to_telegram
+from channels.telegram.format import markdown_to_telegram
 from tests.peers.provider_server import Reply
 from tests.peers.telegram import ApiError, TelegramBotApiServer
 from tests.telegram_harness import (

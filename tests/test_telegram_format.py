@@ -11,13 +11,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from channels.base import utf16_len
-from channels.limits import TELEGRAM_MAX_TEXT_LENGTH
-from channels.telegram_format import (
+from channels.telegram.format import (
     FormattedText,
     TextEntity,
     markdown_to_telegram,
     to_html,
 )
+from channels.telegram.kind import TELEGRAM_MAX_TEXT_LENGTH
 from tests.peers.telegram_markup import parse_entities, parse_html
 
 C14_FINAL = "All timestamps are *UTC* and ```py\nx = 1\n```"

@@ -19,7 +19,7 @@ from tests.telegram_chats import config_text, daemon_running, free_port
 async def test_healthz_follows_a_polling_conflict(tmp_path: Path) -> None:
     port = free_port()
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
-        text = config_text(peer, provider, tmp_path, server_listen=f'"127.0.0.1:{port}"')
+        text = config_text(peer, provider, tmp_path, listen=f"127.0.0.1:{port}")
         async with daemon_running(text, tmp_path), httpx.AsyncClient() as http:
             url = f"http://127.0.0.1:{port}/healthz"
             await peer.wait_for(lambda: any(c.status == 200 for c in peer.calls_to("getUpdates")))

@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 import anyio
 
 from channels.base import InboundMessage
-from channels.telegram import TelegramChannel, TelegramTimeouts
-from config.models import TelegramChannelConfig
+from channels.telegram.adapter import TelegramChannel, TelegramTimeouts
+from channels.telegram.kind import TelegramChannelConfig
 from tests.peers.http_proxy import HttpProxy
 from tests.peers.telegram import TelegramBotApiServer
 

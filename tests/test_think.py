@@ -8,7 +8,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrator.think import ThinkFilter
+from orchestrator.turn.think import ThinkFilter
 
 
 def run(deltas: list[str]) -> tuple[str, str]:

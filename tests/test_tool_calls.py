@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orchestrator.tool_calls import REPEAT_LIMIT, RepeatGuard, normalise_ids, valid_id
+from orchestrator.tools.tool_calls import REPEAT_LIMIT, RepeatGuard, normalise_ids, valid_id
 from providers.base import ChatMessage
 from providers.events import ToolCall
 

@@ -16,8 +16,8 @@ from channels.base import InboundMessage, WriteSpacing
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerEnded, RoundEnded, TextEmitted
 from orchestrator.policy import ReplyPolicy
-from orchestrator.round_sink import RoundSink
-from orchestrator.tool_status import CAUSE_CHARS, done_line, failed_line, short_cause
+from orchestrator.tools.tool_status import CAUSE_CHARS, done_line, failed_line, short_cause
+from orchestrator.turn.round_sink import RoundSink
 from providers.events import PreExecutedToolCall, PreExecutedToolResult
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply

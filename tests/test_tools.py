@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from orchestrator.tools import MAX_RESULT_CHARS, Tool, ToolRegistry
+from orchestrator.tools.registry import MAX_RESULT_CHARS, Tool, ToolRegistry
 from providers.base import ToolSpec
 
 

@@ -17,15 +17,13 @@ from typing import Any
 import anyio
 import pytest
 
-from channels.base import Channel, InboundHandler
-from channels.registry import build_channel
 from config.loader import load_config_text
-from orchestrator.daemon import Daemon
-from orchestrator.tool_round import denied_error, unanswered_error
+from orchestrator.ops.daemon import Daemon
+from orchestrator.turn.tool_round import denied_error, unanswered_error
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.telegram import TelegramBotApiServer
 from tests.pipeline import sse
-from tests.telegram_harness import CHAT, Bot, ObservedTelegramChannel, serving
+from tests.telegram_harness import CHAT, Bot, fast_channels, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT_PATH = "/v1/chat/completions"
@@ -165,12 +163,6 @@ server:
 """
 
 
-def _channels(name: str, config: Any, on_inbound: InboundHandler) -> Channel:
-    if config.kind == "telegram":
-        return ObservedTelegramChannel(name, config, on_inbound)
-    return build_channel(name, config, on_inbound)
-
-
 @asynccontextmanager
 async def tool_bot(
     tmp_path: Path,
@@ -198,7 +190,9 @@ async def tool_bot(
             channel_extra=channel_extra,
         )
         config = load_config_text(text, source_name="tools.yaml", environ={})
-        daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_channels)
+        daemon = Daemon(
+            config, storage_path=tmp_path / "relaybot.db", channel_factory=fast_channels
+        )
         async with serving(daemon, peer):
             yield Bot(peer, provider, daemon, 150, mode, multi_message_delay_ms)
 
@@ -410,7 +404,9 @@ async def test_an_approval_name_no_tool_has_stops_the_start(tmp_path: Path) -> N
             channel_extra="",
         )
         config = load_config_text(text, source_name="tools.yaml", environ={})
-        daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_channels)
+        daemon = Daemon(
+            config, storage_path=tmp_path / "relaybot.db", channel_factory=fast_channels
+        )
         with anyio.fail_after(30):
             assert await daemon.run(handle_signals=False) == 1
         assert not peer.calls_to("getUpdates")

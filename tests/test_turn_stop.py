@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 
 from channels.base import InboundMessage
-from orchestrator.tools import Tool, ToolRegistry, builtin_tools
-from orchestrator.turn import STOPPED_MARKER, conversation_key
+from orchestrator.tools.registry import Tool, ToolRegistry, builtin_tools
+from orchestrator.turn.runner import STOPPED_MARKER, conversation_key
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config, sse, text_answer, tool_call_stream

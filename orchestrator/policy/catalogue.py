@@ -59,6 +59,7 @@ from orchestrator.policy.shapes import (
 from orchestrator.policy.views import (
     LINK_URL_CHARS,
     View,
+    ends_in_a_joint,
     folded,
     has_tokens,
     held_from,
@@ -438,6 +439,7 @@ class Redactor:
                     head.partial
                     or end >= n
                     or (shape.tail is not None and shape.tail.fullmatch(text, end) is not None)
+                    or ends_in_a_joint(text, end)
                 ):
                     yield begin
                     return

@@ -30,21 +30,39 @@ __all__ = [
 # as a boundary (a Markdown emphasis delimiter: ``_sk-ant-…_`` shows the key in italics). A prefix
 # specific enough to stand alone (``sk-ant-``, ``sk-proj-``, ``ghp_``, ``github_pat_``, ``AKIA``,
 # ``xoxb-``, ``glpat-``) needs no boundary: ``id1sk-ant-…`` is a key glued to the word before it.
-_B = r"(?<![A-Za-z0-9])"
+# A marker stands where a secret ended in a letter or digit, so it is no boundary either: what
+# followed the secret reads the same after redaction (``[REDACTED:aws_access_key]sk-proj-…``
+# is no key where ``AKIA…EXAMPLEsk-proj-…`` was none), and redaction stays idempotent.
+_B = r"(?<![A-Za-z0-9])(?<!\[REDACTED:[a-z][a-z0-9_]{0,63}\])"
 # The prefixes that need no boundary before them (see _B).
-_GLUED = r"sk-ant-|sk-proj-|ghp_|github_pat_|AKIA|xoxb-|glpat-"
+_GLUED = r"(?i:sk-ant-)|sk-proj-|ghp_|github_pat_|AK[Il1]A|xoxb-|g[lI1]pat-"
+# Glued to a word before it, "sk-ant-" must open a real key's body ("api03-", "admin01-"), so
+# "multitask-ant-colony-…" is prose; a glued "sk-proj-" key is 80 characters at least
+# ("risk-proj-2024-…" is a file name).
+_ANT_BODY = r"(?:" + _B + r"(?i:sk-ant-)|(?i:sk-ant-)(?=(?i:api|admin|oat|sid)[0-9]{2}-))"
 # A marker standing where a secret would: never a secret itself (``scheme://[REDACTED:…]@host``).
 MARKER_PATTERN = r"\[REDACTED:[a-z][a-z0-9_]{0,63}\]"
 _URL_VALUE = r"[^\s&#\"'<>`()\[\]{}]"
+_PASSWORD = r"(?:(?!\[REDACTED:)[^\s\"'<>`]){1,256}?"
+_AUTHORITY_END = r"(?=[^A-Za-z0-9.@-]|\Z)"
+# A host as one reads it: a dotted name, a name with a port, localhost.
+_HOST = (
+    r"(?:(?:[A-Za-z0-9-]{1,63}\.){1,8}[A-Za-z0-9-]{1,63}(?::[0-9]{1,5})?"
+    r"|[A-Za-z0-9][A-Za-z0-9-]{0,62}:[0-9]{1,5}|localhost)" + _AUTHORITY_END
+)
+_ANY_HOST = r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}" + _AUTHORITY_END
 _URL_KEYS = ("key", "api_key", "apikey", "token", "secret", "access_token", "password")
 # What may stand before a line of a PEM block: indentation (a key inside YAML, JSON or a code
 # block) and Markdown quote prefixes ("> ", nested).
-_Q = r"[ \t]{0,16}(?:>[ \t]{0,4}){0,4}"
+_Q = r"[ \t]{0,32}(?:>[ \t]{0,4}){0,8}"
 # Between the header and the body and between body lines: a line end, or spaces where a key was
 # flattened onto one line (``"-----BEGIN … KEY----- MIIE… -----END … KEY-----"``).
-_PEM_LINE_END = r"(?:[ \t]*(?:\r?\n|\Z)|[ \t]+)"
-_PEM_BEGIN = r"-----BEGIN (?:[A-Z0-9]{1,10} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
-_PEM_END = r"-----END (?:[A-Z0-9]{1,10} ){0,4}PRIVATE KEY(?: BLOCK)?-----"
+_NL = r"(?:\r\n|[\n\r])"
+_PEM_LINE_END = rf"(?:[ \t]*(?:{_NL}|\Z)|[ \t]+)"
+# A header as a reader reads it: four or five dashes, any case, spaces doubled.
+_PEM_LABEL = r"[ \t]{1,4}(?:[A-Z0-9]{1,10}[ \t]{1,4}){0,4}PRIVATE[ \t]{1,4}KEY(?:[ \t]{1,4}BLOCK)?"
+_PEM_BEGIN = r"-{4,5}(?i:BEGIN" + _PEM_LABEL + r")-{4,5}"
+_PEM_END = r"-{4,5}(?i:END" + _PEM_LABEL + r")-{4,5}"
 _B64 = r"[A-Za-z0-9+/=]"
 
 
@@ -89,17 +107,19 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         ignore_case=True,
     ),
     # scheme://user:PASSWORD@host → scheme://[REDACTED:url_password]@host (the user goes too).
-    # The password may hold "/" and "@": the match runs to the last "@" before a host name.
-    # Neither part holds a marker: text already redacted never reads as a user or a password.
+    # The password may hold "/" and "@" (written unencoded): the match ends at the first "@"
+    # before a host that reads as one (a dotted name, a port, localhost) and ends the authority
+    # (RFC 3986 §3.2), else at the first "@" before any host name; so a path, a query or a text
+    # after the URL that holds another "@" stays. Neither part holds a marker: text already
+    # redacted never reads as a user or a password.
     SecretShape(
         "url_password",
         r"(?<=[A-Za-z0-9]:)//"
         r"(?P<secret>(?:(?!\[REDACTED:)[^\s/:@?#]){0,256}:(?![0-9]{1,5}(?:/|\Z))"
-        r"(?:(?!\[REDACTED:)[^\s\"'<>`]){1,256})"
-        r"@(?=[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?:[^A-Za-z0-9.-]|\Z))",
+        rf"(?:{_PASSWORD}(?=@{_HOST})|{_PASSWORD}(?=@{_ANY_HOST})))@",
         ("//",),
-        # a later "@" in the same run would make the password longer
-        open_tail=r"[^\s\"'<>`]{0,256}",
+        # a host that reaches the end may still be followed by "@" (then it was password)
+        open_tail=r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?::[0-9]{0,5})?",
     ),
     SecretShape(
         "private_key",
@@ -108,23 +128,27 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         # mentioned in prose (no body on the next line) is no match.
         _PEM_BEGIN
         + _PEM_LINE_END
-        + rf"(?:{_Q}[A-Za-z0-9-]{{1,40}}: [^\r\n]{{0,200}}\r?\n){{0,8}}"  # Proc-Type:, Version:
-        + rf"(?:{_Q}[ \t]*\r?\n)?"
+        + rf"(?:{_Q}[A-Za-z0-9-]{{1,40}}: [^\r\n]{{0,200}}{_NL}){{0,8}}"  # Proc-Type:, Version:
+        + rf"(?:{_Q}[ \t]*{_NL})?"
         + rf"{_Q}{_B64}{{16,4096}}"  # the body's first line: 16 base64 characters at least
         # later lines: any length after a line end; on one flattened line, chunks of 16 at least
         # (so a word after the block is never taken as a chunk of it)
-        + rf"(?:[ \t]*(?:\r?\n|\Z){_Q}{_B64}{{1,4096}}|[ \t]+{_B64}{{16,4096}}){{0,400}}"
+        + rf"(?:[ \t]*(?:{_NL}|\Z){_Q}{_B64}{{1,4096}}|[ \t]+{_B64}{{16,4096}}){{0,400}}"
         + rf"(?:{_PEM_LINE_END}{_Q}{_PEM_END})?",
-        ("-----BEGIN",),
+        ("----begin",),
+        ignore_case=True,
         # what more text could extend: body lines, then an END line begun
-        open_tail=rf"(?:(?:[ \t]*\r?\n|[ \t]+)[ \t>]*{_B64}{{0,4096}})*[ \t]*(?:\r?\n)?[ \t>]*"
-        r"(?:-{1,5}(?:E(?:N(?:D(?: [A-Z0-9 ]{0,60}-{0,5})?)?)?)?)?",
+        open_tail=rf"(?:(?:[ \t]*{_NL}|[ \t]+)[ \t>]*{_B64}{{0,4096}})*[ \t]*{_NL}?[ \t>]*"
+        r"(?:-{1,5}(?i:E(?:N(?:D(?:[ \t][A-Z0-9 \t]{0,60}-{0,5})?)?)?)?)?",
     ),
-    SecretShape("anthropic_key", r"sk-ant-[A-Za-z0-9_-]{20,512}", ("sk-ant-",)),
+    # "Sk-ant-", "SK-ANT-": a capital look-alike (Cyrillic "Ѕ") reads as a capital.
+    SecretShape(
+        "anthropic_key", _ANT_BODY + r"[A-Za-z0-9_-]{20,512}", ("sk-ant-",), ignore_case=True
+    ),
     # A digit and a capital letter somewhere: real keys have both, "sk-learn-compatible-…" not.
     SecretShape(
         "openai_key",
-        r"(?:" + _B + r"sk-|sk-(?=proj-))"
+        r"(?:" + _B + r"sk-|sk-(?=proj-[A-Za-z0-9_-]{80}))"
         r"(?=[A-Za-z0-9_-]{0,511}[0-9])(?=[A-Za-z0-9_-]{0,511}[A-Z])[A-Za-z0-9_-]{20,512}",
         ("sk-",),
     ),
@@ -133,19 +157,20 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         _B + r"(?:sk_live|sk_test|rk_live|pk_live)_[A-Za-z0-9]{10,255}",
         ("sk_live_", "sk_test_", "rk_live_", "pk_live_"),
     ),
-    # Exactly 16 characters after the prefix ("ASIAPACIFIC2024SUMMIT" is no key id).
+    # Exactly 16 capitals and digits after the prefix ("ASIAPACIFIC2024SUMMIT" is no key id);
+    # "AKlA" and "AK1A" read as "AKIA" in many fonts.
     SecretShape(
         "aws_access_key",
         # a glued key right after it ("…EXAMPLEsk-ant-…") is a key of its own, not more of this
-        r"(?:AKIA|" + _B + r"ASIA)[0-9A-Z]{16}(?!(?!" + _GLUED + r")[0-9A-Za-z])",
-        ("AKIA", "ASIA"),
+        r"(?:AK[Il1]A|" + _B + r"ASIA)[0-9A-Z]{16}(?!(?!" + _GLUED + r")[0-9A-Z])",
+        ("AKIA", "AKlA", "AK1A", "ASIA"),
     ),
     SecretShape(
         "github_token",
         r"(?:(?:ghp_|" + _B + r"gh[ousr]_)[A-Za-z0-9]{20,255}|github_pat_[A-Za-z0-9_]{20,255})",
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
-    SecretShape("gitlab_token", r"glpat-[A-Za-z0-9_-]{20,255}", ("glpat-",)),
+    SecretShape("gitlab_token", r"g[lI1]pat-[A-Za-z0-9_-]{20,255}", ("glpat-", "gIpat-", "g1pat-")),
     # xoxb-/xoxp-/xoxa-/xoxr-/xoxs-/xoxe- and xapp- tokens start with a numeric segment
     # ("xoxo-hugs-and-kisses" is prose).
     SecretShape(
@@ -159,7 +184,7 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
     SecretShape(
         "telegram_bot_token",
         # Also right after "bot", as in Bot API URLs: https://api.telegram.org/bot<token>/getMe
-        r"(?:(?<=[Bb]ot)|(?<![A-Za-z0-9]))[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
+        r"(?:(?<=[Bb]ot)|" + _B + r")[0-9]{6,12}:[A-Za-z0-9_-]{35,64}",
         tuple(f"{digit}:" for digit in "0123456789"),
     ),
     SecretShape(

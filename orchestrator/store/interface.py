@@ -17,7 +17,7 @@ Replies in flight
 -----------------
 Each reply is recorded (:meth:`ConversationStore.set_draft`) before its first write and
 cleared when it ends, so a reply whose writer died — SIGKILL, a crash, power loss — is found
-and marked interrupted (:mod:`orchestrator.cut_answers`): at the next start for a store of one
+and marked interrupted (:mod:`orchestrator.turn.cut_answers`): at the next start for a store of one
 instance, by the instance that takes the conversation over for a shared one.
 
 Copy tables

@@ -1,0 +1,2 @@
+"""The console: the ``kind: console`` channel. ``kind.py`` is what the registry reads;
+``adapter.py`` is the :class:`~channels.base.Channel` (architecture §3)."""

@@ -1,0 +1,2 @@
+"""Discord: the ``kind: discord`` channel. ``kind.py`` is what the registry reads; ``adapter.py``
+is the :class:`~channels.base.Channel` (architecture §3)."""

@@ -1,0 +1,2 @@
+"""Matrix: the ``kind: matrix`` channel. ``kind.py`` is what the registry reads; ``adapter.py``
+is the :class:`~channels.base.Channel` (architecture §3)."""

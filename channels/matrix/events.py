@@ -1,0 +1,117 @@
+"""Reading Matrix events: relations, mentions, reply fallbacks, approval answers (pure).
+
+Every function takes raw event JSON (``event.source`` dicts, Client-Server API "Events",
+https://spec.matrix.org/latest/client-server-api/#events) and returns plain values; the adapter
+(:mod:`channels.matrix.adapter`) decides what to do with them. No I/O (architecture §1).
+
+* Threads: ``m.relates_to.rel_type == "m.thread"``, the root in ``event_id``
+  (https://spec.matrix.org/latest/client-server-api/#threading).
+* Replies: ``m.relates_to.m.in_reply_to.event_id``; a thread event's reply with
+  ``is_falling_back: true`` is only the fallback for clients without threads, not a reply
+  (https://spec.matrix.org/latest/client-server-api/#rich-replies).
+* Mentions: ``m.mentions.user_ids`` (https://spec.matrix.org/latest/client-server-api/#user-and-room-mentions),
+  or, from clients that do not send it, the MXID or display name in the body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "approval_answer",
+    "is_edit",
+    "mentions_user",
+    "reaction_answer",
+    "reply_target",
+    "strip_reply_fallback",
+    "thread_root",
+]
+
+_YES = frozenset({"yes", "y", "approve", "approved", "ok", "✅"})
+_NO = frozenset({"no", "n", "deny", "denied", "❌"})
+
+
+def _relation(content: dict[str, Any]) -> dict[str, Any]:
+    relation = content.get("m.relates_to")
+    return relation if isinstance(relation, dict) else {}
+
+
+def thread_root(content: dict[str, Any]) -> str | None:
+    """The thread root event id of a message in a thread, else None."""
+    relation = _relation(content)
+    root = relation.get("event_id")
+    if relation.get("rel_type") == "m.thread" and isinstance(root, str):
+        return root
+    return None
+
+
+def is_edit(content: dict[str, Any]) -> bool:
+    """True for an ``m.replace`` edit (a user correcting a message is not a new question)."""
+    return _relation(content).get("rel_type") == "m.replace"
+
+
+def reply_target(content: dict[str, Any]) -> str | None:
+    """The event id this message replies to; None when it replies to nothing, or only as a
+    thread's fallback (``is_falling_back``)."""
+    relation = _relation(content)
+    if relation.get("rel_type") == "m.thread" and relation.get("is_falling_back", False):
+        return None
+    reply = relation.get("m.in_reply_to")
+    target = reply.get("event_id") if isinstance(reply, dict) else None
+    return target if isinstance(target, str) else None
+
+
+def strip_reply_fallback(body: str) -> str:
+    """``body`` without the quoted fallback older clients put before a reply's own text:
+    the leading ``> `` lines and the blank line after them."""
+    lines = body.split("\n")
+    if not lines or not lines[0].startswith("> "):
+        return body
+    index = 0
+    while index < len(lines) and lines[index].startswith(">"):
+        index += 1
+    if index < len(lines) and not lines[index].strip():
+        index += 1
+    return "\n".join(lines[index:])
+
+
+def mentions_user(content: dict[str, Any], body: str, user_id: str, display_name: str) -> bool:
+    """True when the message mentions ``user_id``: in ``m.mentions.user_ids`` or, when the
+    client sent no ``m.mentions``, by MXID or display name in ``body`` (case-insensitive)."""
+    declared = content.get("m.mentions")
+    if isinstance(declared, dict):
+        ids = declared.get("user_ids")
+        if isinstance(ids, list) and user_id in ids:
+            return True
+    lowered = body.lower()
+    if user_id.lower() in lowered:
+        return True
+    return bool(display_name) and display_name.lower() in lowered
+
+
+def approval_answer(text: str) -> bool | None:
+    """``yes`` / ``no`` (and kin, any case, trailing punctuation ignored) as True / False; None
+    for any other text."""
+    word = text.strip().lower().rstrip(".!")
+    if word in _YES:
+        return True
+    if word in _NO:
+        return False
+    return None
+
+
+def reaction_answer(content: dict[str, Any]) -> tuple[str, bool] | None:
+    """An ``m.reaction`` with ✅ or ❌ (variation selectors ignored): (the event it annotates,
+    the answer); None for any other reaction."""
+    relation = _relation(content)
+    target, key = relation.get("event_id"), relation.get("key")
+    if relation.get("rel_type") != "m.annotation" or not isinstance(target, str):
+        return None
+    if not isinstance(key, str):
+        return None
+    key = key.replace("\ufe0f", "").strip()
+    if key in ("✅", "✔", "👍"):
+        return target, True
+    if key in ("❌", "✖", "👎"):
+        return target, False
+    return None

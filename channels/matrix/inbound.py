@@ -1,0 +1,208 @@
+"""The Matrix channel's inbound side: a sync response's invites and timeline events, read into
+:class:`~channels.base.InboundMessage`, approval answers and joins (architecture §3 "Matrix
+specifics", "Access").
+
+* **Invites** from allowed users (to allowed rooms) are joined. An encrypted room (its invite's
+  stripped state holds ``m.room.encryption``, :class:`~channels.matrix.client.InviteAwareClient`)
+  is joined only with end-to-end encryption on; otherwise it is refused with one log line naming
+  the cause (:func:`channels.matrix.crypto.refusal_cause`), once per room.
+* **Events**: our own are noted (a reply to one of them addresses the bot) and never answered;
+  events from before the bot first started are skipped. ``m.text`` messages (not ``m.notice``:
+  other bots', not edits) become an :class:`InboundMessage`: ``chat_id`` the room id,
+  ``sender_id`` the MXID and ``sender_handle`` the MXID without ``@`` (the homeserver verifies
+  it; ``sender_name`` is the display name, shown only), ``is_direct`` for rooms of at most two
+  members, ``mentions_bot`` for ``m.mentions``, the MXID or display name in the body, or a reply
+  to one of our events; ``thread_id`` the thread root. ``allowed_rooms`` (when set) filters
+  rooms; the orchestrator applies ``allowed_users`` and ``respond_in_groups``. Encrypted events
+  arrive decrypted when nio could (their ``source`` is the plaintext event); one it could not
+  is logged once per room.
+* **Gaps**: a ``limited`` timeline (more than the filter's 200 events since the last sync) is
+  completed with ``/messages`` back to the previous token.
+* **Approvals**: a reply ``yes``/``no`` to a prompt (or, with one prompt open in the room, a
+  plain ``yes``/``no``) or a ✅/❌ reaction on it from an allowed user answers it
+  (:mod:`channels.matrix.approvals`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Any
+
+import nio
+
+from channels.base import InboundHandler, InboundMessage
+from channels.matrix.approvals import Approvals
+from channels.matrix.client import InviteAwareClient
+from channels.matrix.events import (
+    is_edit,
+    mentions_user,
+    reaction_answer,
+    reply_target,
+    strip_reply_fallback,
+    thread_root,
+)
+from channels.matrix.kind import MatrixChannelConfig
+
+__all__ = ["GAP_PAGES", "OWN_EVENTS_KEPT", "MatrixInbound"]
+
+_LOG = logging.getLogger("channels.matrix")
+
+OWN_EVENTS_KEPT = 2000
+"""Our latest event ids kept, so a reply to one of them counts as addressing the bot."""
+GAP_PAGES = 20
+"""``/messages`` pages of 100 events fetched at most to fill one limited timeline."""
+
+
+class MatrixInbound:
+    """Reads one account's sync responses (see the module docstring).
+
+    Args:
+        name: the channel's name (log lines).
+        config: the channel's config.
+        on_inbound: awaited per inbound message.
+        refused: why encrypted rooms are refused; ``None``: end-to-end encryption is on.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: MatrixChannelConfig,
+        on_inbound: InboundHandler,
+        *,
+        refused: str | None,
+    ) -> None:
+        self.name = name
+        self.config = config
+        self.refused = refused
+        self.approvals = Approvals()
+        self.display_name = ""
+        self.first_start_ms = 0
+        """Events older than this (ms since the epoch) are never answered."""
+        self._on_inbound = on_inbound
+        self._own: deque[str] = deque(maxlen=OWN_EVENTS_KEPT)
+        self._refused_rooms: set[str] = set()
+        self._undecryptable_rooms: set[str] = set()
+
+    def note_own(self, event_id: str) -> None:
+        """``event_id`` is ours (a reply to it addresses the bot)."""
+        self._own.append(event_id)
+
+    def allowed_user(self, user_id: str) -> bool:
+        names = {str(user).strip().lstrip("@").lower() for user in self.config.allowed_users}
+        return "*" in names or user_id.lstrip("@").lower() in names
+
+    def allowed_room(self, room_id: str) -> bool:
+        return not self.config.allowed_rooms or room_id in self.config.allowed_rooms
+
+    async def handle_invites(self, client: InviteAwareClient, response: nio.SyncResponse) -> None:
+        """Join the invites the module docstring allows; log the others."""
+        for room_id, info in response.rooms.invite.items():
+            inviter, encrypted = None, room_id in client.encrypted_invites
+            for event in info.invite_state:
+                source = getattr(event, "source", {})
+                if (
+                    source.get("type") == "m.room.member"
+                    and source.get("state_key") == self.config.user_id
+                ):
+                    inviter = source.get("sender")
+            if inviter is None or not self.allowed_user(inviter):
+                _LOG.info("%s: ignoring an invite to %s from %s", self.name, room_id, inviter)
+            elif not self.allowed_room(room_id):
+                _LOG.info("%s: ignoring an invite to %s: not in allowed_rooms", self.name, room_id)
+            elif encrypted and self.refused is not None:
+                if room_id in self._refused_rooms:
+                    continue
+                self._refused_rooms.add(room_id)
+                _LOG.warning(
+                    "%s: not joining the encrypted room %s: %s", self.name, room_id, self.refused
+                )
+            else:
+                joined = await client.join(room_id)
+                if not isinstance(joined, nio.JoinResponse):
+                    _LOG.warning("%s: could not join %s: %s", self.name, room_id, joined.message)
+
+    async def handle(
+        self, client: InviteAwareClient, response: nio.SyncResponse, since: str | None
+    ) -> None:
+        """Every event of one sync, in order (``since``: the token the sync started from)."""
+        await self.handle_invites(client, response)
+        for room_id, room in response.rooms.join.items():
+            if not self.allowed_room(room_id):
+                continue
+            if room.timeline.limited and since and room.timeline.prev_batch:
+                for source in await self._gap(client, room_id, room.timeline.prev_batch, since):
+                    await self._on_event(client, room_id, source)
+            for event in room.timeline.events:
+                await self._on_event(client, room_id, event.source)
+
+    async def _gap(
+        self, client: InviteAwareClient, room_id: str, start: str, since: str
+    ) -> list[dict[str, Any]]:
+        """The events a ``limited`` sync left out (more than the filter's 200 arrived since
+        ``since``, e.g. while the bot was down), oldest first: ``/messages`` backwards from the
+        timeline's ``prev_batch`` to the previous sync token, at most :data:`GAP_PAGES` pages of
+        100 (Client-Server API "Syncing", limited timelines). nio decrypts what it can."""
+        gap: list[dict[str, Any]] = []
+        for _ in range(GAP_PAGES):
+            page = await client.room_messages(room_id, start, end=since, limit=100)
+            if not isinstance(page, nio.RoomMessagesResponse):
+                _LOG.warning("%s: could not fetch missed events of %s", self.name, room_id)
+                break
+            gap.extend(event.source for event in page.chunk)
+            if not page.chunk or not page.end or page.end == start:
+                break
+            start = page.end
+        return gap[::-1]
+
+    async def _on_event(
+        self, client: InviteAwareClient, room_id: str, event: dict[str, Any]
+    ) -> None:
+        sender, kind = event.get("sender"), event.get("type")
+        content = event.get("content")
+        if not isinstance(content, dict) or not isinstance(sender, str):
+            return
+        if sender == self.config.user_id:
+            self.note_own(str(event.get("event_id")))
+            return
+        if int(event.get("origin_server_ts", 0)) < self.first_start_ms:
+            return
+        if kind == "m.room.encrypted":  # nio could not decrypt it
+            if room_id not in self._undecryptable_rooms:
+                self._undecryptable_rooms.add(room_id)
+                cause = self.refused or "no room key was shared with this device"
+                _LOG.warning(
+                    "%s: cannot read an encrypted event in %s: %s", self.name, room_id, cause
+                )
+            return
+        if kind == "m.reaction":
+            answer = reaction_answer(content)
+            if answer is not None and self.allowed_user(sender):
+                self.approvals.answer(*answer)
+            return
+        if kind != "m.room.message" or content.get("msgtype") != "m.text" or is_edit(content):
+            return
+        body = content.get("body")
+        if not isinstance(body, str):
+            return
+        replied = reply_target(content)
+        text = strip_reply_fallback(body) if replied else body
+        if self.allowed_user(sender) and self.approvals.answer_text(room_id, replied, text):
+            return
+        matrix_room = client.rooms.get(room_id)
+        members = matrix_room.member_count if matrix_room is not None else 2
+        await self._on_inbound(
+            InboundMessage(
+                channel=self.name,
+                chat_id=room_id,
+                sender_id=sender,
+                sender_name=(matrix_room.user_name(sender) if matrix_room else None) or sender,
+                sender_handle=sender.removeprefix("@"),  # the MXID, verified by the homeserver
+                text=text,
+                message_id=str(event.get("event_id")),
+                is_direct=members <= 2,
+                mentions_bot=(replied is not None and replied in self._own)
+                or mentions_user(content, text, self.config.user_id, self.display_name),
+                thread_id=thread_root(content),
+            )
+        )

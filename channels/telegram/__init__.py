@@ -1,0 +1,2 @@
+"""Telegram: the ``kind: telegram`` channel. ``kind.py`` is what the registry reads; ``adapter.py``
+is the :class:`~channels.base.Channel` (architecture §3)."""

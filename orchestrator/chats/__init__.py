@@ -1,0 +1,2 @@
+"""The chats' intake (architecture §3): who may talk, one queue per conversation, shared
+across instances."""

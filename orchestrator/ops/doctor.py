@@ -1,0 +1,301 @@
+"""``relaybot doctor``: online checks of a config, one line each (architecture §7).
+
+Theory of operation
+-------------------
+Each check is a coroutine that returns :class:`Check` results — ``ok``, what was checked and,
+when it failed, what to do — and never raises: any exception becomes a ✗ line in the check's own
+words (its first line; never a traceback). The checks:
+
+* every channel's credentials, by plain HTTP to the configured base URL: Telegram
+  ``GET {base_url}{token}/getMe``, Discord ``GET {api_base_url}/users/@me`` with
+  ``Authorization: Bot``, Matrix ``GET /_matrix/client/v3/account/whoami`` with the access token
+  (a password login is not tried: it would add a device; the homeserver's
+  ``/_matrix/client/versions`` is asked instead); the console needs nothing;
+* every provider's key and model: its models endpoint (:mod:`providers.model_list`) must list
+  the model; a server without one (404) gets one tiny blocking request (``max_tokens`` 1);
+  a failure reads as the interrupted marker would (:mod:`orchestrator.turn.failure_causes`);
+* the store: connect, migrate (``open``), write and read back one channel-state row
+  (channel ``relaybot-doctor``), close;
+* the ops port (``server.listen``): can it be bound (then it is released at once).
+
+:func:`doctor` prints the lines and returns the exit code: 0 when every check passed, else 1.
+:func:`store_only_config` reads only the ``storage`` section of a file, so the secrets of the
+other sections need not be in the environment.
+"""
+
+from __future__ import annotations
+
+import functools
+import socket
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import httpx
+
+from channels.console.kind import ConsoleChannelConfig
+from channels.discord.kind import DiscordChannelConfig
+from channels.matrix.kind import MatrixChannelConfig
+from channels.telegram.kind import TelegramChannelConfig
+from config.models import ProviderConfig, RelaybotConfig
+from config.storage import StorageConfig
+from orchestrator.turn.failure_causes import FailureContext, user_cause
+from providers.errors import ModelNotFound, ProviderBadRequest, ProviderError
+from providers.transport import connection_error
+
+__all__ = [
+    "HTTP_TIMEOUT_SECS",
+    "Check",
+    "check_channel",
+    "check_ops_port",
+    "check_provider",
+    "check_store",
+    "doctor",
+    "store_only_config",
+]
+
+HTTP_TIMEOUT_SECS = 10.0
+"""Bound of each HTTP request of a check, in seconds."""
+
+DISCORD_API = "https://discord.com/api/v10"
+DOCTOR_CHANNEL = "relaybot-doctor"
+"""The channel name of the store row the store check writes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One line of the report: ``ok``, the subject (``channel telegram``) and the detail
+    (what was found, or what to do)."""
+
+    ok: bool
+    subject: str
+    detail: str
+
+    def line(self) -> str:
+        return f"{'✓' if self.ok else '✗'} {self.subject}: {self.detail}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+async def _get(url: str, headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
+    """GET ``url``: (status, JSON body or ``None``). Raises ProviderConnectionError (typed by
+    cause) when it cannot connect, TimeoutError-like httpx errors as they are."""
+    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_SECS, trust_env=True) as client:
+        try:
+            response = await client.get(url, headers=dict(headers or {}))
+        except httpx.TransportError as exc:
+            raise connection_error(url, exc) from exc
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    return response.status_code, body
+
+
+def _unreachable(subject: str, exc: BaseException, where: str) -> Check:
+    if isinstance(exc, ProviderError):
+        cause = user_cause(exc).replace("the model service", "the server")
+        cause = cause.split(" (check")[0]
+        return Check(False, subject, f"{cause} (check {where})")
+    return Check(False, subject, f"{_first_line(exc)} (check {where})")
+
+
+async def check_channel(name: str, config: Any) -> Check:
+    """The credentials of one channel (see the module docstring)."""
+    subject = f"channel {name}"
+    try:
+        if isinstance(config, TelegramChannelConfig):
+            url = f"{config.base_url}{config.token.get_secret_value()}/getMe"
+            status, body = await _get(url)
+            if status == 200 and isinstance(body, dict) and body.get("ok"):
+                user = body.get("result") or {}
+                return Check(True, subject, f"bot @{user.get('username')} (getMe)")
+            if status in (401, 404):
+                return Check(
+                    False,
+                    subject,
+                    f"the token was refused ({status}): check "
+                    f"channels.{name}.token (a new one from @BotFather)",
+                )
+            return Check(False, subject, f"getMe answered {status}: try again later")
+        if isinstance(config, DiscordChannelConfig):
+            base = (config.api_base_url or DISCORD_API).rstrip("/")
+            headers = {"Authorization": f"Bot {config.token.get_secret_value()}"}
+            status, body = await _get(f"{base}/users/@me", headers)
+            if status == 200 and isinstance(body, dict):
+                return Check(True, subject, f"bot {body.get('username')} (users/@me)")
+            if status in (401, 403):
+                return Check(
+                    False,
+                    subject,
+                    f"the token was refused ({status}): check "
+                    f"channels.{name}.token (developer portal, Bot, Reset Token)",
+                )
+            return Check(False, subject, f"users/@me answered {status}: try again later")
+        if isinstance(config, MatrixChannelConfig):
+            return await _check_matrix(subject, name, config)
+        if isinstance(config, ConsoleChannelConfig):
+            return Check(True, subject, "the terminal (nothing to check)")
+        return Check(True, subject, f"kind {config.kind}: no online check")
+    except Exception as exc:  # one line per check, never a traceback
+        where = f"channels.{name}" + (".base_url" if hasattr(config, "base_url") else "")
+        return _unreachable(subject, exc, where)
+
+
+async def _check_matrix(subject: str, name: str, config: MatrixChannelConfig) -> Check:
+    base = config.homeserver.rstrip("/")
+    if config.access_token is None:
+        status, _ = await _get(f"{base}/_matrix/client/versions")
+        if status == 200:
+            return Check(
+                True, subject, "homeserver answers (password login not tried: it adds a device)"
+            )
+        return Check(False, subject, f"/_matrix/client/versions answered {status}")
+    headers = {"Authorization": f"Bearer {config.access_token.get_secret_value()}"}
+    status, body = await _get(f"{base}/_matrix/client/v3/account/whoami", headers)
+    if status == 200 and isinstance(body, dict):
+        who = body.get("user_id")
+        if who != config.user_id:
+            return Check(
+                False,
+                subject,
+                f"the token is {who}'s, not {config.user_id}: check "
+                f"channels.{name}.user_id / access_token",
+            )
+        return Check(True, subject, f"{who} (whoami)")
+    if status in (401, 403):
+        return Check(
+            False,
+            subject,
+            f"the access token was refused ({status}): check channels.{name}.access_token",
+        )
+    return Check(False, subject, f"whoami answered {status}: try again later")
+
+
+async def check_provider(name: str, config: ProviderConfig) -> Check:
+    """The key and model of one provider (see the module docstring)."""
+    from providers.model_list import list_models
+
+    subject = f"provider {name}"
+    context = FailureContext(name, config)
+    where = config.resolved_base_url
+    try:
+        try:
+            names = await list_models(config, timeout_secs=HTTP_TIMEOUT_SECS)
+        except ProviderBadRequest as exc:
+            if exc.status_code not in (404, 405):
+                raise
+            return await _tiny_request(subject, name, config, context)
+        if config.model not in names:
+            missing = ModelNotFound(f"{config.model} is not listed", model=config.model)
+            missing.available = tuple(names)
+            return Check(False, subject, user_cause(missing, context))
+        return Check(True, subject, f"model {config.model} is served by {where}")
+    except ProviderError as exc:
+        return Check(False, subject, user_cause(exc, context))
+    except Exception as exc:
+        return Check(False, subject, _first_line(exc))
+
+
+async def _tiny_request(
+    subject: str, name: str, config: ProviderConfig, context: FailureContext
+) -> Check:
+    """A server without a models list: one blocking request of one output token."""
+    from providers.base import ChatMessage, ChatRequest
+    from providers.registry import build_provider
+
+    tiny = config.model_copy(update={"max_tokens": 1, "max_retries": 0})
+    provider = build_provider(name, tiny)
+    try:
+        await provider.complete(ChatRequest(messages=(ChatMessage("user", "ping"),)))
+    except ProviderError as exc:
+        return Check(False, subject, user_cause(exc, context))
+    finally:
+        await provider.aclose()
+    return Check(True, subject, f"model {config.model} answered a one-token request")
+
+
+async def check_store(storage: StorageConfig) -> Check:
+    """Connect, migrate, write and read back one row, close."""
+    from orchestrator.store import store_for
+
+    url = storage.store_url()
+    subject = f"store {url}"
+    try:
+        store = store_for(url, pool_size=1)
+        try:
+            await store.open()
+            stamp = str(time.time())
+            await store.set_state(DOCTOR_CHANNEL, "checked_at", stamp)
+            if await store.get_state(DOCTOR_CHANNEL, "checked_at") != stamp:
+                return Check(False, subject, "a row written was not read back")
+        finally:
+            await store.aclose()
+    except Exception as exc:
+        return Check(False, subject, f"{_first_line(exc)} (check storage.path / storage.url)")
+    return Check(True, subject, "connected, schema up to date, written")
+
+
+def check_ops_port(listen: str | None) -> Check | None:
+    """Can ``server.listen`` (``HOST:PORT``) be bound; ``None`` when it is off."""
+    if listen is None:
+        return None
+    host, _, port = listen.rpartition(":")
+    host = host.strip("[]")
+    subject = f"ops port {listen}"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((host, int(port)))
+    except OSError as exc:
+        reason = exc.strerror or _first_line(exc)
+        return Check(False, subject, f"cannot listen: {reason} (change server.listen)")
+    return Check(True, subject, "free")
+
+
+def store_only_config(path: str, environ: Mapping[str, str]) -> StorageConfig:
+    """The ``storage`` section of the file ``path`` alone
+    (:func:`config.loader.load_storage_config`: ``${VAR}`` interpolated in it only, a relative
+    path in the state directory, as ``relaybot run`` resolves it).
+
+    Raises:
+        ValueError: the file cannot be read, is not YAML, or the section does not validate (the
+            first problem, one line).
+    """
+    from config.errors import ConfigError
+    from config.loader import load_storage_config
+
+    try:
+        return load_storage_config(path, environ=environ)
+    except ConfigError as exc:
+        raise ValueError(str(exc.errors[0])) from None
+
+
+async def doctor(config: RelaybotConfig | None, storage: StorageConfig, out: TextIO) -> int:
+    """Run the checks of ``config`` (all of them; only the store when ``config`` is None),
+    print one line each to ``out``; 0 when all passed, else 1."""
+    pending: list[Callable[[], Awaitable[Check | None]]] = []
+    if config is not None:
+        for name, channel in config.channels.items():
+            pending.append(functools.partial(check_channel, name, channel))
+        for name, provider in config.providers.items():
+            pending.append(functools.partial(check_provider, name, provider))
+    pending.append(functools.partial(check_store, storage))
+    if config is not None:
+
+        async def ops() -> Check | None:
+            return check_ops_port(config.server.listen)
+
+        pending.append(ops)
+    ok = True
+    for run in pending:
+        result = await run()
+        if result is None:
+            continue
+        ok = ok and result.ok
+        print(result.line(), file=out, flush=True)
+    return 0 if ok else 1

@@ -1,0 +1,1 @@
+"""A turn (architecture §5): one inbound message, rounds of model calls and tools, one reply."""

@@ -1,0 +1,222 @@
+"""Answering one inbound message (architecture §5): a command (``/start`` says hello,
+``/help`` lists the commands, ``/reset`` or its alias ``/new`` forgets the conversation), or a
+turn of its conversation after its images are screened; then the reply's log line and metrics.
+``/stop`` cuts the conversation's running answer short (architecture §3 "Stop"). Notices to a
+chat (:meth:`Answering.say`) go through the outbound policy."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import anyio
+
+from channels.base import Channel, InboundMessage
+from channels.errors import ChannelError
+from config.models import RelaybotConfig
+from orchestrator.metrics import Metrics
+from orchestrator.policy import OutboundPolicy
+from orchestrator.store import ConversationStore, WaitingMessage
+from orchestrator.turn.images import screen_images
+from orchestrator.turn.reply_stats import ReplyStats
+from orchestrator.turn.runner import SHUTDOWN_CAUSE, TurnRunner, conversation_key
+
+__all__ = [
+    "HELP_TEXT",
+    "NOTHING_TO_STOP",
+    "RESET_COMMANDS",
+    "STALE_NOTICE",
+    "START_TEXT",
+    "TRIM_NOTICE",
+    "Answering",
+    "command_of",
+    "stale_notice",
+]
+
+log = logging.getLogger("orchestrator.ops.daemon")  # the reply lines keep their logger name
+
+START_TEXT = "Hi! Send me a message and I will answer. /help lists the commands."
+HELP_TEXT = (
+    "Commands:\n"
+    "/stop: end the answer being written\n"
+    "/reset or /new: forget this conversation and start a new one\n"
+    "/help: this list\n"
+    "Anything else is a message to the model."
+)
+RESET_COMMANDS = frozenset({"/reset", "/new"})
+"""``/new`` is an alias of ``/reset`` (the name other chat bots use)."""
+NOTHING_TO_STOP = "Nothing to stop."
+TRIM_NOTICE = "Older messages of this chat are no longer sent to the model; /reset starts afresh."
+TRIM_NOTICE_STATE = "trim_noticed:"
+"""The channel-state key prefix (then ``chat_id`` and ``:thread_id``) of a conversation told
+:data:`TRIM_NOTICE`: it is told once, until ``/reset``."""
+STALE_NOTICE = (
+    "Your message from {when} was not answered before the bot restarted; please send it again."
+)
+
+
+class Answering:
+    """Answers inbound messages, one call per message (the dispatcher runs one at a time per
+    conversation).
+
+    Args:
+        config: the current config (read at each message: a reload may replace it).
+        store: the conversation store.
+        policy: the outbound policy (notices are redacted by it).
+        turns: runs a conversation's turn.
+        metrics: where replies are counted.
+        vision: whether the provider chain accepts images (read at each message).
+        stats: the per-reply totals of rounds, for the reply's log line.
+
+    Attributes:
+        active: turns running now.
+        unanswered: the cause of the first answer that could not be produced (``None``: none).
+    """
+
+    def __init__(
+        self,
+        config: Callable[[], RelaybotConfig],
+        store: ConversationStore,
+        policy: OutboundPolicy,
+        turns: TurnRunner,
+        metrics: Metrics,
+        vision: Callable[[], bool],
+        stats: ReplyStats,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._policy = policy
+        self._turns = turns
+        self._metrics = metrics
+        self._vision = vision
+        self._stats = stats
+        self.active = 0
+        self.unanswered: str | None = None
+
+    async def say(
+        self, channel: Channel, message: InboundMessage, text: str, *, reply: bool = False
+    ) -> None:
+        """A short notice in the message's chat and thread (redacted; failures logged), with
+        ``reply`` as an answer to it."""
+        try:
+            await channel.send_message(
+                message.chat_id,
+                self._policy.redact(text),
+                reply_to=message.message_id if reply else None,
+                thread_id=message.thread_id,
+            )
+        except ChannelError as exc:
+            log.warning("channel %s: could not send a notice: %s", channel.name, exc)
+
+    async def _command(self, channel: Channel, message: InboundMessage, command: str) -> None:
+        if command in RESET_COMMANDS:
+            await self._store.reset(channel.name, message.chat_id, message.thread_id)
+            key = _trim_key(message)
+            if await self._store.get_state(channel.name, key):
+                await self._store.set_state(channel.name, key, "")
+            text = "Conversation cleared."
+        else:
+            text = HELP_TEXT if command == "/help" else START_TEXT
+        await self.say(channel, message, text)
+
+    async def stop(self, channel: Channel, message: InboundMessage) -> None:
+        """``/stop``: cut the conversation's running answer short; say so when none runs. With
+        a shared store the answer may run on another instance: the request goes to all."""
+        key = conversation_key(channel.name, message)
+        try:
+            if self._turns.stop(key):
+                return
+            store = self._store
+            if store.shared and await store.claimed(*key):
+                await store.request_stop(*key)
+            else:
+                await self.say(channel, message, NOTHING_TO_STOP)
+        finally:
+            await channel.reply_finished(message.chat_id)
+
+    async def run(self, channel: Channel, message: InboundMessage) -> None:
+        """Answer ``message`` (a command, or a turn of its conversation), then tell the channel
+        its reply is over."""
+        self.active += 1
+        began = time.monotonic()
+        try:
+            await self._answer(channel, message, began)
+        finally:
+            self.active -= 1
+
+    async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
+        answered, notice = screen_images(
+            message, max_bytes=self._config().agent.max_image_bytes, vision=self._vision()
+        )
+        if notice is not None:
+            await self.say(channel, message, notice)
+        if answered is None:
+            with anyio.CancelScope(shield=True):
+                await channel.reply_finished(message.chat_id)
+            return
+        message = answered
+        command = command_of(message.text)
+        if command in ("/start", "/help", *RESET_COMMANDS):
+            try:
+                await self._command(channel, message, command)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await channel.reply_finished(message.chat_id)
+            return
+        try:
+            outcome = await self._turns.run(channel, message)
+            if outcome.dropped_messages:
+                await self._tell_trimmed(channel, message)
+            if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
+                self.unanswered = self.unanswered or outcome.cause
+            seconds = time.monotonic() - began
+            self._metrics.observe_reply(channel.name, outcome.outcome, seconds)
+            totals = self._stats.take(channel.name, message.chat_id, message.thread_id)
+            fields = {
+                "channel": channel.name,
+                "chat": message.chat_id,
+                "round": outcome.rounds,
+                "outcome": outcome.outcome,
+                "duration_ms": round(seconds * 1000),
+                **totals.fields(),
+            }
+            if message.thread_id is not None:
+                fields["thread"] = message.thread_id
+            log.info(
+                "reply in %s:%s: %s after %d round(s)",
+                channel.name,
+                message.chat_id,
+                outcome.outcome,
+                outcome.rounds,
+                extra={"fields": fields},
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await channel.reply_finished(message.chat_id)
+
+    async def _tell_trimmed(self, channel: Channel, message: InboundMessage) -> None:
+        """Older messages no longer fit the model's context window: say so, once per
+        conversation until ``/reset`` (architecture §5 "Context budget")."""
+        key = _trim_key(message)
+        if await self._store.get_state(channel.name, key):
+            return
+        await self._store.set_state(channel.name, key, "1")
+        await self.say(channel, message, TRIM_NOTICE)
+
+
+def _trim_key(message: InboundMessage) -> str:
+    return f"{TRIM_NOTICE_STATE}{message.chat_id}:{message.thread_id or ''}"
+
+
+def stale_notice(waiting: WaitingMessage) -> str:
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(waiting.received_at))
+    return STALE_NOTICE.format(when=when)
+
+
+def command_of(text: str) -> str | None:
+    """``/reset@BotName args`` → ``/reset``; None when the text is not a command."""
+    stripped = text.strip()
+    if not stripped.startswith("/"):
+        return None
+    return stripped.split()[0].split("@", 1)[0].lower()

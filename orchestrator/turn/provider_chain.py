@@ -1,0 +1,67 @@
+"""The daemon's providers (architecture §2, §7 "Reload"): the chain of ``agent.providers`` that
+rounds are served from, rebuilt by a reload without disturbing a round in flight.
+
+:meth:`ProviderChain.reconfigure` keeps the provider objects (and their connections) whose
+config did not change, builds the new and changed ones, and hands the next rounds the new chain;
+a round already streaming keeps the list it began with (:meth:`RoundRunner.replace_chain
+<orchestrator.turn.rounds.RoundRunner.replace_chain>`), so the providers left behind are closed only
+by :meth:`aclose`, when the run ends.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+from config.models import RelaybotConfig
+from orchestrator.metrics import Metrics
+from orchestrator.turn.rounds import ChainEntry, RoundRunner
+from providers.registry import build_provider
+
+__all__ = ["ProviderChain"]
+
+
+class ProviderChain:
+    """The providers of ``config.agent.providers`` behind one :class:`RoundRunner` whose
+    failures and fallbacks feed ``metrics``."""
+
+    def __init__(self, config: RelaybotConfig, metrics: Metrics) -> None:
+        self._metrics = metrics
+        self._retired: list[ChainEntry] = []
+        self.rounds = RoundRunner(
+            [_entry(config, name) for name in config.agent.providers],
+            on_error=metrics.observe_provider_error,
+            on_fallback=metrics.observe_fallback,
+        )
+        self.vision = False
+        """Whether the first provider of the chain takes images."""
+        self._configured(config)
+
+    def reconfigure(self, old: RelaybotConfig, new: RelaybotConfig) -> None:
+        """Serve the next rounds from ``new.agent.providers``: unchanged providers are kept,
+        changed and new ones built."""
+        kept = {entry.provider.name: entry for entry in self.rounds.chain}
+        chain: list[ChainEntry] = []
+        for name in new.agent.providers:
+            entry = kept.pop(name, None)
+            if entry is None or old.providers.get(name) != new.providers[name]:
+                if entry is not None:
+                    self._retired.append(entry)
+                entry = _entry(new, name)
+            chain.append(entry)
+        self._retired.extend(kept.values())
+        self.rounds.replace_chain(chain)
+        self._configured(new)
+
+    def _configured(self, config: RelaybotConfig) -> None:
+        self.vision = config.providers[config.agent.providers[0]].vision
+        self._metrics.set_providers(list(config.agent.providers))
+
+    async def aclose(self) -> None:
+        """Close every provider, in the chain or left behind by a reload (shielded)."""
+        for entry in (*self.rounds.chain, *self._retired):
+            with anyio.CancelScope(shield=True):
+                await entry.provider.aclose()
+
+
+def _entry(config: RelaybotConfig, name: str) -> ChainEntry:
+    return ChainEntry(build_provider(name, config.providers[name]), config.providers[name])

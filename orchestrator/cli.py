@@ -337,7 +337,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _migrate_store(source: str, destination: str) -> int:
-    from config.store_url import parse_store_url, written_password
+    from config.store_url import parse_store_url, without_password, written_password
     from orchestrator.store.copy import copy_store
 
     for url in (source, destination):
@@ -361,6 +361,7 @@ def _migrate_store(source: str, destination: str) -> int:
         copied = anyio.run(copy_store, source, destination)
     except Exception as exc:  # the stores' errors, CopyRefused: one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = without_password(without_password(first, source), destination)
         print(f"relaybot: migrate-store: {first}", file=sys.stderr)
         return 1
     print(f"copied {copied.summary()}")

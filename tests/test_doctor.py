@@ -190,6 +190,59 @@ async def test_a_refused_postgresql_server_is_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in err
 
 
+PASSWORD_STORE_CONFIG = """\
+channels:
+  c:
+    kind: console
+providers:
+  main:
+    kind: openai_chat
+    base_url: http://127.0.0.1:9/v1
+    api_key: sk-test
+    model: m
+agent:
+  providers: [main]
+storage:
+  url: ${DATABASE_URL}
+server:
+  listen: null
+"""
+
+
+@pytest.mark.parametrize("command", ["doctor", "doctor --store-only", "runs", "run"])
+async def test_no_command_shows_the_store_url_s_password(tmp_path: Path, command: str) -> None:
+    config = tmp_path / "bot.yaml"
+    config.write_text(PASSWORD_STORE_CONFIG)
+    port = _free_port()
+    url = f"postgresql://relaybot:s3cretPW@127.0.0.1:{port}/relaybot?password=s3cretPW"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        *command.split(),
+        "--config",
+        str(config),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={
+            "PYTHONPATH": str(REPO),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "DATABASE_URL": url,
+        },
+        cwd=tmp_path,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    shown = out.decode() + err.decode()
+    assert process.returncode == 1, shown
+    assert "s3cretPW" not in shown
+    if command.startswith("doctor"):
+        masked = f"postgresql://relaybot:***@127.0.0.1:{port}/relaybot?password=***"
+        assert f"✗ store {masked}: " in shown
+    assert "Traceback" not in shown
+
+
 MATRIX_CONFIG = """\
 channels:
   mx:

@@ -58,7 +58,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from channels.base import Channel, InboundHandler, InboundMessage
 from channels.registry import build_channel
 from config.models import RelaybotConfig
-from config.store_url import parse_store_url
+from config.store_url import parse_store_url, without_password
 from orchestrator.chats.access import AccessControl
 from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.shared_queue import SharedDispatcher
@@ -122,6 +122,7 @@ class Daemon:
             path = storage_path if storage_path is not None else config.storage.path
             storage_url = config.storage.url or f"sqlite:///{path}"
         parse_store_url(storage_url)  # ValueError for a bad URL
+        self._store_url = storage_url  # only ever shown through without_password
         # Everything on the event loop uses the async store; PostgreSQL connects in run().
         self._store: ConversationStore = store_for(storage_url, pool_size=config.storage.pool_size)
         self.policy = policy if policy is not None else OutboundPolicy.from_config(config.policy)
@@ -184,6 +185,7 @@ class Daemon:
                 await self._store.open()
             except Exception as exc:  # psycopg.Error, SchemaTooNew: one line
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                first = without_password(first, self._store_url)
                 print(f"relaybot: storage: cannot open the store: {first}", file=sys.stderr)
                 return 1
             async with anyio.create_task_group() as tg:

@@ -40,6 +40,7 @@ from channels.matrix.kind import MatrixChannelConfig
 from channels.telegram.kind import TelegramChannelConfig
 from config.models import ProviderConfig, RelaybotConfig
 from config.storage import StorageConfig
+from config.store_url import masked_store_url, without_password
 from orchestrator.turn.failure_causes import FailureContext, user_cause
 from providers.errors import ModelNotFound, ProviderBadRequest, ProviderError
 from providers.transport import connection_error
@@ -224,7 +225,7 @@ async def check_store(storage: StorageConfig) -> Check:
     from orchestrator.store import store_for
 
     url = storage.store_url()
-    subject = f"store {url}"
+    subject = f"store {masked_store_url(url)}"
     try:
         store = store_for(url, pool_size=1)
         try:
@@ -236,7 +237,8 @@ async def check_store(storage: StorageConfig) -> Check:
         finally:
             await store.aclose()
     except Exception as exc:
-        return Check(False, subject, f"{_first_line(exc)} (check storage.path / storage.url)")
+        why = without_password(_first_line(exc), url)
+        return Check(False, subject, f"{why} (check storage.path / storage.url)")
     return Check(True, subject, "connected, schema up to date, written")
 
 

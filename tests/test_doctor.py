@@ -129,11 +129,35 @@ async def test_a_bad_token_an_unknown_model_and_a_refused_store_each_say_so(
     assert lines[1].startswith("✓ channel dc")
     assert lines[2] == (
         '✗ provider openai: the model service does not know the model "gpt-4.1-mini"; '
-        "it lists: m, qwen3 (set OPENAI_MODEL / providers.openai.model)"
+        "it lists: m, qwen3 (set providers.openai.model)"
     )
     assert lines[3].startswith(f"✗ store sqlite:///{blocker}/relaybot.db: ")
     assert lines[3].endswith("(check storage.path / storage.url)")
     assert "Traceback" not in err and "123:wrong" not in "\n".join(lines) + err
+
+
+async def test_an_unreachable_channel_names_only_the_channel_s_setting(tmp_path: Path) -> None:
+    port = _free_port()
+    async with ProviderServer() as provider:
+        provider.script("/v1/models", [Reply.json({"object": "list", "data": [{"id": "m"}]})])
+        config = tmp_path / "bot.yaml"
+        text = CONFIG.format(
+            telegram=f"http://127.0.0.1:{port}/bot",
+            discord=f"http://127.0.0.1:{port}/api/v10",
+            provider=provider.url,
+            model="m",
+            store=str(tmp_path / "relaybot.db"),
+            port=_free_port(),
+        )
+        config.write_text(text)
+        code, lines, err = await _doctor(
+            tmp_path, "--config", str(config), TG_TOKEN="1:x", DC_TOKEN="y", OPENAI_API_KEY="k"
+        )
+    assert code == 1, (lines, err)
+    refused = f"cannot reach the server: 127.0.0.1:{port} refused the connection (is it running?"
+    assert lines[0] == f"✗ channel tg: {refused} check channels.tg.base_url)"
+    assert lines[1] == f"✗ channel dc: {refused} check channels.dc.api_base_url)"
+    assert "providers" not in lines[0] + lines[1]
 
 
 async def test_an_ops_port_in_use_is_a_failure(tmp_path: Path) -> None:

@@ -41,8 +41,14 @@ from channels.telegram.kind import TelegramChannelConfig
 from config.models import ProviderConfig, RelaybotConfig
 from config.storage import StorageConfig
 from config.store_url import masked_store_url, without_password
-from orchestrator.turn.failure_causes import FailureContext, user_cause
-from providers.errors import ModelNotFound, ProviderBadRequest, ProviderError
+from orchestrator.turn.failure_causes import FailureContext, unreachable_cause, user_cause
+from providers.errors import (
+    ModelNotFound,
+    ProviderBadRequest,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+)
 from providers.transport import connection_error
 
 __all__ = [
@@ -98,10 +104,12 @@ async def _get(url: str, headers: Mapping[str, str] | None = None) -> tuple[int,
 
 
 def _unreachable(subject: str, exc: BaseException, where: str) -> Check:
-    if isinstance(exc, ProviderError):
-        cause = user_cause(exc).replace("the model service", "the server")
-        cause = cause.split(" (check")[0]
-        return Check(False, subject, f"{cause} (check {where})")
+    """A channel's server could not be asked: the cause names the channel's setting only."""
+    if isinstance(exc, ProviderConnectionError):
+        host = exc.host or "the server"
+        return Check(False, subject, unreachable_cause(exc, host, where, service="the server"))
+    if isinstance(exc, ProviderTimeout):
+        return Check(False, subject, f"the server did not answer in time (check {where})")
     return Check(False, subject, f"{_first_line(exc)} (check {where})")
 
 
@@ -143,8 +151,15 @@ async def check_channel(name: str, config: Any) -> Check:
             return Check(True, subject, "the terminal (nothing to check)")
         return Check(True, subject, f"kind {config.kind}: no online check")
     except Exception as exc:  # one line per check, never a traceback
-        where = f"channels.{name}" + (".base_url" if hasattr(config, "base_url") else "")
-        return _unreachable(subject, exc, where)
+        return _unreachable(subject, exc, f"channels.{name}{_server_setting(config)}")
+
+
+def _server_setting(config: Any) -> str:
+    """The key of a channel's config that names its server (``.base_url``), or ``""``."""
+    for key in ("base_url", "api_base_url", "homeserver"):
+        if hasattr(config, key):
+            return f".{key}"
+    return ""
 
 
 async def _check_matrix(subject: str, name: str, config: MatrixChannelConfig) -> Check:

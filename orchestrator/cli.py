@@ -18,8 +18,10 @@
 ``relaybot --version``             print the version.
 
 Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 no channel could start or a piped
-console run could not produce an answer, 2 bad config or bad arguments. SIGHUP makes ``run``
-read its config file again. Bare ``relaybot``
+console run could not produce an answer, 2 bad config or bad arguments, or a store that cannot
+be written where the config puts it (a deploy error: a restart would not help, and systemd's
+``RestartPreventExitStatus=2`` stops the restarts). SIGHUP makes ``run`` read its config file
+again. Bare ``relaybot``
 prints the help. Output cut short by the reader (``relaybot schema | head``) ends the command
 quietly with exit 1, as the Python documentation recommends for ``EPIPE``.
 """
@@ -45,6 +47,9 @@ from config.storage import StorageConfig
 __all__ = ["main"]
 
 log = logging.getLogger("relaybot")
+
+DEFAULT_SOURCE = "<embedded default>"
+"""What :func:`storage_problem` is given for the embedded default (no file)."""
 
 DEMO_BANNER = (
     "relaybot: no config file, no OPENAI_API_KEY and no ANTHROPIC_API_KEY — answering with the "
@@ -420,6 +425,11 @@ def storage_problem(path: str, storage: StorageConfig) -> str | None:
         return None
     key = "storage.url" if storage.url is not None else "storage.path"
     state = state_directory(os.environ)
+    if path == DEFAULT_SOURCE:
+        return (
+            f"relaybot: the embedded default's store: {reason} (it is in $XDG_DATA_HOME/relaybot, "
+            "default ~/.local/share/relaybot: make that writable, or give a config file)"
+        )
     return (
         f"{path}: {key}: {reason} (a relative path is in {state}: $STATE_DIRECTORY, else "
         "$XDG_DATA_HOME/relaybot; give the service a writable directory there, or an "
@@ -480,6 +490,12 @@ async def _serve(
 
     if config is not None:
         return await serve(config, storage_path=Path(config.storage.path), config_path=path)
+    from config.default import default_store_path
+
+    problem = storage_problem(DEFAULT_SOURCE, StorageConfig(path=str(default_store_path(environ))))
+    if problem is not None:  # the embedded default's store, checked as a file's would be
+        print(problem, file=sys.stderr)
+        return 2
     if environ.get("OPENAI_API_KEY") or environ.get("ANTHROPIC_API_KEY"):
         listed = await _first_listed_model(environ)
         default = default_config(environ, demo_base_url=None, listed_model=listed)

@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -536,5 +537,14 @@ async def serve(
     """Run relaybot over ``config`` (read from ``config_path``, which SIGHUP reads again; its
     store: ``storage.url``, else ``storage_path``, else ``storage.path``); returns the exit
     code."""
-    daemon = Daemon(config, storage_path=storage_path, config_path=config_path)
+    try:
+        daemon = Daemon(config, storage_path=storage_path, config_path=config_path)
+    except (OSError, sqlite3.Error) as exc:  # the SQLite file is opened here: one line, exit 2
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(
+            f"relaybot: storage.path: cannot open the store: {first} (give the service a "
+            "writable state directory, $STATE_DIRECTORY, or an absolute storage.path)",
+            file=sys.stderr,
+        )
+        return 2
     return await daemon.run(handle_signals=handle_signals)

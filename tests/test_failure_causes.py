@@ -141,9 +141,11 @@ OLLAMA_404 = {  # Ollama's /v1 answer for a model it has not pulled
             id="wrong-base-url",
         ),
         pytest.param(
-            [Reply.json(CONTEXT_400, status=400)] * 2,  # trimmed harder and sent once more
+            # trimmed harder and sent once more; the one message alone did not fit
+            [Reply.json(CONTEXT_400, status=400)] * 2,
             {},
-            "the conversation is too long for the model: send /reset to start afresh",
+            "the message itself is too long for the model: shorten it, or use a model with a "
+            "larger context window",
             "maximum context length",
             id="context-too-long",
         ),

@@ -64,6 +64,9 @@ class FailureContext:
     provider: str | None = None
     config: ProviderConfig | None = None
     attempts: int = 0
+    alone: bool = False
+    """The request that failed carried the user's message and nothing of the history: a
+    context overflow is then the message's own size, which ``/reset`` cannot mend."""
 
     def setting(self, field: str) -> str:
         """Where ``field`` of the provider is set: ``providers.openai.api_key``, preceded by
@@ -181,6 +184,11 @@ def _quota(error: QuotaExhausted, context: FailureContext) -> str:
 
 
 def _context_length(error: ContextLengthExceeded, context: FailureContext) -> str:
+    if context.alone:
+        return (
+            "the message itself is too long for the model: shorten it, or use a model with a "
+            "larger context window"
+        )
     return "the conversation is too long for the model: send /reset to start afresh"
 
 

@@ -127,7 +127,8 @@ _MIGRATE_DESCRIPTION = """\
 Copy one store into another: conversations, run records, waiting messages, channel state and the
 update ids already seen, e.g. from the SQLite file into the PostgreSQL server that several
 instances will share. The destination's schema is created first; a destination that already
-holds history or run records is refused. URLs: sqlite:///PATH (three slashes, then the path) or
+holds history or run records is refused. URLs: sqlite:///PATH (three slashes, then the path:
+sqlite:////var/lib/relaybot/relaybot.db is absolute, sqlite:///x.db relative) or
 postgresql://USER@HOST:PORT/DB, the password in PGPASSWORD. Stop relaybot first.
 Exit 0 after the copy, 1 when it failed (one line on stderr), 2 for a bad URL."""
 
@@ -360,7 +361,13 @@ def _migrate_store(source: str, destination: str) -> int:
             return 2
     read = parse_store_url(source)
     if read.kind == "sqlite" and not Path(read.target).is_file():  # opening would create it
-        print(f"relaybot: migrate-store: no store at {read.target}", file=sys.stderr)
+        hint = ""
+        if not Path(read.target).is_absolute() and Path("/", read.target).is_file():
+            hint = (
+                f" (relative to the current directory; for /{read.target} write "
+                f"sqlite:////{read.target}: three slashes, then the absolute path)"
+            )
+        print(f"relaybot: migrate-store: no store at {read.target}{hint}", file=sys.stderr)
         return 1
     try:
         copied = anyio.run(copy_store, source, destination)

@@ -6,6 +6,7 @@ exit code, never a raw traceback; a relative ``storage.path`` lives in the state
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -204,6 +205,22 @@ def test_migrate_store_with_a_bad_path_is_one_line(tmp_path: Path, where: str) -
     assert result.returncode in (1, 2)
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_the_readme_s_migrate_store_source_is_absolute_from_any_directory(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    [source] = re.findall(r"migrate-store --from (sqlite:\S+)", readme)
+    assert source == "sqlite:////var/lib/relaybot/relaybot.db"
+    from config.store_url import parse_store_url
+
+    assert parse_store_url(source).target == "/var/lib/relaybot/relaybot.db"
+    # Three slashes and an absolute-looking path: relative, and the message says how to write it.
+    store = tmp_path / "x.db"
+    store.write_text("")
+    three = f"sqlite://{store}"  # sqlite:///tmp/... : relative to the current directory
+    result = _relaybot(tmp_path, "migrate-store", "--from", three, "--to", f"sqlite:///{store}2")
+    assert result.returncode == 1
+    assert f"for {store} write sqlite:///{store}" in result.stderr
 
 
 def test_migrate_store_refuses_a_password_on_the_command_line(tmp_path: Path) -> None:

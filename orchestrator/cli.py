@@ -17,9 +17,10 @@
                                    (:mod:`orchestrator.ops.runs_cli`).
 ``relaybot --version``             print the version.
 
-Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 no channel could start or a piped
-console run could not produce an answer, 2 bad config or bad arguments, or a store that cannot
-be written where the config puts it (a deploy error: a restart would not help, and systemd's
+Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 a piped console run could not produce
+an answer (or the store, the tools or the ops port failed at start), 2 bad config or bad
+arguments, a store that cannot be written where the config puts it, or every channel refused
+for good (a rejected token) (a deploy error: a restart would not help, and systemd's
 ``RestartPreventExitStatus=2`` stops the restarts). SIGHUP makes ``run`` read its config file
 again. Bare ``relaybot``
 prints the help. Output cut short by the reader (``relaybot schema | head``) ends the command
@@ -66,8 +67,9 @@ OPENAI_API_KEY is set, else Anthropic when ANTHROPIC_API_KEY is set, else a buil
 """
 
 _EPILOG = """\
-exit codes: 0 normal end (also after SIGINT/SIGTERM); 1 no channel could start, or a piped
-console run could not produce an answer; 2 a bad config file or bad arguments.
+exit codes: 0 normal end (also after SIGINT/SIGTERM); 1 a piped console run could not produce
+an answer; 2 a bad config file or bad arguments, a store that cannot be written, or every
+channel refused for good (a rejected token).
 Run `relaybot COMMAND --help` for the options of a command."""
 
 _RUN_DESCRIPTION = """\
@@ -75,7 +77,7 @@ Start every channel of the config file and answer messages until SIGINT or SIGTE
 answers then get up to 30 s to finish (a second signal cuts that short). A channel that cannot
 start because its server is unreachable is retried with backoff (1 s doubling to 60 s) for as
 long as the bot runs, even when it is the only one; when every channel failed for good (a
-rejected token) the exit code is 1. SIGHUP reads the config file again: changed channels and
+rejected token) the exit code is 2. SIGHUP reads the config file again: changed channels and
 providers restart, the others keep their running answers; a file that does not validate is
 logged in one line and the running config stays.
 

@@ -241,7 +241,7 @@ class Daemon:
             causes = {**unbuilt, **{n: s.cause or "" for n, s in self.supervisors.items()}}
             for name, cause in causes.items():
                 self._start_failed(name, cause)
-            return 1
+            return 2  # a config error (a token, a kind): restarting would not mend it
         for name, cause in unbuilt.items():
             log.error("channel %s: cannot start: %s", name, cause)
         server: OpsServer | None = None

@@ -1,6 +1,7 @@
 # relaybot in a container (README "Running as a service").
 #
 #   docker build -t relaybot .
+#   cp config/telegram.yaml relaybot.yaml   # edit allowed_users; server.listen: 0.0.0.0:9464
 #   docker run -d --name relaybot --restart unless-stopped --stop-timeout 45 \
 #       -v relaybot-data:/data -v "$PWD/relaybot.yaml:/config/relaybot.yaml:ro" \
 #       -e OPENAI_API_KEY -e TELEGRAM_BOT_TOKEN -p 127.0.0.1:9464:9464 relaybot

@@ -25,6 +25,7 @@ __all__ = [
     "OPENAI_BASE_URL",
     "OPENAI_MODEL",
     "OPENAI_PROVIDER_NAME",
+    "PROVIDER_VARIABLES",
     "default_data",
     "default_store_path",
     "default_yaml_text",
@@ -39,6 +40,17 @@ OPENAI_MODEL = "gpt-4.1-mini"
 models (then the first it lists: :func:`orchestrator.cli` asks it and passes ``listed_model``)."""
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 """Used unless ``OPENAI_BASE_URL`` is set in the environment (the OpenAI SDK's variable)."""
+
+PROVIDER_VARIABLES: dict[str, dict[str, str]] = {
+    "openai": {"api_key": "OPENAI_API_KEY", "model": "OPENAI_MODEL", "base_url": "OPENAI_BASE_URL"},
+    "anthropic": {
+        "api_key": "ANTHROPIC_API_KEY",
+        "model": "ANTHROPIC_MODEL",
+        "base_url": "ANTHROPIC_BASE_URL",
+    },
+}
+"""The environment variables the embedded default's provider (by name) reads, by field: what
+a hint tells the user to set."""
 
 ANTHROPIC_PROVIDER_NAME = "anthropic"
 ANTHROPIC_MODEL = "claude-haiku-4-5"

@@ -36,7 +36,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from config.checks import SectionCheck, run_checks
-from config.default import DEFAULT_SOURCE_NAME, default_data, default_yaml_text
+from config.default import (
+    DEFAULT_SOURCE_NAME,
+    PROVIDER_VARIABLES,
+    default_data,
+    default_yaml_text,
+)
 from config.errors import ConfigError, ConfigIssue, Loc, LocatedValueError, format_path
 from config.messages import error_message, join_union_messages
 from config.models import RelaybotConfig, unknown_provider_message, unknown_providers
@@ -244,7 +249,10 @@ def default_config(
     doc.data = default_data(
         doc.data, environ, demo_base_url=demo_base_url, listed_model=listed_model
     )
-    return config_from_document(doc, source_name=DEFAULT_SOURCE_NAME)
+    config = config_from_document(doc, source_name=DEFAULT_SOURCE_NAME)
+    for name, provider in config.providers.items():
+        provider.read_from(PROVIDER_VARIABLES.get(name, {}))
+    return config
 
 
 def config_from_document(
@@ -281,6 +289,14 @@ def config_from_document(
     unique = list(dict.fromkeys(_scrub(issue, doc.environment_values) for issue in issues))
     unique.sort(key=lambda issue: 0 if issue.line is None else issue.line)
     if config is not None and all(issue.warning for issue in unique):
+        for name, provider in config.providers.items():
+            provider.read_from(
+                {
+                    str(loc[2]): names[0]
+                    for loc, names in doc.variables.items()
+                    if len(loc) == 3 and loc[:2] == ("providers", name)
+                }
+            )
         if warnings is not None:
             warnings.extend(unique)
         return config

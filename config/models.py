@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import (
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationInfo,
     field_validator,
@@ -102,6 +103,21 @@ class ProviderConfig(_Strict):
         description="the model reads images; false: images are left out of requests and the "
         "user is told in one line that images are not supported",
     )
+
+    # Which environment variable each field was read from (``{"model": "OPENAI_MODEL"}``):
+    # the ``${NAME}`` of the file, or the variable the embedded default reads. Set by the
+    # loader; hints name a variable only when the value came from it (failure causes).
+    _variables: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    def variable_of(self, field: str) -> str | None:
+        """The environment variable ``field``'s value was read from, or None (written in the
+        file, or the default)."""
+        return self._variables.get(field)
+
+    def read_from(self, variables: dict[str, str]) -> None:
+        """Record that the fields named in ``variables`` were read from those environment
+        variables (the loader's call; the config itself stays as it was)."""
+        self._variables.update(variables)
 
     @field_validator("base_url")
     @classmethod

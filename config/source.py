@@ -8,8 +8,10 @@ that tree ourselves instead of calling ``safe_load``:
 * every mapping key and sequence item records ``loc -> line`` in :attr:`SourceDocument.lines`,
   so a pydantic error location can be mapped back to a line;
 * mapping keys are taken as written (the scalar's text), so ``on:`` or ``1:`` stay strings;
-* string scalars go through :func:`interpolate` (``${VAR}``, ``${VAR:-default}``, ``$${``);
-  the paths whose value used the environment are remembered, so no message ever shows them;
+* string scalars go through :func:`interpolate` (``${VAR}``, ``${VAR:-default}``, and ``$$``
+  for a literal ``$``, as docker compose writes it); the paths whose value used the environment
+  are remembered, so no message ever shows them, and the names each value refers to
+  (:attr:`SourceDocument.variables`), so a hint names a variable only where the file reads one;
   a ``$NAME`` without braces is a warning (it is taken literally: a shell habit);
 * booleans follow YAML 1.2 (only ``true``/``false``): under YAML 1.1 ``stream_mode: off``
   would silently become ``False``;
@@ -44,6 +46,7 @@ __all__ = [
     "SourceDocument",
     "interpolate",
     "read_yaml",
+    "reference_names",
 ]
 
 MAX_NODES = 100_000
@@ -73,8 +76,9 @@ _Loader.add_implicit_resolver(
     _BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
 
-# ``$${`` is an escaped literal ``${``; ``${`` opens a reference that runs to the next ``}``.
-_REFERENCE = re.compile(r"\$\$\{|\$\{(?P<body>[^}]*)(?P<close>\})?")
+# ``$$`` is an escaped literal ``$`` (docker compose's rule: ``$${X}`` is ``${X}``, ``$$USD``
+# is ``$USD``); ``${`` opens a reference that runs to the next ``}``.
+_REFERENCE = re.compile(r"\$\$|\$\{(?P<body>[^}]*)(?P<close>\})?")
 # ``$NAME`` (no braces) is not a reference; almost always meant as one (shell habit).
 _BARE_REFERENCE = re.compile(r"(?<!\$)\$[A-Za-z_][A-Za-z0-9_]*")
 _BODY = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?::-(?P<default>.*))?", re.DOTALL)
@@ -84,12 +88,26 @@ class InterpolationError(ValueError):
     """A ``${...}`` reference cannot be resolved; the message names the variable, never a value."""
 
 
+def reference_names(text: str) -> tuple[str, ...]:
+    """The names of the environment variables ``text`` (a value as written) refers to, in
+    order: ``"${A}/${B:-x} costs $$C"`` → ``("A", "B")``."""
+    if "$" not in text:
+        return ()
+    names = []
+    for match in _REFERENCE.finditer(text):
+        body = _BODY.fullmatch(match.group("body") or "")
+        if match.group(0) != "$$" and body is not None:
+            names.append(body.group("name"))
+    return tuple(dict.fromkeys(names))
+
+
 def interpolate(text: str, environ: Mapping[str, str]) -> tuple[str, tuple[str, ...]]:
     """Expand environment references in one string scalar.
 
     ``${NAME}`` is the variable's value (an empty value is kept); ``${NAME:-default}`` is the
-    default when the variable is unset *or empty* (as in POSIX shells); ``$${`` is a literal
-    ``${``. A default runs to the first ``}`` and is not itself expanded.
+    default when the variable is unset *or empty* (as in POSIX shells); ``$$`` is a literal
+    ``$`` (so ``$${`` is a literal ``${``). A default runs to the first ``}`` and is not
+    itself expanded.
 
     Args:
         text: the scalar as written in the file.
@@ -111,14 +129,14 @@ def interpolate(text: str, environ: Mapping[str, str]) -> tuple[str, tuple[str, 
     for match in _REFERENCE.finditer(text):
         parts.append(text[position : match.start()])
         position = match.end()
-        if match.group(0) == "$${":
-            parts.append("${")
+        if match.group(0) == "$$":
+            parts.append("$")
             continue
         body = _BODY.fullmatch(match.group("body"))
         if match.group("close") is None or body is None:
             raise InterpolationError(
                 "malformed ${...} reference (expected ${NAME} or ${NAME:-default}; "
-                "write $${ for a literal ${)"
+                "write $$ for a literal $)"
             )
         name, default = body.group("name"), body.group("default")
         value = environ.get(name)
@@ -146,6 +164,8 @@ class SourceDocument:
         environment_values: every value read from the environment (scrubbed from messages).
         written: the text as written (references unexpanded) of every value in
             ``from_environment``.
+        variables: the environment variables each value's text refers to (``${NAME}`` or
+            ``${NAME:-default}``), by path, in order; values without a reference are absent.
         failed: paths whose value could not be built (the loader ignores further errors there).
         issues: problems found while reading (syntax, interpolation, duplicate keys).
     """
@@ -155,6 +175,7 @@ class SourceDocument:
     from_environment: set[Loc] = field(default_factory=set)
     environment_values: set[str] = field(default_factory=set)
     written: dict[Loc, str] = field(default_factory=dict)
+    variables: dict[Loc, tuple[str, ...]] = field(default_factory=dict)
     failed: set[Loc] = field(default_factory=set)
     issues: list[ConfigIssue] = field(default_factory=list)
 
@@ -255,14 +276,14 @@ class _Walker:
             return None
         if node.tag != _STR_TAG or not isinstance(value, str):
             return value
-        if _BARE_REFERENCE.search(value):
+        if _BARE_REFERENCE.search(value.replace("$$", "")):
             self._doc.issues.append(
                 ConfigIssue(
                     self._source,
                     line,
                     format_path(loc),
                     "a $NAME without braces is taken literally: write ${NAME} to read an "
-                    "environment variable ($${ for a literal ${)",
+                    "environment variable, or $$ for a literal $",
                     warning=True,
                 )
             )
@@ -273,6 +294,9 @@ class _Walker:
             self.issue(line, loc, str(exc))
             self._doc.failed.add(loc)
             return ""
+        names = reference_names(written)
+        if names:
+            self._doc.variables[loc] = names
         if environment_values:
             self._doc.from_environment.add(loc)
             self._doc.written[loc] = written

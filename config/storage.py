@@ -9,7 +9,9 @@ only read (``/etc/relaybot``, a read-only ``/config`` mount), the state where it
 
 from __future__ import annotations
 
+import errno
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -45,24 +47,49 @@ def unwritable_reason(path: Path) -> str | None:
     """Why the SQLite store at ``path`` (absolute) could not be opened for writing, or None.
 
     The store creates missing directories and the file (architecture §7), so what counts is the
-    file when it exists, else the nearest directory that exists: writable and searchable. Only
-    reads the file system (``os.access``: the real user's rights, as the store will use them).
+    file when it exists (opened for writing, nothing written), else the nearest directory that
+    exists: one temporary directory is created in it and removed again, which is what the store
+    will do there — ``os.access`` alone misses ``/proc`` (no entry can be made there, even by
+    root) and a read-only file system seen by root. A refusal on the way is a reason, never
+    raised: ``"cannot create files in /var/lib/relaybot: permission denied"``,
+    ``"cannot create files in /data: read-only file system"``.
     """
-    if path.is_dir():
-        return f"{path} is a directory"
-    if path.exists():
-        if not os.access(path, os.R_OK | os.W_OK):
-            return f"cannot write {path}: permission denied"
-        path = path.parent  # SQLite's -wal and -shm files go beside it
-    else:
-        path = path.parent
-        while not path.exists() and path != path.parent:
-            path = path.parent
-    if not path.is_dir():
-        return f"{path} is not a directory"
-    if not os.access(path, os.W_OK | os.X_OK):
-        return f"cannot create files in {path}: permission denied"
+    try:
+        if path.is_dir():
+            return f"{path} is a directory"
+        exists = path.exists()
+        directory, missing = path.parent, path
+        while not exists and not directory.exists() and directory != directory.parent:
+            directory, missing = directory.parent, directory
+    except OSError as exc:  # a directory on the way that the user cannot enter, a long name
+        reason = _refused(exc, f"cannot reach {path}")
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            reason += " (a directory on the way cannot be entered)"
+        return reason
+    if exists:
+        try:
+            with open(path, "r+b"):  # opened for writing; nothing is written
+                pass
+        except OSError as exc:
+            return _refused(exc, f"cannot write {path}")
+    if not directory.is_dir():
+        return f"{directory} is not a directory"
+    try:  # SQLite creates the missing directories, the file, and its -wal and -shm beside it
+        os.rmdir(tempfile.mkdtemp(prefix=".relaybot-check-", dir=directory))
+    except OSError as exc:
+        if exists or missing == path:
+            return _refused(exc, f"cannot create files in {directory}")
+        return _refused(exc, f"cannot create the directory {missing}")
     return None
+
+
+def _refused(exc: OSError, what: str) -> str:
+    """``what`` and why the file system refused, in the words a user searches for."""
+    if exc.errno == errno.EROFS:
+        return f"{what}: read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{what}: permission denied"
+    return f"{what}: {exc.strerror or type(exc).__name__}"
 
 
 class StorageConfig(BaseModel):

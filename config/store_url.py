@@ -9,6 +9,9 @@
   environment, or the whole URL comes from the environment (``url: ${DATABASE_URL}``, as managed
   databases hand it out, password inside). A password *written* in the file's URL is refused
   (:func:`written_password`, checked by the config model), so it never lands in a config file.
+  Nothing shows a store URL's password: what is printed or logged of a URL is
+  :func:`masked_store_url` (``postgresql://bot:***@db/bot``), and of an error about it
+  :func:`without_password` (the password replaced wherever the text repeats it).
 """
 
 from __future__ import annotations
@@ -16,9 +19,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
-__all__ = ["StoreUrl", "parse_store_url", "written_password"]
+__all__ = [
+    "MASK",
+    "StoreUrl",
+    "masked_store_url",
+    "parse_store_url",
+    "without_password",
+    "written_password",
+]
+
+MASK = "***"
+"""What stands for a password in anything shown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,3 +72,46 @@ def written_password(text: str) -> bool:
     except ValueError:  # a malformed netloc: parse_store_url or the store says so
         return False
     return bool(password and _REFERENCE.sub("", password))
+
+
+_QUERY_PASSWORD = re.compile(r"(?i)([?&]password=)[^&#]*")
+
+
+def _passwords(url: str) -> list[str]:
+    """The password(s) ``url`` carries: in its user info, or as libpq's ``?password=``
+    parameter; each as written and percent-decoded."""
+    found: list[str] = []
+    try:
+        parts = urlsplit(url)
+        if parts.password:
+            found.append(parts.password)
+        found.extend(v for k, v in parse_qsl(parts.query) if k.lower() == "password" and v)
+    except ValueError:  # a malformed netloc: take what lies between the first ':' and '@'
+        userinfo = url.partition("://")[2].rpartition("@")[0]
+        if ":" in userinfo:
+            found.append(userinfo.partition(":")[2])
+    decoded = [unquote(p) for p in found]
+    return sorted({p for p in found + decoded if p}, key=len, reverse=True)
+
+
+def masked_store_url(url: str) -> str:
+    """``url`` as it may be shown: its password (user info or ``?password=``) replaced by
+    ``***``; a URL without one as it is. ``postgresql://bot:pw@db/bot`` →
+    ``postgresql://bot:***@db/bot``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return without_password(url, url)
+    authority, slash, tail = rest.partition("/")
+    userinfo, at, host = authority.rpartition("@")
+    if at and ":" in userinfo:
+        authority = f"{userinfo.partition(':')[0]}:{MASK}@{host}"
+    tail = _QUERY_PASSWORD.sub(lambda m: m.group(1) + MASK, tail)
+    return without_password(f"{scheme}://{authority}{slash}{tail}", url)
+
+
+def without_password(text: str, url: str) -> str:
+    """``text`` (an error message about the store ``url``) with every occurrence of ``url``'s
+    password replaced by ``***``; ``text`` as it is when ``url`` has none."""
+    for password in _passwords(url):
+        text = text.replace(password, MASK)
+    return text

@@ -17,9 +17,12 @@
                                    (:mod:`orchestrator.ops.runs_cli`).
 ``relaybot --version``             print the version.
 
-Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 no channel could start or a piped
-console run could not produce an answer, 2 bad config or bad arguments. SIGHUP makes ``run``
-read its config file again. Bare ``relaybot``
+Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 a piped console run could not produce
+an answer (or the store, the tools or the ops port failed at start), 2 bad config or bad
+arguments, a store that cannot be written where the config puts it, or every channel refused
+for good (a rejected token) (a deploy error: a restart would not help, and systemd's
+``RestartPreventExitStatus=2`` stops the restarts). SIGHUP makes ``run`` read its config file
+again. Bare ``relaybot``
 prints the help. Output cut short by the reader (``relaybot schema | head``) ends the command
 quietly with exit 1, as the Python documentation recommends for ``EPIPE``.
 """
@@ -46,6 +49,9 @@ __all__ = ["main"]
 
 log = logging.getLogger("relaybot")
 
+DEFAULT_SOURCE = "<embedded default>"
+"""What :func:`storage_problem` is given for the embedded default (no file)."""
+
 DEMO_BANNER = (
     "relaybot: no config file, no OPENAI_API_KEY and no ANTHROPIC_API_KEY — answering with the "
     "built-in DEMO model (canned answers, not a real language model)."
@@ -61,8 +67,9 @@ OPENAI_API_KEY is set, else Anthropic when ANTHROPIC_API_KEY is set, else a buil
 """
 
 _EPILOG = """\
-exit codes: 0 normal end (also after SIGINT/SIGTERM); 1 no channel could start, or a piped
-console run could not produce an answer; 2 a bad config file or bad arguments.
+exit codes: 0 normal end (also after SIGINT/SIGTERM); 1 a piped console run could not produce
+an answer; 2 a bad config file or bad arguments, a store that cannot be written, or every
+channel refused for good (a rejected token).
 Run `relaybot COMMAND --help` for the options of a command."""
 
 _RUN_DESCRIPTION = """\
@@ -70,7 +77,7 @@ Start every channel of the config file and answer messages until SIGINT or SIGTE
 answers then get up to 30 s to finish (a second signal cuts that short). A channel that cannot
 start because its server is unreachable is retried with backoff (1 s doubling to 60 s) for as
 long as the bot runs, even when it is the only one; when every channel failed for good (a
-rejected token) the exit code is 1. SIGHUP reads the config file again: changed channels and
+rejected token) the exit code is 2. SIGHUP reads the config file again: changed channels and
 providers restart, the others keep their running answers; a file that does not validate is
 logged in one line and the running config stays.
 
@@ -122,7 +129,8 @@ _MIGRATE_DESCRIPTION = """\
 Copy one store into another: conversations, run records, waiting messages, channel state and the
 update ids already seen, e.g. from the SQLite file into the PostgreSQL server that several
 instances will share. The destination's schema is created first; a destination that already
-holds history or run records is refused. URLs: sqlite:///PATH (three slashes, then the path) or
+holds history or run records is refused. URLs: sqlite:///PATH (three slashes, then the path:
+sqlite:////var/lib/relaybot/relaybot.db is absolute, sqlite:///x.db relative) or
 postgresql://USER@HOST:PORT/DB, the password in PGPASSWORD. Stop relaybot first.
 Exit 0 after the copy, 1 when it failed (one line on stderr), 2 for a bad URL."""
 
@@ -337,7 +345,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 
 def _migrate_store(source: str, destination: str) -> int:
-    from config.store_url import parse_store_url, written_password
+    from config.store_url import parse_store_url, without_password, written_password
     from orchestrator.store.copy import copy_store
 
     for url in (source, destination):
@@ -355,12 +363,19 @@ def _migrate_store(source: str, destination: str) -> int:
             return 2
     read = parse_store_url(source)
     if read.kind == "sqlite" and not Path(read.target).is_file():  # opening would create it
-        print(f"relaybot: migrate-store: no store at {read.target}", file=sys.stderr)
+        hint = ""
+        if not Path(read.target).is_absolute() and Path("/", read.target).is_file():
+            hint = (
+                f" (relative to the current directory; for /{read.target} write "
+                f"sqlite:////{read.target}: three slashes, then the absolute path)"
+            )
+        print(f"relaybot: migrate-store: no store at {read.target}{hint}", file=sys.stderr)
         return 1
     try:
         copied = anyio.run(copy_store, source, destination)
     except Exception as exc:  # the stores' errors, CopyRefused: one line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = without_password(without_password(first, source), destination)
         print(f"relaybot: migrate-store: {first}", file=sys.stderr)
         return 1
     print(f"copied {copied.summary()}")
@@ -419,6 +434,11 @@ def storage_problem(path: str, storage: StorageConfig) -> str | None:
         return None
     key = "storage.url" if storage.url is not None else "storage.path"
     state = state_directory(os.environ)
+    if path == DEFAULT_SOURCE:
+        return (
+            f"relaybot: the embedded default's store: {reason} (it is in $XDG_DATA_HOME/relaybot, "
+            "default ~/.local/share/relaybot: make that writable, or give a config file)"
+        )
     return (
         f"{path}: {key}: {reason} (a relative path is in {state}: $STATE_DIRECTORY, else "
         "$XDG_DATA_HOME/relaybot; give the service a writable directory there, or an "
@@ -479,6 +499,12 @@ async def _serve(
 
     if config is not None:
         return await serve(config, storage_path=Path(config.storage.path), config_path=path)
+    from config.default import default_store_path
+
+    problem = storage_problem(DEFAULT_SOURCE, StorageConfig(path=str(default_store_path(environ))))
+    if problem is not None:  # the embedded default's store, checked as a file's would be
+        print(problem, file=sys.stderr)
+        return 2
     if environ.get("OPENAI_API_KEY") or environ.get("ANTHROPIC_API_KEY"):
         listed = await _first_listed_model(environ)
         default = default_config(environ, demo_base_url=None, listed_model=listed)

@@ -5,6 +5,8 @@ exit code, never a raw traceback; a relative ``storage.path`` lives in the state
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -121,6 +123,40 @@ def test_a_relative_store_path_is_in_the_state_directory_and_checked_there(
     )
 
 
+@pytest.mark.parametrize("state", ["/proc/relaybot-nope", "{tmp}/" + "n" * 300])
+def test_a_state_directory_that_cannot_be_made_is_exit_2_for_check_config_and_run(
+    tmp_path: Path, state: str
+) -> None:
+    """``/proc/…``: no entry can be made there, even by root (``os.access`` says yes); a name
+    longer than the file system allows: finding the nearest directory raises."""
+    if state.startswith("/proc") and not Path("/proc/self").exists():
+        pytest.skip("no /proc here")
+    state = state.format(tmp=tmp_path)
+    path = _write(tmp_path, "storage:\n  path: relaybot.db\n")
+    for verb in (("check-config", str(path)), ("run", "--config", str(path))):
+        result = _relaybot(tmp_path, *verb, STATE_DIRECTORY=state, **SECRETS)
+        assert result.returncode == 2, (verb, result.stderr)
+        assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+        assert result.stderr.startswith(f"{path}: storage.path: cannot ")
+        assert f"(a relative path is in {state}: $STATE_DIRECTORY" in result.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0, reason="root enters all")
+def test_a_state_directory_the_user_cannot_enter_is_exit_2(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    (locked / "state").mkdir(parents=True)
+    locked.chmod(0)
+    try:
+        path = _write(tmp_path, "storage:\n  path: relaybot.db\n")
+        result = _relaybot(
+            tmp_path, "check-config", str(path), STATE_DIRECTORY=str(locked / "state"), **SECRETS
+        )
+    finally:
+        locked.chmod(0o700)
+    assert result.returncode == 2, result.stderr
+    assert "permission denied (a directory on the way cannot be entered)" in result.stderr
+
+
 def test_runs_needs_only_the_storage_section(tmp_path: Path) -> None:
     # No secret of the file is set: runs reads the store's location and nothing else.
     path = _write(tmp_path, "storage:\n  path: relaybot.db\n")
@@ -169,6 +205,22 @@ def test_migrate_store_with_a_bad_path_is_one_line(tmp_path: Path, where: str) -
     assert result.returncode in (1, 2)
     assert "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_the_readme_s_migrate_store_source_is_absolute_from_any_directory(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    [source] = re.findall(r"migrate-store --from (sqlite:\S+)", readme)
+    assert source == "sqlite:////var/lib/relaybot/relaybot.db"
+    from config.store_url import parse_store_url
+
+    assert parse_store_url(source).target == "/var/lib/relaybot/relaybot.db"
+    # Three slashes and an absolute-looking path: relative, and the message says how to write it.
+    store = tmp_path / "x.db"
+    store.write_text("")
+    three = f"sqlite://{store}"  # sqlite:///tmp/... : relative to the current directory
+    result = _relaybot(tmp_path, "migrate-store", "--from", three, "--to", f"sqlite:///{store}2")
+    assert result.returncode == 1
+    assert f"for {store} write sqlite:///{store}" in result.stderr
 
 
 def test_migrate_store_refuses_a_password_on_the_command_line(tmp_path: Path) -> None:

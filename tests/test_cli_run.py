@@ -107,7 +107,7 @@ def test_a_channel_kind_without_an_adapter_fails_start_in_one_line(tmp_path: Pat
     config.write_text(CONSOLE_CONFIG.replace("  term: {kind: console}", snippets[missing[0]]))
     process = _start(tmp_path, "--config", str(config))
     _, err = process.communicate(timeout=30)
-    assert process.returncode == 1
+    assert process.returncode == 2
     lines = [line for line in err.splitlines() if line.startswith("relaybot:")]
     assert lines == [
         f"relaybot: channel mx: cannot start: channel kind {missing[0]!r} is not available yet"

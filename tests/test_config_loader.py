@@ -493,7 +493,14 @@ def test_a_dollar_name_without_braces_is_a_warning(tmp_path: Path) -> None:
     warnings: list[ConfigIssue] = []
     load_config(path, environ=ENV, warnings=warnings)
     assert [(w.line, w.path, w.warning) for w in warnings] == [(4, "providers.main.api_key", True)]
-    assert "${NAME}" in warnings[0].message
+    assert "${NAME}" in warnings[0].message and "$$ for a literal $" in warnings[0].message
+    # $$ is a literal $ (as docker compose writes it): loaded as one $, not warned about.
+    path.write_text(VALID.replace("gpt-4.1-mini", "'prices in $$USD'"), encoding="utf-8")
+    warnings = []
+    assert load_config(path, environ=ENV, warnings=warnings).providers["main"].model == (
+        "prices in $USD"
+    )
+    assert warnings == []
     # ${VAR}, $${ and a lone $ are not warned about.
     path.write_text(VALID.replace("gpt-4.1-mini", "'$${x} costs $5'"), encoding="utf-8")
     warnings = []

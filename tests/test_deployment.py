@@ -174,7 +174,8 @@ def _remove(name: str, tag: str) -> None:
 
 README = REPO / "README.md"
 COMPOSE = REPO / "compose.yaml"
-EXAMPLE = REPO / "config" / "example.yaml"
+EXAMPLE = REPO / "config" / "telegram.yaml"
+"""The config the README, compose.yaml, the Dockerfile and the unit install."""
 
 
 def _readme_docker_run() -> str:
@@ -207,6 +208,36 @@ def test_every_variable_the_readme_and_compose_pass_is_one_the_example_reads() -
     composed = {entry.split("=", 1)[0] for entry in service["environment"]}
     assert passed and passed == composed
     assert passed <= _example_variables(), passed - _example_variables()
+
+
+def test_the_deploy_config_passes_check_config_with_only_the_documented_variables(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    for path in (README, COMPOSE, REPO / "Dockerfile", REPO / "contrib" / "relaybot.service"):
+        assert "config/telegram.yaml" in path.read_text(), path
+    env = {
+        "PYTHONPATH": str(REPO),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "STATE_DIRECTORY": str(tmp_path / "state"),
+        "OPENAI_API_KEY": "sk-test",
+        "TELEGRAM_BOT_TOKEN": "123:abc",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "check-config", str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    # The one warning is the allowed_users the operator is told to edit.
+    assert [line.split(": ")[1] for line in result.stderr.splitlines()] == [
+        "channels.tg.allowed_users"
+    ]
 
 
 def test_the_readme_and_compose_keep_the_bot_running_and_let_it_drain() -> None:

@@ -227,7 +227,7 @@ async def test_relaybot_run_stops_with_one_line_when_the_intent_is_refused(
         )
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db")
         with anyio.fail_after(20):
-            assert await daemon.run(handle_signals=False) == 1
+            assert await daemon.run(handle_signals=False) == 2  # a config error: not restarted
     assert capsys.readouterr().err.splitlines() == [
         f"relaybot: channel dc: cannot start: {INTENT_HELP}"
     ]

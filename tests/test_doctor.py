@@ -129,11 +129,35 @@ async def test_a_bad_token_an_unknown_model_and_a_refused_store_each_say_so(
     assert lines[1].startswith("✓ channel dc")
     assert lines[2] == (
         '✗ provider openai: the model service does not know the model "gpt-4.1-mini"; '
-        "it lists: m, qwen3 (set OPENAI_MODEL / providers.openai.model)"
+        "it lists: m, qwen3 (set providers.openai.model)"
     )
     assert lines[3].startswith(f"✗ store sqlite:///{blocker}/relaybot.db: ")
     assert lines[3].endswith("(check storage.path / storage.url)")
     assert "Traceback" not in err and "123:wrong" not in "\n".join(lines) + err
+
+
+async def test_an_unreachable_channel_names_only_the_channel_s_setting(tmp_path: Path) -> None:
+    port = _free_port()
+    async with ProviderServer() as provider:
+        provider.script("/v1/models", [Reply.json({"object": "list", "data": [{"id": "m"}]})])
+        config = tmp_path / "bot.yaml"
+        text = CONFIG.format(
+            telegram=f"http://127.0.0.1:{port}/bot",
+            discord=f"http://127.0.0.1:{port}/api/v10",
+            provider=provider.url,
+            model="m",
+            store=str(tmp_path / "relaybot.db"),
+            port=_free_port(),
+        )
+        config.write_text(text)
+        code, lines, err = await _doctor(
+            tmp_path, "--config", str(config), TG_TOKEN="1:x", DC_TOKEN="y", OPENAI_API_KEY="k"
+        )
+    assert code == 1, (lines, err)
+    refused = f"cannot reach the server: 127.0.0.1:{port} refused the connection (is it running?"
+    assert lines[0] == f"✗ channel tg: {refused} check channels.tg.base_url)"
+    assert lines[1] == f"✗ channel dc: {refused} check channels.dc.api_base_url)"
+    assert "providers" not in lines[0] + lines[1]
 
 
 async def test_an_ops_port_in_use_is_a_failure(tmp_path: Path) -> None:
@@ -188,6 +212,59 @@ async def test_a_refused_postgresql_server_is_one_line(tmp_path: Path) -> None:
         f"✗ store postgresql://relaybot@127.0.0.1:{port}"
     )
     assert "Traceback" not in err
+
+
+PASSWORD_STORE_CONFIG = """\
+channels:
+  c:
+    kind: console
+providers:
+  main:
+    kind: openai_chat
+    base_url: http://127.0.0.1:9/v1
+    api_key: sk-test
+    model: m
+agent:
+  providers: [main]
+storage:
+  url: ${DATABASE_URL}
+server:
+  listen: null
+"""
+
+
+@pytest.mark.parametrize("command", ["doctor", "doctor --store-only", "runs", "run"])
+async def test_no_command_shows_the_store_url_s_password(tmp_path: Path, command: str) -> None:
+    config = tmp_path / "bot.yaml"
+    config.write_text(PASSWORD_STORE_CONFIG)
+    port = _free_port()
+    url = f"postgresql://relaybot:s3cretPW@127.0.0.1:{port}/relaybot?password=s3cretPW"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "orchestrator.cli",
+        *command.split(),
+        "--config",
+        str(config),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={
+            "PYTHONPATH": str(REPO),
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "DATABASE_URL": url,
+        },
+        cwd=tmp_path,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    shown = out.decode() + err.decode()
+    assert process.returncode == 1, shown
+    assert "s3cretPW" not in shown
+    if command.startswith("doctor"):
+        masked = f"postgresql://relaybot:***@127.0.0.1:{port}/relaybot?password=***"
+        assert f"✗ store {masked}: " in shown
+    assert "Traceback" not in shown
 
 
 MATRIX_CONFIG = """\

@@ -82,7 +82,7 @@ OLLAMA_404 = {  # Ollama's /v1 answer for a model it has not pulled
         pytest.param(
             [Reply.json({"error": {"message": "Incorrect API key sk-wr…"}}, status=401)],
             {},
-            "the model service refused the API key (check OPENAI_API_KEY / providers.p0.api_key)",
+            "the model service refused the API key (check providers.p0.api_key)",
             "Incorrect API key",
             id="auth",
         ),
@@ -129,22 +129,23 @@ OLLAMA_404 = {  # Ollama's /v1 answer for a model it has not pulled
             [Reply.json(OPENAI_404, status=404)],
             {},
             'the model service does not know the model "m"; it lists: llama3.2, qwen3 '
-            "(set OPENAI_MODEL / providers.p0.model)",
+            "(set providers.p0.model)",
             "does not exist",
             id="unknown-model-openai",
         ),
         pytest.param(
             [Reply(body=b"404 page not found", status=404, content_type="text/plain")],
             {},
-            "the model service has no such endpoint (HTTP 404): check OPENAI_BASE_URL / "
-            "providers.p0.base_url",
+            "the model service has no such endpoint (HTTP 404): check providers.p0.base_url",
             "404 page not found",
             id="wrong-base-url",
         ),
         pytest.param(
-            [Reply.json(CONTEXT_400, status=400)] * 2,  # trimmed harder and sent once more
+            # trimmed harder and sent once more; the one message alone did not fit
+            [Reply.json(CONTEXT_400, status=400)] * 2,
             {},
-            "the conversation is too long for the model: send /reset to start afresh",
+            "the message itself is too long for the model: shorten it, or use a model with a "
+            "larger context window",
             "maximum context length",
             id="context-too-long",
         ),
@@ -206,7 +207,7 @@ async def test_anthropic_unknown_model_lists_the_models(
             tmp_path, caplog, server, kind="anthropic", base_url=server.url
         )
         assert server.requests_to("/v1/models")[0].headers["x-api-key"] == "sk-test-key"
-    cause = 'does not know the model "m"; it lists: claude-haiku-4-5 (set ANTHROPIC_MODEL'
+    cause = 'does not know the model "m"; it lists: claude-haiku-4-5 (set providers.p0.model)'
     assert cause in shown and cause in line
 
 
@@ -220,7 +221,7 @@ async def test_refused_connection_names_the_host(
         )
     cause = f"cannot reach the model service: 127.0.0.1:{port} refused the connection"
     assert cause in shown and cause in line
-    assert "OPENAI_BASE_URL / providers.p0.base_url" in shown
+    assert "(is it running? check providers.p0.base_url)" in shown
 
 
 async def test_unresolvable_name_says_dns(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -293,3 +294,49 @@ async def test_the_providers_message_is_redacted_in_the_log_line(
     formatted = formatter.format(record)
     assert "the model service refused the API key" in formatted
     assert "Incorrect API key provided" in formatted and key not in formatted
+
+
+HINTED = """\
+providers:
+  main:
+    kind: openai_chat
+    base_url: ${MY_BASE_URL:-http://127.0.0.1:9/v1}
+    api_key: ${MY_KEY}
+    model: gpt-4.1-mini
+  an:
+    kind: anthropic
+    base_url: http://127.0.0.1:9
+    api_key: sk-ant-written
+    model: ${AN_MODEL}
+agent:
+  providers: [main, an]
+channels:
+  c:
+    kind: console
+"""
+
+
+def test_a_hint_names_a_variable_only_where_the_value_came_from_it() -> None:
+    from config.loader import default_config, load_config_text
+
+    environ = {"MY_KEY": "sk-test", "AN_MODEL": "claude-haiku-4-5"}
+    config = load_config_text(HINTED, environ=environ)
+    main = FailureContext("main", config.providers["main"])
+    an = FailureContext("an", config.providers["an"])
+    # Written in the file: the key alone, never a variable the file does not read.
+    assert main.setting("model") == "providers.main.model"
+    assert an.setting("base_url") == "providers.an.base_url"
+    assert an.setting("api_key") == "providers.an.api_key"
+    # Read through ${NAME} (also with a default): that variable.
+    assert main.setting("api_key") == "MY_KEY / providers.main.api_key"
+    assert main.setting("base_url") == "MY_BASE_URL / providers.main.base_url"
+    assert an.setting("model") == "AN_MODEL / providers.an.model"
+    # The embedded default reads OPENAI_MODEL, OPENAI_BASE_URL and OPENAI_API_KEY.
+    default = default_config({"OPENAI_API_KEY": "sk-test"}).providers["openai"]
+    assert FailureContext("openai", default).setting("model") == (
+        "OPENAI_MODEL / providers.openai.model"
+    )
+    anthropic = default_config({"ANTHROPIC_API_KEY": "sk-ant"}).providers["anthropic"]
+    assert FailureContext("anthropic", anthropic).setting("base_url") == (
+        "ANTHROPIC_BASE_URL / providers.anthropic.base_url"
+    )

@@ -282,8 +282,9 @@ async def test_a_slow_hook_does_not_squeeze_the_next_write(tmp_path: Path, mode:
 # -- relaybot run with a refused token ------------------------------------------------------
 
 
-async def test_run_with_a_refused_token_exits_1_with_one_line(tmp_path: Path) -> None:
-    """``relaybot run`` as a process against the peer, whose token differs: exit 1 at start,
+async def test_run_with_a_refused_token_exits_2_with_one_line(tmp_path: Path) -> None:
+    """``relaybot run`` as a process against the peer, whose token differs: exit 2 at start (a
+    config error: systemd's ``RestartPreventExitStatus=2`` ends the restarts),
     one line naming the channel, no traceback, no token."""
     token = "9999:refused-by-the-peer"
     async with TelegramBotApiServer() as peer:
@@ -311,7 +312,7 @@ server:
                 check=False,
             )
     err = done.stderr.decode()
-    assert done.returncode == 1, err
+    assert done.returncode == 2, err
     lines = [line for line in err.splitlines() if line.startswith("relaybot: channel tg:")]
     assert lines == ["relaybot: channel tg: cannot start: invalid token (401 Unauthorized)"]
     assert "Traceback" not in err and token not in err

@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import Callable
@@ -58,7 +59,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from channels.base import Channel, InboundHandler, InboundMessage
 from channels.registry import build_channel
 from config.models import RelaybotConfig
-from config.store_url import parse_store_url
+from config.store_url import parse_store_url, without_password
 from orchestrator.chats.access import AccessControl
 from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.shared_queue import SharedDispatcher
@@ -122,6 +123,7 @@ class Daemon:
             path = storage_path if storage_path is not None else config.storage.path
             storage_url = config.storage.url or f"sqlite:///{path}"
         parse_store_url(storage_url)  # ValueError for a bad URL
+        self._store_url = storage_url  # only ever shown through without_password
         # Everything on the event loop uses the async store; PostgreSQL connects in run().
         self._store: ConversationStore = store_for(storage_url, pool_size=config.storage.pool_size)
         self.policy = policy if policy is not None else OutboundPolicy.from_config(config.policy)
@@ -184,6 +186,7 @@ class Daemon:
                 await self._store.open()
             except Exception as exc:  # psycopg.Error, SchemaTooNew: one line
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                first = without_password(first, self._store_url)
                 print(f"relaybot: storage: cannot open the store: {first}", file=sys.stderr)
                 return 1
             async with anyio.create_task_group() as tg:
@@ -238,7 +241,7 @@ class Daemon:
             causes = {**unbuilt, **{n: s.cause or "" for n, s in self.supervisors.items()}}
             for name, cause in causes.items():
                 self._start_failed(name, cause)
-            return 1
+            return 2  # a config error (a token, a kind): restarting would not mend it
         for name, cause in unbuilt.items():
             log.error("channel %s: cannot start: %s", name, cause)
         server: OpsServer | None = None
@@ -534,5 +537,14 @@ async def serve(
     """Run relaybot over ``config`` (read from ``config_path``, which SIGHUP reads again; its
     store: ``storage.url``, else ``storage_path``, else ``storage.path``); returns the exit
     code."""
-    daemon = Daemon(config, storage_path=storage_path, config_path=config_path)
+    try:
+        daemon = Daemon(config, storage_path=storage_path, config_path=config_path)
+    except (OSError, sqlite3.Error) as exc:  # the SQLite file is opened here: one line, exit 2
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(
+            f"relaybot: storage.path: cannot open the store: {first} (give the service a "
+            "writable state directory, $STATE_DIRECTORY, or an absolute storage.path)",
+            file=sys.stderr,
+        )
+        return 2
     return await daemon.run(handle_signals=handle_signals)

@@ -40,8 +40,15 @@ from channels.matrix.kind import MatrixChannelConfig
 from channels.telegram.kind import TelegramChannelConfig
 from config.models import ProviderConfig, RelaybotConfig
 from config.storage import StorageConfig
-from orchestrator.turn.failure_causes import FailureContext, user_cause
-from providers.errors import ModelNotFound, ProviderBadRequest, ProviderError
+from config.store_url import masked_store_url, without_password
+from orchestrator.turn.failure_causes import FailureContext, unreachable_cause, user_cause
+from providers.errors import (
+    ModelNotFound,
+    ProviderBadRequest,
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+)
 from providers.transport import connection_error
 
 __all__ = [
@@ -97,10 +104,12 @@ async def _get(url: str, headers: Mapping[str, str] | None = None) -> tuple[int,
 
 
 def _unreachable(subject: str, exc: BaseException, where: str) -> Check:
-    if isinstance(exc, ProviderError):
-        cause = user_cause(exc).replace("the model service", "the server")
-        cause = cause.split(" (check")[0]
-        return Check(False, subject, f"{cause} (check {where})")
+    """A channel's server could not be asked: the cause names the channel's setting only."""
+    if isinstance(exc, ProviderConnectionError):
+        host = exc.host or "the server"
+        return Check(False, subject, unreachable_cause(exc, host, where, service="the server"))
+    if isinstance(exc, ProviderTimeout):
+        return Check(False, subject, f"the server did not answer in time (check {where})")
     return Check(False, subject, f"{_first_line(exc)} (check {where})")
 
 
@@ -142,8 +151,15 @@ async def check_channel(name: str, config: Any) -> Check:
             return Check(True, subject, "the terminal (nothing to check)")
         return Check(True, subject, f"kind {config.kind}: no online check")
     except Exception as exc:  # one line per check, never a traceback
-        where = f"channels.{name}" + (".base_url" if hasattr(config, "base_url") else "")
-        return _unreachable(subject, exc, where)
+        return _unreachable(subject, exc, f"channels.{name}{_server_setting(config)}")
+
+
+def _server_setting(config: Any) -> str:
+    """The key of a channel's config that names its server (``.base_url``), or ``""``."""
+    for key in ("base_url", "api_base_url", "homeserver"):
+        if hasattr(config, key):
+            return f".{key}"
+    return ""
 
 
 async def _check_matrix(subject: str, name: str, config: MatrixChannelConfig) -> Check:
@@ -224,7 +240,7 @@ async def check_store(storage: StorageConfig) -> Check:
     from orchestrator.store import store_for
 
     url = storage.store_url()
-    subject = f"store {url}"
+    subject = f"store {masked_store_url(url)}"
     try:
         store = store_for(url, pool_size=1)
         try:
@@ -236,7 +252,8 @@ async def check_store(storage: StorageConfig) -> Check:
         finally:
             await store.aclose()
     except Exception as exc:
-        return Check(False, subject, f"{_first_line(exc)} (check storage.path / storage.url)")
+        why = without_password(_first_line(exc), url)
+        return Check(False, subject, f"{why} (check storage.path / storage.url)")
     return Check(True, subject, "connected, schema up to date, written")
 
 

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from config.storage import StorageConfig
+from config.store_url import without_password
 from orchestrator.ops.logsetup import iso_utc
 from orchestrator.store import RoundRecord, Store
 
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
             rounds = anyio.run(_shared_rounds, storage.store_url(), args.limit, args.chat)
         except Exception as exc:  # psycopg.Error: one line
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = without_password(first, storage.store_url())
             print(f"relaybot: cannot read the store: {first}", file=sys.stderr)
             return 1
         return _print(args, rounds)

@@ -38,26 +38,17 @@ from providers.errors import (
     StreamTruncated,
 )
 
-__all__ = ["CAUSES", "MAX_LISTED_MODELS", "FailureContext", "user_cause", "wait_words"]
+__all__ = [
+    "CAUSES",
+    "MAX_LISTED_MODELS",
+    "FailureContext",
+    "unreachable_cause",
+    "user_cause",
+    "wait_words",
+]
 
 MAX_LISTED_MODELS = 10
 """At most this many of the names a server lists are shown."""
-
-_KEY_VARIABLES = {
-    "openai_chat": "OPENAI_API_KEY",
-    "openai_responses": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-}
-_MODEL_VARIABLES = {
-    "openai_chat": "OPENAI_MODEL",
-    "openai_responses": "OPENAI_MODEL",
-    "anthropic": "ANTHROPIC_MODEL",
-}
-_URL_VARIABLES = {
-    "openai_chat": "OPENAI_BASE_URL",
-    "openai_responses": "OPENAI_BASE_URL",
-    "anthropic": "ANTHROPIC_BASE_URL",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,12 +64,17 @@ class FailureContext:
     provider: str | None = None
     config: ProviderConfig | None = None
     attempts: int = 0
+    alone: bool = False
+    """The request that failed carried the user's message and nothing of the history: a
+    context overflow is then the message's own size, which ``/reset`` cannot mend."""
 
-    def setting(self, field: str, variables: dict[str, str]) -> str:
-        """Where ``field`` of the provider is set: ``OPENAI_API_KEY / providers.openai.api_key``
-        (the variable is the one the embedded default reads)."""
+    def setting(self, field: str) -> str:
+        """Where ``field`` of the provider is set: ``providers.openai.api_key``, preceded by
+        the environment variable its value was read from, when it was
+        (``OPENAI_API_KEY / providers.openai.api_key``: a ``${NAME}`` of the file, or the
+        variable the embedded default reads). A value written in the file names no variable."""
         key = f"providers.{self.provider or 'NAME'}.{field}"
-        variable = variables.get(self.config.kind) if self.config is not None else None
+        variable = self.config.variable_of(field) if self.config is not None else None
         return f"{variable} / {key}" if variable else key
 
     @property
@@ -113,24 +109,34 @@ def _status(error: ProviderError) -> str:
 
 def _unreachable(error: ProviderConnectionError, context: FailureContext) -> str:
     host = error.host or context.host or "the model server"
-    where = context.setting("base_url", _URL_VARIABLES)
+    return unreachable_cause(error, host, context.setting("base_url"), tries=_tries(context))
+
+
+def unreachable_cause(
+    error: ProviderConnectionError,
+    host: str,
+    where: str,
+    *,
+    service: str = "the model service",
+    tries: str = "",
+) -> str:
+    """The cause of a connection to ``host`` (``host:port``) that failed, naming ``service``
+    and the one setting to check, ``where`` (``providers.main.base_url``; a channel's check
+    passes its own, ``channels.tg.base_url``)."""
     if error.reason == "refused":
         return (
-            f"cannot reach the model service: {host} refused the connection "
-            f"(is it running? check {where})"
+            f"cannot reach {service}: {host} refused the connection (is it running? check {where})"
         )
     if error.reason == "dns":
-        return (
-            f"cannot reach the model service: the name of {host} does not resolve (check {where})"
-        )
+        return f"cannot reach {service}: the name of {host} does not resolve (check {where})"
     if error.reason == "tls":
         return (
-            f"cannot reach the model service: the TLS handshake with {host} failed (an http:// "
+            f"cannot reach {service}: the TLS handshake with {host} failed (an http:// "
             f"server given as https://, or a certificate not trusted: check {where}, SSL_CERT_FILE)"
         )
     if error.reason == "broken":
-        return f"the connection to the model service at {host} broke{_tries(context)}: try again"
-    return f"cannot reach the model service at {host} (check {where})"
+        return f"the connection to {service} at {host} broke{tries}: try again"
+    return f"cannot reach {service} at {host} (check {where})"
 
 
 def _timeout(error: ProviderTimeout, context: FailureContext) -> str:
@@ -146,7 +152,7 @@ def _timeout(error: ProviderTimeout, context: FailureContext) -> str:
 def _unknown_model(error: ModelNotFound, context: FailureContext) -> str:
     model = error.model or (context.config.model if context.config else None)
     named = f' "{model}"' if model else ""
-    where = context.setting("model", _MODEL_VARIABLES)
+    where = context.setting("model")
     text = f"the model service does not know the model{named}"
     if error.available:
         shown = error.available[:MAX_LISTED_MODELS]
@@ -159,7 +165,7 @@ def _unknown_model(error: ModelNotFound, context: FailureContext) -> str:
 
 
 def _auth(error: ProviderAuthError, context: FailureContext) -> str:
-    where = context.setting("api_key", _KEY_VARIABLES)
+    where = context.setting("api_key")
     if error.status_code == 403:
         return f"the model service denied access with this API key (check {where})"
     return f"the model service refused the API key (check {where})"
@@ -178,12 +184,17 @@ def _quota(error: QuotaExhausted, context: FailureContext) -> str:
 
 
 def _context_length(error: ContextLengthExceeded, context: FailureContext) -> str:
+    if context.alone:
+        return (
+            "the message itself is too long for the model: shorten it, or use a model with a "
+            "larger context window"
+        )
     return "the conversation is too long for the model: send /reset to start afresh"
 
 
 def _bad_request(error: ProviderBadRequest, context: FailureContext) -> str:
     if error.status_code == 404:  # a 404 that names no model: the path is not an API's
-        where = context.setting("base_url", _URL_VARIABLES)
+        where = context.setting("base_url")
         return f"the model service has no such endpoint (HTTP 404): check {where}"
     return f"the model service rejected the request{_status(error)} (the log has its message)"
 

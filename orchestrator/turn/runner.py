@@ -379,7 +379,15 @@ class TurnRunner:
                 self._ceiling,
             )
             request, estimate = self._request(turn, summary, offer_tools)
-            result = await self._rounds.run(request, sink)
+            try:
+                result = await self._rounds.run(request, sink)
+            except RoundFailed as again:
+                history = [m for m in request.messages if m.role != "system"]
+                if not isinstance(again.error, ContextLengthExceeded) or len(history) > 1:
+                    raise
+                # Nothing of the history was left: the message alone does not fit.
+                alone = replace(again.context, alone=True)
+                raise RoundFailed(again.error, again.attempts, alone) from None
         usage = result.response.usage
         self._calibration.observe(
             result.provider, estimate, usage.input_tokens if usage is not None else None

@@ -31,6 +31,7 @@ from typing import Literal
 
 import aiohttp
 import httpx
+from aiohttp.http_exceptions import HttpProcessingError
 
 from providers.errors import (
     ConnectionReason,
@@ -161,6 +162,7 @@ OUTCOMES: dict[type[BaseException], Outcome] = {
     aiohttp.ClientConnectionError: _broken,  # the server disconnected
     aiohttp.ClientPayloadError: _broken,  # the body ended before its framing did
     aiohttp.ClientError: _broken,  # e.g. a response that is not HTTP
+    HttpProcessingError: _broken,  # aiohttp's pure-Python parser raises its framing faults as is
     # httpx's (proxied requests go through httpx's own transport)
     httpx.PoolTimeout: _no_free_connection,
     httpx.ReadTimeout: _no_byte,
@@ -176,7 +178,8 @@ classes (most specific first) found here."""
 def provider_error(exc: BaseException, where: Where) -> ProviderError | None:
     """The provider error that ``exc`` (raised by the HTTP client at ``where``) is, or ``None``
     when it is none of the transport's (the caller re-raises it as it is)."""
-    origin = exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
+    cause = exc.__cause__
+    origin = cause if isinstance(cause, (aiohttp.ClientError, HttpProcessingError)) else exc
     for cls in type(origin).__mro__:
         outcome = OUTCOMES.get(cls)
         if outcome is not None:

@@ -139,7 +139,7 @@ def _make_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
     from providers.base import ChatMessage, ChatRequest
     from providers.registry import build_provider
 
-    fmt = _format_of(client.removesuffix("_anyio"))
+    fmt = _format_of(client)
     base = url if fmt == "ollama" else url + "/v1"
     request = ChatRequest(messages=(ChatMessage("user", "hi"),))
 
@@ -148,12 +148,6 @@ def _make_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
         provider = read_ours.provider  # type: ignore[attr-defined]
         if provider is None:
             provider = read_ours.provider = build_provider("bench", config)  # type: ignore[attr-defined]
-            if client.endswith("_anyio"):  # httpx's own network backend, for comparison
-                import httpcore
-
-                from providers.transport import make_client
-
-                provider._client = make_client(network_backend=httpcore.AnyIOBackend())
         provider.config = config
         seen = 0
         async for _ in provider.stream(request):
@@ -167,7 +161,7 @@ def _make_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
 async def _client_run(client: str, url: str, n: int, gap_us: int) -> dict[str, float]:
     read = _make_reader(client, url)
     await read("bench:200:0:0")  # warm-up: imports, the connection, the first decode
-    fmt = _format_of(client.removesuffix("_anyio"))
+    fmt = _format_of(client)
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     seen = await read(f"bench:{n}:{gap_us}:0")
     cpu, wall = time.process_time() - start_cpu, time.perf_counter() - start_wall

@@ -28,7 +28,8 @@ import httpx
 from config.models import ProviderConfig
 from providers.bounded_json import parse_json
 from providers.errors import ProviderError, ProviderServerError, ProviderTimeout
-from providers.transport import connection_error, error_from_status, make_client
+from providers.transport import error_from_status, make_client
+from providers.transport_errors import Where, provider_error
 
 __all__ = ["LIST_TIMEOUT_SECS", "list_models", "models_url"]
 
@@ -99,8 +100,8 @@ async def list_models(
             response = await http.get(url, headers=_headers(config))
     except TimeoutError as exc:
         raise ProviderTimeout(f"no models list within {timeout_secs:g} s", phase="total") from exc
-    except httpx.TransportError as exc:
-        raise connection_error(url, exc) from exc
+    except Exception as exc:
+        raise provider_error(exc, Where(url, "post")) or exc from exc
     finally:
         if own:
             await http.aclose()

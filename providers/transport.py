@@ -1,56 +1,74 @@
-"""HTTP transport shared by the providers: timeouts, the pool and the mapping of failures.
+"""HTTP transport shared by the providers: the client, its timeouts, and the failures typed.
 
 Theory of operation
 -------------------
-architecture §2 "Timeouts": connecting is bounded by 10 s; waiting for the response headers and
-reading an error body are bounded by ``timeout_secs``; the body of a stream is bounded by a
-*byte-idle* timeout (``stream_idle_timeout_secs``) that every read resets (every network read that
-returned bytes, chunked framing included, where the body is read from h11), so a long answer that
-keeps arriving is never cut by a total deadline. httpx's own read timeout would also bound the
-headers by the idle value, so we give httpx no read timeout and apply both bounds ourselves.
+A provider's client is an ``httpx.AsyncClient`` (httpx's API, as the vendor SDKs use) whose
+transport is aiohttp's: ``httpx_aiohttp.AiohttpTransport`` over one ``aiohttp.ClientSession``
+made here. aiohttp parses HTTP/1.1 in C, chunked framing included, and bounds reads per socket
+read; everything is reached through the public interfaces of httpx, httpx-aiohttp and aiohttp
+(a test checks that no module imports a private name of httpx or httpcore). The choice was
+measured against the previous transport (httpcore's connections under a pool and network
+backend of our own): bench/README.md.
 
-The idle bound is one watchdog per stream (:class:`IdleWatchdog`), not a cancel scope per read:
-a read only stores the loop's time; one timer per idle period compares that time with the bound
-and, when it is exceeded while a read is waiting, cancels the reading task, which the read turns
-into :class:`providers.errors.ProviderTimeout` (phase ``"idle"``). A scope per read cost more
-than the whole decode (bench/README.md).
+architecture §2 "Timeouts": connecting is bounded by 10 s (aiohttp's ``sock_connect``); waiting
+for the response headers is bounded by ``timeout_secs`` from the moment a pooled connection is
+ours (aiohttp's trace events ``on_connection_create_start`` / ``on_connection_reuseconn``, told
+to the request through a context variable; httpcore's ``trace`` extension for a proxied
+request), so a request queued for a connection is never "the model did not answer in time";
+reading an error body is bounded by ``timeout_secs``. The body of a stream is bounded by a
+*byte-idle* timeout (``stream_idle_timeout_secs``) that every read that brought data resets, so
+a long answer that keeps arriving is never cut by a total deadline. No read timeout is given to
+the client: it would bound the headers by the idle value too.
 
-The pool (:mod:`providers.pool`) holds ``max_connections`` connections per provider (default
-1000, architecture §2), with bookkeeping per request instead of httpcore's scan of every
-connection, and waiting for one is unbounded: it is not the model's time. The headers bound
-starts when the connection is acquired (httpcore's first trace event), so a queued request is
-never "the model did not answer in time"; an httpx ``PoolTimeout`` from a client with a pool
-bound is a :class:`providers.errors.ProviderConnectionError`, not a timeout.
+The idle bound is one watchdog per stream (:class:`IdleWatchdog`), not a timer per read: a read
+only stores the loop's time; one timer per idle period compares that time with the bound and,
+when it is exceeded while a read is waiting, cancels the reading task, which the read turns into
+:class:`providers.errors.ProviderTimeout` (phase ``"idle"``). aiohttp's own per-read bound
+(``sock_read``) re-arms a timer on every received packet, and it is dropped, leaving the read
+waiting for good, when aiohttp's parser meets broken chunked framing after the first read
+(aiohttp 3.14): the watchdog ends such a stream at the bound. Framing bytes (a chunk's size
+line) are parsed inside aiohttp and do not reset the bound; data does.
 
-Every httpx exception is translated once, here, with ``raise ... from exc``.
-The watchdog needs the asyncio event loop (uvloop included), the loop relaybot runs on.
+The pool (aiohttp's ``TCPConnector``) holds ``max_connections`` connections per provider (default
+1000, architecture §2); waiting for one is unbounded: it is not the model's time. Idle
+connections are kept alive for httpx's 5 s.
+
+The environment is read as httpx reads it when it builds its own transport (as the openai and
+anthropic SDKs do): ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose a
+proxy per URL (:func:`environment_mounts`; a proxied URL goes through httpx's own proxy
+transport, where the byte-idle bound is httpcore's per-read timeout), ``SSL_CERT_FILE`` /
+``SSL_CERT_DIR`` the CA certificates (``httpx.create_ssl_context``).
+
+Every exception of the client is translated once, with ``raise ... from exc``, by the table of
+:mod:`providers.transport_errors`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
-import logging
+import ipaddress
 import math
-import socket
 import ssl
 import time
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from types import SimpleNamespace
 from typing import Any
+from urllib.request import getproxies
 
+import aiohttp
 import anyio
-import httpcore
 import httpx
+from httpx_aiohttp import AiohttpTransport
 
 from providers.bounded_json import parse_json
 from providers.error_events import is_context_overflow, special_error
 from providers.errors import (
-    ConnectionReason,
     ContextLengthExceeded,
     ProviderAuthError,
     ProviderBadRequest,
-    ProviderConnectionError,
     ProviderError,
     ProviderRateLimited,
     ProviderServerError,
@@ -58,16 +76,17 @@ from providers.errors import (
     StreamProtocolError,
     snippet,
 )
-from providers.h11_body import h11_body
-from providers.net_backend import AsyncioBackend
-from providers.pool import ConnectionPool
+from providers.transport_errors import Phase, Where, connection_error, provider_error
 
 __all__ = [
     "CONNECT_TIMEOUT_SECS",
     "DEFAULT_MAX_CONNECTIONS",
+    "KEEPALIVE_SECS",
     "BodyStream",
     "IdleWatchdog",
+    "ProviderClient",
     "connection_error",
+    "environment_mounts",
     "error_from_status",
     "is_json_media_type",
     "make_client",
@@ -76,92 +95,136 @@ __all__ = [
     "post_json",
 ]
 
-log = logging.getLogger(__name__)
-
 CONNECT_TIMEOUT_SECS = 10.0
 """Connect timeout in seconds (architecture §2)."""
-
 
 DEFAULT_MAX_CONNECTIONS = 1000
 """Connections per provider's pool when the config sets none (architecture §2)."""
 
-MAX_KEEPALIVE_CONNECTIONS = 20
-"""Idle connections httpcore's own pool keeps for reuse (httpx's default), where that pool is
-used: HTTP/2, or an httpx whose pool cannot be replaced. It looks at every connection for each
-idle one whenever a request starts or ends, so a thousand idle connections would cost a million
-checks per request. :class:`providers.pool.ConnectionPool` keeps every idle connection for its
-keep-alive: it never scans them."""
+KEEPALIVE_SECS = 5.0
+"""How long an idle connection is kept for the next request, in seconds (httpx's default)."""
+
+WRITE_TIMEOUT_SECS = 60.0
+"""Bound on sending a request body, in seconds (httpx's proxy transport; aiohttp has none)."""
+
+_acquired: ContextVar[Callable[[], None] | None] = ContextVar("acquired", default=None)
+"""Called by the pool's trace events once the current request holds a connection."""
+
+
+class ProviderClient(httpx.AsyncClient):
+    """The client :func:`make_client` makes: an ``httpx.AsyncClient`` whose transports report
+    when a request's connection is acquired (so the headers bound starts there).
+
+    Attributes:
+        max_connections: the most connections its pool holds.
+    """
+
+    max_connections: int
+
+
+async def _on_connection(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: object
+) -> None:
+    """aiohttp's trace callback: a connection is being made or was taken from the pool."""
+    acquired = _acquired.get()
+    if acquired is not None:
+        acquired()
+
+
+def _session_factory(
+    max_connections: int, ssl_context: ssl.SSLContext
+) -> Callable[[], aiohttp.ClientSession]:
+    """Makes the aiohttp session when the first request needs it (inside the event loop)."""
+
+    def session() -> aiohttp.ClientSession:
+        trace = aiohttp.TraceConfig()
+        trace.on_connection_create_start.append(_on_connection)
+        trace.on_connection_reuseconn.append(_on_connection)
+        connector = aiohttp.TCPConnector(
+            limit=max_connections,
+            limit_per_host=0,
+            keepalive_timeout=KEEPALIVE_SECS,
+            ssl=ssl_context,
+        )
+        return aiohttp.ClientSession(
+            connector=connector,
+            trace_configs=[trace],
+            trust_env=False,  # the environment's proxies are httpx's mounts
+            auto_decompress=False,  # httpx decodes content codings
+            timeout=aiohttp.ClientTimeout(total=None),
+        )
+
+    return session
+
+
+def environment_mounts(
+    limits: httpx.Limits, ssl_context: ssl.SSLContext
+) -> dict[str, httpx.AsyncBaseTransport | None]:
+    """The proxy transports the environment asks for, as httpx's client mounts them when it
+    builds its own transport (``httpx._utils.get_environment_proxies``, 0.28): ``HTTP_PROXY``,
+    ``HTTPS_PROXY`` and ``ALL_PROXY`` mount a proxy on ``http://``, ``https://``, ``all://``;
+    each ``NO_PROXY`` entry mounts none on its hosts (``*``: no proxy at all; ``example.com``
+    also matches its subdomains, ``.example.com`` only them)."""
+    found = getproxies()
+    patterns: dict[str, str | None] = {}
+    for scheme in ("http", "https", "all"):
+        if found.get(scheme):
+            url = found[scheme]
+            patterns[f"{scheme}://"] = url if "://" in url else f"http://{url}"
+    for host in (entry.strip() for entry in found.get("no", "").split(",")):
+        if host == "*":
+            return {}
+        if not host:
+            continue
+        if "://" in host:
+            patterns[host] = None
+        elif _is_ip(host) or host.lower() == "localhost":
+            patterns[f"all://[{host}]" if ":" in host else f"all://{host}"] = None
+        else:
+            patterns[f"all://*{host}"] = None
+    return {
+        pattern: None
+        if url is None
+        else httpx.AsyncHTTPTransport(proxy=httpx.Proxy(url), verify=ssl_context, limits=limits)
+        for pattern, url in patterns.items()
+    }
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.split("/", 1)[0])
+    except ValueError:
+        return False
+    return True
 
 
 def make_client(
     base_url: str | None = None,
     *,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    network_backend: httpcore.AsyncNetworkBackend | None = None,
     ssl_context: ssl.SSLContext | None = None,
-) -> httpx.AsyncClient:
-    """An httpx client with the connect bound only; reads are bounded by our watchdog and scopes.
-
-    The pool (:class:`providers.pool.ConnectionPool`) holds up to ``max_connections``
-    connections, idle ones kept alive between replies for httpx's 5 s; waiting for one is
-    unbounded. Its sockets are :class:`providers.net_backend.AsyncioBackend`'s unless
-    ``network_backend`` says otherwise (httpcore's ``AnyIOBackend()`` is httpx's own choice).
-    TLS verifies with ``ssl_context``, by default httpx's.
-
-    The environment is honoured as the openai and anthropic SDKs honour it (their clients are
-    ``httpx.AsyncClient`` with httpx's default ``trust_env=True``): ``HTTPS_PROXY``,
-    ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose the proxy per URL (a proxied URL goes
-    through httpx's own proxy transport), and ``SSL_CERT_FILE``/``SSL_CERT_DIR`` the CA
-    certificates (architecture §2 "Wire formats").
-    """
-    timeout = httpx.Timeout(connect=CONNECT_TIMEOUT_SECS, read=None, write=60.0, pool=None)
-    limits = httpx.Limits(
-        max_connections=max_connections,
-        max_keepalive_connections=min(max_connections, MAX_KEEPALIVE_CONNECTIONS),
+) -> ProviderClient:
+    """A provider's client (see the module docstring): aiohttp's transport, a pool of
+    ``max_connections`` connections (waiting for one is unbounded), the connect bound only
+    (the other bounds come with each request), the environment's proxies and CA certificates.
+    TLS verifies with ``ssl_context``, by default httpx's (``SSL_CERT_FILE``/``SSL_CERT_DIR``,
+    else certifi's)."""
+    context = ssl_context or httpx.create_ssl_context(trust_env=True)
+    limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=KEEPALIVE_SECS)
+    transport = AiohttpTransport(
+        verify=context, limits=limits, client=_session_factory(max_connections, context)
     )
-    client = httpx.AsyncClient(
-        timeout=timeout, limits=limits, base_url=base_url or "", trust_env=True
+    client = ProviderClient(
+        timeout=httpx.Timeout(
+            connect=CONNECT_TIMEOUT_SECS, read=None, write=WRITE_TIMEOUT_SECS, pool=None
+        ),
+        base_url=base_url or "",
+        transport=transport,
+        mounts=environment_mounts(limits, context),
+        trust_env=True,
     )
-    _use_backend(client, limits, network_backend or AsyncioBackend(), ssl_context)
+    client.max_connections = max_connections
     return client
-
-
-def _use_backend(
-    client: httpx.AsyncClient,
-    limits: httpx.Limits,
-    backend: httpcore.AsyncNetworkBackend,
-    ssl_context: ssl.SSLContext | None,
-) -> bool:
-    """Give the direct (unproxied) transport of ``client`` a pool on ``backend``; proxied
-    URLs keep httpx's proxy transports. False, and a warning, when this httpx does not hold
-    its pool where 0.27/0.28 do (``AsyncHTTPTransport._pool``, an httpcore pool): httpx takes
-    no network backend, so this reaches into it, and a later httpx that moved it keeps its
-    own pool and backend (slower, the same behaviour) instead of failing."""
-    direct = getattr(client, "_transport", None)
-    pool = getattr(direct, "_pool", None)
-    if not isinstance(direct, httpx.AsyncHTTPTransport) or not isinstance(
-        pool, httpcore.AsyncConnectionPool
-    ):
-        log.warning(
-            "httpx %s keeps its connection pool elsewhere: its own network backend is used",
-            httpx.__version__,
-        )
-        return False
-    settings: dict[str, Any] = dict(  # the same settings, our sockets
-        ssl_context=ssl_context or getattr(pool, "_ssl_context", None),
-        max_connections=limits.max_connections,
-        keepalive_expiry=limits.keepalive_expiry,
-        http1=getattr(pool, "_http1", True),
-        retries=getattr(pool, "_retries", 0),
-        network_backend=backend,
-    )
-    if getattr(pool, "_http2", False):  # several requests per connection: httpcore's pool
-        direct._pool = httpcore.AsyncConnectionPool(
-            **settings, http2=True, max_keepalive_connections=limits.max_keepalive_connections
-        )
-    else:  # idle connections cost nothing there: all may stay for their keep-alive
-        direct._pool = ConnectionPool(**settings, max_keepalive_connections=limits.max_connections)
-    return True
 
 
 def parse_retry_after(value: str | None) -> float | None:
@@ -236,57 +299,26 @@ def _all_codes(parsed: Any, code: str | None) -> tuple[str, ...]:
     return tuple(found)
 
 
-def connection_error(url: str, exc: BaseException) -> ProviderConnectionError:
-    """Type a transport failure: an httpx ``ConnectError`` by the OS error beneath it
-    (``refused``, ``dns``, ``tls``, else ``other``), any other transport error as ``broken``
-    (the connection was made, then closed or broke). ``host`` is the URL's ``host:port``."""
-    parts = httpx.URL(url)
-    host = f"{parts.host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
-    reason: ConnectionReason = "other"
-    if isinstance(exc, httpx.ConnectError):
-        reason = _connect_reason(exc)
-    elif isinstance(exc, (httpx.TransportError, httpcore.NetworkError, httpcore.ProtocolError)):
-        reason = "broken"
-    words = {
-        "refused": "connection refused by",
-        "dns": "the name does not resolve:",
-        "tls": "TLS handshake failed with",
-        "broken": "connection broke with",
-        "other": "could not connect to",
-    }[reason]
-    return ProviderConnectionError(f"{words} {host}: {exc!r}", host=host, reason=reason)
+def is_json_media_type(content_type: str | None) -> bool:
+    """True for ``application/json`` and ``application/*+json`` (parameters ignored):
+    a body that is one JSON value, not a stream of them (``application/x-ndjson`` is not).
 
-
-def _connect_reason(exc: BaseException) -> ConnectionReason:
-    """Why a connect failed, from the exceptions chained beneath it."""
-    seen: set[int] = set()
-    cause: BaseException | None = exc
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, ssl.SSLError):
-            return "tls"
-        if isinstance(cause, socket.gaierror):
-            return "dns"
-        if isinstance(cause, ConnectionRefusedError) or (
-            isinstance(cause, OSError) and "Errno 111" in str(cause)  # several addresses
-        ):
-            return "refused"
-        if "TLS handshake" in str(cause) or "SSL" in str(cause):
-            return "tls"
-        if "Name or service not known" in str(cause) or "getaddrinfo" in str(cause):
-            return "dns"
-        if "Connection refused" in str(cause) or "Errno 111" in str(cause):
-            return "refused"
-        cause = cause.__cause__ or cause.__context__
-    return "other"
+    >>> is_json_media_type("application/json; charset=utf-8")
+    True
+    >>> is_json_media_type("application/x-ndjson")
+    False
+    """
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
 
 
 class IdleWatchdog:
     """The byte-idle bound of one stream: one timer per idle period, not one scope per read.
 
     Call :meth:`reading` right before awaiting a read and :meth:`read_done` after it (both
-    cheap: a clock read and a flag), and :meth:`bytes_arrived` whenever bytes came in during a
-    read that hands nothing on yet (chunked framing: a size line, a trailer). When
+    cheap: a clock read and a flag). When
     ``idle_secs`` seconds pass after a read started, or after its latest bytes, and it is
     still waiting, the timer cancels the reading task; :meth:`expired_by` tells the read
     that the ``CancelledError`` it caught was the watchdog's (and clears that cancellation), so
@@ -317,10 +349,6 @@ class IdleWatchdog:
     def read_done(self) -> None:
         """The read returned (or raised)."""
         self._reading = False
-
-    def bytes_arrived(self) -> None:
-        """Bytes came in during the read being awaited: the idle period starts again."""
-        self._last = self._loop.time()
 
     def expired_by(self) -> bool:
         """True when the ``CancelledError`` being handled is the watchdog's alone.
@@ -354,51 +382,9 @@ class IdleWatchdog:
             self._handle = self._loop.call_at(due, self._check)
 
 
-try:  # the layers a streamed httpx 0.28 response reads through (private: checked, not assumed)
-    from httpcore._async.http11 import HTTP11ConnectionByteStream
-    from httpx._client import BoundAsyncStream
-    from httpx._transports.default import AsyncResponseStream
-except ImportError:  # pragma: no cover - another httpx or httpcore layout: read through httpx
-    HTTP11ConnectionByteStream = BoundAsyncStream = AsyncResponseStream = None  # type: ignore[assignment,misc]
-
-_HTTPCORE_READ_ERRORS = (httpcore.NetworkError, httpcore.ProtocolError, httpcore.TimeoutException)
-
-
-def _connection_body(response: httpx.Response) -> AsyncIterable[bytes] | None:
-    """The HTTP/1.1 connection's body stream under httpx's and httpcore's pass-through layers,
-    or ``None`` when the layers are not the known ones (then httpx's ``aiter_raw`` is used).
-
-    Each streamed piece passes through four async generators between httpcore's connection and
-    ``aiter_raw`` that only forward it (httpx's response and transport streams, httpcore's pool
-    stream; httpx's exception mapping, done here instead). Reading the connection's stream
-    directly saves their four resumptions per piece; closing still goes through
-    ``response.aclose()``, which returns the connection to the pool as before."""
-    bound = response.stream
-    if BoundAsyncStream is None or type(bound) is not BoundAsyncStream:
-        return None
-    transport_stream = getattr(bound, "_stream", None)
-    if type(transport_stream) is not AsyncResponseStream:
-        return None
-    pool_stream = getattr(transport_stream, "_httpcore_stream", None)
-    connection_stream = getattr(pool_stream, "_stream", None)
-    if type(connection_stream) is not HTTP11ConnectionByteStream:
-        return None
-    return connection_stream
-
-
-def is_json_media_type(content_type: str | None) -> bool:
-    """True for ``application/json`` and ``application/*+json`` (parameters ignored):
-    a body that is one JSON value, not a stream of them (``application/x-ndjson`` is not).
-
-    >>> is_json_media_type("application/json; charset=utf-8")
-    True
-    >>> is_json_media_type("application/x-ndjson")
-    False
-    """
-    media = (content_type or "").split(";", 1)[0].strip().lower()
-    return media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    )
+def _translated(exc: Exception, url: str, phase: Phase, idle_secs: float = 0.0) -> Exception:
+    """``exc`` as the provider error it is, or itself (re-raised as it is)."""
+    return provider_error(exc, Where(url, phase, idle_secs)) or exc
 
 
 class BodyStream:
@@ -410,34 +396,30 @@ class BodyStream:
             (architecture §2 "A server that does not stream"). Read once, from the headers.
     """
 
-    def __init__(self, response: httpx.Response, idle_timeout_secs: float) -> None:
+    def __init__(self, response: httpx.Response, url: str, idle_timeout_secs: float) -> None:
         self._response = response
+        self._url = url
         self._idle = idle_timeout_secs
         self.whole_json = is_json_media_type(response.headers.get("content-type"))
-
-    def _pieces(self, watchdog: IdleWatchdog) -> AsyncIterator[bytes]:
-        """The body's pieces, from the shallowest layer that serves them.
-
-        Without a content coding the raw bytes are the body: skip httpx's decoder layer, and
-        where the layers are the known ones, httpx's and httpcore's wrappers too; there every
-        network read resets ``watchdog``, framing bytes included. Through httpx, only a read
-        that hands data on does."""
-        response = self._response
-        coding = response.headers.get("content-encoding", "identity").strip().lower()
-        if coding not in ("", "identity"):
-            return response.aiter_bytes()
-        raw = _connection_body(response)
-        if raw is None:
-            return response.aiter_raw()
-        return h11_body(raw, watchdog.bytes_arrived) or raw.__aiter__()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
 
     async def _chunks(self) -> AsyncIterator[bytes]:
+        """The body's pieces as they arrive: the raw bytes without a content coding (httpx's
+        decoder layer skipped), else decoded.
+
+        Raises:
+            ProviderTimeout: phase ``"idle"``, no byte for ``idle_timeout_secs`` seconds.
+            ProviderConnectionError: the connection broke.
+            StreamProtocolError: the body could not be decoded (e.g. corrupt gzip).
+        """
+        response = self._response
+        coding = response.headers.get("content-encoding", "identity").strip().lower()
+        pieces = response.aiter_raw() if coding in ("", "identity") else response.aiter_bytes()
+        read = pieces.__anext__
         watchdog = IdleWatchdog(self._idle)
         try:
-            read = self._pieces(watchdog).__anext__
             while True:
                 watchdog.reading()
                 try:
@@ -451,12 +433,8 @@ class BodyStream:
                             phase="idle",
                         ) from None
                     raise
-                except (httpx.TransportError, *_HTTPCORE_READ_ERRORS) as exc:
-                    raise ProviderConnectionError(
-                        f"connection broke while reading: {exc!r}", reason="broken"
-                    ) from exc
-                except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
-                    raise StreamProtocolError(f"the body could not be decoded: {exc}") from exc
+                except Exception as exc:
+                    raise _translated(exc, self._url, "read", self._idle) from exc
                 finally:
                     watchdog.read_done()
                 if chunk:
@@ -478,7 +456,9 @@ async def open_stream(
     """POST ``json_body`` and yield the 2xx body as a :class:`BodyStream`.
 
     ``timeout_secs`` bounds the headers from the moment a pooled connection is acquired (the
-    wait for one is not bounded here), then the error body of a non-2xx answer.
+    wait for one is not bounded here; from the start with a client :func:`make_client` did not
+    make), then the error body of a non-2xx answer; ``idle_timeout_secs`` bounds the body's
+    silences (:class:`BodyStream`).
 
     Raises:
         ProviderTimeout: connect (10 s) or headers/error body (``timeout_secs``) took too long.
@@ -487,33 +467,28 @@ async def open_stream(
     """
     request = client.build_request("POST", url, json=json_body, headers=headers)
     scope = anyio.CancelScope()
-    acquired = False
+
+    def acquired() -> None:
+        if scope.deadline == float("inf"):
+            scope.deadline = anyio.current_time() + timeout_secs
 
     async def on_trace(name: str, info: dict[str, Any]) -> None:
-        # httpcore's first event (connect or send headers) comes once a pooled connection is
-        # ours: the headers bound starts there, so waiting in the pool is not counted.
-        nonlocal acquired
-        if not acquired:
-            acquired = True
-            scope.deadline = anyio.current_time() + timeout_secs
-            # The one event needed: httpcore reads the extension per phase, so the request's
-            # other dozen phases (send, receive, close) call nothing.
-            extensions.pop("trace", None)
+        # httpcore's trace events (a proxied request): the first one comes once a pooled
+        # connection is ours. Only the first is wanted, so the extension goes with it.
+        acquired()
+        request.extensions.pop("trace", None)
 
-    extensions = request.extensions
-    extensions["trace"] = on_trace
-    if not isinstance(getattr(client, "_transport", None), httpx.AsyncHTTPTransport):
-        # Not httpcore (a mounted or mock transport): no trace events, bound from now.
-        scope.deadline = anyio.current_time() + timeout_secs
+    request.extensions["trace"] = on_trace
+    if not isinstance(client, ProviderClient):  # its transport may report nothing
+        acquired()
+    token = _acquired.set(acquired)
     try:
         with scope:
             response = await client.send(request, stream=True)
-    except httpx.PoolTimeout as exc:
-        raise ProviderConnectionError(f"no free connection to {url}: {exc!r}") from exc
-    except httpx.TimeoutException as exc:
-        raise ProviderTimeout(f"connect timed out: {exc!r}", phase="connect") from exc
-    except httpx.TransportError as exc:
-        raise connection_error(url, exc) from exc
+    except Exception as exc:
+        raise _translated(exc, url, "send", idle_timeout_secs) from exc
+    finally:
+        _acquired.reset(token)
     if scope.cancelled_caught:
         raise ProviderTimeout(f"no response headers within {timeout_secs:g} s", phase="headers")
     try:
@@ -524,7 +499,7 @@ async def open_stream(
             except (TimeoutError, httpx.TransportError, httpx.DecodingError):
                 body = b""
             raise error_from_status(response.status_code, body, response.headers)
-        yield BodyStream(response, idle_timeout_secs)
+        yield BodyStream(response, url, idle_timeout_secs)
     finally:
         await response.aclose()
 
@@ -542,21 +517,16 @@ async def post_json(
     Raises:
         ProviderTimeout, ProviderConnectionError, ProviderError: as :func:`open_stream`;
         ProviderServerError when a 2xx body is not JSON; StreamProtocolError when it is larger
-        than 8 MiB or nested deeper than 256 levels (:mod:`providers.bounded_json`).
+        than 8 MiB or nested deeper than 256 levels (:mod:`providers.bounded_json`), or its
+        content coding could not be decoded.
     """
     try:
         with anyio.fail_after(timeout_secs):
             response = await client.post(url, json=json_body, headers=headers)
     except TimeoutError as exc:
         raise ProviderTimeout(f"no answer within {timeout_secs:g} s", phase="total") from exc
-    except httpx.PoolTimeout as exc:
-        raise ProviderConnectionError(f"no free connection to {url}: {exc!r}") from exc
-    except httpx.TimeoutException as exc:
-        raise ProviderTimeout(f"connect timed out: {exc!r}", phase="connect") from exc
-    except httpx.TransportError as exc:
-        raise connection_error(url, exc) from exc
-    except httpx.DecodingError as exc:  # e.g. a corrupt gzip body
-        raise StreamProtocolError(f"the answer could not be decoded: {exc}") from exc
+    except Exception as exc:
+        raise _translated(exc, url, "post") from exc
     if response.status_code >= 300:
         raise error_from_status(response.status_code, response.content, response.headers)
     try:

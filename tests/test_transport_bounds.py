@@ -6,26 +6,23 @@ whose waits are not model timeouts."""
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
-import httpcore
 import httpx
 import pytest
 
 from providers.base import ChatMessage, ChatRequest
 from providers.errors import ProviderTimeout
 from providers.events import TextDelta
-from providers.net_backend import AsyncioBackend
 from providers.openai_chat import OpenAIChatProvider
 from providers.transport import (
     DEFAULT_MAX_CONNECTIONS,
     BodyStream,
-    _use_backend,
+    ProviderClient,
     make_client,
     open_stream,
 )
@@ -230,10 +227,9 @@ def test_max_connections_must_be_positive(value: int) -> None:
 def test_the_pool_of_a_provider_is_its_max_connections() -> None:
     settings = config("openai_chat", "http://127.0.0.1:9/v1", max_connections=7)
     provider = OpenAIChatProvider("p", settings)
-    pool = provider._client._transport._pool  # type: ignore[attr-defined]
-    assert pool._max_connections == 7 and pool._max_keepalive_connections == 7
-    assert provider._client.timeout.pool is None
-    assert isinstance(provider._client, httpx.AsyncClient)
+    assert isinstance(provider._client, ProviderClient)
+    assert provider._client.max_connections == 7
+    assert provider._client.timeout.pool is None and provider._client.timeout.read is None
 
 
 @pytest.mark.parametrize("coding", ["gzip", "identity", None])
@@ -249,63 +245,6 @@ async def test_a_stream_decodes_with_or_without_a_content_coding(coding: str | N
     assert error is None and text == WORDS
 
 
-class _NotAPool:
-    """What a later httpx might hold where 0.28 holds its httpcore pool: something else that
-    serves requests (here by handing them to the pool)."""
-
-    def __init__(self, pool: httpcore.AsyncConnectionPool) -> None:
-        self._inner = pool
-
-    async def handle_async_request(self, request: httpcore.Request) -> httpcore.Response:
-        return await self._inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _NotAPool:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
-
-
-async def test_an_httpx_without_its_pool_where_expected_keeps_its_own_and_still_streams(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    # providers/transport.py reaches into httpx for the pool (httpx takes no network backend):
-    # when a later httpx keeps it elsewhere, the client keeps httpx's pool, warns, and works.
-    body = b"".join(b"data: %d\n\n" % i for i in range(5))
-
-    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
-        await writer.drain()
-        writer.close()
-
-    server = await asyncio.start_server(handler, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    client = httpx.AsyncClient()
-    transport = client._transport
-    assert isinstance(transport, httpx.AsyncHTTPTransport)
-    transport._pool = _NotAPool(transport._pool)  # type: ignore[assignment]
-    with caplog.at_level(logging.WARNING, logger="providers.transport"):
-        used = _use_backend(client, httpx.Limits(), AsyncioBackend(), None)
-    assert not used
-    assert "its own network backend is used" in caplog.text
-    async with server, client:
-        reads = open_stream(
-            client,
-            f"http://127.0.0.1:{port}/",
-            json_body={},
-            headers={},
-            timeout_secs=5,
-            idle_timeout_secs=5,
-        )
-        async with reads as stream:
-            got = b"".join([chunk async for chunk in stream])
-    assert got == body
-
-
 _HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
 _EVENTS = [b"data: %d\n\n" % i for i in range(3)]
 _FRAMES = [b"%x\r\n%s\r\n" % (len(event), event) for event in _EVENTS]
@@ -313,15 +252,14 @@ _FRAMES = [b"%x\r\n%s\r\n" % (len(event), event) for event in _EVENTS]
 
 def _trickled(where: str) -> tuple[list[bytes], int]:
     """The writes of a chunked body and the index of the one that trickles: 16 framing bytes,
-    a chunk extension of the size line that h11 parses (the line began with the head) or that
-    our chunk decoder parses (a later chunk's), or a trailer field's name after the last
-    chunk."""
+    a chunk extension of the first size line (begun with the head) or of a later chunk's, or
+    a trailer field's name after the last chunk."""
     slow = b";" + b"x" * 15
     first, second = (b"%x" % len(event) for event in _EVENTS[:2])
-    if where == "h11 size line":
+    if where == "first size line":
         rest = [b"\r\n" + _EVENTS[0] + b"\r\n", *_FRAMES[1:], b"0\r\n\r\n"]
         return [_HEAD + first, slow, *rest], 1
-    if where == "decoder size line":
+    if where == "later size line":
         rest = [b"\r\n" + _EVENTS[1] + b"\r\n", _FRAMES[2], b"0\r\n\r\n"]
         return [_HEAD + _FRAMES[0], second, slow, *rest], 2
     return [_HEAD + b"".join(_FRAMES) + b"0\r\nx-t", b"x" * 16, b": 1\r\n\r\n"], 1
@@ -338,10 +276,11 @@ def _open_raw(
     )
 
 
-@pytest.mark.parametrize("where", ["h11 size line", "decoder size line", "trailer"])
-async def test_framing_bytes_that_keep_arriving_reset_the_idle_bound(where: str) -> None:
-    # architecture §2: every received read resets the byte-idle bound, also one that carries
-    # no data yet. 16 bytes 0.1 s apart are 1.6 s without a data byte, four times the bound.
+@pytest.mark.parametrize("where", ["first size line", "later size line", "trailer"])
+async def test_framing_bytes_alone_do_not_reset_the_idle_bound(where: str) -> None:
+    # architecture §2: the byte-idle bound counts data; chunked framing is parsed inside
+    # aiohttp. 16 framing bytes 0.1 s apart are 1.6 s without a data byte, four times the
+    # bound: the stream ends there, with the data that came before.
     writes, slow_at = _trickled(where)
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -358,14 +297,18 @@ async def test_framing_bytes_that_keep_arriving_reset_the_idle_bound(where: str)
         await reader.read()  # until the client closes
 
     server = await asyncio.start_server(handler, "127.0.0.1", 0)
+    got: list[bytes] = []
     async with server, make_client() as client:
         opening = _open_raw(client, server, idle_timeout_secs=0.4)
         started = time.monotonic()
-        async with opening as stream:
-            got = b"".join([chunk async for chunk in stream])
+        with pytest.raises(ProviderTimeout) as raised:
+            async with opening as stream:
+                async for chunk in stream:
+                    got.append(chunk)
         elapsed = time.monotonic() - started
-    assert got == b"".join(_EVENTS)
-    assert elapsed > 1.6  # the trickle did outlast the bound
+    assert raised.value.phase == "idle"
+    assert b"".join(_EVENTS).startswith(b"".join(got))
+    assert 0.4 <= elapsed < 1.6  # at the bound, not at the end of the trickle
 
 
 async def test_framing_bytes_that_stop_arriving_are_an_idle_stream() -> None:

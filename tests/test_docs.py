@@ -353,14 +353,13 @@ PACKAGES = ("config", "providers", "channels", "orchestrator")
 
 
 def _package_modules() -> set[str]:
-    listed = subprocess.run(
-        ["git", "ls-files", "--cached", "--others", "--exclude-standard", *PACKAGES],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return {f for f in listed if f.endswith(".py") and not f.endswith("__init__.py")}
+    """Every module file of the packages (read from the tree: CI runs outside a git checkout)."""
+    return {
+        path.relative_to(REPO).as_posix()
+        for package in PACKAGES
+        for path in (REPO / package).rglob("*.py")
+        if "__pycache__" not in path.parts and path.name != "__init__.py"
+    }
 
 
 def _index_rows() -> list[str]:

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
 __all__ = [
+    "COMMAND_MENU",
     "IMAGE_TYPES",
     "UNSPACED",
     "Attachment",
@@ -33,6 +34,21 @@ __all__ = [
 ]
 
 StreamMode = Literal["off", "partial", "multi_message"]
+
+COMMAND_MENU: tuple[tuple[str, str, str | None], ...] = (
+    ("new", "Start a new conversation", None),
+    ("stop", "Stop the answer being written", None),
+    ("model", "List the models, or switch: /model NAME", "name"),
+    ("system", "Set this chat's system prompt, or /system reset", "text"),
+    ("settings", "Show this chat's model and system prompt", None),
+    ("status", "Model, context fill and tokens today", None),
+    ("usage", "Your and this chat's tokens and cost", None),
+    ("reset", "Forget this conversation (as /new)", None),
+    ("help", "List the commands", None),
+)
+"""The commands a network's menu offers (Telegram ``setMyCommands``, Discord slash commands):
+``(name, description, argument)``; ``argument`` names the one optional free-text argument
+(``None``: none). Every one reaches the orchestrator as the text ``/name argument``."""
 
 
 class WriteSpacing(Protocol):
@@ -251,6 +267,12 @@ class Channel(ABC):
     @property
     def show_tool_status(self) -> bool:
         return bool(getattr(self.config, "show_tool_status", False))
+
+    @property
+    def command_prefix(self) -> str:
+        """What starts a command besides ``/`` (``command_prefix`` of the config: Matrix
+        ``!``, since its clients take ``/`` for their own commands); default ``/``."""
+        return str(getattr(self.config, "command_prefix", "/"))
 
     @property
     def can_edit(self) -> bool:

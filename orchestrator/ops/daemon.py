@@ -141,6 +141,7 @@ class Daemon:
             policies=self.policy,
             on_round=self._on_round,
             on_moved=self._chat_moved,
+            chains=lambda alias: self._providers.rounds_for(self.config, alias),
         )
         self._answering = Answering(
             lambda: self.config,
@@ -480,7 +481,8 @@ class Daemon:
             log.info("%s:%s: update delivered again; answered once", name, message.chat_id)
             await channel.reply_finished(message.chat_id)
             return
-        if command_of(message.text) == "/stop":  # also while stopping: it ends a running answer
+        # /stop also while stopping: it ends a running answer
+        if command_of(message.text, channel.command_prefix) == "/stop":
             await self._answering.stop(channel, message)
             return
         # Commands queue like any message, so "/reset" acts after the answer that is running.

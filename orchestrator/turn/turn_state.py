@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -13,6 +14,9 @@ from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerInterrupted, AnswerRefused, TextEmitted
 from orchestrator.turn.round_sink import ReplyPolicyLike, RoundSink
 from providers.base import ChatMessage
+
+if TYPE_CHECKING:
+    from orchestrator.turn.chat_setup import ChatSetup
 
 __all__ = ["ConversationKey", "TurnOutcome", "TurnState", "conversation_key"]
 
@@ -66,6 +70,8 @@ class TurnState:
     last_round_id: int | None = None  # the store row of the last round recorded
     summary: str | None = None  # of the compacted turns (agent.history.compaction: summarize)
     call_numbers: itertools.count[int] = field(default_factory=itertools.count)
+    setup: ChatSetup | None = None  # the chat's model and system prompt, loaded at its start
+    estimate: int = 0  # estimated prompt tokens of the round being served
     """Numbers the reply's tool calls (its own and the provider's) for their status lines."""
 
     @property

@@ -1,0 +1,75 @@
+"""What a chat's settings change in its turn (architecture §5 "Chat controls"): the rounds are
+served by the chat's model (``/model``) with its system prompt (``/system``), and every round's
+usage is kept, by sender, for ``/usage``, ``relaybot usage`` and the budgets."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from config.models import AgentConfig
+from orchestrator.controls.settings import model_alias, system_prompt
+from orchestrator.controls.usage import estimate_tokens, round_usage
+from orchestrator.store import ConversationStore
+from orchestrator.turn.rounds import RoundResult, RoundRunner
+from orchestrator.turn.turn_state import TurnState
+
+__all__ = ["ChainFor", "ChatSetup", "load_setup", "record_usage"]
+
+ChainFor = Callable[[str | None], RoundRunner]
+"""The round runner of a model alias of ``agent.models`` (``None``: ``agent.providers``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSetup:
+    """The round runner and the system prompt of one turn."""
+
+    rounds: RoundRunner
+    system_prompt: str
+
+
+async def load_setup(
+    store: ConversationStore, agent: AgentConfig, chains: ChainFor, turn: TurnState
+) -> ChatSetup:
+    """The turn's setup from its conversation's settings in the store."""
+    inbound = turn.inbound
+    settings = await store.controls.chat_settings(
+        turn.channel.name, inbound.chat_id, inbound.thread_id
+    )
+    return ChatSetup(chains(model_alias(settings, agent)), system_prompt(settings, agent))
+
+
+async def record_usage(
+    store: ConversationStore,
+    turn: TurnState,
+    rounds: RoundRunner,
+    result: RoundResult | None,
+    estimate: int,
+    text: str,
+) -> None:
+    """Keep what the round spent: the provider's reported usage, else our estimate of the
+    request (``estimate`` tokens) and of the text it produced. A round that failed before any
+    text spent nothing worth counting and is not kept."""
+    if result is None and not text:
+        return
+    name = result.provider if result is not None else rounds.chain[0].provider.name
+    entry = next((e for e in rounds.chain if e.provider.name == name), rounds.chain[0])
+    response = result.response if result is not None else None
+    usage = response.usage if response is not None else None
+    reported = None
+    if usage is not None:
+        reported = (usage.input_tokens, usage.cached_input_tokens, usage.output_tokens)
+    produced = response.text if response is not None else text
+    inbound = turn.inbound
+    record = round_usage(
+        where=(turn.channel.name, inbound.chat_id, inbound.thread_id),
+        user_id=inbound.sender_id,
+        provider=name,
+        model=entry.config.model,
+        reported=reported,
+        estimate=(estimate, estimate_tokens(produced)),
+        prices=entry.config.prices,
+        now=time.time(),
+    )
+    await store.controls.record_usage(record)

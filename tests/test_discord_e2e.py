@@ -15,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from channels.base import COMMAND_MENU
 from channels.discord.adapter import INTENT_HELP
 from config.loader import load_config_text
 from orchestrator.ops.daemon import Daemon
@@ -188,7 +189,11 @@ async def test_stop_as_an_application_command_ends_the_running_answer(tmp_path: 
     ) as bot:
         peer, general = bot.peer, bot.peer.channel_id
         await peer.wait_for(lambda: None in peer.commands)  # registered once connected
-        assert {c["name"] for c in peer.commands[None]} == {"stop", "reset", "help"}
+        assert {c["name"] for c in peer.commands[None]} == {name for name, _, _ in COMMAND_MENU}
+        [model] = [c for c in peer.commands[None] if c["name"] == "model"]
+        assert [(o["name"], o["type"], o["required"]) for o in model["options"]] == [
+            ("value", 3, False)
+        ]
         before = bot.channel.replies_finished
         peer.inject_message(general, f"<@{BOT_ID}> go on and on")
         await peer.wait_for(lambda: bool(peer.requests_to(SEND, general)), 10)

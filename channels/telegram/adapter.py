@@ -9,9 +9,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   ``AIORateLimiter`` keeps the global limits with ``max_retries=0``, so every ``RetryAfter``
   reaches the engine, which honours it exactly (architecture §3 "Network errors").
 * **Start.** ``Application.initialize`` calls getMe; a rejected token or an unreachable server
-  is a :class:`ChannelStartError` with a one-line cause, never the token. ``/start``,
-  ``/reset``, ``/new``, ``/help`` and ``/stop`` are registered with setMyCommands and reach
-  the orchestrator as ordinary texts (``/reset@this_bot`` as ``/reset``).
+  is a :class:`ChannelStartError` with a one-line cause, never the token. The commands of
+  :data:`~channels.base.COMMAND_MENU` are registered with setMyCommands and reach the
+  orchestrator as ordinary texts (``/reset@this_bot`` as ``/reset``).
 * **Threads.** A message in a forum topic (``is_topic_message``) carries its
   ``message_thread_id`` as :attr:`InboundMessage.thread_id`; sends, typing and approval prompts
   pass it back, so the reply stays in the topic.
@@ -71,6 +71,7 @@ from telegram.error import (
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 
 from channels.base import (
+    COMMAND_MENU,
     UNSPACED,
     Channel,
     ChannelHealth,
@@ -91,13 +92,7 @@ __all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts"]
 _LOG = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
 
-COMMANDS = (
-    BotCommand("start", "Start a conversation"),
-    BotCommand("reset", "Forget this conversation"),
-    BotCommand("new", "Start a new conversation (as /reset)"),
-    BotCommand("help", "List the commands"),
-    BotCommand("stop", "Stop the answer being written"),
-)
+COMMANDS = tuple(BotCommand(name, description) for name, description, _ in COMMAND_MENU)
 _APPROVAL_PREFIX = "approve:"
 _UPDATES = ["message", "callback_query"]
 

@@ -101,3 +101,35 @@ async def test_usage_matches_what_the_provider_reported(tmp_path: Path) -> None:
         status = await bot.ask("/status")
         assert "Model: m (main)" in status and "Tokens today in this chat: 32" in status
         assert "% of the budget" in status
+
+
+async def test_a_user_over_the_daily_tokens_gets_the_limit_message_and_no_model_request(
+    tmp_path: Path,
+) -> None:
+    limits = "limits:\n  user:\n    tokens_per_day: 20\n"
+    async with controls_bot(tmp_path, top=limits) as bot, bot.running():
+        assert await bot.ask("one") == "ok"  # 16 tokens
+        assert await bot.ask("two") == "ok"  # 16 < 20: answered, now 32
+        asked = len(bot.requests())
+        refusal = await bot.ask("three")
+        assert refusal.startswith("⛔ Your daily token limit (20) is used up: it resets in")
+        assert refusal.endswith("(at 00:00 UTC).")
+        assert len(bot.requests()) == asked
+        assert "today: 32 tokens" in await bot.ask("/usage")  # commands still answer
+        # Admins are exempt (limits.admins_exempt defaults to true); others are counted apart.
+        assert await bot.ask("four", chat=GROUP, user=ADMIN) == "ok"
+        assert await bot.ask("five", chat=GROUP, user=222) == "ok"
+        assert len(bot.requests()) == asked + 2
+
+
+async def test_messages_per_minute_is_counted_per_chat(tmp_path: Path) -> None:
+    limits = "limits:\n  chat:\n    messages_per_minute: 1\n  admins_exempt: false\n"
+    async with controls_bot(tmp_path, top=limits) as bot, bot.running():
+        first = await bot.ask("one", chat=GROUP, user=ADMIN)
+        second = await bot.ask("two", chat=GROUP, user=222)
+        # Both fall in one minute, unless the minute turned between them.
+        if first == "ok" and second == "ok":
+            second = await bot.ask("three", chat=GROUP, user=222)
+        expected = "⛔ This chat is sending more than 1 message a minute: try again in"
+        assert second.startswith(expected), second
+        assert await bot.ask("elsewhere") == "ok"  # another chat

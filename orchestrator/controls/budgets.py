@@ -98,4 +98,5 @@ def rate_refusal(scope: Scope, limit: int, now: float) -> str:
     """The line refusing a message over ``messages_per_minute``."""
     who = {"user": "You are", "chat": "This chat is"}[scope]
     reset = minute_window(now) + 60 - now
-    return f"⛔ {who} sending more than {limit} messages a minute: try again {resets_in(reset)}."
+    messages = "message" if limit == 1 else "messages"
+    return f"⛔ {who} sending more than {limit} {messages} a minute: try again {resets_in(reset)}."

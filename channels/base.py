@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
+from channels.controls import ControlEvent, ControlHandler
+
 __all__ = [
     "COMMAND_MENU",
     "IMAGE_TYPES",
@@ -220,6 +222,10 @@ class Channel(ABC):
     """How long :meth:`request_approval` waits for the user's answer, in seconds (the daemon sets
     ``agent.approval_timeout_secs``)."""
 
+    on_control: ControlHandler | None = None
+    """Set by the daemon: decides a button press (:mod:`channels.controls`); ``None``: every
+    press an allowed user makes is taken."""
+
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         self.name = name
         self.config = config
@@ -307,6 +313,36 @@ class Channel(ABC):
         import anyio  # local: the sans-I/O cores import this module for its data types
 
         await anyio.sleep_forever()
+
+    # -- answer buttons (architecture §3 "Buttons", :mod:`channels.controls`) --------------------
+
+    @final
+    async def control(self, event: ControlEvent) -> str | None:
+        """Hand a press to the orchestrator: ``None`` when it was taken, else the one line that
+        refuses it (show it to the presser alone)."""
+        if self.on_control is None:
+            return None
+        return await self.on_control(event)
+
+    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        """An answer to ``asker_id`` starts in the conversation: show a Stop button on its
+        messages until :meth:`answer_finished` (default: the network has none)."""
+        return None
+
+    async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:
+        """The answer's model work is over; its last writes follow (its final text, or the
+        stop marker): they may carry Regenerate instead of Stop, which spares a write of their
+        own. Must not wait: called between two events of the answer's delivery (default:
+        nothing)."""
+        return None
+
+    async def answer_finished(
+        self, chat_id: str, thread_id: str | None, *, regenerate: bool
+    ) -> None:
+        """The answer is delivered: remove its Stop button and offer Regenerate on its last
+        message, taking it from the previous answer. ``regenerate`` False: it could not be
+        delivered (the chat or thread is gone): write nothing (default: nothing)."""
+        return None
 
     async def reply_finished(self, chat_id: str) -> None:
         """Called once per inbound message when its reply is fully delivered (or it got none)."""

@@ -42,6 +42,7 @@ def controls_config(
     agent: str = "",
     top: str = "",
     prices: str = "",
+    tools: str = "[]",
 ) -> str:
     """The daemon's YAML: the ``tg`` channel (admins ``[999]``, everyone allowed) and the
     ``main`` provider; ``channel``/``agent``/``prices`` add keys there, ``top`` top-level
@@ -57,7 +58,7 @@ def controls_config(
     admins: [{ADMIN}]
     respond_in_groups: all
 {channel}"""
-    text = daemon_config(provider.url, tmp_path, keys, agent=agent, provider=prices, tools="[]")
+    text = daemon_config(provider.url, tmp_path, keys, agent=agent, provider=prices, tools=tools)
     return top + text
 
 

@@ -34,9 +34,17 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Health.** getUpdates goes through a watched request object: while it fails (409 Conflict
   when another instance polls, 5xx, unreachable) :meth:`TelegramChannel.health` is
   ``degraded`` with the reason, and ``/healthz`` answers 503.
-* **Approvals.** A prompt with ✅/❌ buttons; a press by an allowed user in that chat is answered
-  (answerCallbackQuery) and resolves the wait; after ``approval_timeout_secs`` the answer is
-  ``None``. The prompt is then edited to show the outcome, without buttons.
+* **Approvals.** A prompt with ✅/❌ buttons; a press by an allowed user in that chat whom the
+  orchestrator lets answer (the asker or an admin, :meth:`Channel.control`) is answered
+  (answerCallbackQuery) and resolves the wait; another is refused in the callback's answer.
+  After ``approval_timeout_secs`` the answer is ``None``. The prompt is then edited to show the
+  outcome, without buttons.
+* **Answer buttons** (:mod:`channels.telegram.buttons`). While an answer streams, each of its
+  messages carries a ⏹ Stop inline keyboard (sends and edits); when it is delivered the keyboard
+  goes and its last message gets 🔄 Regenerate, taken from the answer before: the writes after
+  the model work ended carry it, and editMessageReplyMarkup fixes what they did not. A press
+  is handed to the orchestrator as a :class:`~channels.controls.ControlEvent` and answered
+  (answerCallbackQuery) with its refusal, or "Stopping…" / "Asking again…".
 """
 
 from __future__ import annotations
@@ -81,7 +89,9 @@ from channels.base import (
     WriteSpacing,
 )
 from channels.base import utf16_len as _utf16_len
+from channels.controls import ControlEvent
 from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
+from channels.telegram.buttons import CONTROL_PREFIX, AnswerButtons
 from channels.telegram.errors import quiet_rate_limiter_log, translate_error
 from channels.telegram.format import FormattedText, markdown_to_telegram, to_html
 from channels.telegram.inbound import InboundReader, PollHealth, file_base_url
@@ -125,6 +135,7 @@ def _entities(part: FormattedText) -> list[MessageEntity] | None:
 @dataclass
 class _Approval:
     chat_id: str
+    thread_id: str | None
     answered: anyio.Event = field(default_factory=anyio.Event)
     answer: bool | None = None
 
@@ -159,6 +170,7 @@ class TelegramChannel(Channel):
         self._me: User | None = None
         self._starting: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._approvals: dict[str, _Approval] = {}
+        self._buttons = AnswerButtons()
         self._polling = PollHealth()
         self._reader = InboundReader(
             name,
@@ -302,18 +314,60 @@ class TelegramChannel(Channel):
         candidates = {str(user.id), (user.username or "").lower()} - {""}
         return "*" in names or bool(names & candidates)
 
+    def _event(
+        self, query: CallbackQuery, chat: str, thread: str | None, **kw: Any
+    ) -> ControlEvent:
+        user = query.from_user
+        return ControlEvent(
+            self.name, chat, thread, user_id=str(user.id), user_handle=user.username, **kw
+        )
+
     async def _on_callback(self, query: CallbackQuery) -> None:
+        if (query.data or "").startswith(CONTROL_PREFIX):
+            await self._on_button(query)
+            return
         token, _, choice = (query.data or "").removeprefix(_APPROVAL_PREFIX).rpartition(":")
         approval = self._approvals.get(token)
         chat = query.message.chat.id if query.message is not None else None
+        refusal = None
+        if approval is not None and self._allowed(query.from_user):
+            thread = approval.thread_id
+            asker = self._buttons.asker(approval.chat_id, thread)
+            event = self._event(query, approval.chat_id, thread, action="approve", asker_id=asker)
+            refusal = await self.control(event)
         if approval is None or approval.answered.is_set() or str(chat) != approval.chat_id:
             reply = "This request is no longer open."
         elif not self._allowed(query.from_user):
             reply = "You are not allowed to answer this request."
+        elif refusal is not None:
+            reply = refusal
         else:
             approval.answer = choice == "y"
             approval.answered.set()
             reply = "Approved." if approval.answer else "Denied."
+        await self._answer_query(query, reply)
+
+    async def _on_button(self, query: CallbackQuery) -> None:
+        """A press of Stop or Regenerate: the orchestrator decides."""
+        pressed = self._buttons.pressed(query.data or "")
+        if pressed is None:
+            reply = "This button is no longer active."
+        elif not self._allowed(query.from_user):
+            reply = "You are not allowed to use this button."
+        else:
+            event = self._event(
+                query,
+                pressed.chat_id,
+                pressed.thread_id,
+                action=pressed.action,
+                asker_id=pressed.asker_id,
+            )
+            refusal = await self.control(event)
+            done = "Stopping…" if pressed.action == "stop" else "Asking again…"
+            reply = refusal if refusal is not None else done
+        await self._answer_query(query, reply)
+
+    async def _answer_query(self, query: CallbackQuery, reply: str) -> None:
         try:
             await query.answer(reply)
         except TelegramError as exc:
@@ -325,6 +379,33 @@ class TelegramChannel(Channel):
         if self._app is None:
             raise ChannelWriteFailed(f"channel {self.name!r} is not started")
         return self._app.bot
+
+    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        previous = self._buttons.start(chat_id, thread_id, asker_id)
+        if previous is not None:
+            await self._set_keyboard(chat_id, previous, None)
+
+    async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:
+        self._buttons.finishing(chat_id, thread_id)
+
+    async def answer_finished(
+        self, chat_id: str, thread_id: str | None, *, regenerate: bool
+    ) -> None:
+        for message_id, keyboard in self._buttons.finish(chat_id, thread_id, regenerate=regenerate):
+            await self._set_keyboard(chat_id, message_id, keyboard)
+
+    async def _set_keyboard(
+        self, chat_id: str, message_id: str, keyboard: InlineKeyboardMarkup | None
+    ) -> None:
+        """Replace a message's keyboard; a message gone or already so is left as it is."""
+        if self._app is None:
+            return
+        try:
+            await self._app.bot.edit_message_reply_markup(
+                chat_id, int(message_id), reply_markup=keyboard
+            )
+        except TelegramError as exc:
+            _LOG.debug("%s: could not change the buttons of %s: %s", self.name, message_id, exc)
 
     @staticmethod
     async def _call(action: Callable[[], Awaitable[_T]], *, length: int = 0) -> _T:
@@ -360,6 +441,7 @@ class TelegramChannel(Channel):
             text, entities, length = part.text, _entities(part), part.utf16_length
         else:
             entities, length = None, _utf16_len(text)
+        keyboard = self._buttons.markup_for(chat_id, thread_id, None)
         sent: Message = await self._call(
             lambda: bot.send_message(
                 chat_id,
@@ -367,9 +449,12 @@ class TelegramChannel(Channel):
                 entities=entities,
                 reply_parameters=reply,
                 message_thread_id=topic,
+                reply_markup=keyboard,
             ),
             length=length,
         )
+        if keyboard is not None:
+            self._buttons.written(chat_id, thread_id, str(sent.message_id), sent=True)
         return MessageRef(chat_id, str(sent.message_id))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
@@ -379,16 +464,20 @@ class TelegramChannel(Channel):
             text, entities, length = part.text, _entities(part), part.utf16_length
         else:
             entities, length = None, _utf16_len(text)
+        keyboard = self._buttons.markup_for(ref.chat_id, None, ref.message_id)
         await self._call(
             lambda: bot.edit_message_text(
-                text, ref.chat_id, int(ref.message_id), entities=entities
+                text, ref.chat_id, int(ref.message_id), entities=entities, reply_markup=keyboard
             ),
             length=length,
         )
+        if keyboard is not None:
+            self._buttons.written(ref.chat_id, None, ref.message_id, sent=False)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         bot = self._bot()
         await self._call(lambda: bot.delete_message(ref.chat_id, int(ref.message_id)))
+        self._buttons.deleted(ref.chat_id, ref.message_id)
 
     async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         bot = self._bot()
@@ -412,7 +501,7 @@ class TelegramChannel(Channel):
         yes = InlineKeyboardButton("✅ Approve", callback_data=f"{data}:y")
         no = InlineKeyboardButton("❌ Deny", callback_data=f"{data}:n")
         buttons = InlineKeyboardMarkup([[yes, no]])
-        approval = self._approvals[token] = _Approval(chat_id)
+        approval = self._approvals[token] = _Approval(chat_id, thread_id)
         try:
             sent: Message = await self._call(
                 lambda: bot.send_message(

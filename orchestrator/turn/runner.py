@@ -185,6 +185,7 @@ class TurnRunner:
                     await self._answer(turn)
                 # The model work is over: nothing left to stop (the key moves with the chat).
                 self._release(conversation_key(channel.name, turn.inbound), turn)
+                await channel.answer_finishing(turn.inbound.chat_id, turn.inbound.thread_id)
                 if turn.scope.cancelled_caught:
                     await self._cut_short(turn)
             except Exception:

@@ -337,11 +337,17 @@ class Channel(ABC):
         return None
 
     async def answer_finished(
-        self, chat_id: str, thread_id: str | None, *, regenerate: bool
+        self,
+        chat_id: str,
+        thread_id: str | None,
+        *,
+        regenerate: bool,
+        spacing: WriteSpacing = UNSPACED,
     ) -> None:
         """The answer is delivered: remove its Stop button and offer Regenerate on its last
-        message, taking it from the previous answer. ``regenerate`` False: it could not be
-        delivered (the chat or thread is gone): write nothing (default: nothing)."""
+        message, taking it from the previous answer; each write waits for ``spacing`` (the
+        chat's, after the reply's last write). ``regenerate`` False: it could not be delivered
+        (the chat or thread is gone): write nothing (default: nothing)."""
         return None
 
     async def reply_finished(self, chat_id: str) -> None:

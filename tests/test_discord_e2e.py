@@ -21,6 +21,7 @@ from config.loader import load_config_text
 from orchestrator.ops.daemon import Daemon
 from tests.discord_harness import EDIT, SEND, assert_spacing, config_text, running_bot
 from tests.peers.discord import BOT_ID, DiscordServer
+from tests.peers.discord_wire import StoredMessage
 from tests.peers.provider_server import ProviderServer
 from tests.telegram_harness import pieces_of, reply, text_stream, tool_call_stream, words
 
@@ -167,11 +168,12 @@ async def test_an_approval_is_asked_with_buttons_and_the_click_runs_the_tool(
         before = bot.channel.replies_finished
         peer.inject_message(dm, "what time is it?")
 
-        def prompt() -> bool:
-            return any(m.payload.get("components") for m in peer.messages(dm))
+        def is_prompt(message: StoredMessage) -> bool:  # the draft carries a Stop button
+            rows = message.payload.get("components") or []
+            return any(b.get("label", "").startswith("✅") for r in rows for b in r["components"])
 
-        await peer.wait_for(prompt, 10)
-        [asking] = [m for m in peer.messages(dm) if m.payload.get("components")]
+        await peer.wait_for(lambda: any(is_prompt(m) for m in peer.messages(dm)), 10)
+        [asking] = [m for m in peer.messages(dm) if is_prompt(m)]
         approve = asking.payload["components"][0]["components"][0]["custom_id"]
         peer.inject_button_click(asking.id, approve)
         with anyio.fail_after(20):

@@ -61,7 +61,9 @@ from channels.base import (
     MessageRef,
     WriteSpacing,
 )
+from channels.controls import ControlEvent
 from channels.discord.approval import OUTCOME, ApprovalView
+from channels.discord.buttons import StopButtons
 from channels.discord.commands import command_tree
 from channels.discord.errors import translate_error
 from channels.discord.inbound import InboundReader
@@ -151,6 +153,7 @@ class DiscordChannel(Channel):
         self._gateway_problem: str | None = None
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._allowed_users = {str(u) for u in config.allowed_users}
+        self._stops = StopButtons()
 
     def health(self) -> ChannelHealth:
         """``degraded`` while the Gateway is disconnected (discord.py reconnects by itself) or
@@ -338,6 +341,55 @@ class DiscordChannel(Channel):
         if inbound is not None:
             self._inbox.put_nowait(inbound)
 
+    # -- the Stop button (channels/discord/buttons.py) -----------------------------------------
+
+    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        if self.stream_mode == "partial":  # a draft, edited to its final text: no extra write
+            self._stops.start(chat_id, thread_id, asker_id)
+
+    async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:
+        self._stops.finishing(chat_id, thread_id)
+
+    async def answer_finished(
+        self,
+        chat_id: str,
+        thread_id: str | None,
+        *,
+        regenerate: bool,
+        spacing: WriteSpacing = UNSPACED,
+    ) -> None:
+        buttoned = self._stops.finish(chat_id, thread_id)
+        if not regenerate or self._client is None:
+            return  # undelivered: the channel or thread is gone
+        channel = self._messageable(thread_id or chat_id)
+        for message_id in buttoned:
+            message = channel.get_partial_message(int(message_id))
+            await spacing.next_write()
+            try:
+                await message.edit(view=None, allowed_mentions=_NO_MENTIONS)
+                spacing.landed()
+            except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+                _LOG.debug("%s: could not remove the Stop button: %s", self.name, exc)
+
+    async def _on_stop(self, interaction: discord.Interaction[Any], token: str) -> None:
+        """A press of Stop: the orchestrator decides; the presser alone reads the outcome."""
+        pressed = self._stops.pressed(token)
+        if pressed is None:
+            reply = "This answer is over."
+        elif not self._may_answer(interaction.user.id):
+            reply = "You are not allowed to use this button."
+        else:
+            chat_id, thread_id, asker_id = pressed
+            user = interaction.user
+            event = ControlEvent(
+                self.name, chat_id, thread_id, "stop", str(user.id), user.name, asker_id
+            )
+            reply = await self.control(event) or "Stopping…"
+        try:
+            await interaction.response.send_message(reply, ephemeral=True)
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            _LOG.warning("%s: could not answer a Stop press: %s", self.name, exc)
+
     def _may_answer(self, user_id: int) -> bool:
         """``allowed_users`` for button presses (the orchestrator never sees them)."""
         return "*" in self._allowed_users or str(user_id) in self._allowed_users
@@ -390,24 +442,36 @@ class DiscordChannel(Channel):
                 message_id=int(reply_to), channel_id=int(target), fail_if_not_exists=False
             )
             mentions = self._reply_mentions(reply_to, formatted)
+        view = self._stops.view_for(target, None, self._on_stop)
+        extra: dict[str, Any] = {} if view is None else {"view": view}
         if reference is None:
             sent = await self._call(
-                lambda: channel.send(text, allowed_mentions=mentions), length=len(text)
+                lambda: channel.send(text, allowed_mentions=mentions, **extra), length=len(text)
             )
         else:
             answered = reference
             sent = await self._call(
-                lambda: channel.send(text, reference=answered, allowed_mentions=mentions),
+                lambda: channel.send(text, reference=answered, allowed_mentions=mentions, **extra),
                 length=len(text),
             )
+        if self._stops.live(target):
+            self._stops.written(target, str(sent.id), button=view is not None, sent=True)
         return MessageRef(target, str(sent.id))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
         message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))
         self._fits(text)
+        extra: dict[str, Any] = {}
+        live = self._stops.live(ref.chat_id)
+        if live:  # a message of an answer: its Stop button while the model works, then none
+            extra["view"] = self._stops.view_for(ref.chat_id, ref.message_id, self._on_stop)
         await self._call(
-            lambda: message.edit(content=text, allowed_mentions=_NO_MENTIONS), length=len(text)
+            lambda: message.edit(content=text, allowed_mentions=_NO_MENTIONS, **extra),
+            length=len(text),
         )
+        if live:
+            shown = extra["view"] is not None
+            self._stops.written(ref.chat_id, ref.message_id, button=shown, sent=False)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))

@@ -381,6 +381,8 @@ class TelegramChannel(Channel):
         return self._app.bot
 
     async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        if self.stream_mode != "partial":  # buttons on a draft, edited to its final text anyway
+            return
         previous = self._buttons.start(chat_id, thread_id, asker_id)
         if previous is not None:
             await self._set_keyboard(chat_id, previous, None)
@@ -389,10 +391,18 @@ class TelegramChannel(Channel):
         self._buttons.finishing(chat_id, thread_id)
 
     async def answer_finished(
-        self, chat_id: str, thread_id: str | None, *, regenerate: bool
+        self,
+        chat_id: str,
+        thread_id: str | None,
+        *,
+        regenerate: bool,
+        spacing: WriteSpacing = UNSPACED,
     ) -> None:
-        for message_id, keyboard in self._buttons.finish(chat_id, thread_id, regenerate=regenerate):
+        edits = self._buttons.finish(chat_id, thread_id, regenerate=regenerate)
+        for message_id, keyboard in edits:
+            await spacing.next_write()
             await self._set_keyboard(chat_id, message_id, keyboard)
+            spacing.landed()
 
     async def _set_keyboard(
         self, chat_id: str, message_id: str, keyboard: InlineKeyboardMarkup | None
@@ -473,6 +483,8 @@ class TelegramChannel(Channel):
         )
         if keyboard is not None:
             self._buttons.written(ref.chat_id, None, ref.message_id, sent=False)
+        else:
+            self._buttons.unmarked(ref.chat_id, ref.message_id)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         bot = self._bot()

@@ -1,5 +1,5 @@
 """The Telegram channel's answer buttons (architecture §3 "Buttons"): ⏹ Stop as an inline
-keyboard on every message of a streaming answer, 🔄 Regenerate on the last answer's last
+keyboard on the newest message of a streaming answer, 🔄 Regenerate on the last answer's last
 message, and what a press's ``callback_data`` names.
 
 Theory of operation
@@ -7,10 +7,12 @@ Theory of operation
 :class:`AnswerButtons` keeps, per conversation (chat, thread), the answer in flight — a token,
 its asker, the ids of the messages it sent — and the last answer's Regenerate button. The
 adapter asks :meth:`AnswerButtons.markup_for` on every send and edit: a message of a live answer
-keeps its Stop keyboard (an edit without ``reply_markup`` would remove it), any other message
-gets none. Once the model work is over (:meth:`AnswerButtons.finishing`) the answer's writes —
-its final edits, the stop marker — carry 🔄 Regenerate instead, so a one-message answer needs no
-write of its own to swap the buttons; :meth:`AnswerButtons.finish` names the keyboard edits
+keeps its Stop keyboard (an edit without ``reply_markup`` would remove it) while it is the
+answer's newest; an older one (a frozen draft) loses it with its last edit, and any other
+message gets none. Buttons are shown in ``partial`` mode, whose draft is edited anyway. Once
+the model work is over (:meth:`AnswerButtons.finishing`) the answer's writes — its final edits,
+the stop marker — carry 🔄 Regenerate instead, so a one-message answer needs no write of its own
+to swap the buttons; :meth:`AnswerButtons.finish` names the keyboard edits
 still needed (Regenerate only on the last message, nothing elsewhere), comparing with what each
 message shows. Callback data is ``ctl:stop:TOKEN`` or ``ctl:regen:TOKEN`` (at most 64 bytes,
 https://core.telegram.org/bots/api#inlinekeyboardbutton); a token that no longer names a live
@@ -95,9 +97,10 @@ class AnswerButtons:
     def markup_for(
         self, chat_id: str, thread_id: str | None, message_id: str | None
     ) -> InlineKeyboardMarkup | None:
-        """The keyboard of a send (``message_id`` None, in the thread) or an edit."""
+        """The keyboard of a send (``message_id`` None, in the thread) or an edit: the
+        answer's newest message has one."""
         answer = self._find(chat_id, thread_id, message_id)
-        if answer is None:
+        if answer is None or (message_id is not None and message_id != answer.message_ids[-1]):
             return None
         if answer.regenerate is not None:
             return _keyboard(REGENERATE_LABEL, f"{CONTROL_PREFIX}regen:{answer.regenerate}")
@@ -111,6 +114,12 @@ class AnswerButtons:
         if sent:
             answer.message_ids.append(message_id)
         answer.shown[message_id] = REGENERATE_LABEL if answer.regenerate else STOP_LABEL
+
+    def unmarked(self, chat_id: str, message_id: str) -> None:
+        """An edit of the answer's message went out without a keyboard."""
+        answer = self._find(chat_id, None, message_id)
+        if answer is not None:
+            answer.shown[message_id] = None
 
     def deleted(self, chat_id: str, message_id: str) -> None:
         for (chat, _), answer in self._live.items():

@@ -26,7 +26,7 @@ from orchestrator.policy import OutboundPolicy
 from orchestrator.store import ConversationStore, WaitingMessage
 from orchestrator.turn.images import screen_images
 from orchestrator.turn.reply_stats import ReplyStats
-from orchestrator.turn.runner import SHUTDOWN_CAUSE, TurnOutcome, TurnRunner, conversation_key
+from orchestrator.turn.runner import SHUTDOWN_CAUSE, TurnRunner, conversation_key
 
 __all__ = [
     "HELP_TEXT",
@@ -189,7 +189,7 @@ class Answering:
             if asked is None:
                 return
             message = asked
-            outcome = await self._run_turn(channel, message)
+            outcome = await self._turns.run(channel, message)
             if outcome.dropped_messages:
                 await self._tell_trimmed(channel, message)
             if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
@@ -218,21 +218,6 @@ class Answering:
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
-
-    async def _run_turn(self, channel: Channel, message: InboundMessage) -> TurnOutcome:
-        """The turn, its Stop button shown while it runs and Regenerate offered after
-        (architecture §3 "Buttons")."""
-        await channel.answer_started(message.chat_id, message.thread_id, message.sender_id)
-        outcome: TurnOutcome | None = None
-        try:
-            outcome = await self._turns.run(channel, message)
-        finally:
-            regenerate = outcome is not None and outcome.outcome != "undelivered"
-            with anyio.CancelScope(shield=True):
-                await channel.answer_finished(
-                    message.chat_id, message.thread_id, regenerate=regenerate
-                )
-        return outcome
 
     async def _admitted(
         self, channel: Channel, message: InboundMessage, command: str | None

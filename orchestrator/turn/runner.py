@@ -68,6 +68,7 @@ from orchestrator.turn.tool_round import ToolTurn, run_calls
 from orchestrator.turn.turn_state import (
     ConversationKey,
     OpenRound,
+    ReplySpacing,
     TurnOutcome,
     TurnState,
     conversation_key,
@@ -177,6 +178,7 @@ class TurnRunner:
         turn, journal = self._begin(channel, inbound)
         key = conversation_key(channel.name, inbound)
         await journal.begin()  # before the reply's first write
+        await channel.answer_started(inbound.chat_id, inbound.thread_id, inbound.sender_id)
         async with anyio.create_task_group() as tg:
             tg.start_soon(turn.driver.run)
             self._running[key] = turn
@@ -199,6 +201,7 @@ class TurnRunner:
                     )
         with anyio.CancelScope(shield=True):
             await journal.end()  # delivered or given up: nothing left to mark
+            await self._buttons_after(turn)
         if turn.driver.stats.unreachable and turn.outcome.outcome != "undelivered":
             # The answer was complete, its delivery was not (e.g. the one message of "off").
             turn.outcome.outcome, turn.outcome.cause = "undelivered", UNDELIVERED_CAUSE
@@ -206,6 +209,16 @@ class TurnRunner:
                 with anyio.CancelScope(shield=True):
                     await self._store.set_round_outcome(turn.last_round_id, "undelivered")
         return turn.outcome
+
+    @staticmethod
+    async def _buttons_after(turn: TurnState) -> None:
+        """The reply is delivered: its Stop button goes, Regenerate comes (architecture §3
+        "Buttons"), spaced after its last write; nothing for a reply that could not be."""
+        engine = turn.driver.engine
+        delivered = not engine.stats.unreachable and turn.outcome.outcome != "undelivered"
+        spacing = ReplySpacing(engine.next_write_at(), engine.settings.interval)
+        chat, thread = turn.inbound.chat_id, turn.inbound.thread_id
+        await turn.channel.answer_finished(chat, thread, regenerate=delivered, spacing=spacing)
 
     def _release(self, key: ConversationKey, turn: TurnState) -> None:
         if self._running.get(key) is turn:

@@ -18,7 +18,7 @@ from providers.base import ChatMessage
 if TYPE_CHECKING:
     from orchestrator.turn.chat_setup import ChatSetup
 
-__all__ = ["ConversationKey", "TurnOutcome", "TurnState", "conversation_key"]
+__all__ = ["ConversationKey", "ReplySpacing", "TurnOutcome", "TurnState", "conversation_key"]
 
 
 ConversationKey = tuple[str, str, str | None]
@@ -97,3 +97,19 @@ class TurnState:
         assert self.policy.refusal is not None
         self.driver.feed(AnswerRefused(self.policy.refusal))
         self.outcome.outcome = "refused"
+
+
+class ReplySpacing:
+    """:class:`~channels.base.WriteSpacing` for writes after a delivered reply (its buttons,
+    architecture §3 "Buttons"): the first no earlier than the delivery engine allows after the
+    reply's last write, each next ``interval`` seconds after the one before (anyio's clock)."""
+
+    def __init__(self, first_at: float, interval: float) -> None:
+        self._next = first_at
+        self._interval = interval
+
+    def landed(self) -> None:
+        self._next = anyio.current_time() + self._interval
+
+    async def next_write(self) -> None:
+        await anyio.sleep(max(0.0, self._next - anyio.current_time()))

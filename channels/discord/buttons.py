@@ -1,0 +1,113 @@
+"""The Discord channel's Stop button (architecture §3 "Buttons"): a button component on every
+message of a streaming answer, gone from its final edit.
+
+Theory of operation
+-------------------
+:class:`StopButtons` keeps, per conversation (its channel id: the thread's, else the chat's),
+the answer in flight — its asker, its messages and what each shows. Buttons are shown in
+``partial`` mode, whose draft is edited to its final text anyway. The adapter asks
+:meth:`StopButtons.view_for` on every send and edit: while the model works, the answer's newest
+message gets a :class:`StopView` (an edit without a view would keep the old components, so an
+edit of an older one, a frozen draft, passes ``view=None`` and takes it away); once the model
+work is over its writes carry none, and :meth:`StopButtons.finish` names the messages whose final
+edit did not take the button away (their text was already final: rare). A
+press is answered in its interaction: the orchestrator's refusal, ephemeral, or "Stopping…".
+
+Message components: https://discord.com/developers/docs/interactions/message-components
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import discord
+
+from channels.controls import STOP_LABEL
+
+__all__ = ["Pressed", "StopButtons", "StopView"]
+
+Pressed = Callable[[discord.Interaction[Any], str], Awaitable[None]]
+"""Called with the interaction and the pressed answer's token."""
+
+
+class StopView(discord.ui.View):
+    """One ⏹ Stop button, custom id ``ctl:stop:TOKEN``; no timeout (the answer's end removes it)."""
+
+    def __init__(self, token: str, pressed: Pressed) -> None:
+        super().__init__(timeout=None)
+        button: discord.ui.Button[StopView] = discord.ui.Button(
+            label=STOP_LABEL, style=discord.ButtonStyle.secondary, custom_id=f"ctl:stop:{token}"
+        )
+
+        async def callback(interaction: discord.Interaction[Any]) -> None:
+            await pressed(interaction, token)
+
+        button.callback = callback  # type: ignore[method-assign]
+        self.add_item(button)
+
+
+@dataclass
+class _Answer:
+    chat_id: str
+    thread_id: str | None
+    asker_id: str
+    token: str
+    working: bool = True
+    shown: dict[str, bool] = field(default_factory=dict)  # message id → shows the button
+    newest: str | None = None
+
+
+class StopButtons:
+    """The Stop buttons of every conversation of one Discord channel."""
+
+    def __init__(self) -> None:
+        self._live: dict[str, _Answer] = {}  # by the conversation's Discord channel id
+
+    def start(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        """An answer starts (the adapter calls it in ``partial`` mode only)."""
+        self._live[thread_id or chat_id] = _Answer(
+            chat_id, thread_id, asker_id, secrets.token_urlsafe(9)
+        )
+
+    def finishing(self, chat_id: str, thread_id: str | None) -> None:
+        answer = self._live.get(thread_id or chat_id)
+        if answer is not None:
+            answer.working = False
+
+    def view_for(self, target: str, message_id: str | None, pressed: Pressed) -> StopView | None:
+        """The view of a send (``message_id`` None) or an edit to ``target``: a Stop button on
+        the answer's newest message while the model works."""
+        answer = self._live.get(target)
+        if answer is None or not answer.working:
+            return None
+        if message_id is not None and message_id != answer.newest:
+            return None
+        return StopView(answer.token, pressed)
+
+    def live(self, target: str) -> bool:
+        return target in self._live
+
+    def written(self, target: str, message_id: str, *, button: bool, sent: bool) -> None:
+        """A write to ``target`` landed, showing the button or not; a send is the newest."""
+        answer = self._live.get(target)
+        if answer is not None:
+            answer.shown[message_id] = button
+            if sent:
+                answer.newest = message_id
+
+    def finish(self, chat_id: str, thread_id: str | None) -> list[str]:
+        """The answer ended: the messages still showing the button."""
+        answer = self._live.pop(thread_id or chat_id, None)
+        if answer is None:
+            return []
+        return [message_id for message_id, shown in answer.shown.items() if shown]
+
+    def pressed(self, token: str) -> tuple[str, str | None, str] | None:
+        """(chat id, thread id, asker id) of the live answer ``token`` names, or None."""
+        for answer in self._live.values():
+            if answer.token == token:
+                return answer.chat_id, answer.thread_id, answer.asker_id
+        return None

@@ -1,18 +1,23 @@
-"""The Stop button of Discord and Matrix through their peers (architecture §3 "Buttons"): a
-press ends the provider stream (the server sees the client close the connection), the answer
-ends with ``⏹ Stopped.`` and the button is gone from the final message."""
+"""The Stop button of Discord and the ⏹ reaction of Matrix through their peers (architecture §3
+"Buttons"): a press ends the provider stream (the server sees the client close the connection)
+and the answer ends with ``⏹ Stopped.``; Discord's button is gone from the final message.
+Matrix takes commands with its prefix ``!``."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import anyio
+import nio
 import pytest
 
 from channels.controls import STOP_LABEL
 from orchestrator.turn.runner import STOPPED_MARKER
 from tests.discord_harness import running_bot as discord_bot
+from tests.matrix_harness import PATH, matrix_world, running_bot
+from tests.peers.matrix_client import resolve_edits
 from tests.peers.provider_server import RecordedRequest
+from tests.peers.synapse import SynapseHomeserver
 from tests.telegram_harness import reply, text_stream
 
 pytestmark = pytest.mark.anyio
@@ -51,3 +56,41 @@ async def test_discord_stop_button_ends_the_stream_and_is_gone(tmp_path: Path) -
     [ack] = peer.interaction_responses
     assert ack["type"] == 4 and ack["data"]["content"] == "Stopping…"
     assert ack["data"]["flags"] & 64  # ephemeral: the presser alone reads it
+
+
+async def test_matrix_stop_reaction_ends_the_stream(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    async with matrix_world(synapse, tmp_path, [SLOW]) as world, running_bot(world):
+        before = world.channel.replies_finished
+        await world.send({"msgtype": "m.text", "body": "tell me a long story"})
+        with anyio.fail_after(20):
+            while not (drafts := await world.bot_events()):  # noqa: ASYNC110 - polled
+                await anyio.sleep(0.1)
+        stop = {
+            "m.relates_to": {
+                "rel_type": "m.annotation",
+                "event_id": drafts[0]["event_id"],
+                "key": "⏹️",
+            }
+        }
+        sent = await world.human.room_send(world.room_id, "m.reaction", stop)
+        assert isinstance(sent, nio.RoomSendResponse), sent
+        with anyio.fail_after(20):
+            await world.channel.wait_replies(before + 1)
+        [request] = world.provider.requests_to(PATH)
+        assert await _closed(request)
+        shown = resolve_edits(await world.bot_events())
+    [final] = [event["body"] for event in shown.values()]
+    assert final.endswith(STOPPED_MARKER) and "word59" not in final
+
+
+async def test_matrix_takes_commands_with_its_prefix(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    async with matrix_world(synapse, tmp_path, [SLOW]) as world, running_bot(world, mode="off"):
+        await world.ask("!settings")
+        shown = resolve_edits(await world.bot_events())
+    [answer] = [event["body"] for event in shown.values()]
+    assert answer.startswith("Model: m (main; configured)")
+    assert world.provider.requests_to(PATH) == []

@@ -1,5 +1,5 @@
-"""The Discord channel's Stop button (architecture §3 "Buttons"): a button component on every
-message of a streaming answer, gone from its final edit.
+"""The Discord channel's Stop button (architecture §3 "Buttons"): a button component on the
+newest message of a streaming answer, gone from its final edit.
 
 Theory of operation
 -------------------

@@ -14,7 +14,8 @@
 A thread message has ``chat_id`` = the parent channel and ``thread_id`` = the thread. A guild
 message ``mentions_bot`` when it @mentions the bot (``@everyone`` does not count) or replies to
 one of its messages; a leading mention of the bot is removed from the text (``@bot /stop`` →
-``/stop``). A guild message from a user that arrives with no content at all means the Message
+``/stop``). A reply carries the message it refers to (``referenced_message``) as ``quoted``.
+A guild message from a user that arrives with no content at all means the Message
 Content intent is missing: :attr:`InboundReader.content_missing` turns true once.
 
 Message objects: https://discord.com/developers/docs/resources/message
@@ -29,7 +30,7 @@ from typing import Any
 
 import discord
 
-from channels.base import InboundMessage
+from channels.base import InboundMessage, Quoted
 
 __all__ = ["SEEN_IDS", "InboundReader"]
 
@@ -42,6 +43,14 @@ def _sender_name(user: discord.abc.User) -> str:
     # A display name is chosen freely (it may look like "@123"): never passed on with a leading
     # "@", which would read as a verified handle to allowed_users (snowflakes only here).
     return user.display_name.lstrip("@") or str(user.id)
+
+
+def _quoted(resolved: object, me: int) -> Quoted | None:
+    """The message a reply refers to (``referenced_message``), when Discord sent it."""
+    if not isinstance(resolved, discord.Message) or not resolved.content.strip():
+        return None
+    author = resolved.author
+    return Quoted(resolved.content, from_bot=author.id == me, sender_name=_sender_name(author))
 
 
 class InboundReader:
@@ -105,6 +114,7 @@ class InboundReader:
             mentions_bot=mentions,
             thread_id=thread_id,
             update_ids=(message.id,),  # the store answers each message once, across restarts
+            quoted=_quoted(resolved, me),
         )
 
     def command(self, interaction: discord.Interaction[Any], name: str) -> InboundMessage | None:

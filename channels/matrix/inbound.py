@@ -12,7 +12,8 @@ specifics", "Access").
   ``sender_id`` the MXID and ``sender_handle`` the MXID without ``@`` (the homeserver verifies
   it; ``sender_name`` is the display name, shown only), ``is_direct`` for rooms of at most two
   members, ``mentions_bot`` for ``m.mentions``, the MXID or display name in the body, or a reply
-  to one of our events; ``thread_id`` the thread root. ``allowed_rooms`` (when set) filters
+  to one of our events; ``thread_id`` the thread root; ``quoted`` the replied-to event's text
+  (fetched, :func:`~channels.matrix.events.replied_text`). ``allowed_rooms`` (when set) filters
   rooms; the orchestrator applies ``allowed_users`` and ``respond_in_groups``. Encrypted events
   arrive decrypted when nio could (their ``source`` is the plaintext event); one it could not
   is logged once per room.
@@ -31,13 +32,14 @@ from typing import Any
 
 import nio
 
-from channels.base import InboundHandler, InboundMessage
+from channels.base import InboundHandler, InboundMessage, Quoted
 from channels.matrix.approvals import Approvals
 from channels.matrix.client import InviteAwareClient
 from channels.matrix.events import (
     is_edit,
     mentions_user,
     reaction_answer,
+    replied_text,
     reply_target,
     strip_reply_fallback,
     thread_root,
@@ -204,5 +206,32 @@ class MatrixInbound:
                 mentions_bot=(replied is not None and replied in self._own)
                 or mentions_user(content, text, self.config.user_id, self.display_name),
                 thread_id=thread_root(content),
+                quoted=await self._quoted(client, room_id, replied),
             )
         )
+
+    async def _quoted(
+        self, client: InviteAwareClient, room_id: str, event_id: str | None
+    ) -> Quoted | None:
+        """The event a message replies to (``GET /rooms/{roomId}/event/{eventId}``), decrypted
+        when it is encrypted and nio can; None when it cannot be read."""
+        if event_id is None:
+            return None
+        response = await client.room_get_event(room_id, event_id)
+        if not isinstance(response, nio.RoomGetEventResponse):
+            _LOG.info("%s: cannot read the replied-to event %s", self.name, event_id)
+            return None
+        event = response.event
+        if isinstance(event, nio.MegolmEvent) and client.olm is not None:
+            try:
+                event = client.decrypt_event(event)
+            except nio.EncryptionError:
+                return None
+        source = event.source
+        text = replied_text(source)
+        if text is None:
+            return None
+        sender = str(source.get("sender", ""))
+        room = client.rooms.get(room_id)
+        name = (room.user_name(sender) if room is not None else None) or sender
+        return Quoted(text, from_bot=sender == self.config.user_id, sender_name=name)

@@ -23,6 +23,8 @@ Theory of operation
   form one message (all images, the caption that came with one of them, the first photo's
   ``message_id``, every ``update_id``). The wait runs in a task of the PTB ``Application``,
   which awaits it at stop.
+* **Replies**: the replied-to message (``reply_to_message``; only the part the user quoted when
+  the message has a ``quote``) becomes ``quoted``, the bot's or a user's.
 * ``update_ids`` carry the updates' ids: the orchestrator answers each update once (a webhook
   retry or a poll offered again after a restart is dropped there).
 
@@ -46,7 +48,7 @@ from telegram.constants import ChatType
 from telegram.error import BadRequest, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
-from channels.base import IMAGE_TYPES, Attachment, ChannelHealth, InboundMessage
+from channels.base import IMAGE_TYPES, Attachment, ChannelHealth, InboundMessage, Quoted
 
 __all__ = [
     "MAX_PHOTO_SIDE",
@@ -209,7 +211,28 @@ class InboundReader:
             thread_id=topic_of(message),
             attachments=attachments,
             update_ids=update_ids,
+            quoted=self._quoted(message),
         )
+
+    def _quoted(self, message: Message) -> Quoted | None:
+        """The message ``message`` replies to: the part the user quoted (``quote``) or its
+        whole text or caption. A forum topic's messages "reply" to the topic's first message:
+        that is no reply."""
+        replied = message.reply_to_message
+        if replied is None or self.me is None:
+            return None
+        if message.is_topic_message and replied.message_id == message.message_thread_id:
+            return None
+        quote = message.quote
+        text = quote.text if quote is not None else (replied.text or replied.caption or "")
+        if not text.strip():
+            return None
+        author = replied.from_user
+        from_bot = author is not None and author.id == self.me.id
+        name = ""
+        if author is not None:
+            name = f"@{author.username}" if author.username else author.full_name
+        return Quoted(text, from_bot=from_bot, sender_name=name)
 
     # -- messages -----------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from channels.base import Attachment, InboundMessage
+from channels.base import Attachment, InboundMessage, Quoted
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
@@ -141,8 +141,7 @@ def encode_inbound(message: InboundMessage) -> str:
     """``message`` as JSON of its fields; attachment bytes as base64 text."""
     fields = asdict(message)
     fields["attachments"] = [
-        {"mime_type": a.mime_type, "data": base64.b64encode(a.data).decode("ascii"), "size": a.size}
-        for a in message.attachments
+        {**asdict(a), "data": base64.b64encode(a.data).decode("ascii")} for a in message.attachments
     ]
     return json.dumps(fields)
 
@@ -152,10 +151,19 @@ def decode_inbound(text: str) -> InboundMessage:
     update ids existed). Raises ``ValueError`` on a malformed row."""
     fields = json.loads(text)
     fields["attachments"] = tuple(
-        Attachment(a["mime_type"], base64.b64decode(a["data"]), a.get("size"))
+        Attachment(
+            a["mime_type"],
+            base64.b64decode(a["data"]),
+            a.get("size"),
+            a.get("kind", "image"),
+            a.get("file_name"),
+            a.get("duration"),
+        )
         for a in fields.get("attachments", ())
     )
     fields["update_ids"] = tuple(fields.get("update_ids", ()))
+    quoted = fields.get("quoted")
+    fields["quoted"] = Quoted(**quoted) if isinstance(quoted, dict) else None
     return InboundMessage(**fields)
 
 

@@ -60,7 +60,7 @@ from orchestrator.turn.history_budget import (
     fit,
     prompt_limit,
 )
-from orchestrator.turn.images import image_parts
+from orchestrator.turn.inputs import user_message
 from orchestrator.turn.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.turn.rounds import ChainEntry, RoundFailed, RoundResult, RoundRunner
 from orchestrator.turn.tool_round import ToolTurn, run_calls
@@ -228,7 +228,7 @@ class TurnRunner:
             on_unreachable=unreachable,
             on_written=journal.written,
         )
-        user = ChatMessage("user", inbound.text, images=image_parts(inbound))
+        user = user_message(inbound)
         turns.append(TurnState(channel, inbound, policy, driver, [], [user]))
         return turns[0], journal
 

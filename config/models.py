@@ -103,6 +103,12 @@ class ProviderConfig(_Strict):
         description="the model reads images; false: images are left out of requests and the "
         "user is told in one line that images are not supported",
     )
+    documents: bool = Field(
+        default=True,
+        description="the model reads PDF files in the API's own form (OpenAI file inputs, "
+        "Anthropic document blocks); false: their text is extracted and sent instead (always "
+        "so for ollama)",
+    )
 
     # Which environment variable each field was read from (``{"model": "OPENAI_MODEL"}``):
     # the ``${NAME}`` of the file, or the variable the embedded default reads. Set by the
@@ -199,6 +205,15 @@ class AgentConfig(_Strict):
         default=10485760,
         gt=0,
         description="bytes; an image above this is refused with a one-line message, not sent",
+    )
+    max_document_bytes: int = Field(
+        default=10485760,
+        gt=0,
+        description="bytes; a document (PDF or text file) above this is refused with a "
+        "one-line message, not sent",
+    )
+    max_document_pages: int = Field(
+        default=100, gt=0, description="pages; a PDF with more is refused with a one-line message"
     )
     max_tool_result_chars: int = Field(
         default=20000,

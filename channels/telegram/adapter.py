@@ -238,6 +238,8 @@ class TelegramChannel(Channel):
         self._me = app.bot.bot
         self._reader.me, self._reader.bot = self._me, app.bot
         self._reader.max_image_bytes = self.max_image_bytes
+        self._reader.max_document_bytes = self.max_document_bytes
+        self._reader.max_audio_bytes = self.max_audio_bytes
         self._starting = app
         try:
             await app.bot.set_my_commands(COMMANDS)

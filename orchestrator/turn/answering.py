@@ -1,6 +1,7 @@
 """Answering one inbound message (architecture §5): a command (``/start`` says hello,
 ``/help`` lists the commands, ``/reset`` or its alias ``/new`` forgets the conversation), or a
-turn of its conversation after its images are screened; then the reply's log line and metrics.
+turn of its conversation after its images and documents are screened; then the reply's log
+line and metrics.
 ``/stop`` cuts the conversation's running answer short (architecture §3 "Stop"). Notices to a
 chat (:meth:`Answering.say`) go through the outbound policy."""
 
@@ -18,6 +19,7 @@ from config.models import RelaybotConfig
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.store import ConversationStore, WaitingMessage
+from orchestrator.turn.documents import screen_documents
 from orchestrator.turn.images import screen_images
 from orchestrator.turn.reply_stats import ReplyStats
 from orchestrator.turn.runner import SHUTDOWN_CAUSE, TurnRunner, conversation_key
@@ -156,6 +158,15 @@ class Answering:
                 await channel.reply_finished(message.chat_id)
             return
         message = answered
+        agent = self._config().agent
+        documents, refused = screen_documents(
+            message, max_bytes=agent.max_document_bytes, max_pages=agent.max_document_pages
+        )
+        if refused is not None:
+            await self.say(channel, message, refused)
+            with anyio.CancelScope(shield=True):
+                await channel.reply_finished(message.chat_id)
+            return
         command = command_of(message.text)
         if command in ("/start", "/help", *RESET_COMMANDS):
             try:
@@ -165,7 +176,7 @@ class Answering:
                     await channel.reply_finished(message.chat_id)
             return
         try:
-            outcome = await self._turns.run(channel, message)
+            outcome = await self._turns.run(channel, message, documents)
             if outcome.dropped_messages:
                 await self._tell_trimmed(channel, message)
             if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:

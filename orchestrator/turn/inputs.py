@@ -9,13 +9,15 @@ screened inbound message:
   (:func:`quote_block`). Each quoted line is prefixed with ``> `` so that the quote cannot pass
   for the user's words.
 * **Images** as :class:`~providers.base.ImagePart` (:mod:`orchestrator.turn.images`).
+* **Documents** as :class:`~providers.base.DocumentPart` (:mod:`orchestrator.turn.documents`):
+  each provider sends them in its own form, marked as untrusted input.
 """
 
 from __future__ import annotations
 
 from channels.base import InboundMessage, Quoted
 from orchestrator.turn.images import image_parts
-from providers.base import ChatMessage
+from providers.base import ChatMessage, DocumentPart
 
 __all__ = ["QUOTE_MAX_CHARS", "quote_block", "user_message", "user_text"]
 
@@ -51,6 +53,6 @@ def user_text(message: InboundMessage) -> str:
     return f"{block}\n\n{message.text}" if message.text else block
 
 
-def user_message(message: InboundMessage) -> ChatMessage:
-    """The turn's user message: :func:`user_text` and the images."""
-    return ChatMessage("user", user_text(message), images=image_parts(message))
+def user_message(message: InboundMessage, documents: tuple[DocumentPart, ...] = ()) -> ChatMessage:
+    """The turn's user message: :func:`user_text`, the images and ``documents``."""
+    return ChatMessage("user", user_text(message), images=image_parts(message), documents=documents)

@@ -394,6 +394,45 @@ class Channel(ABC):
             raise
         self._observe("typing", None)
 
+    @property
+    def can_send_voice(self) -> bool:
+        """The network shows voice notes (:meth:`send_voice`); default: no."""
+        return False
+
+    @final
+    async def send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None = None,
+        thread_id: str | None = None,
+    ) -> MessageRef:
+        """Send ``audio`` (its bytes unchanged, of ``mime_type``) as a voice note, in thread
+        ``thread_id`` when given. Only where :attr:`can_send_voice`."""
+        try:
+            ref = await self._send_voice(
+                chat_id, audio, mime_type, reply_to=reply_to, thread_id=thread_id
+            )
+        except Exception as exc:
+            self._observe("send", exc)
+            raise
+        self._observe("send", None)
+        return ref
+
+    async def _send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None,
+        thread_id: str | None,
+    ) -> MessageRef:
+        """Default: the network has no voice notes."""
+        raise NotImplementedError("this channel sends no voice notes")
+
     @final
     async def request_approval(
         self,

@@ -1,7 +1,8 @@
 """Answering one inbound message (architecture §5): a command (``/start`` says hello,
 ``/help`` lists the commands, ``/reset`` or its alias ``/new`` forgets the conversation), or a
-turn of its conversation after its images and documents are screened; then the reply's log
-line and metrics.
+turn of its conversation after its images and documents are screened and its voice note
+transcribed; then the answer also spoken when ``speech.reply`` asks, the reply's log line and
+metrics.
 ``/stop`` cuts the conversation's running answer short (architecture §3 "Stop"). Notices to a
 chat (:meth:`Answering.say`) go through the outbound policy."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import anyio
 
@@ -23,6 +25,17 @@ from orchestrator.turn.documents import screen_documents
 from orchestrator.turn.images import screen_images
 from orchestrator.turn.reply_stats import ReplyStats
 from orchestrator.turn.runner import SHUTDOWN_CAUSE, TurnRunner, conversation_key
+from orchestrator.turn.voice import (
+    NO_SPEECH,
+    NOTHING_HEARD,
+    TRANSCRIPTION_FAILED,
+    audio_refusal,
+    heard_text,
+    speaks,
+    transcript_line,
+)
+from providers.errors import ProviderError
+from providers.speech import SPEECH_FORMAT, SpeechClient
 
 __all__ = [
     "HELP_TEXT",
@@ -167,6 +180,14 @@ class Answering:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
             return
+        voice_note = any(a.kind == "audio" for a in message.attachments)
+        if voice_note:
+            heard = await self._hear(channel, message)
+            if heard is None:
+                with anyio.CancelScope(shield=True):
+                    await channel.reply_finished(message.chat_id)
+                return
+            message = heard
         command = command_of(message.text)
         if command in ("/start", "/help", *RESET_COMMANDS):
             try:
@@ -177,6 +198,14 @@ class Answering:
             return
         try:
             outcome = await self._turns.run(channel, message, documents)
+            speech = self._config().speech
+            if (
+                speech is not None
+                and outcome.outcome == "ok"
+                and outcome.answer.strip()
+                and speaks(speech.reply, voice_note=voice_note)
+            ):
+                await self._speak(channel, message, outcome.answer)
             if outcome.dropped_messages:
                 await self._tell_trimmed(channel, message)
             if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
@@ -205,6 +234,61 @@ class Answering:
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
+
+    def _speech(self) -> SpeechClient | None:
+        config = self._config()
+        if config.speech is None:
+            return None
+        return SpeechClient(config.speech, config.providers[config.speech.provider])
+
+    async def _hear(self, channel: Channel, message: InboundMessage) -> InboundMessage | None:
+        """The voice note of ``message`` transcribed: the transcript shown to the user, quoted,
+        and the message with it as its text; None after one line saying why not
+        (:mod:`orchestrator.turn.voice`)."""
+        audio = next(a for a in message.attachments if a.kind == "audio")
+        agent, speech = self._config().agent, self._speech()
+        refusal = audio_refusal(
+            audio,
+            configured=speech is not None,
+            max_bytes=agent.max_audio_bytes,
+            max_seconds=agent.max_audio_seconds,
+        )
+        if refusal is not None or speech is None:
+            await self.say(channel, message, refusal or NO_SPEECH)
+            return None
+        try:
+            transcript = await speech.transcribe(
+                audio.data, file_name=audio.file_name or "voice.ogg", mime_type=audio.mime_type
+            )
+        except ProviderError as exc:
+            log.warning("%s:%s: transcription failed: %s", channel.name, message.chat_id, exc)
+            await self.say(channel, message, TRANSCRIPTION_FAILED)
+            return None
+        if not transcript:
+            await self.say(channel, message, NOTHING_HEARD)
+            return None
+        await self.say(channel, message, transcript_line(transcript), reply=True)
+        others = tuple(a for a in message.attachments if a.kind != "audio")
+        return replace(message, text=heard_text(message.text, transcript), attachments=others)
+
+    async def _speak(self, channel: Channel, message: InboundMessage, answer: str) -> None:
+        """The answer, redacted and as a reader sees it, also sent as a voice note (after the
+        text; failures logged: the text was delivered)."""
+        speech = self._speech()
+        if speech is None or not channel.can_send_voice:
+            return
+        spoken = channel.visible_text(self._policy.redact(answer))
+        try:
+            audio = await speech.synthesize(spoken)
+            await channel.send_voice(
+                message.chat_id,
+                audio,
+                SPEECH_FORMAT[1],
+                reply_to=message.message_id,
+                thread_id=message.thread_id,
+            )
+        except (ProviderError, ChannelError) as exc:
+            log.warning("%s:%s: no voice reply: %s", channel.name, message.chat_id, exc)
 
     async def _tell_trimmed(self, channel: Channel, message: InboundMessage) -> None:
         """Older messages no longer fit the model's context window: say so, once per

@@ -443,6 +443,7 @@ class TurnRunner:
             turn.driver.feed(AnswerInterrupted(cause))
             turn.outcome.outcome, turn.outcome.cause = "interrupted", cause
         else:
+            turn.outcome.answer = turn.pending_text
             turn.driver.feed(AnswerEnded())
 
     @staticmethod

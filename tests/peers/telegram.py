@@ -53,7 +53,9 @@ Test hooks (all synchronous unless marked async):
   user's text message (private or group; a ``@username`` mention and a leading ``/command`` get
   their entities as Telegram adds them; ``reply_to_message_id`` makes it a reply) and returns
   the Message object; :meth:`inject_photo`, :meth:`inject_document` and :meth:`inject_album`
-  send images (with a caption, whose mentions get ``caption_entities``);
+  send images and files (with a caption, whose mentions get ``caption_entities``),
+  :meth:`inject_media` with ``{"voice": files.voice(...)}`` a voice note; ``sendVoice``
+  stores a bot message with a ``voice`` (the uploaded bytes are its call's ``voice`` param);
   :meth:`offer_again` offers every update again (a restart that lost its confirmation) and
   ``await`` :meth:`post_again` POSTs an update to the webhook once more (Telegram's retry);
   :meth:`inject_callback_query` presses an inline button of a bot message
@@ -689,6 +691,18 @@ class TelegramBotApiServer:
         self._record_state(chat.obj["id"])
         return msg.raw
 
+    def _send_voice(self, params: dict[str, Any]) -> dict[str, Any]:
+        """sendVoice: a bot message carrying a ``voice`` whose bytes are the upload."""
+        chat = self._chat(params)
+        data = params.get("voice")
+        if not isinstance(data, bytes):
+            raise _Rejection(ApiError.bad_request("there is no voice in the request"))
+        msg = self._store(chat.obj["id"], "", from_bot=True, sender=BOT_USER)
+        del msg.raw["text"]
+        msg.raw["voice"] = self.files.voice(data, duration=0)
+        self._record_state(chat.obj["id"])
+        return msg.raw
+
     def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
         if "inline_message_id" in params:
             raise _Rejection(ApiError.bad_request("inline messages are not supported here"))
@@ -852,6 +866,7 @@ _METHODS: dict[str, Callable[[_S, dict[str, Any]], Any]] = {
     "getupdates": _S._get_updates,
     "getfile": _S._get_file,
     "sendmessage": _S._send_message,
+    "sendvoice": _S._send_voice,
     "editmessagetext": _S._edit_message_text,
     "deletemessage": _S._delete_message,
     "sendchataction": _S._send_chat_action,

@@ -310,7 +310,12 @@ class DiscordChannel(Channel):
         while True:
             inbound = await self._inbox.get()
             try:
-                await self._on_inbound(inbound)
+                bounds = {
+                    "image": self.max_image_bytes,
+                    "document": self.max_document_bytes,
+                    "audio": self.max_audio_bytes,
+                }
+                await self._on_inbound(await self._reader.fetch(inbound, bounds))
             except Exception:
                 _LOG.exception("%s: handling a message failed", self.name)
 

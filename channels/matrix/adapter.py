@@ -151,6 +151,11 @@ class MatrixChannel(Channel):
             return
         refused = refusal_cause(self.config.store_path)
         self._inbound.refused = refused
+        self._inbound.bounds = {
+            "image": self.max_image_bytes,
+            "document": self.max_document_bytes,
+            "audio": self.max_audio_bytes,
+        }
         store = self.config.store_path if refused is None else None
         if refused is None:
             _LOG.info("%s: end-to-end encryption on, keys in %s", self.name, store)

@@ -1,0 +1,70 @@
+"""Files and voice through Synapse (issue 32; architecture §3 "Inputs"): the real daemon, a real
+Synapse homeserver with its media repository, the human a second matrix-nio client uploading
+files, the provider a local OpenAI-compatible server (chat and ``/v1/audio/transcriptions``).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from pathlib import Path
+from typing import Any
+
+import nio
+
+from tests.matrix_harness import World, matrix_world, running_bot
+from tests.pdf_files import pdf_with_pages
+from tests.peers.provider_server import Reply
+from tests.peers.synapse import SynapseHomeserver
+from tests.telegram_harness import reply, text_stream
+
+PDF = pdf_with_pages("Quarterly report")
+VOICE = b"OggS\x00\x02 a matrix voice note"
+TRANSCRIPTIONS = "/v1/audio/transcriptions"
+SPEECH = "speech:\n  provider: main\n"
+
+
+def _last_user(request_json: dict[str, Any]) -> Any:
+    return [m for m in request_json["messages"] if m["role"] == "user"][-1]["content"]
+
+
+async def _upload(world: World, data: bytes, mime: str, name: str) -> str:
+    response, _ = await world.human.upload(
+        io.BytesIO(data), content_type=mime, filename=name, filesize=len(data)
+    )
+    assert isinstance(response, nio.UploadResponse), response
+    return str(response.content_uri)
+
+
+async def test_a_pdf_with_a_caption_and_a_voice_note(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    replies = [reply(text_stream(["A report."])), reply(text_stream(["Noon."]))]
+    async with matrix_world(synapse, tmp_path, replies) as world:
+        world.provider.script(TRANSCRIPTIONS, [Reply.json({"text": "what time is it"})])
+        pdf_url = await _upload(world, PDF, "application/pdf", "r.pdf")
+        voice_url = await _upload(world, VOICE, "audio/ogg", "voice.ogg")
+        async with running_bot(world, mode="off", top_level=SPEECH):
+            await world.ask(
+                "what is it?",
+                msgtype="m.file",
+                filename="r.pdf",
+                url=pdf_url,
+                info={"mimetype": "application/pdf", "size": len(PDF)},
+            )
+            await world.ask(
+                "voice.ogg",
+                msgtype="m.audio",
+                url=voice_url,
+                info={"mimetype": "audio/ogg", "size": len(VOICE), "duration": 2300},
+            )
+        bodies = [e["content"]["body"] for e in await world.bot_events()]
+    assert bodies == ["A report.", "🎤 “what time is it”", "Noon."]
+    chat = world.provider.requests_to("/v1/chat/completions")
+    first = _last_user(chat[0].json)
+    url = f"data:application/pdf;base64,{base64.b64encode(PDF).decode()}"
+    assert first[0] == {"type": "text", "text": "what is it?"}
+    assert first[2] == {"type": "file", "file": {"filename": "r.pdf", "file_data": url}}
+    (heard,) = world.provider.requests_to(TRANSCRIPTIONS)
+    assert heard.form()["file"].data == VOICE
+    assert _last_user(chat[1].json) == "what time is it"

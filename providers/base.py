@@ -148,6 +148,9 @@ class ChatMessage:
     provider_items: tuple[dict[str, Any], ...] = ()
     images: tuple[ImagePart, ...] = ()
     documents: tuple[DocumentPart, ...] = ()
+    history_note: str = ""
+    """What history keeps of the message's inputs besides its text (notes of its documents and
+    voice note, the documents' text for the turns after); never sent in this turn."""
 
 
 def own_provider_items(

@@ -72,11 +72,12 @@ def _user_content(request_json: dict[str, Any]) -> Any:
     return [m for m in request_json["messages"] if m["role"] == "user"][-1]["content"]
 
 
-async def test_a_pdf_and_a_py_file_reach_the_model_and_history_keeps_notes(
+async def test_a_pdf_and_a_py_file_reach_the_model_and_are_replayed_as_text(
     tmp_path: Path,
 ) -> None:
+    answers = ["A report.", "Adds.", "It grew."]
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
-        provider.script(PATH, [reply(text_stream(["A report."])), reply(text_stream(["Adds."]))])
+        provider.script(PATH, [reply(text_stream([a])) for a in answers])
         async with daemon_running(config_text(peer, provider, tmp_path), tmp_path) as daemon:
             peer.inject_document(
                 CHAT, PDF, mime_type="application/pdf", file_name="r.pdf", caption="What is it?"
@@ -86,21 +87,30 @@ async def test_a_pdf_and_a_py_file_reach_the_model_and_history_keeps_notes(
             peer.inject_document(CHAT, SOURCE, mime_type="text/x-python", file_name="x.py")
             with anyio.fail_after(15):
                 await observed(daemon).wait_replies(2)
-        assert peer.texts(CHAT) == ["A report.", "Adds."]
-        first, second = (_user_content(r.json) for r in provider.requests)
+            peer.inject_message(CHAT, "What grew, per page 2?")
+            with anyio.fail_after(15):
+                await observed(daemon).wait_replies(3)
+        assert peer.texts(CHAT) == answers
+        first, second, third = provider.requests
         url = f"data:application/pdf;base64,{base64.b64encode(PDF).decode()}"
-        assert first[0] == {"type": "text", "text": "What is it?"}
-        assert "untrusted input" in first[1]["text"]
-        assert first[2] == {"type": "file", "file": {"filename": "r.pdf", "file_data": url}}
-        (part,) = second
+        content = _user_content(first.json)
+        assert content[0] == {"type": "text", "text": "What is it?"}
+        assert "untrusted input" in content[1]["text"]
+        assert content[2] == {"type": "file", "file": {"filename": "r.pdf", "file_data": url}}
+        (part,) = _user_content(second.json)
         assert part["text"].startswith('<document name="x.py" type="text/x-python">\n')
         assert "print('hi')" in part["text"] and "untrusted input" in part["text"]
-        history = Store(tmp_path / "relaybot.db").history("tg", str(CHAT))
+        # The next turn reads both documents again, as text: notes and contents, no bytes.
         digest = hashlib.sha256(PDF).hexdigest()[:16]
-        assert history[0].content == (
-            f"[document r.pdf, application/pdf, 2 pages, sha256 {digest}]\nWhat is it?"
-        )
-        assert history[2].content.startswith("[document x.py, text/x-python, sha256 ")
+        pdf_note = f"[document r.pdf, application/pdf, 2 pages, sha256 {digest}]"
+        earlier = [m["content"] for m in third.json["messages"] if m["role"] == "user"][:-1]
+        assert earlier[0].startswith(pdf_note + '\n<document name="r.pdf"')
+        assert "Quarterly report\n\nRevenue grew\n</document>\nWhat is it?" in earlier[0]
+        assert earlier[1].startswith("[document x.py, text/x-python, sha256 ")
+        assert "print('hi')" in earlier[1]
+        assert all(base64.b64encode(PDF).decode() not in m for m in earlier)
+        history = Store(tmp_path / "relaybot.db").history("tg", str(CHAT))
+        assert history[0].content == earlier[0]
 
 
 async def test_an_over_size_file_and_an_unsupported_type_get_their_lines(tmp_path: Path) -> None:

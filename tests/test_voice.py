@@ -11,11 +11,13 @@ transcription, an over-long note: one clear line, no model call.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from orchestrator.store import Store
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.telegram import TelegramBotApiServer
 from tests.telegram_chats import PATH, config_text, daemon_running, observed
@@ -74,6 +76,12 @@ async def test_a_voice_note_is_transcribed_answered_and_spoken(tmp_path: Path) -
         (answer,) = peer.calls_to("sendMessage", CHAT)[1:]
         assert answer.answered_at is not None and answer.answered_at <= voice.at
         assert "voice" in peer.messages(CHAT)[-1].raw
+        # History keeps a note of the voice note (never its bytes) and the transcript.
+        digest = hashlib.sha256(VOICE).hexdigest()[:16]
+        history = Store(tmp_path / "relaybot.db").history("tg", str(CHAT))
+        assert history[0].content == (
+            f"[voice note voice.ogg, audio/ogg, 3 s, sha256 {digest}]\nWhat time is it?"
+        )
 
 
 async def test_voice_replies_stay_off_by_default(tmp_path: Path) -> None:

@@ -3,9 +3,9 @@ and the text forms of messages that both stores share.
 
 A waiting message is JSON of its :class:`InboundMessage` fields; its attachments' bytes are base64
 text there (RFC 4648), so a queued photo survives a restart. History keeps a user message's text
-and, for its images, only a note of how many there were (``[2 images]``), for each document a
-note of its name, type, pages and SHA-256: the bytes are sent in the turn they arrived with, not
-again.
+and, for its images, only a note of how many there were (``[2 images]``), then its
+``history_note`` (documents and voice notes: their names, types and SHA-256, the documents'
+text): the bytes are sent in the turn they arrived with, not again.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from channels.base import Attachment, InboundMessage, Quoted
-from providers.base import ChatMessage, DocumentPart
+from providers.base import ChatMessage
 from providers.events import ToolCall
 
 __all__ = [
@@ -28,7 +28,6 @@ __all__ = [
     "RoundRecord",
     "WaitingMessage",
     "decode_inbound",
-    "document_note",
     "draft_row",
     "encode_inbound",
     "lock_key",
@@ -169,19 +168,11 @@ def decode_inbound(text: str) -> InboundMessage:
     return InboundMessage(**fields)
 
 
-def document_note(document: DocumentPart) -> str:
-    """What history keeps of a document: ``[document NAME, TYPE, N pages, sha256 HEX16]`` (the
-    first 16 hex digits of the SHA-256 of its bytes), never its bytes."""
-    pages = f", {document.pages} page{'s' if document.pages != 1 else ''}" if document.pages else ""
-    digest = hashlib.sha256(document.data).hexdigest()[:16]
-    return f"[document {document.file_name}, {document.mime_type}{pages}, sha256 {digest}]"
-
-
 def stored_content(message: ChatMessage) -> str:
-    """What history keeps of a message: its text, a note of its images' count and one of each
-    document (:func:`document_note`)."""
+    """What history keeps of a message: a note of its images' count, its ``history_note``
+    (:mod:`orchestrator.turn.inputs`: documents and voice notes), then its text."""
     count = len(message.images)
-    notes = [document_note(d) for d in message.documents]
+    notes = [message.history_note] if message.history_note else []
     if count:
         notes.insert(0, "[1 image]" if count == 1 else f"[{count} images]")
     if not notes:

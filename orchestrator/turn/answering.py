@@ -268,8 +268,8 @@ class Answering:
             await self.say(channel, message, NOTHING_HEARD)
             return None
         await self.say(channel, message, transcript_line(transcript), reply=True)
-        others = tuple(a for a in message.attachments if a.kind != "audio")
-        return replace(message, text=heard_text(message.text, transcript), attachments=others)
+        # The voice note stays attached: history keeps a note of it (orchestrator.turn.inputs).
+        return replace(message, text=heard_text(message.text, transcript))
 
     async def _speak(self, channel: Channel, message: InboundMessage, answer: str) -> None:
         """The answer, redacted and as a reader sees it, also sent as a voice note (after the

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from tests.discord_harness import DiscordBot, running_bot
+from tests.discord_harness import SEND, DiscordBot, running_bot
 from tests.pdf_files import pdf_with_pages
 from tests.peers.discord import UploadedFile
 from tests.peers.provider_server import Reply
@@ -20,7 +20,8 @@ from tests.telegram_harness import reply, text_stream
 PDF = pdf_with_pages("Quarterly report")
 VOICE = b"OggS\x00\x02 a discord voice message"
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
-SPEECH = "speech:\n  provider: main\n"
+SPEECH = "speech:\n  provider: main\n  reply: voice_notes_only\n"
+SPOKEN = b"OggS\x00\x02 the spoken answer"
 
 
 def _last_user(request_json: dict[str, Any]) -> Any:
@@ -51,15 +52,21 @@ async def test_a_pdf_a_py_file_and_an_unsupported_type(tmp_path: Path) -> None:
     assert bot.peer.downloads == ["r.pdf", "x.py", "a.zip"]
 
 
-async def test_a_voice_message_is_transcribed_and_answered(tmp_path: Path) -> None:
+async def test_a_voice_message_is_transcribed_answered_and_spoken(tmp_path: Path) -> None:
     async with running_bot(
         tmp_path, [reply(text_stream(["Noon."]))], mode="off", top_level=SPEECH
     ) as bot:
         bot.provider.script(TRANSCRIPTIONS, [Reply.json({"text": "what time is it"})])
+        bot.provider.script("/v1/audio/speech", [Reply(body=SPOKEN, content_type="audio/ogg")])
         voice = UploadedFile(VOICE, "voice-message.ogg", "audio/ogg", duration_secs=2.5)
         await _post(bot, "", voice)
     (heard,) = bot.provider.requests_to(TRANSCRIPTIONS)
     assert heard.form()["file"].data == VOICE
     (chat,) = bot.provider.requests_to("/v1/chat/completions")
     assert _last_user(chat.json) == "what time is it"
-    assert bot.peer.texts(bot.peer.dm_channel_id) == ["🎤 “what time is it”", "Noon."]
+    dm = bot.peer.dm_channel_id
+    assert bot.peer.texts(dm) == ["🎤 “what time is it”", "Noon.", ""]
+    *texts, voice = bot.peer.requests_to(SEND, dm)
+    # The answer spoken, its bytes unchanged, after the text.
+    assert voice.files == {"answer.ogg": SPOKEN} and all(t.files == {} for t in texts)
+    assert texts[-1].answered_at is not None and texts[-1].answered_at <= voice.at

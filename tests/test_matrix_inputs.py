@@ -21,7 +21,8 @@ from tests.telegram_harness import reply, text_stream
 PDF = pdf_with_pages("Quarterly report")
 VOICE = b"OggS\x00\x02 a matrix voice note"
 TRANSCRIPTIONS = "/v1/audio/transcriptions"
-SPEECH = "speech:\n  provider: main\n"
+SPEECH = "speech:\n  provider: main\n  reply: voice_notes_only\n"
+SPOKEN = b"OggS\x00\x02 the spoken answer"
 
 
 def _last_user(request_json: dict[str, Any]) -> Any:
@@ -36,12 +37,13 @@ async def _upload(world: World, data: bytes, mime: str, name: str) -> str:
     return str(response.content_uri)
 
 
-async def test_a_pdf_with_a_caption_and_a_voice_note(
+async def test_a_pdf_with_a_caption_and_a_voice_note_answered_aloud(
     synapse: SynapseHomeserver, tmp_path: Path
 ) -> None:
     replies = [reply(text_stream(["A report."])), reply(text_stream(["Noon."]))]
     async with matrix_world(synapse, tmp_path, replies) as world:
         world.provider.script(TRANSCRIPTIONS, [Reply.json({"text": "what time is it"})])
+        world.provider.script("/v1/audio/speech", [Reply(body=SPOKEN, content_type="audio/ogg")])
         pdf_url = await _upload(world, PDF, "application/pdf", "r.pdf")
         voice_url = await _upload(world, VOICE, "audio/ogg", "voice.ogg")
         async with running_bot(world, mode="off", top_level=SPEECH):
@@ -58,8 +60,16 @@ async def test_a_pdf_with_a_caption_and_a_voice_note(
                 url=voice_url,
                 info={"mimetype": "audio/ogg", "size": len(VOICE), "duration": 2300},
             )
-        bodies = [e["content"]["body"] for e in await world.bot_events()]
-    assert bodies == ["A report.", "🎤 “what time is it”", "Noon."]
+        events = await world.bot_events()
+        voice = events[-1]["content"]
+        spoken = await world.human.download(mxc=voice["url"])
+    bodies = [e["content"]["body"] for e in events]
+    # The transcript, the answer, then the answer spoken (only to the voice note).
+    assert bodies == ["A report.", "🎤 “what time is it”", "Noon.", "answer.ogg"]
+    assert voice["msgtype"] == "m.audio" and "org.matrix.msc3245.voice" in voice
+    assert voice["info"] == {"mimetype": "audio/ogg", "size": len(SPOKEN)}
+    assert isinstance(spoken, nio.MemoryDownloadResponse) and spoken.body == SPOKEN
+    assert [r.json["input"] for r in world.provider.requests_to("/v1/audio/speech")] == ["Noon."]
     chat = world.provider.requests_to("/v1/chat/completions")
     first = _last_user(chat[0].json)
     url = f"data:application/pdf;base64,{base64.b64encode(PDF).decode()}"

@@ -57,7 +57,8 @@ Semantics kept from Discord (:mod:`tests.peers.discord_wire` holds the error bod
 * Rate-limit buckets (``bucket_limit``, :mod:`~tests.peers.discord_http`): off by default;
   when on, ``X-RateLimit-*`` headers on every answer and Discord's own 429 past the limit.
 * Not emulated: permissions, file
-  uploads (a multipart body's ``payload_json`` is read, its files dropped), member chunking
+  uploads (a multipart body's ``payload_json`` is read, its files kept in the request's
+  ``files``, not stored as attachments), member chunking
   beyond one chunk, sharding, ETF encoding, zstd-stream (plain text frames instead).
 
 Test hooks:

@@ -8,6 +8,7 @@ one provider fold to equal responses for the same answer: :func:`fold` is that f
 from __future__ import annotations
 
 import base64
+import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
@@ -71,6 +72,7 @@ class ImagePart:
 
 
 PDF = "application/pdf"
+_CLOSING = re.compile(r"</(document)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +120,7 @@ class DocumentPart:
     def as_text(self) -> str:
         """The document as text, between markers that say it is untrusted input. A closing
         marker inside the content is defused, so the content cannot end the document early."""
-        body = self.text.replace("</document", "<\\/document")
+        body = _CLOSING.sub(r"<\\/\1", self.text)
         name = self.file_name.replace('"', "'")
         pages = f' pages="{self.pages}"' if self.pages else ""
         return (

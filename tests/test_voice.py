@@ -84,13 +84,19 @@ async def test_a_voice_note_is_transcribed_answered_and_spoken(tmp_path: Path) -
         )
 
 
-async def test_voice_replies_stay_off_by_default(tmp_path: Path) -> None:
+async def test_an_audio_file_is_heard_and_voice_replies_stay_off_by_default(
+    tmp_path: Path,
+) -> None:
     async with TelegramBotApiServer() as peer, ProviderServer() as provider:
         provider.script(TRANSCRIPTIONS, [Reply.json({"text": "hello"})])
         provider.script(PATH, [reply(text_stream(["Hi."]))])
         text = config_text(peer, provider, tmp_path) + _speech()
         async with daemon_running(text, tmp_path) as daemon:
-            await _voice_note(peer, daemon)
+            peer.inject_document(CHAT, b"ID3 an mp3", mime_type="audio/mpeg", file_name="m.mp3")
+            with anyio.fail_after(15):
+                await observed(daemon).wait_replies(1)
+        form = provider.requests_to(TRANSCRIPTIONS)[0].form()
+        assert (form["file"].data, form["file"].filename) == (b"ID3 an mp3", "m.mp3")
         assert peer.texts(CHAT) == ["🎤 “hello”", "Hi."]
         assert peer.calls_to("sendVoice") == [] and provider.requests_to(SPEECH_PATH) == []
 

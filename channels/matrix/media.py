@@ -37,7 +37,7 @@ class MediaFile:
         kind: AttachmentKind = "document"
         if msgtype == "m.image":
             kind = "image"
-        elif msgtype == "m.audio":
+        elif msgtype == "m.audio" or mime.startswith("audio/"):
             kind = "audio"
         size = info.get("size") if isinstance(info.get("size"), int) else None
         duration = info.get("duration")

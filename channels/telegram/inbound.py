@@ -146,7 +146,11 @@ def _file_of(message: Message) -> _File | None:
     document: Document | None = message.document
     if document is not None:
         mime = document.mime_type or "application/octet-stream"
-        kind: AttachmentKind = "image" if mime.startswith("image/") else "document"
+        kind: AttachmentKind = "document"
+        if mime.startswith("image/"):
+            kind = "image"
+        elif mime.startswith("audio/"):  # an audio file sent as a file
+            kind = "audio"
         return _File(kind, document.file_id, mime, document.file_size, document.file_name)
     if message.voice is not None:
         voice = message.voice

@@ -34,6 +34,7 @@ from orchestrator.turn.voice import (
     speaks,
     transcript_line,
 )
+from providers.base import DocumentPart
 from providers.errors import ProviderError
 from providers.speech import SPEECH_FORMAT, SpeechClient
 
@@ -160,34 +161,38 @@ class Answering:
         finally:
             self.active -= 1
 
-    async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
+    async def _screen(
+        self, channel: Channel, message: InboundMessage
+    ) -> tuple[InboundMessage, tuple[DocumentPart, ...], bool] | None:
+        """(the message to answer, its documents, whether it was a voice note), after its
+        images and documents are screened and its voice note transcribed; None after the line
+        saying why it is not answered (:mod:`orchestrator.turn.images`, ``.documents``,
+        ``.voice``)."""
+        agent = self._config().agent
         answered, notice = screen_images(
-            message, max_bytes=self._config().agent.max_image_bytes, vision=self._vision()
+            message, max_bytes=agent.max_image_bytes, vision=self._vision()
         )
         if notice is not None:
             await self.say(channel, message, notice)
         if answered is None:
-            with anyio.CancelScope(shield=True):
-                await channel.reply_finished(message.chat_id)
-            return
-        message = answered
-        agent = self._config().agent
+            return None
         documents, refused = screen_documents(
-            message, max_bytes=agent.max_document_bytes, max_pages=agent.max_document_pages
+            answered, max_bytes=agent.max_document_bytes, max_pages=agent.max_document_pages
         )
         if refused is not None:
-            await self.say(channel, message, refused)
+            await self.say(channel, answered, refused)
+            return None
+        voice_note = any(a.kind == "audio" for a in answered.attachments)
+        heard = await self._hear(channel, answered) if voice_note else answered
+        return None if heard is None else (heard, documents, voice_note)
+
+    async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
+        screened = await self._screen(channel, message)
+        if screened is None:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
             return
-        voice_note = any(a.kind == "audio" for a in message.attachments)
-        if voice_note:
-            heard = await self._hear(channel, message)
-            if heard is None:
-                with anyio.CancelScope(shield=True):
-                    await channel.reply_finished(message.chat_id)
-                return
-            message = heard
+        message, documents, voice_note = screened
         command = command_of(message.text)
         if command in ("/start", "/help", *RESET_COMMANDS):
             try:
@@ -199,13 +204,9 @@ class Answering:
         try:
             outcome = await self._turns.run(channel, message, documents)
             speech = self._config().speech
-            if (
-                speech is not None
-                and outcome.outcome == "ok"
-                and outcome.answer.strip()
-                and speaks(speech.reply, voice_note=voice_note)
-            ):
-                await self._speak(channel, message, outcome.answer)
+            if outcome.outcome == "ok" and outcome.answer.strip() and speech is not None:
+                if speaks(speech.reply, voice_note=voice_note):
+                    await self._speak(channel, message, outcome.answer)
             if outcome.dropped_messages:
                 await self._tell_trimmed(channel, message)
             if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:

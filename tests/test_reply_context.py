@@ -107,3 +107,22 @@ async def test_matrix_a_reply_to_a_bot_message(synapse: SynapseHomeserver, tmp_p
     assert _last_user(second.json) == (
         f"{OURS}\n> Paris.\n[End of the quoted message]\n\nwhat did you mean?"
     )
+
+
+async def test_telegram_a_topic_message_does_not_quote_its_topic(tmp_path: Path) -> None:
+    forum = -1001
+    async with TelegramBotApiServer() as peer, ProviderServer() as provider:
+        provider.script(PATH, [reply(text_stream(["Hi."]))])
+        async with daemon_running(config_text(peer, provider, tmp_path), tmp_path) as daemon:
+            root = peer.inject_message(forum, "Topic: trains", chat_type="supergroup")
+            with anyio.fail_after(15):
+                await observed(daemon).wait_replies(1)  # not addressed to the bot
+            topic = root["message_id"]
+            # Telegram makes every message of a topic a "reply" to its first message.
+            peer.inject_message(
+                forum, "@relay_test_bot hi", reply_to_message_id=topic, topic_id=topic
+            )
+            with anyio.fail_after(15):
+                await observed(daemon).wait_replies(2)
+        (request,) = provider.requests
+        assert _last_user(request.json) == "@relay_test_bot hi"

@@ -16,8 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
+from config.errors import ConfigError
+from config.loader import load_config_text
 from orchestrator.store import Store
+from tests.channel_harness import daemon_config
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.telegram import TelegramBotApiServer
 from tests.telegram_chats import PATH, config_text, daemon_running, observed
@@ -132,3 +136,23 @@ async def test_a_failed_transcription_and_a_long_note_get_their_lines(tmp_path: 
         ]
         assert provider.requests_to(PATH) == []
         assert len(provider.requests_to(TRANSCRIPTIONS)) == 1
+
+
+def test_speech_must_name_an_openai_compatible_provider(tmp_path: Path) -> None:
+    base = daemon_config("http://127.0.0.1:9", tmp_path, "  c:\n    kind: console\n")
+    claude = "  claude:\n    kind: anthropic\n    api_key: k\n    model: c\n"
+    with_claude = base.replace("agent:\n", claude + "agent:\n", 1)
+    for text, message in [
+        (base + "speech:\n  provider: nope\n", "unknown provider 'nope' (configured: main)"),
+        (
+            with_claude + "speech:\n  provider: claude\n",
+            "provider 'claude' is anthropic; speech needs an OpenAI-compatible one "
+            "(openai_chat or openai_responses)",
+        ),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            load_config_text(text, source_name="s.yaml", environ={})
+        (issue,) = info.value.errors
+        assert (issue.path, issue.message) == ("speech.provider", message)
+    config = load_config_text(base + "speech:\n  provider: main\n", environ={})
+    assert config.speech is not None and config.speech.reply == "never"

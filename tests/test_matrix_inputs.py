@@ -10,10 +10,13 @@ import io
 from pathlib import Path
 from typing import Any
 
+import anyio
 import nio
+import pytest
 
 from tests.matrix_harness import World, matrix_world, running_bot
 from tests.pdf_files import pdf_with_pages
+from tests.peers.matrix_client import EncryptedClient
 from tests.peers.provider_server import Reply
 from tests.peers.synapse import SynapseHomeserver
 from tests.telegram_harness import reply, text_stream
@@ -78,3 +81,46 @@ async def test_a_pdf_with_a_caption_and_a_voice_note_answered_aloud(
     (heard,) = world.provider.requests_to(TRANSCRIPTIONS)
     assert heard.form()["file"].data == VOICE
     assert _last_user(chat[1].json) == "what time is it"
+
+
+async def test_an_encrypted_file_in_an_encrypted_room(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    pytest.importorskip("vodozemac", reason="matrix-nio[e2e] is not installed")
+    source = b"def secret():\n    return 42\n"
+    extra = f'    store_path: "{tmp_path / "bot-keys"}"\n'
+    async with (
+        matrix_world(synapse, tmp_path, [reply(text_stream(["It returns 42."]))]) as world,
+        EncryptedClient(synapse, world.human_user, tmp_path / "human-keys") as human,
+    ):
+        room_id = await human.create_room(invite=world.bot_user.user_id)
+        async with running_bot(world, mode="off", extra=extra):
+            with anyio.fail_after(30):
+                while not human.joined(room_id, world.bot_user.user_id):
+                    await human.sync(timeout_ms=500)
+            uploaded, keys = await human.client.upload(
+                io.BytesIO(source),
+                content_type="text/x-python",
+                filename="s.py",
+                encrypt=True,
+                filesize=len(source),
+            )
+            assert isinstance(uploaded, nio.UploadResponse) and keys is not None
+            before = world.channel.replies_finished
+            content = {
+                "msgtype": "m.file",
+                "body": "s.py",
+                "info": {"mimetype": "text/x-python", "size": len(source)},
+                "file": {**keys, "url": uploaded.content_uri},
+            }
+            sent = await human.client.room_send(
+                room_id, "m.room.message", content, ignore_unverified_devices=True
+            )
+            assert isinstance(sent, nio.RoomSendResponse), sent
+            with anyio.fail_after(60):
+                while world.channel.replies_finished < before + 1:
+                    await human.sync(timeout_ms=300)
+    (request,) = world.provider.requests
+    (part,) = _last_user(request.json)
+    assert part["text"].startswith('<document name="s.py" type="text/x-python">')
+    assert "return 42" in part["text"]

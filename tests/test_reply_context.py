@@ -81,6 +81,25 @@ async def test_telegram_a_reply_to_a_bot_message_and_to_a_users(tmp_path: Path) 
         )
 
 
+async def test_telegram_a_reply_with_a_quote_sends_only_the_quoted_part(tmp_path: Path) -> None:
+    async with TelegramBotApiServer() as peer, ProviderServer() as provider:
+        answers = ["Paris is large. Lyon is old.", "Lyon dates from 43 BC."]
+        provider.script(PATH, [reply(text_stream([a])) for a in answers])
+        async with daemon_running(config_text(peer, provider, tmp_path), tmp_path) as daemon:
+            peer.inject_message(CHAT, "two cities?")
+            with anyio.fail_after(15):
+                await observed(daemon).wait_replies(1)
+            (answer,) = peer.messages(CHAT)
+            peer.inject_message(
+                CHAT, "how old?", reply_to_message_id=answer.message_id, quote="Lyon is old."
+            )
+            with anyio.fail_after(15):
+                await observed(daemon).wait_replies(2)
+        assert _last_user(provider.requests[1].json) == (
+            f"{OURS}\n> Lyon is old.\n[End of the quoted message]\n\nhow old?"
+        )
+
+
 async def test_discord_a_reply_to_a_bot_message(tmp_path: Path) -> None:
     replies = [reply(text_stream(["Paris."])), reply(text_stream(["I meant the city."]))]
     async with discord_bot(tmp_path, replies, mode="off") as bot:

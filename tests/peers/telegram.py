@@ -287,10 +287,12 @@ class TelegramBotApiServer:
         chat_type: str | None = None,
         reply_to_message_id: int | None = None,
         topic_id: int | None = None,
+        quote: str | None = None,
     ) -> dict[str, Any]:
         """A user sends ``text``; returns the Message object that the update carries.
         ``topic_id`` writes it in that forum topic (``message_thread_id`` with
-        ``is_topic_message``, as Telegram sends it)."""
+        ``is_topic_message``, as Telegram sends it); ``quote`` is the part of the replied-to
+        message the user selected (a ``TextQuote``)."""
         self.open_chat(chat_id, chat_type=chat_type)
         sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
         if username:
@@ -302,6 +304,12 @@ class TelegramBotApiServer:
         if m := _LEADING_COMMAND_RE.match(text):
             entities.insert(0, {"type": "bot_command", "offset": 0, "length": len(m[0])})
         msg = self._store(chat_id, text, from_bot=False, sender=sender, entities=tuple(entities))
+        if quote is not None:
+            replied = self._chats[chat_id].messages[reply_to_message_id or 0].text
+            msg.raw["quote"] = {
+                "text": quote,
+                "position": utf16_len(replied[: replied.find(quote)]),
+            }
         self._push_user_message(msg, reply_to_message_id, topic_id)
         return msg.raw
 

@@ -111,11 +111,9 @@ class Attachment:
 
 @dataclass(frozen=True, slots=True)
 class Quoted:
-    """The message a user's message replies to (Telegram ``reply_to_message`` or its partial
-    ``quote``, a Discord message reference, a Matrix ``m.in_reply_to``): its ``text`` as the
-    network gave it, whether the bot wrote it (``from_bot``) and who did (``sender_name``).
-    The orchestrator sends it to the model with the question, marked as quoted and cut to a
-    size cap (:mod:`orchestrator.turn.inputs`)."""
+    """The message a user's message replies to: its ``text``, whether the bot wrote it
+    (``from_bot``) and who did (``sender_name``); sent to the model with the question, marked
+    as quoted and cut to a size cap (:mod:`orchestrator.turn.inputs`)."""
 
     text: str
     from_bot: bool
@@ -223,10 +221,8 @@ class Channel(ABC):
 
     max_image_bytes: int = 10 * 1024 * 1024
     """Images above this many bytes are not fetched (the daemon sets ``agent.max_image_bytes``)."""
-
     max_document_bytes: int = 10 * 1024 * 1024
     """Documents above this many bytes are not fetched (``agent.max_document_bytes``)."""
-
     max_audio_bytes: int = 20 * 1024 * 1024
     """Audio above this many bytes is not fetched (``agent.max_audio_bytes``)."""
 

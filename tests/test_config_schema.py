@@ -116,6 +116,7 @@ def test_json_schema_describes_the_file() -> None:
         "storage",
         "server",
         "limits",
+        "speech",
     }
     assert schema["required"] == ["agent", "channels"]
     assert schema["additionalProperties"] is False

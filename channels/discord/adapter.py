@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -313,7 +314,12 @@ class DiscordChannel(Channel):
         while True:
             inbound = await self._inbox.get()
             try:
-                await self._on_inbound(inbound)
+                bounds = {
+                    "image": self.max_image_bytes,
+                    "document": self.max_document_bytes,
+                    "audio": self.max_audio_bytes,
+                }
+                await self._on_inbound(await self._reader.fetch(inbound, bounds))
             except Exception:
                 _LOG.exception("%s: handling a message failed", self.name)
 
@@ -456,6 +462,37 @@ class DiscordChannel(Channel):
             )
         if self._stops.live(target):
             self._stops.written(target, str(sent.id), button=view is not None, sent=True)
+        return MessageRef(target, str(sent.id))
+
+    @property
+    def can_send_voice(self) -> bool:
+        return True
+
+    async def _send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None,
+        thread_id: str | None,
+    ) -> MessageRef:
+        """The audio as a file attachment (``answer.ogg``), answering ``reply_to``."""
+        target = thread_id or chat_id
+        channel = self._messageable(target)
+        reference = None
+        if reply_to is not None:
+            reference = discord.MessageReference(
+                message_id=int(reply_to), channel_id=int(target), fail_if_not_exists=False
+            )
+        file = discord.File(io.BytesIO(audio), filename="answer.ogg")
+        if reference is None:
+            sent = await self._call(lambda: channel.send(file=file, allowed_mentions=_NO_MENTIONS))
+        else:
+            answered = reference
+            sent = await self._call(
+                lambda: channel.send(file=file, reference=answered, allowed_mentions=_NO_MENTIONS)
+            )
         return MessageRef(target, str(sent.id))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:

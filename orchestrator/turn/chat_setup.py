@@ -6,27 +6,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from config.models import AgentConfig
 from orchestrator.controls.settings import model_alias, system_prompt
 from orchestrator.controls.usage import estimate_tokens, round_usage
 from orchestrator.store import ConversationStore
 from orchestrator.turn.rounds import RoundResult, RoundRunner
-from orchestrator.turn.turn_state import TurnState
+from orchestrator.turn.turn_state import ChatSetup, TurnState
 
 __all__ = ["ChainFor", "ChatSetup", "load_setup", "record_usage"]
 
 ChainFor = Callable[[str | None], RoundRunner]
 """The round runner of a model alias of ``agent.models`` (``None``: ``agent.providers``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ChatSetup:
-    """The round runner and the system prompt of one turn."""
-
-    rounds: RoundRunner
-    system_prompt: str
 
 
 async def load_setup(

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import anyio
 
@@ -13,12 +12,17 @@ from channels.base import Channel, InboundMessage
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerInterrupted, AnswerRefused, TextEmitted
 from orchestrator.turn.round_sink import ReplyPolicyLike, RoundSink
+from orchestrator.turn.rounds import RoundRunner
 from providers.base import ChatMessage
 
-if TYPE_CHECKING:
-    from orchestrator.turn.chat_setup import ChatSetup
-
-__all__ = ["ConversationKey", "ReplySpacing", "TurnOutcome", "TurnState", "conversation_key"]
+__all__ = [
+    "ChatSetup",
+    "ConversationKey",
+    "ReplySpacing",
+    "TurnOutcome",
+    "TurnState",
+    "conversation_key",
+]
 
 
 ConversationKey = tuple[str, str, str | None]
@@ -27,6 +31,15 @@ ConversationKey = tuple[str, str, str | None]
 
 def conversation_key(channel: str, message: InboundMessage) -> ConversationKey:
     return (channel, message.chat_id, message.thread_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSetup:
+    """The round runner and the system prompt of one turn, from its chat's settings
+    (:mod:`orchestrator.turn.chat_setup`)."""
+
+    rounds: RoundRunner
+    system_prompt: str
 
 
 @dataclass
@@ -40,6 +53,8 @@ class TurnOutcome:
     rounds: int = 0
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     dropped_messages: int = 0
+    answer: str = ""
+    """The final answer's text (the model's, before redaction) when it ended complete."""
 
 
 @dataclass

@@ -4,6 +4,8 @@ A channel adapter executes primitive writes (send, edit, delete, typing) and tur
 updates into :class:`InboundMessage`. It never decides *what* to write: the delivery engine does.
 Public methods are ``@final`` and map nothing themselves; subclasses implement the ``_``-prefixed
 primitive and raise :mod:`channels.errors` types (translating library exceptions once, there).
+The answer buttons, the command menu and the spacing of an adapter's own writes are
+:mod:`channels.controls`' (re-exported here).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
-from channels.controls import ControlEvent, ControlHandler
+from channels.controls import COMMAND_MENU, UNSPACED, AnswerControls, WriteSpacing
 
 __all__ = [
     "COMMAND_MENU",
@@ -38,45 +40,6 @@ __all__ = [
 ]
 
 StreamMode = Literal["off", "partial", "multi_message"]
-
-COMMAND_MENU: tuple[tuple[str, str, str | None], ...] = (
-    ("new", "Start a new conversation", None),
-    ("stop", "Stop the answer being written", None),
-    ("model", "List the models, or switch: /model NAME", "name"),
-    ("system", "Set this chat's system prompt, or /system reset", "text"),
-    ("settings", "Show this chat's model and system prompt", None),
-    ("status", "Model, context fill and tokens today", None),
-    ("usage", "Your and this chat's tokens and cost", None),
-    ("reset", "Forget this conversation (as /new)", None),
-    ("help", "List the commands", None),
-)
-"""The commands a network's menu offers (Telegram ``setMyCommands``, Discord slash commands):
-``(name, description, argument)``; ``argument`` names the one optional free-text argument
-(``None``: none). Every one reaches the orchestrator as the text ``/name argument``."""
-
-
-class WriteSpacing(Protocol):
-    """The chat's spacing for writes an adapter makes on its own (architecture §3 "Spacing"):
-    the outcome edit of an approval prompt. The adapter never sleeps itself: it says when a
-    write landed and awaits :meth:`next_write` before the next one."""
-
-    def landed(self) -> None:
-        """A write to the chat just completed."""
-
-    async def next_write(self) -> None:
-        """Return once the chat's spacing allows the next write."""
-
-
-class _Unspaced:
-    def landed(self) -> None:
-        return None
-
-    async def next_write(self) -> None:
-        return None
-
-
-UNSPACED: WriteSpacing = _Unspaced()
-"""No spacing: every write may start at once."""
 
 
 def utf16_len(text: str) -> int:
@@ -223,7 +186,7 @@ class ChannelState(Protocol):
     async def set(self, key: str, value: str) -> None: ...
 
 
-class Channel(ABC):
+class Channel(AnswerControls, ABC):
     """One configured chat network connection.
 
     Args:
@@ -250,10 +213,6 @@ class Channel(ABC):
     approval_timeout_secs: float = 120.0
     """How long :meth:`request_approval` waits for the user's answer, in seconds (the daemon sets
     ``agent.approval_timeout_secs``)."""
-
-    on_control: ControlHandler | None = None
-    """Set by the daemon: decides a button press (:mod:`channels.controls`); ``None``: every
-    press an allowed user makes is taken."""
 
     def __init__(self, name: str, config: Any, on_inbound: InboundHandler) -> None:
         self.name = name
@@ -342,42 +301,6 @@ class Channel(ABC):
         import anyio  # local: the sans-I/O cores import this module for its data types
 
         await anyio.sleep_forever()
-
-    # -- answer buttons (architecture §3 "Buttons", :mod:`channels.controls`) --------------------
-
-    @final
-    async def control(self, event: ControlEvent) -> str | None:
-        """Hand a press to the orchestrator: ``None`` when it was taken, else the one line that
-        refuses it (show it to the presser alone)."""
-        if self.on_control is None:
-            return None
-        return await self.on_control(event)
-
-    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
-        """An answer to ``asker_id`` starts in the conversation: show a Stop button on its
-        messages until :meth:`answer_finished` (default: the network has none)."""
-        return None
-
-    async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:
-        """The answer's model work is over; its last writes follow (its final text, or the
-        stop marker): they may carry Regenerate instead of Stop, which spares a write of their
-        own. Must not wait: called between two events of the answer's delivery (default:
-        nothing)."""
-        return None
-
-    async def answer_finished(
-        self,
-        chat_id: str,
-        thread_id: str | None,
-        *,
-        regenerate: bool,
-        spacing: WriteSpacing = UNSPACED,
-    ) -> None:
-        """The answer is delivered: remove its Stop button and offer Regenerate on its last
-        message, taking it from the previous answer; each write waits for ``spacing`` (the
-        chat's, after the reply's last write). ``regenerate`` False: it could not be delivered
-        (the chat or thread is gone): write nothing (default: nothing)."""
-        return None
 
     async def reply_finished(self, chat_id: str) -> None:
         """Called once per inbound message when its reply is fully delivered (or it got none)."""

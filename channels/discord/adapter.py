@@ -62,9 +62,8 @@ from channels.base import (
     MessageRef,
     WriteSpacing,
 )
-from channels.controls import ControlEvent
 from channels.discord.approval import OUTCOME, ApprovalView
-from channels.discord.buttons import StopButtons
+from channels.discord.buttons import DiscordStopButtons, StopButtons
 from channels.discord.commands import command_tree
 from channels.discord.errors import translate_error
 from channels.discord.inbound import InboundReader
@@ -113,7 +112,7 @@ class _Client(discord.Client):
         self._adapter._received(self, message)
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(Channel, DiscordStopButtons):
     """A Discord bot (see the module docstring).
 
     Args:
@@ -346,55 +345,6 @@ class DiscordChannel(Channel):
             _LOG.warning("%s: could not acknowledge /%s: %s", self.name, name, exc)
         if inbound is not None:
             self._inbox.put_nowait(inbound)
-
-    # -- the Stop button (channels/discord/buttons.py) -----------------------------------------
-
-    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
-        if self.stream_mode == "partial":  # a draft, edited to its final text: no extra write
-            self._stops.start(chat_id, thread_id, asker_id)
-
-    async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:
-        self._stops.finishing(chat_id, thread_id)
-
-    async def answer_finished(
-        self,
-        chat_id: str,
-        thread_id: str | None,
-        *,
-        regenerate: bool,
-        spacing: WriteSpacing = UNSPACED,
-    ) -> None:
-        buttoned = self._stops.finish(chat_id, thread_id)
-        if not regenerate or self._client is None:
-            return  # undelivered: the channel or thread is gone
-        channel = self._messageable(thread_id or chat_id)
-        for message_id in buttoned:
-            message = channel.get_partial_message(int(message_id))
-            await spacing.next_write()
-            try:
-                await message.edit(view=None, allowed_mentions=_NO_MENTIONS)
-                spacing.landed()
-            except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
-                _LOG.debug("%s: could not remove the Stop button: %s", self.name, exc)
-
-    async def _on_stop(self, interaction: discord.Interaction[Any], token: str) -> None:
-        """A press of Stop: the orchestrator decides; the presser alone reads the outcome."""
-        pressed = self._stops.pressed(token)
-        if pressed is None:
-            reply = "This answer is over."
-        elif not self._may_answer(interaction.user.id):
-            reply = "You are not allowed to use this button."
-        else:
-            chat_id, thread_id, asker_id = pressed
-            user = interaction.user
-            event = ControlEvent(
-                self.name, chat_id, thread_id, "stop", str(user.id), user.name, asker_id
-            )
-            reply = await self.control(event) or "Stopping…"
-        try:
-            await interaction.response.send_message(reply, ephemeral=True)
-        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
-            _LOG.warning("%s: could not answer a Stop press: %s", self.name, exc)
 
     def _may_answer(self, user_id: int) -> bool:
         """``allowed_users`` for button presses (the orchestrator never sees them)."""

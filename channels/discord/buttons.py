@@ -18,16 +18,22 @@ Message components: https://discord.com/developers/docs/interactions/message-com
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import discord
 
-from channels.controls import STOP_LABEL
+from channels.base import UNSPACED, StreamMode, WriteSpacing
+from channels.controls import STOP_LABEL, AnswerControls, ControlEvent
 
-__all__ = ["Pressed", "StopButtons", "StopView"]
+__all__ = ["DiscordStopButtons", "Pressed", "StopButtons", "StopView"]
+
+_LOG = logging.getLogger("channels.discord")
+_NO_MENTIONS = discord.AllowedMentions.none()
 
 Pressed = Callable[[discord.Interaction[Any], str], Awaitable[None]]
 """Called with the interaction and the pressed answer's token."""
@@ -111,3 +117,69 @@ class StopButtons:
             if answer.token == token:
                 return answer.chat_id, answer.thread_id, answer.asker_id
         return None
+
+
+class DiscordStopButtons(AnswerControls):
+    """The adapter's side of the Stop button, mixed into
+    :class:`~channels.discord.adapter.DiscordChannel` (which provides the client and
+    ``allowed_users``): the ``answer_*`` calls and a press handed to the orchestrator."""
+
+    _stops: StopButtons
+    _client: Any
+
+    @property
+    def stream_mode(self) -> StreamMode:
+        raise NotImplementedError  # the adapter's (channels.base.Channel)
+
+    def _messageable(self, channel_id: str) -> discord.PartialMessageable:
+        raise NotImplementedError
+
+    def _may_answer(self, user_id: int) -> bool:
+        raise NotImplementedError
+
+    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        if self.stream_mode == "partial":  # a draft, edited to its final text: no extra write
+            self._stops.start(chat_id, thread_id, asker_id)
+
+    async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:
+        self._stops.finishing(chat_id, thread_id)
+
+    async def answer_finished(
+        self,
+        chat_id: str,
+        thread_id: str | None,
+        *,
+        regenerate: bool,
+        spacing: WriteSpacing = UNSPACED,
+    ) -> None:
+        buttoned = self._stops.finish(chat_id, thread_id)
+        if not regenerate or self._client is None:
+            return  # undelivered: the channel or thread is gone
+        channel = self._messageable(thread_id or chat_id)
+        for message_id in buttoned:
+            message = channel.get_partial_message(int(message_id))
+            await spacing.next_write()
+            try:
+                await message.edit(view=None, allowed_mentions=_NO_MENTIONS)
+                spacing.landed()
+            except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+                _LOG.debug("%s: could not remove the Stop button: %s", self.name, exc)
+
+    async def _on_stop(self, interaction: discord.Interaction[Any], token: str) -> None:
+        """A press of Stop: the orchestrator decides; the presser alone reads the outcome."""
+        pressed = self._stops.pressed(token)
+        if pressed is None:
+            reply = "This answer is over."
+        elif not self._may_answer(interaction.user.id):
+            reply = "You are not allowed to use this button."
+        else:
+            chat_id, thread_id, asker_id = pressed
+            user = interaction.user
+            event = ControlEvent(
+                self.name, chat_id, thread_id, "stop", str(user.id), user.name, asker_id
+            )
+            reply = await self.control(event) or "Stopping…"
+        try:
+            await interaction.response.send_message(reply, ephemeral=True)
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            _LOG.warning("%s: could not answer a Stop press: %s", self.name, exc)

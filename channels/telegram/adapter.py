@@ -60,7 +60,6 @@ from urllib.parse import urlsplit
 import anyio
 from telegram import (
     BotCommand,
-    CallbackQuery,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     InputFile,
@@ -90,9 +89,9 @@ from channels.base import (
     WriteSpacing,
 )
 from channels.base import utf16_len as _utf16_len
-from channels.controls import ControlEvent
 from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
-from channels.telegram.buttons import CONTROL_PREFIX, AnswerButtons
+from channels.telegram.buttons import AnswerButtons
+from channels.telegram.controls import APPROVAL_PREFIX, TelegramButtons
 from channels.telegram.errors import quiet_rate_limiter_log, translate_error
 from channels.telegram.format import FormattedText, markdown_to_telegram, to_html
 from channels.telegram.inbound import InboundReader, PollHealth, file_base_url
@@ -104,7 +103,6 @@ _LOG = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
 
 COMMANDS = tuple(BotCommand(name, description) for name, description, _ in COMMAND_MENU)
-_APPROVAL_PREFIX = "approve:"
 _UPDATES = ["message", "callback_query"]
 
 
@@ -141,7 +139,7 @@ class _Approval:
     answer: bool | None = None
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(Channel, TelegramButtons):
     """A Telegram bot (see the module docstring).
 
     Args:
@@ -317,108 +315,12 @@ class TelegramChannel(Channel):
         candidates = {str(user.id), (user.username or "").lower()} - {""}
         return "*" in names or bool(names & candidates)
 
-    def _event(
-        self, query: CallbackQuery, chat: str, thread: str | None, **kw: Any
-    ) -> ControlEvent:
-        user = query.from_user
-        return ControlEvent(
-            self.name, chat, thread, user_id=str(user.id), user_handle=user.username, **kw
-        )
-
-    async def _on_callback(self, query: CallbackQuery) -> None:
-        if (query.data or "").startswith(CONTROL_PREFIX):
-            await self._on_button(query)
-            return
-        token, _, choice = (query.data or "").removeprefix(_APPROVAL_PREFIX).rpartition(":")
-        approval = self._approvals.get(token)
-        chat = query.message.chat.id if query.message is not None else None
-        refusal = None
-        if approval is not None and self._allowed(query.from_user):
-            thread = approval.thread_id
-            asker = self._buttons.asker(approval.chat_id, thread)
-            event = self._event(query, approval.chat_id, thread, action="approve", asker_id=asker)
-            refusal = await self.control(event)
-        if approval is None or approval.answered.is_set() or str(chat) != approval.chat_id:
-            reply = "This request is no longer open."
-        elif not self._allowed(query.from_user):
-            reply = "You are not allowed to answer this request."
-        elif refusal is not None:
-            reply = refusal
-        else:
-            approval.answer = choice == "y"
-            approval.answered.set()
-            reply = "Approved." if approval.answer else "Denied."
-        await self._answer_query(query, reply)
-
-    async def _on_button(self, query: CallbackQuery) -> None:
-        """A press of Stop or Regenerate: the orchestrator decides."""
-        pressed = self._buttons.pressed(query.data or "")
-        if pressed is None:
-            reply = "This button is no longer active."
-        elif not self._allowed(query.from_user):
-            reply = "You are not allowed to use this button."
-        else:
-            event = self._event(
-                query,
-                pressed.chat_id,
-                pressed.thread_id,
-                action=pressed.action,
-                asker_id=pressed.asker_id,
-            )
-            refusal = await self.control(event)
-            done = "Stopping…" if pressed.action == "stop" else "Asking again…"
-            reply = refusal if refusal is not None else done
-        await self._answer_query(query, reply)
-
-    async def _answer_query(self, query: CallbackQuery, reply: str) -> None:
-        try:
-            await query.answer(reply)
-        except TelegramError as exc:
-            _LOG.warning("%s: answerCallbackQuery failed: %s", self.name, exc)
-
     # -- primitives -----------------------------------------------------------------------
 
     def _bot(self) -> Any:
         if self._app is None:
             raise ChannelWriteFailed(f"channel {self.name!r} is not started")
         return self._app.bot
-
-    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
-        if self.stream_mode != "partial":  # buttons on a draft, edited to its final text anyway
-            return
-        previous = self._buttons.start(chat_id, thread_id, asker_id)
-        if previous is not None:
-            await self._set_keyboard(chat_id, previous, None)
-
-    async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:
-        self._buttons.finishing(chat_id, thread_id)
-
-    async def answer_finished(
-        self,
-        chat_id: str,
-        thread_id: str | None,
-        *,
-        regenerate: bool,
-        spacing: WriteSpacing = UNSPACED,
-    ) -> None:
-        edits = self._buttons.finish(chat_id, thread_id, regenerate=regenerate)
-        for message_id, keyboard in edits:
-            await spacing.next_write()
-            await self._set_keyboard(chat_id, message_id, keyboard)
-            spacing.landed()
-
-    async def _set_keyboard(
-        self, chat_id: str, message_id: str, keyboard: InlineKeyboardMarkup | None
-    ) -> None:
-        """Replace a message's keyboard; a message gone or already so is left as it is."""
-        if self._app is None:
-            return
-        try:
-            await self._app.bot.edit_message_reply_markup(
-                chat_id, int(message_id), reply_markup=keyboard
-            )
-        except TelegramError as exc:
-            _LOG.debug("%s: could not change the buttons of %s: %s", self.name, message_id, exc)
 
     @staticmethod
     async def _call(action: Callable[[], Awaitable[_T]], *, length: int = 0) -> _T:
@@ -542,7 +444,7 @@ class TelegramChannel(Channel):
         """Raises ChannelError when the prompt cannot be sent."""
         bot = self._bot()
         token = secrets.token_urlsafe(9)
-        data = f"{_APPROVAL_PREFIX}{token}"
+        data = f"{APPROVAL_PREFIX}{token}"
         yes = InlineKeyboardButton("✅ Approve", callback_data=f"{data}:y")
         no = InlineKeyboardButton("❌ Deny", callback_data=f"{data}:n")
         buttons = InlineKeyboardMarkup([[yes, no]])

@@ -1,6 +1,7 @@
 """What a chat's settings change in its turn (architecture §5 "Chat controls"): the rounds are
 served by the chat's model (``/model``) with its system prompt (``/system``), and every round's
-usage is kept, by sender, for ``/usage``, ``relaybot usage`` and the budgets."""
+usage is kept, by sender, for ``/usage``, ``relaybot usage`` and the budgets; once the reply
+is delivered its buttons change (architecture §3 "Buttons")."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from orchestrator.controls.settings import model_alias, system_prompt
 from orchestrator.controls.usage import estimate_tokens, round_usage
 from orchestrator.store import ConversationStore
 from orchestrator.turn.rounds import RoundResult, RoundRunner
-from orchestrator.turn.turn_state import ChatSetup, TurnState
+from orchestrator.turn.turn_state import ChatSetup, ReplySpacing, TurnState
 
-__all__ = ["ChainFor", "ChatSetup", "load_setup", "record_usage"]
+__all__ = ["ChainFor", "ChatSetup", "buttons_after", "load_setup", "record_usage"]
 
 ChainFor = Callable[[str | None], RoundRunner]
 """The round runner of a model alias of ``agent.models`` (``None``: ``agent.providers``)."""
@@ -64,3 +65,13 @@ async def record_usage(
         now=time.time(),
     )
     await store.controls.record_usage(record)
+
+
+async def buttons_after(turn: TurnState) -> None:
+    """The reply is delivered: its Stop button goes, Regenerate comes (architecture §3
+    "Buttons"), spaced after its last write; nothing for a reply that could not be."""
+    engine = turn.driver.engine
+    delivered = not engine.stats.unreachable and turn.outcome.outcome != "undelivered"
+    spacing = ReplySpacing(engine.next_write_at(), engine.settings.interval)
+    chat, thread = turn.inbound.chat_id, turn.inbound.thread_id
+    await turn.channel.answer_finished(chat, thread, regenerate=delivered, spacing=spacing)

@@ -48,7 +48,13 @@ from orchestrator.delivery.events import (
 from orchestrator.store import AsyncStore, ConversationStore, RoundRecord, Store
 from orchestrator.tools.registry import ToolRegistry
 from orchestrator.tools.tool_calls import normalise_ids
-from orchestrator.turn.chat_setup import ChainFor, ChatSetup, load_setup, record_usage
+from orchestrator.turn.chat_setup import (
+    ChainFor,
+    ChatSetup,
+    buttons_after,
+    load_setup,
+    record_usage,
+)
 from orchestrator.turn.compaction import summary_request, with_summary
 from orchestrator.turn.cut_answers import ReplyJournal
 from orchestrator.turn.history_budget import (
@@ -68,7 +74,6 @@ from orchestrator.turn.tool_round import ToolTurn, run_calls
 from orchestrator.turn.turn_state import (
     ConversationKey,
     OpenRound,
-    ReplySpacing,
     TurnOutcome,
     TurnState,
     conversation_key,
@@ -207,7 +212,7 @@ class TurnRunner:
                     )
         with anyio.CancelScope(shield=True):
             await journal.end()  # delivered or given up: nothing left to mark
-            await self._buttons_after(turn)
+            await buttons_after(turn)
         if turn.driver.stats.unreachable and turn.outcome.outcome != "undelivered":
             # The answer was complete, its delivery was not (e.g. the one message of "off").
             turn.outcome.outcome, turn.outcome.cause = "undelivered", UNDELIVERED_CAUSE
@@ -215,16 +220,6 @@ class TurnRunner:
                 with anyio.CancelScope(shield=True):
                     await self._store.set_round_outcome(turn.last_round_id, "undelivered")
         return turn.outcome
-
-    @staticmethod
-    async def _buttons_after(turn: TurnState) -> None:
-        """The reply is delivered: its Stop button goes, Regenerate comes (architecture §3
-        "Buttons"), spaced after its last write; nothing for a reply that could not be."""
-        engine = turn.driver.engine
-        delivered = not engine.stats.unreachable and turn.outcome.outcome != "undelivered"
-        spacing = ReplySpacing(engine.next_write_at(), engine.settings.interval)
-        chat, thread = turn.inbound.chat_id, turn.inbound.thread_id
-        await turn.channel.answer_finished(chat, thread, regenerate=delivered, spacing=spacing)
 
     def _release(self, key: ConversationKey, turn: TurnState) -> None:
         if self._running.get(key) is turn:
@@ -294,12 +289,6 @@ class TurnRunner:
             await self._record(turn, None, "undelivered" if undelivered else outcome)
 
     # -- the rounds -----------------------------------------------------------------------
-
-    def asker(self, key: ConversationKey) -> str | None:
-        """The sender whose message the running turn of ``key`` answers (``None``: none
-        runs): the user who may press its buttons besides the admins."""
-        turn = self._running.get(key)
-        return turn.inbound.sender_id if turn is not None else None
 
     def running(self, key: ConversationKey) -> bool:
         return key in self._running

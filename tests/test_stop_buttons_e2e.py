@@ -12,13 +12,15 @@ import nio
 import pytest
 
 from channels.controls import STOP_LABEL
+from orchestrator.chats.presses import NOT_YOURS
 from orchestrator.turn.runner import STOPPED_MARKER
 from tests.discord_harness import running_bot as discord_bot
 from tests.matrix_harness import PATH, matrix_world, running_bot
+from tests.peers.discord_wire import StoredMessage
 from tests.peers.matrix_client import resolve_edits
 from tests.peers.provider_server import RecordedRequest
 from tests.peers.synapse import SynapseHomeserver
-from tests.telegram_harness import reply, text_stream
+from tests.telegram_harness import reply, text_stream, tool_call_stream
 
 pytestmark = pytest.mark.anyio
 
@@ -94,3 +96,27 @@ async def test_matrix_takes_commands_with_its_prefix(
     [answer] = [event["body"] for event in shown.values()]
     assert answer.startswith("Model: m (main; configured)")
     assert world.provider.requests_to(PATH) == []
+
+
+async def test_discord_approval_is_answered_by_the_asker_or_an_admin_only(tmp_path: Path) -> None:
+    replies = [reply(tool_call_stream(["Checking."])), reply(text_stream(["It is noon."]))]
+    agent = "  require_approval: [current_time]\n"
+    async with discord_bot(tmp_path, replies, agent_extra=agent) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel_id
+        before = bot.channel.replies_finished
+        peer.inject_message(dm, "what time is it?")
+
+        def prompts() -> list[StoredMessage]:
+            return [m for m in peer.messages(dm) if "Run current_time" in m.content]
+
+        await peer.wait_for(lambda: bool(prompts()), 10)
+        [asking] = prompts()
+        approve = asking.payload["components"][0]["components"][0]["custom_id"]
+        stranger = peer.add_user("mallory")
+        peer.inject_button_click(asking.id, approve, user_id=stranger)
+        await peer.wait_for(lambda: len(peer.interaction_responses) == 1, 10)
+        assert peer.interaction_responses[0]["data"]["content"] == NOT_YOURS
+        peer.inject_button_click(asking.id, approve)  # the asker
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(before + 1)
+    assert peer.message(asking.id).content.endswith("✅ Approved")

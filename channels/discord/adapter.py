@@ -35,8 +35,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   or ``partial`` when the answer was complete before the first draft) allows a mention of that
   user and the reply ping. An edit never notifies on Discord, so a ``partial`` reply does not
   ping.
-* **Approvals.** A prompt with ✅/❌ buttons (:mod:`channels.discord.approval`); after
-  ``approval_timeout_secs`` (``agent.approval_timeout_secs``) the answer is ``None``.
+* **Approvals.** A prompt with ✅/❌ buttons (:mod:`channels.discord.approval`), pressed by
+  the asker or an admin; after ``approval_timeout_secs`` the answer is ``None``.
+* **Stop.** In ``partial`` a button on the answer's newest message (:mod:`.buttons`).
 """
 
 from __future__ import annotations
@@ -154,6 +155,7 @@ class DiscordChannel(Channel, DiscordStopButtons):
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._allowed_users = {str(u) for u in config.allowed_users}
         self._stops = StopButtons()
+        self._askers: dict[str, str] = {}
 
     def health(self) -> ChannelHealth:
         """``degraded`` while the Gateway is disconnected (discord.py reconnects by itself) or
@@ -346,10 +348,6 @@ class DiscordChannel(Channel, DiscordStopButtons):
         if inbound is not None:
             self._inbox.put_nowait(inbound)
 
-    def _may_answer(self, user_id: int) -> bool:
-        """``allowed_users`` for button presses (the orchestrator never sees them)."""
-        return "*" in self._allowed_users or str(user_id) in self._allowed_users
-
     # -- primitives -----------------------------------------------------------------------
 
     def _messageable(self, channel_id: str) -> discord.PartialMessageable:
@@ -483,7 +481,12 @@ class DiscordChannel(Channel, DiscordStopButtons):
         """Raises ChannelError when the prompt cannot be sent."""
         channel = self._messageable(thread_id or chat_id)
         self._fits(prompt)
-        view = ApprovalView(prompt, timeout=self.approval_timeout_secs, allowed=self._may_answer)
+        view = ApprovalView(
+            prompt,
+            timeout=self.approval_timeout_secs,
+            allowed=self._may_answer,
+            refusal=self._approval_refusal(chat_id, thread_id),
+        )
         sent = await self._call(
             lambda: channel.send(prompt, view=view, allowed_mentions=_NO_MENTIONS),
             length=len(prompt),

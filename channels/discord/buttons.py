@@ -134,10 +134,15 @@ class DiscordStopButtons(AnswerControls):
     def _messageable(self, channel_id: str) -> discord.PartialMessageable:
         raise NotImplementedError
 
+    _askers: dict[str, str]  # the asker of the answer being written, by Discord channel id
+    _allowed_users: set[str]
+
     def _may_answer(self, user_id: int) -> bool:
-        raise NotImplementedError
+        """``allowed_users`` for button presses (the orchestrator then decides)."""
+        return "*" in self._allowed_users or str(user_id) in self._allowed_users
 
     async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        self._askers[thread_id or chat_id] = asker_id  # an approval prompt belongs to it
         if self.stream_mode == "partial":  # a draft, edited to its final text: no extra write
             self._stops.start(chat_id, thread_id, asker_id)
 
@@ -152,6 +157,7 @@ class DiscordStopButtons(AnswerControls):
         regenerate: bool,
         spacing: WriteSpacing = UNSPACED,
     ) -> None:
+        self._askers.pop(thread_id or chat_id, None)
         buttoned = self._stops.finish(chat_id, thread_id)
         if not regenerate or self._client is None:
             return  # undelivered: the channel or thread is gone
@@ -183,3 +189,18 @@ class DiscordStopButtons(AnswerControls):
             await interaction.response.send_message(reply, ephemeral=True)
         except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
             _LOG.warning("%s: could not answer a Stop press: %s", self.name, exc)
+
+    def _approval_refusal(
+        self, chat_id: str, thread_id: str | None
+    ) -> Callable[[discord.Interaction[Any]], Awaitable[str | None]]:
+        """The orchestrator's word on a press of an approval prompt in the conversation."""
+        asker_id = self._askers.get(thread_id or chat_id)
+
+        async def refusal(interaction: discord.Interaction[Any]) -> str | None:
+            user = interaction.user
+            event = ControlEvent(
+                self.name, chat_id, thread_id, "approve", str(user.id), user.name, asker_id
+            )
+            return await self.control(event)
+
+        return refusal

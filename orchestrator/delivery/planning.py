@@ -1,8 +1,9 @@
 """Pieces shared by the delivery engine and its two planners (architecture §3).
 
 The engine (:mod:`orchestrator.delivery.engine`) owns time, the write in flight and the event
-table; a *planner* owns the layout of one mode and says which write comes next:
-:class:`~orchestrator.delivery.drafts.DraftPlanner` for ``partial``,
+table; a *planner* decides the layout of one mode and says which write comes next:
+:mod:`~orchestrator.delivery.drafts` for ``partial`` (pure functions on its state, kept in the
+engine's :class:`~orchestrator.delivery.reply_state.ReplyState`),
 :class:`~orchestrator.delivery.pieces.QueuePlanner` for ``off`` and ``multi_message``. Both read
 the reply's visible text from one :class:`Transcript`, and both turn a failed write into one
 :class:`Effect` by the same table, :data:`FAILURE_EFFECTS` (architecture §3 "Network errors").

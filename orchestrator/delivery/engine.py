@@ -86,7 +86,6 @@ awaited and the planner has nothing left to write. Queries (:attr:`~DeliveryEngi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 
 from orchestrator.delivery import draft_layout, draft_scan, drafts
 from orchestrator.delivery.draft_state import Drafts, new_drafts
@@ -112,6 +111,7 @@ from orchestrator.delivery.events import (
 from orchestrator.delivery.pieces import QueuePlanner
 from orchestrator.delivery.planning import (
     Counters,
+    DeliveryStats,
     Ending,
     Transcript,
     Write,
@@ -136,44 +136,8 @@ from orchestrator.delivery.settings import DeliverySettings
 __all__ = ["DeliveryEngine", "DeliveryProtocolError", "DeliveryStats"]
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryStats:
-    """What one reply's delivery did.
-
-    Attributes:
-        writes_sent: sends, edits and deletes started (typing not counted).
-        messages_created: sends that returned a message id.
-        edits_sent: edits started.
-        deletes_sent: deletes started.
-        rate_limited: writes answered with a rate limit.
-        writes_given_up: writes abandoned after failing (logged by the driver).
-        unconfirmed_sends: sends that timed out (assumed landed, never re-sent).
-        plain_fallbacks: formatted writes retried as plain text after failing.
-        writes_refused: writes refused outright (5xx, connection refused), retried.
-        resent_as_new: messages whose edits kept failing, their text sent as a new message.
-        pieces_withheld: pieces replaced by the withheld notice (the hook failed).
-        unreachable: 1 when a write found the chat or thread gone (the rest was not written).
-    """
-
-    writes_sent: int
-    messages_created: int
-    edits_sent: int
-    deletes_sent: int
-    rate_limited: int
-    writes_given_up: int
-    unconfirmed_sends: int
-    plain_fallbacks: int
-    writes_refused: int = 0
-    resent_as_new: int = 0
-    pieces_withheld: int = 0
-    unreachable: int = 0
-
-
 def _as_is(text: str) -> str:
     return text
-
-
-_COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
 
 
 class DeliveryEngine:
@@ -265,8 +229,7 @@ class DeliveryEngine:
 
     @property
     def stats(self) -> DeliveryStats:
-        counters = self._counters  # field by field: asdict deep-copies, costly per reply
-        return DeliveryStats(**{name: getattr(counters, name) for name in _COUNTER_NAMES})
+        return self._counters.stats()
 
     # -- input ----------------------------------------------------------------------------
 
@@ -347,7 +310,7 @@ class DeliveryEngine:
             state = self._state
             assert state.drafts is not None
             step = drafts.hear(state.drafts, heard, self._transcript, self._settings)
-            self._state = state._replace(drafts=step.drafts)
+            self._state = with_drafts(state, step.drafts)
             self._count(step.count)
             self._settle(step.drafts)
             backoff = step.backoff
@@ -367,18 +330,34 @@ class DeliveryEngine:
     # -- the planner ------------------------------------------------------------------------
 
     def _guard_request(self) -> GuardPiece | None:
-        state = self._state
-        if state.drafts is None:
+        """The verdict the planner needs now (a query)."""
+        planned = self._state.drafts
+        if planned is None:
             assert self._queue is not None
             return self._queue.guard_request()
-        return drafts.guard_request(state.drafts)
+        return planned.guard
 
-    def _next_kind(self) -> WriteKind | None:
+    def _ask_verdict(self) -> GuardPiece | None:
+        """The verdict the planner needs now, asked for (a command): it is then awaited."""
+        request = self._guard_request()
+        if request is None:
+            return None
         state = self._state
         if state.drafts is None:
             assert self._queue is not None
+            self._queue.guard_started(request.piece_id)
+        else:
+            state = with_drafts(state, drafts.guard_started(state.drafts))
+        self._state = guarding(state, request.piece_id)
+        return request
+
+    def _next_kind(self) -> WriteKind | None:
+        """The kind of the planner's next write (a query)."""
+        planned = self._state.drafts
+        if planned is None:
+            assert self._queue is not None
             return self._queue.next_kind()
-        return draft_scan.next_kind(state.drafts, self._transcript, self._settings)
+        return draft_scan.next_kind(planned, self._transcript, self._settings)
 
     def destination_gone(self) -> None:
         """The chat or thread is gone, found by something other than a write (the typing
@@ -398,24 +377,14 @@ class DeliveryEngine:
         if state.unreachable:
             return actions
         if state.guarding is None:
-            planned = state.drafts
-            request = self._guard_request() if planned is None else planned.guard
+            request = self._ask_verdict()
             if request is not None:
-                if state.drafts is None:
-                    assert self._queue is not None
-                    self._queue.guard_started(request.piece_id)
-                else:
-                    state = state._replace(drafts=drafts.guard_started(state.drafts))
-                self._state = state = guarding(state, request.piece_id)
                 actions.append(request)
+                state = self._state
         if state.in_flight is not None:
             return actions
         wake: list[float] = []
-        planned = state.drafts
-        if planned is None:
-            kind = self._next_kind()
-        else:
-            kind = draft_scan.next_kind(planned, self._transcript, self._settings)
+        kind = self._next_kind()
         if kind is not None:
             start_at = self._write_at(kind)
             if now < start_at:
@@ -446,7 +415,7 @@ class DeliveryEngine:
             assert self._queue is not None
             return self._queue.plan()
         planned = draft_scan.plan(state.drafts, self._transcript, self._settings)
-        self._state = state._replace(drafts=planned.drafts)
+        self._state = with_drafts(state, planned.drafts)
         self._count(planned.count)
         return planned.write
 

@@ -11,7 +11,7 @@ the reply's visible text from one :class:`Transcript`, and both turn a failed wr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Literal, Protocol
 
@@ -34,6 +34,7 @@ __all__ = [
     "RESTARTED_NOTICE",
     "WITHHELD_NOTICE",
     "Counters",
+    "DeliveryStats",
     "Effect",
     "Ending",
     "Planner",
@@ -218,6 +219,39 @@ class Ending:
     line: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class DeliveryStats:
+    """What one reply's delivery did.
+
+    Attributes:
+        writes_sent: sends, edits and deletes started (typing not counted).
+        messages_created: sends that returned a message id.
+        edits_sent: edits started.
+        deletes_sent: deletes started.
+        rate_limited: writes answered with a rate limit.
+        writes_given_up: writes abandoned after failing (logged by the driver).
+        unconfirmed_sends: sends that timed out (assumed landed, never re-sent).
+        plain_fallbacks: formatted writes retried as plain text after failing.
+        writes_refused: writes refused outright (5xx, connection refused), retried.
+        resent_as_new: messages whose edits kept failing, their text sent as a new message.
+        pieces_withheld: pieces replaced by the withheld notice (the hook failed).
+        unreachable: 1 when a write found the chat or thread gone (the rest was not written).
+    """
+
+    writes_sent: int
+    messages_created: int
+    edits_sent: int
+    deletes_sent: int
+    rate_limited: int
+    writes_given_up: int
+    unconfirmed_sends: int
+    plain_fallbacks: int
+    writes_refused: int = 0
+    resent_as_new: int = 0
+    pieces_withheld: int = 0
+    unreachable: int = 0
+
+
 @dataclass(slots=True)
 class Counters:
     """Running totals kept by the engine and its planner (see ``DeliveryStats``)."""
@@ -234,6 +268,13 @@ class Counters:
     resent_as_new: int = 0
     pieces_withheld: int = 0
     unreachable: int = 0
+
+    def stats(self) -> DeliveryStats:
+        """The totals as :class:`DeliveryStats` (field by field: ``asdict`` deep-copies)."""
+        return DeliveryStats(**{name: getattr(self, name) for name in _COUNTER_NAMES})
+
+
+_COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
 
 
 @dataclass(frozen=True, slots=True)

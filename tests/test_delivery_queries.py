@@ -41,7 +41,7 @@ def answers(engine: DeliveryEngine, now: float) -> tuple[Any, ...]:
         return engine_answers
     text = engine._transcript
     layout = state.drafts.layout
-    count = draft_layout.count(layout)
+    count = draft_layout.count(layout, text)
     return (
         *engine_answers,
         draft_scan.next_kind(state.drafts, text, settings_),

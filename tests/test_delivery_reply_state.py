@@ -3,6 +3,7 @@ scripted by hand with no engine, no clock and no event loop."""
 
 from __future__ import annotations
 
+import functools
 import math
 import typing
 
@@ -34,6 +35,7 @@ from orchestrator.delivery.reply_state import (
     write_at,
 )
 from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.delivery.splitting import measure
 
 SETTINGS = DeliverySettings(
     mode="partial", draft_update_interval_ms=1000, limits=ChannelLimits(4096, "utf16")
@@ -106,7 +108,7 @@ def test_every_input_of_the_drafts_has_one_transition() -> None:
 def test_a_drafts_step_leaves_the_old_value_as_it_was() -> None:
     """``partial``'s planner state is a value: a step returns a new one."""
     state = ReplyState(drafts=new_drafts(SETTINGS))
-    text = Transcript()
+    text = Transcript(functools.partial(measure, SETTINGS.limits))
     text.append("Hello")
     before = state.drafts
     assert before is not None
@@ -114,6 +116,6 @@ def test_a_drafts_step_leaves_the_old_value_as_it_was() -> None:
     planned = draft_scan.plan(grown, text, SETTINGS)
     assert planned.write == Write(SendMessage("Hello", False))
     assert planned.drafts.in_flight is not None and grown.in_flight is None
-    assert before == new_drafts(SETTINGS) and grown.layout.version == 1
+    assert grown is before == new_drafts(SETTINGS)  # the live draft grew within its room
     step = drafts.hear(planned.drafts, WriteSucceeded("7"), text, SETTINGS)
     assert step.drafts.slots[0].message_id == "7" and planned.drafts.slots[0].message_id is None

@@ -15,11 +15,15 @@ text follows or a new round's lines replace them). Cuts only ever grow, except o
 The layout is one immutable record, :class:`Layout`; every change is a pure function that returns
 the next one (the reply's text, a :class:`~orchestrator.delivery.planning.Transcript`, is read,
 never written). It is kept up to date as the text changes, at a cost that does not grow with the
-answer: an append adds its length to the live draft's measure; only when that passes the room is
-the live text read and frozen. Frozen messages are never laid out again before the end. The live
-draft carries a *version*, bumped by every change of what it should show; its text is composed
-only when asked for. The text before the live draft's start (:func:`start`) is no longer read per
-delta: the engine settles the transcript there after each step.
+answer: the transcript adds each append's measure to its running
+:attr:`~orchestrator.delivery.planning.Transcript.units`, and only when the live draft's measure
+(those units less the measure of the text before the live draft, kept in the layout) passes the
+room is the live text read and frozen. So the record does not change per delta: whether the
+live draft holds text is read from the transcript's ``visible_end``, and the live draft's
+*version* (:func:`version`) is the layout's own count of changes with the text's length. Frozen
+messages are never laid out again before the end. The live draft's text is composed only when
+asked for. The text before the live draft's start (:func:`start`) is no longer read per delta:
+the engine settles the transcript there after each step.
 
 Room: the live draft keeps ``STATUS_ROOM`` units free for a status line or the interrupted
 marker; when the text, or the text plus the status, does not fit, it is frozen at the best cut
@@ -57,7 +61,9 @@ __all__ = [
     "finish_status",
     "freeze_live",
     "lay_out_final",
+    "live_has_text",
     "live_text",
+    "live_units",
     "new_layout",
     "new_status_round",
     "pin",
@@ -67,6 +73,7 @@ __all__ = [
     "shrink",
     "start",
     "target",
+    "version",
 ]
 
 STATUS_ROOM = 100
@@ -99,16 +106,16 @@ class Target:
 
 class Layout(NamedTuple):
     """The cuts, the live draft and the final targets of one ``partial`` reply (see the module
-    docstring). Immutable (a ``NamedTuple``: a delta's step builds one, and a tuple is the
-    cheapest record to build).
+    docstring). Immutable (a ``NamedTuple``, the cheapest record to build).
 
     Attributes:
         max: the room of one message, in ``limits.unit`` (less after :func:`shrink`).
         cuts: the frozen messages, in order.
-        live_units: ``measure`` of the live text, ``text[start:]`` (the reopened fence not
+        units_before: ``measure`` of the text before the live draft, ``text[:start]`` (the live
+            draft's measure is the transcript's ``units`` less this; the reopened fence not
             included).
-        live_has_text: the live text is not blank.
-        version: bumped by every change of what the live draft should show.
+        version: bumped by every change of what the live draft should show but the text's
+            growth (see :func:`version`).
         lines: the status lines of the running round, ``(call, line)`` in the order the calls
             began.
         status: ``lines`` joined and clipped (``None``: no line).
@@ -122,8 +129,7 @@ class Layout(NamedTuple):
 
     max: int
     cuts: tuple[Frozen, ...] = ()
-    live_units: int = 0
-    live_has_text: bool = False
+    units_before: int = 0
     version: int = 0
     lines: tuple[tuple[int, str], ...] = ()
     status: str | None = None
@@ -133,10 +139,6 @@ class Layout(NamedTuple):
     final_body: str | None = None
     final_formatted: bool = True
     suffix: str | None = None
-
-
-_tuple_new = tuple.__new__
-"""Builds a ``NamedTuple`` from its fields in order, without the checks of ``_replace``."""
 
 
 def new_layout(settings: DeliverySettings) -> Layout:
@@ -171,6 +173,23 @@ def fence_in(layout: Layout) -> Fence | None:
     return layout.cuts[-1].fence if layout.cuts else None
 
 
+def live_units(layout: Layout, text: Transcript) -> int:
+    """``measure`` of the live text, ``text[start:]``."""
+    return text.units - layout.units_before
+
+
+def live_has_text(layout: Layout, text: Transcript) -> bool:
+    """The live text is not blank."""
+    return text.visible_end > start(layout)
+
+
+def version(layout: Layout, text: Transcript) -> tuple[int, int]:
+    """The live draft's version: it changes with every change of what the live draft should
+    show (the layout's changes, then the text's growth; a restart, which shortens the text, is
+    a change of the layout)."""
+    return layout.version, text.length
+
+
 def live_text(layout: Layout, text: Transcript, settings: DeliverySettings) -> str:
     """The live draft's text."""
     limits = settings.limits
@@ -178,11 +197,11 @@ def live_text(layout: Layout, text: Transcript, settings: DeliverySettings) -> s
     return compose(text.tail(start(layout)), fence_in(layout), status)
 
 
-def count(layout: Layout) -> int:
+def count(layout: Layout, text: Transcript) -> int:
     """How many messages the reply should have now."""
     if layout.final is not None:
         return len(layout.final)
-    return len(layout.cuts) + (1 if layout.live_has_text or layout.status else 0)
+    return len(layout.cuts) + (1 if layout.status or live_has_text(layout, text) else 0)
 
 
 def target(layout: Layout, index: int, text: Transcript, settings: DeliverySettings) -> Target:
@@ -197,17 +216,16 @@ def target(layout: Layout, index: int, text: Transcript, settings: DeliverySetti
 
 
 def append(layout: Layout, appended: str, text: Transcript, settings: DeliverySettings) -> Layout:
-    """Text was appended to the transcript: the status lines go; freeze what outgrew."""
-    units = layout.live_units + measure(settings.limits, appended)
-    has_text = layout.live_has_text or bool(appended.strip())
-    # Nearly every input: built field by field (``_replace`` costs three times as much).
+    """Text was appended to the transcript: the status lines go; freeze what outgrew. Nearly
+    every input, and it changes nothing while the live draft fits without a status line: then
+    ``layout`` itself is returned."""
+    if layout.status is not None or layout.lines:
+        layout = layout._replace(lines=(), status=None, version=layout.version + 1)
     room, cuts = layout.max, layout.cuts
-    grown = _tuple_new(
-        Layout, (room, cuts, units, has_text, layout.version + 1, (), None, *layout[7:])
-    )
-    if units <= room - min(STATUS_ROOM, room // 4) and (not cuts or cuts[-1].fence is None):
-        return grown  # it fits, with no fence to reopen and no status line (what _extend checks)
-    return _extend(grown, text, settings)
+    fits = text.units - layout.units_before <= room - min(STATUS_ROOM, room // 4)
+    if fits and (not cuts or cuts[-1].fence is None):
+        return layout  # it fits, with no fence to reopen and no status line (what _extend checks)
+    return _extend(layout, text, settings)
 
 
 def set_status(
@@ -310,21 +328,18 @@ def pin(
 def _reset_live(layout: Layout, text: Transcript, settings: DeliverySettings) -> Layout:
     """Measure the live text again (after its start moved back)."""
     tail = text.tail(start(layout))
-    return layout._replace(
-        live_units=measure(settings.limits, tail),
-        live_has_text=bool(tail.strip()),
-        version=layout.version + 1,
-    )
+    before = text.units - measure(settings.limits, tail)
+    return layout._replace(units_before=before, version=layout.version + 1)
 
 
 def _extend(layout: Layout, text: Transcript, settings: DeliverySettings) -> Layout:
     """Freeze the live draft until its text fits in the live room and, with the status line, in
     the limit. Costs nothing but a comparison while it fits without a status."""
     limits = settings.limits
-    while layout.live_has_text:
+    while live_has_text(layout, text):
         fence = fence_in(layout)
         reopen = measure(limits, fence.reopen) if fence else 0
-        fits = reopen + layout.live_units <= live_room(layout)
+        fits = reopen + live_units(layout, text) <= live_room(layout)
         if fits and layout.status is None:
             return layout
         at = start(layout)
@@ -344,11 +359,9 @@ def _freeze(
     limits = settings.limits
     chunk = find_cut(limits, tail, 0, len(tail), fence, layout.max)
     body = render_chunk(tail, 0, chunk.cut, fence)[0]
-    rest = tail[chunk.cut :]
     return layout._replace(
         cuts=(*layout.cuts, Frozen(at + chunk.cut, chunk.fence, body)),
-        live_units=measure(limits, rest),
-        live_has_text=bool(rest.strip()),
+        units_before=layout.units_before + measure(limits, tail[: chunk.cut]),
         version=layout.version + 1,
     )
 

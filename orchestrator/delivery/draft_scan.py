@@ -50,7 +50,7 @@ class _Planned:
 
     slot: Slot | None
     form: str
-    version: int
+    version: tuple[int, int]
     write: Write
     start: int = 0
     end: int = -1
@@ -118,14 +118,14 @@ class Planned:
 # -- the walk -------------------------------------------------------------------------------------
 
 
-def _record(drafts: Drafts, step: _Clean | _Mark | _GiveUp) -> Drafts:
+def _record(drafts: Drafts, step: _Clean | _Mark | _GiveUp, text: Transcript) -> Drafts:
     """``drafts`` with ``step`` recorded (a ``_GiveUp`` counts a write given up: its caller
     counts it)."""
     match step:
         case _Clean(index=index):
             return drafts._replace(clean=index + 1)
         case _Mark(slot=slot):
-            return put(drafts, replace(slot, version=drafts.layout.version))
+            return put(drafts, replace(slot, version=layouts.version(drafts.layout, text)))
         case _GiveUp(slot=slot, form=form):
             return put(drafts, replace(slot, abandoned=form))
 
@@ -138,29 +138,29 @@ def _walk(
     layout = drafts.layout
     final = layout.final is not None
     if drafts.stale:  # retired messages go first, the last one first (the chat then always
-        yield drafts, _delete(drafts, drafts.stale[-1])  # shows a prefix)
+        yield drafts, _delete(drafts, drafts.stale[-1], text)  # shows a prefix)
         return
     if drafts.ended and not final:
         return  # the hook's verdict on the final text is awaited
-    count = layouts.count(layout)
+    count = layouts.count(layout, text)
     for index in range(drafts.clean, count):
         slot = drafts.slots[index] if index < len(drafts.slots) else None
         live = not final and index == len(layout.cuts)
         for step in _slot_steps(drafts, index, slot, live, text, settings):
             if isinstance(step, _RECORDS):
-                drafts = _record(drafts, step)
+                drafts = _record(drafts, step, text)
             yield drafts, step
             if not isinstance(step, (*_RECORDS, _Guess)):
                 return
     if final:
         for spare in drafts.slots[count:]:
             if spare.writable:
-                yield drafts, _delete(drafts, spare)
+                yield drafts, _delete(drafts, spare, text)
                 return
         if drafts.superseded and _final_landed(drafts, count):
             for draft in drafts.superseded:
                 if draft.writable:
-                    yield drafts, _delete(drafts, draft)
+                    yield drafts, _delete(drafts, draft, text)
                     return
 
 
@@ -185,7 +185,7 @@ def _slot_steps(
         yield _STOP  # previews stopped: see the drafts module docstring
         return
     if live and slot is not None and state is SlotState.SHOWN:
-        if slot.version == layout.version:
+        if slot.version == layouts.version(layout, text):
             return  # the live draft has not changed since it was written
         # Changed: an edit, unless its text turns out the same (the query does not compose the
         # text to know; the command does, below).
@@ -210,7 +210,7 @@ def _slot_steps(
         return
     if _edit_allowed(slot, live, final, settings):
         edit = EditMessage(slot.message_id, target.text, formatted)
-        yield _Planned(slot, form, layout.version, Write(edit, final))
+        yield _Planned(slot, form, layouts.version(layout, text), Write(edit, final))
         return
     if live and not final:
         return  # the live draft keeps its preview until the final edit
@@ -236,11 +236,20 @@ def _send(
     formatted = target.formatted and not (slot is not None and slot.plain)
     send = SendMessage(target.text, formatted)
     if live:
-        return _Planned(slot, form, layout.version, Write(send), layouts.start(layout), text.length)
+        return _Planned(
+            slot,
+            form,
+            layouts.version(layout, text),
+            Write(send),
+            layouts.start(layout),
+            text.length,
+        )
     if layout.final is None:  # a frozen message: it holds text[previous cut:its cut]
         begin = layout.cuts[index - 1].cut if index else 0
-        return _Planned(slot, form, layout.version, Write(send), begin, layout.cuts[index].cut)
-    return _Planned(slot, form, layout.version, Write(send, True))
+        return _Planned(
+            slot, form, layouts.version(layout, text), Write(send), begin, layout.cuts[index].cut
+        )
+    return _Planned(slot, form, layouts.version(layout, text), Write(send, True))
 
 
 def _edit_allowed(slot: Slot, live: bool, final: bool, settings: DeliverySettings) -> bool:
@@ -267,9 +276,10 @@ def _final_landed(drafts: Drafts, count: int) -> bool:
     return len(slots) >= count and all(slot.state in landed for slot in slots[:count])
 
 
-def _delete(drafts: Drafts, slot: Slot) -> _Planned:
+def _delete(drafts: Drafts, slot: Slot, text: Transcript) -> _Planned:
     assert slot.message_id is not None
-    return _Planned(slot, "", drafts.layout.version, Write(DeleteMessage(slot.message_id)))
+    delete = Write(DeleteMessage(slot.message_id))
+    return _Planned(slot, "", layouts.version(drafts.layout, text), delete)
 
 
 # -- the query and the command ------------------------------------------------------------------
@@ -279,9 +289,10 @@ def next_kind(drafts: Drafts, text: Transcript, settings: DeliverySettings) -> W
     """The kind of the next write, or ``None``: a query, it keeps nothing. It may answer
     ``"edit"`` for a live draft whose text turns out to equal what it shows (module
     docstring)."""
-    live = _live_only(drafts)
+    live = _live_only(drafts, text)
     if live is not None:  # the walk's most common case, without walking its steps
-        if live.version == drafts.layout.version:
+        shown = live.version  # == layouts.version(...), without building the tuple per poll
+        if shown[0] == drafts.layout.version and shown[1] == text.length:
             return None  # the live draft has not changed since it was written
         if _edit_allowed(live, True, False, settings):
             return "edit"
@@ -300,17 +311,19 @@ def next_kind(drafts: Drafts, text: Transcript, settings: DeliverySettings) -> W
     return None
 
 
-def _live_only(drafts: Drafts) -> Slot | None:
+def _live_only(drafts: Drafts, text: Transcript) -> Slot | None:
     """The live draft's slot when it is all the walk has to look at (while the answer runs:
     nothing to delete, every frozen message clean, the draft shown); else ``None``."""
     layout = drafts.layout
     index = len(layout.cuts)
     if drafts.stale or drafts.ended or drafts.clean != index or layout.final is not None:
         return None
-    if not (layout.live_has_text or layout.status):
-        return None  # no live draft: the layout counts index messages, not index + 1
     slot = drafts.slots[index] if index < len(drafts.slots) else None
-    return slot if slot is not None and slot.state is SlotState.SHOWN else None
+    if slot is None or slot.state is not SlotState.SHOWN:
+        return None
+    if layout.status or text.visible_end > (layout.cuts[-1].cut if index else 0):
+        return slot  # (the live draft holds text: layouts.live_has_text)
+    return None  # no live draft: the layout counts index messages, not index + 1
 
 
 def plan(drafts: Drafts, text: Transcript, settings: DeliverySettings) -> Planned:

@@ -51,7 +51,7 @@ class InFlight:
 
     slot: Slot
     form: str
-    version: int
+    version: tuple[int, int]
     write: Write
     start: int = 0
     end: int = -1
@@ -59,7 +59,7 @@ class InFlight:
 
 class Drafts(NamedTuple):
     """What the ``partial`` planner knows of one reply (an immutable record; a ``NamedTuple``,
-    as a delta's step builds one).
+    the cheapest record to build).
 
     Attributes:
         layout: the cuts, the live draft and the final targets.
@@ -168,7 +168,7 @@ def freeze_for_cap(drafts: Drafts, text: Transcript, settings: DeliverySettings)
     if cap is None or cap < 3 or drafts.ended or live >= len(drafts.slots):
         return drafts  # below 3 edits there is none to spare: the preview stays until the end
     slot = drafts.slots[live]
-    if not slot.writable or slot.edits != cap - 2 or not layout.live_has_text:
+    if not slot.writable or slot.edits != cap - 2 or not layouts.live_has_text(layout, text):
         return drafts  # one edit to freeze it, one for the final
     if layouts.live_text(layout, text, settings) != slot.shown:
         return drafts._replace(layout=layouts.freeze_live(layout, text, settings))

@@ -159,8 +159,10 @@ round's separator included; the three ends come as one :class:`Ending`)."""
 
 
 def on_text(drafts: Drafts, appended: str, text: Transcript, settings: DeliverySettings) -> Drafts:
-    """``appended`` was added to the transcript (nearly every input: called directly)."""
-    grown = with_layout(drafts, layouts.append(drafts.layout, appended, text, settings))
+    """``appended`` was added to the transcript (nearly every input: called directly). Returns
+    ``drafts`` itself when nothing changed (the live draft grew within its room)."""
+    layout = layouts.append(drafts.layout, appended, text, settings)
+    grown = drafts if layout is drafts.layout else with_layout(drafts, layout)
     if settings.max_edits_per_message is None:
         return grown  # no cap: nothing to freeze for it
     return freeze_for_cap(grown, text, settings)
@@ -263,18 +265,17 @@ def _succeeded(
     drafts: Drafts, event: WriteSucceeded, text: Transcript, s: DeliverySettings
 ) -> DraftStep:
     drafts, flight, slot = _take(drafts)
-    slot = replace(slot, attempts=0)
+    shown = {"attempts": 0, "shown": flight.form, "version": flight.version}
     match flight.write.kind:
         case "delete":
+            slot = replace(slot, attempts=0)
             return DraftStep(forget(put(drafts, slot), slot))
         case "send" if event.message_id is None:  # no id to edit it by: assumed landed
-            slot = advance(slot, "send_timed_out")
+            slot = advance(slot, "send_timed_out", **shown)
         case "send":
-            slot = replace(advance(slot, "sent"), message_id=event.message_id, edits=0)
+            slot = advance(slot, "sent", message_id=event.message_id, edits=0, **shown)
         case "edit":
-            slot = advance(slot, "edited")
-            slot = replace(slot, edits=slot.edits + 1)
-    slot = replace(slot, shown=flight.form, version=flight.version)
+            slot = advance(slot, "edited", edits=slot.edits + 1, **shown)
     return DraftStep(freeze_for_cap(put(drafts, slot), text, s))
 
 
@@ -288,8 +289,7 @@ def _failed(drafts: Drafts, event: WriteFailed, text: Transcript, s: DeliverySet
         case Effect.SHOWN if flight.write.kind == "delete":
             drafts = forget(drafts, slot)
         case Effect.SHOWN:  # "not modified": it shows that already, no edit made
-            slot = advance(slot, "edited")
-            slot = replace(slot, shown=flight.form, version=flight.version, attempts=0)
+            slot = advance(slot, "edited", shown=flight.form, version=flight.version, attempts=0)
             drafts = freeze_for_cap(put(drafts, slot), text, s)
         case Effect.UNCONFIRMED:
             drafts = _unconfirmed(drafts, flight, slot, count, text, s)

@@ -85,6 +85,7 @@ awaited and the planner has nothing left to write. Queries (:attr:`~DeliveryEngi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 from orchestrator.delivery import draft_layout, draft_scan, drafts
@@ -132,6 +133,7 @@ from orchestrator.delivery.reply_state import (
     write_at,
 )
 from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.delivery.splitting import measure
 
 __all__ = ["DeliveryEngine", "DeliveryProtocolError", "DeliveryStats"]
 
@@ -154,14 +156,17 @@ class DeliveryEngine:
     ) -> None:
         self._settings = settings
         self._redact_line = redact_line
-        self._transcript = Transcript()
+        partial = settings.mode == "partial"
+        self._transcript = Transcript(
+            functools.partial(measure, settings.limits) if partial else None
+        )
         """The reply's visible text (appended per delta; the state holds offsets into it)."""
         self._counters = Counters()
         self._queue: QueuePlanner | None = None
         """The ``off`` / ``multi_message`` planner; ``None`` in ``partial``, whose planner's
         state is the ``drafts`` of :attr:`_state`."""
         first = ReplyState()
-        if settings.mode == "partial":
+        if partial:
             first = ReplyState(drafts=new_drafts(settings))
         else:
             self._queue = QueuePlanner(settings, self._transcript, self._counters, redact_line)
@@ -261,9 +266,10 @@ class DeliveryEngine:
                 self._queue.on_text(appended)
                 return
             grown = drafts.on_text(state.drafts, appended, self._transcript, self._settings)
-            self._state = with_drafts(state, grown)
-            if grown.layout.cuts is not state.drafts.layout.cuts:
-                self._settle(grown)
+            if grown is not state.drafts:  # else the live draft grew within its room
+                self._state = with_drafts(state, grown)
+                if grown.layout.cuts is not state.drafts.layout.cuts:
+                    self._settle(grown)
             return
         step = transition(self._state, event, now, self._settings)
         self._state = step.state

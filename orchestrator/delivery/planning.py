@@ -11,6 +11,7 @@ the reply's visible text from one :class:`Transcript`, and both turn a failed wr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Literal, Protocol
@@ -110,9 +111,20 @@ class Transcript:
     before :attr:`base` (moved forward by :meth:`settle` once a planner no longer reads it) is
     kept in parts and joined only when :attr:`text` is read; :meth:`tail` from ``base`` on joins
     only what follows it.
+
+    Given ``measure`` (the length of a text in the channel's unit: ``partial``'s planner reads
+    it), it also keeps :attr:`units`, the measure of the whole text, and :attr:`visible_end`,
+    where its last character that is not whitespace ends, as each append comes (so the draft's
+    immutable layout does not change per delta: it holds offsets and measures of its cuts).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, measure: Callable[[str], int] | None = None) -> None:
+        self._measure = measure
+        self.units = 0
+        """The measure of the whole text (0 without ``measure``)."""
+        self.visible_end = 0
+        """The offset just after the last character that is not whitespace (0: none; kept only
+        with ``measure``)."""
         self._settled: list[str] = []
         self._base = 0
         self._live: list[str] = []
@@ -195,6 +207,11 @@ class Transcript:
         self._live.append(text)
         self._live_length += len(text)
         self._live_joined = None
+        if self._measure is not None:
+            self.units += self._measure(text)
+            kept = text.rstrip()
+            if kept:
+                self.visible_end = self._base + self._live_length - (len(text) - len(kept))
         return text
 
     def end_round(self) -> None:
@@ -208,6 +225,9 @@ class Transcript:
         self._settled = []
         self._set_live(whole, 0)
         self._separator_due = self._round_has_separator
+        if self._measure is not None:
+            self.units = self._measure(whole)
+            self.visible_end = len(whole.rstrip())
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = ["TRANSITIONS", "Slot", "SlotState", "Step", "advance"]
 
@@ -101,7 +101,7 @@ class Slot:
     state: SlotState = SlotState.EMPTY
     message_id: str | None = None
     shown: str | None = None
-    version: int = -1
+    version: tuple[int, int] = (-1, -1)
     edits: int = 0
     attempts: int = 0
     plain: bool = False
@@ -113,15 +113,16 @@ class Slot:
         return self.state in (SlotState.SHOWN, SlotState.UNKNOWN)
 
 
-def advance(slot: Slot, step: Step) -> Slot:
-    """``slot`` after ``step`` (see :data:`TRANSITIONS`): a new record, ``slot`` left as it was.
+def advance(slot: Slot, step: Step, **changes: Any) -> Slot:
+    """``slot`` after ``step`` (see :data:`TRANSITIONS`), with ``changes`` to its other fields
+    made too (one new record); ``slot`` is left as it was.
 
     Raises:
         KeyError: the step is not allowed in the slot's state.
     """
     state = TRANSITIONS[(slot.state, step)]
     if state is SlotState.EMPTY:
-        return replace(slot, state=state, message_id=None, shown=None, edits=0)
+        return replace(slot, state=state, message_id=None, shown=None, edits=0, **changes)
     if state is SlotState.UNKNOWN:
-        return replace(slot, state=state, shown=None)
-    return replace(slot, state=state)
+        return replace(slot, state=state, shown=None, **changes)
+    return replace(slot, state=state, **changes)

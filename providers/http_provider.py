@@ -68,7 +68,9 @@ class HttpModelProvider(ModelProvider):
         self.config = config
         self._owns_client = client is None
         self._client = (
-            client if client is not None else make_client(max_connections=config.max_connections)
+            client
+            if client is not None
+            else make_client(max_connections=config.max_connections, name=name)
         )
         self._url = f"{config.resolved_base_url}{self.endpoint}"
         self._unstreamed_noted = False

@@ -434,6 +434,10 @@ _BETWEEN = (
     r"(?:[rRbBfFuU]{1,2})?)"
 )
 _QUOTE = r"[\"'`]"
+# How every joint ends (a necessary condition, in the standard engine, which skips to the line
+# breaks and quotes it starts with): a line break and the next line's indentation and quote
+# prefix, or a closing quote, then a key-like run.
+_JOINT_END = re.compile(rf"(?:[\n\r\x0b\x0c\x85\u2028\u2029][ \t>]*|{_QUOTE}){_KEY_LIKE}")
 _JOINT = regex.compile(rf"(?<={_TOKEN_CHAR})(?:{_WRAP}|{_QUOTE}{_BETWEEN}{_QUOTE})(?={_KEY_LIKE})")
 # A joint the text may still be inside of, or whose next run of token characters has not ended
 # yet (``…AAAA\n``, ``…AAAA\nREAD``, ``"…AAAA" + '``): the text ends there.
@@ -470,8 +474,13 @@ def joined(
     if hint is None:
         return None
     # Every joint holds a hint (its line break, or its opening quote) at most 17 characters
-    # after its start (a "\\" and 16 spaces before the line break): none starts earlier.
-    spans = [m.span() for m in _JOINT.finditer(source, max(start, hint.start() - 17))]
+    # after its start (a "\\" and 16 spaces before the line break): none starts earlier; and
+    # each ends as _JOINT_END finds it, at or after the first hint: without that, none.
+    spans = (
+        [m.span() for m in _JOINT.finditer(source, max(start, hint.start() - 17))]
+        if _JOINT_END.search(source, hint.start()) is not None
+        else []
+    )
     if open_end:
         tail = _OPEN_JOINT.search(source, max(start, len(source) - OPEN_JOINT_CHARS))
         if tail is not None:

@@ -109,8 +109,9 @@ _COMPAT = "\u24b6-\u24e9\uff01-\uff5e\U0001d400-\U0001d7ff"
 # at hundreds of MB/s), the full token pattern only where it finds something.
 _TRIGGER = re.compile("[&\\\\%\\[\\]<" + _INVISIBLE + _COMPAT + "]")
 _ASCII_TRIGGER = re.compile(r"[&\\%\[\]<]")  # the same, for ASCII text
-_DELIMITERS = re.compile("[*~`]+")
-_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+# An emphasis delimiter inside a word: a whole run of one to three of them between two word
+# characters (led by the delimiter, so the search skips to the delimiters).
+_INNER_DELIMITERS = re.compile(r"[*~`](?<=[A-Za-z0-9_-][*~`])[*~`]{0,2}(?=[A-Za-z0-9_-])")
 
 _TOKEN = regex.compile(
     r"&(?:#[0-9]{1,7};?|#[xX][0-9a-fA-F]{1,6};?|[A-Za-z][A-Za-z0-9]{1,31};"
@@ -203,12 +204,7 @@ def has_tokens(text: str, start: int = 0) -> bool:
         return True
     if text.find("*", start) < 0 and text.find("~", start) < 0 and text.find("`", start) < 0:
         return False
-    end = len(text)
-    for run in _DELIMITERS.finditer(text, start):  # an emphasis delimiter inside a word
-        a, b = run.span()
-        if b - a <= 3 and 0 < a and b < end and text[a - 1] in _WORD and text[b] in _WORD:
-            return True
-    return False
+    return _INNER_DELIMITERS.search(text, start) is not None
 
 
 def _decode(token: str) -> str:

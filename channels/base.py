@@ -125,6 +125,9 @@ class InboundMessage:
     caption). ``update_ids`` are the network's ids of the updates that carried it (Telegram
     ``update_id``; several for an album): the orchestrator answers each update once, even when
     the network delivers it again. ``quoted`` is the message it replies to, when it does.
+    ``edited`` marks a new text of the earlier message ``message_id`` (a Telegram
+    ``edited_message``, a Discord message edit, a Matrix ``m.replace``): answered again only
+    under ``agent.rerun_edited`` (architecture §5 "Chat controls"), else ignored.
     """
 
     channel: str
@@ -140,6 +143,7 @@ class InboundMessage:
     update_ids: tuple[int, ...] = ()
     sender_handle: str | None = None
     quoted: Quoted | None = None
+    edited: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,13 @@ class AnswerControls:
             return None
         return await self.on_control(event)
 
+    async def answer_rerun(self, chat_id: str, thread_id: str | None) -> None:
+        """The next answer in the conversation answers its last question again, edited
+        (``agent.rerun_edited``): write its first message into the last answer's message where
+        the network can, instead of sending a new one (default: a new message below). Called
+        before :meth:`answer_started`; no write of its own."""
+        return None
+
     async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
         """An answer to ``asker_id`` starts in the conversation: show a Stop button on its
         messages until :meth:`answer_finished` (default: the network has none)."""

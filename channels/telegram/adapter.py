@@ -103,7 +103,7 @@ _LOG = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
 
 COMMANDS = tuple(BotCommand(name, description) for name, description, _ in COMMAND_MENU)
-_UPDATES = ["message", "callback_query"]
+_UPDATES = ["message", "edited_message", "callback_query"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +170,7 @@ class TelegramChannel(Channel, TelegramButtons):
         self._starting: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._approvals: dict[str, _Approval] = {}
         self._buttons = AnswerButtons()
+        self._rewrites: dict[tuple[str, str | None], str] = {}
         self._polling = PollHealth()
         self._reader = InboundReader(
             name,
@@ -308,6 +309,8 @@ class TelegramChannel(Channel, TelegramButtons):
             await self._on_callback(update.callback_query)
         elif update.message is not None:
             await self._reader.on_message(update.message, update.update_id)
+        elif update.edited_message is not None:
+            await self._reader.on_edit(update.edited_message, update.update_id)
 
     def _allowed(self, user: User) -> bool:
         """``allowed_users`` for button presses (the orchestrator never sees them)."""
@@ -387,6 +390,17 @@ class TelegramChannel(Channel, TelegramButtons):
         else:
             entities, length = None, _utf16_len(text)
         keyboard = self._buttons.markup_for(chat_id, thread_id, None)
+        rewritten = self._rewrites.pop((chat_id, thread_id), None)
+        if rewritten is not None:  # agent.rerun_edited: into the last answer's message
+            await self._call(
+                lambda: bot.edit_message_text(
+                    text, chat_id, int(rewritten), entities=entities, reply_markup=keyboard
+                ),
+                length=length,
+            )
+            if keyboard is not None:
+                self._buttons.written(chat_id, thread_id, rewritten, sent=True)
+            return MessageRef(chat_id, rewritten)
         sent: Message = await self._call(
             lambda: bot.send_message(
                 chat_id,

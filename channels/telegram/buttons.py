@@ -80,6 +80,11 @@ class AnswerButtons:
         previous = self._last.pop(key, None)
         return previous.message_id if previous is not None else None
 
+    def last_answer(self, chat_id: str, thread_id: str | None) -> str | None:
+        """The message of the conversation's last answer that shows Regenerate, or None."""
+        last = self._last.get((chat_id, thread_id))
+        return last.message_id if last is not None else None
+
     def finishing(self, chat_id: str, thread_id: str | None) -> None:
         """The answer's model work is over: its writes from now on carry Regenerate."""
         answer = self._live.get((chat_id, thread_id))

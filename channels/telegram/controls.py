@@ -30,6 +30,9 @@ class TelegramButtons(AnswerControls):
 
     _app: Any
     _buttons: AnswerButtons
+    _rewrites: dict[tuple[str, str | None], str]
+    """Per conversation, the message the next answer's first send edits instead
+    (``agent.rerun_edited``; taken by that send)."""
 
     @property
     def stream_mode(self) -> StreamMode:
@@ -99,11 +102,18 @@ class TelegramButtons(AnswerControls):
         except TelegramError as exc:
             _LOG.warning("%s: answerCallbackQuery failed: %s", self.name, exc)
 
+    async def answer_rerun(self, chat_id: str, thread_id: str | None) -> None:
+        """The rerun answer's first send edits the last answer's last message (known in
+        ``partial`` mode, where it carries Regenerate; elsewhere a new message goes below)."""
+        last = self._buttons.last_answer(chat_id, thread_id)
+        if self.stream_mode == "partial" and last is not None:
+            self._rewrites[(chat_id, thread_id)] = last
+
     async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
         if self.stream_mode != "partial":  # buttons on a draft, edited to its final text anyway
             return
         previous = self._buttons.start(chat_id, thread_id, asker_id)
-        if previous is not None:
+        if previous is not None and self._rewrites.get((chat_id, thread_id)) != previous:
             await self._set_keyboard(chat_id, previous, None)
 
     async def answer_finishing(self, chat_id: str, thread_id: str | None) -> None:

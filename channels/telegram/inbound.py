@@ -42,7 +42,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -305,6 +305,16 @@ class InboundReader:
             inbound = self._inbound(message, (update_id,), (image,))
         if inbound is not None:
             await self._deliver(inbound)
+
+    async def on_edit(self, message: Message, update_id: int) -> None:
+        """A user edited the text of ``message``: delivered marked ``edited`` (the
+        orchestrator answers it again only under ``agent.rerun_edited``); an edited caption or
+        file is not."""
+        if self.me is None or message.from_user is None or message.text is None:
+            return
+        inbound = self._inbound(message, (update_id,))
+        if inbound is not None:
+            await self._deliver(replace(inbound, edited=True))
 
     def _addressed(self, message: Message, mentions: bool) -> bool:
         """Whether the orchestrator may answer it: images of group messages it will ignore

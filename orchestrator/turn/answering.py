@@ -20,6 +20,7 @@ from channels.base import Channel, InboundMessage
 from channels.errors import ChannelError
 from config.models import RelaybotConfig
 from orchestrator.chats.commands import CONTROL_COMMANDS, ChatCommands
+from orchestrator.chats.reruns import LastQuestions, reruns
 from orchestrator.chats.roles import Roles
 from orchestrator.controls.gate import limit_refusal
 from orchestrator.metrics import Metrics
@@ -123,6 +124,7 @@ class Answering:
         self.active = 0
         self.unanswered: str | None = None
         self._commands = ChatCommands(config, store, turns)
+        self._last_questions = LastQuestions()
 
     async def say(
         self, channel: Channel, message: InboundMessage, text: str, *, reply: bool = False
@@ -142,6 +144,7 @@ class Answering:
     async def _command(self, channel: Channel, message: InboundMessage, command: str) -> None:
         if command in RESET_COMMANDS:
             await self._store.reset(channel.name, message.chat_id, message.thread_id)
+            self._last_questions.forget((channel.name, message.chat_id, message.thread_id))
             key = _trim_key(message)
             if await self._store.get_state(channel.name, key):
                 await self._store.set_state(channel.name, key, "")
@@ -201,6 +204,17 @@ class Answering:
         return None if heard is None else (heard, documents, voice_note)
 
     async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
+        conversation = (channel.name, message.chat_id, message.thread_id)
+        rerun = reruns(
+            enabled=self._config().agent.rerun_edited,
+            edited_id=message.message_id if message.edited else None,
+            last_question_id=self._last_questions.last(conversation),
+        )
+        if message.edited and not rerun:
+            log.debug("%s:%s: an edit, not answered again", channel.name, message.chat_id)
+            with anyio.CancelScope(shield=True):
+                await channel.reply_finished(message.chat_id)
+            return
         screened = await self._screen(channel, message)
         if screened is None:
             with anyio.CancelScope(shield=True):
@@ -208,6 +222,8 @@ class Answering:
             return
         message, documents, voice_note = screened
         command = command_of(message.text, channel.command_prefix)
+        if rerun and command is not None:
+            command = None  # an edit into a command is asked as a question, never run
         if command in ("/start", "/help", *RESET_COMMANDS, *CONTROL_COMMANDS):
             try:
                 if command in CONTROL_COMMANDS:
@@ -225,6 +241,7 @@ class Answering:
                 return
             if asked is not message:  # /regenerate: the last question, without its files
                 message, documents = asked, ()
+            self._last_questions.answered(conversation, message.message_id)
             outcome = await self._turns.run(channel, message, documents)
             speech = self._config().speech
             if outcome.outcome == "ok" and outcome.answer.strip() and speech is not None:
@@ -274,6 +291,12 @@ class Answering:
             log.info("%s:%s: refused by a limit: %s", channel.name, message.chat_id, refusal)
             await self.say(channel, message, refusal, reply=True)
             return None
+        if message.edited:  # agent.rerun_edited: the edited last question replaces the old
+            await self._store.controls.drop_last_turn(
+                channel.name, message.chat_id, message.thread_id
+            )
+            await channel.answer_rerun(message.chat_id, message.thread_id)
+            return message
         if command == REGENERATE:
             question = await self._store.controls.drop_last_turn(
                 channel.name, message.chat_id, message.thread_id

@@ -314,6 +314,17 @@ class TelegramBotApiServer:
         self._push_user_message(msg, reply_to_message_id, topic_id)
         return msg.raw
 
+    def inject_edit(self, chat_id: int, message_id: int, text: str) -> dict[str, Any]:
+        """The user edits their message ``message_id`` to ``text``: an ``edited_message``
+        update carrying the whole message with its new text and an ``edit_date``."""
+        msg = self._chats[chat_id].messages[message_id]
+        assert not msg.from_bot, "a user edits only their own messages"
+        msg.text = text
+        self._render(msg)
+        msg.raw["edit_date"] = int(time.time())
+        self._push_update({"edited_message": dict(msg.raw)})
+        return msg.raw
+
     def _push_user_message(
         self, msg: BotMessage, reply_to_message_id: int | None, topic_id: int | None
     ) -> None:
@@ -499,6 +510,12 @@ class TelegramBotApiServer:
         """The bot's messages a user now sees in ``chat_id``, oldest first."""
         chat = self._chats.get(chat_id)
         return [m for m in chat.messages.values() if m.from_bot] if chat else []
+
+    def user_message_id(self, chat_id: int, text: str) -> int:
+        """The id of the one user message in ``chat_id`` that reads ``text``."""
+        chat = self._chats[chat_id]
+        [found] = [m for m in chat.messages.values() if not m.from_bot and m.text == text]
+        return found.message_id
 
     def texts(self, chat_id: int) -> list[str]:
         return [m.text for m in self.messages(chat_id)]

@@ -1,7 +1,8 @@
 """The Stop button of Discord and the ⏹ reaction of Matrix through their peers (architecture §3
 "Buttons"): a press ends the provider stream (the server sees the client close the connection)
-and the answer ends with ``⏹ Stopped.``; Discord's button is gone from the final message.
-Matrix takes commands with its prefix ``!``."""
+and the answer ends with ``⏹ Stopped.``; Discord's Stop is gone from the final message, which
+carries 🔄 Regenerate instead: it asks the same question again below, the history replaced; a
+press by another user is refused, ephemerally. Matrix takes commands with its prefix ``!``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import anyio
 import nio
 import pytest
 
-from channels.controls import STOP_LABEL
+from channels.controls import REGENERATE_LABEL, STOP_LABEL
 from orchestrator.chats.presses import NOT_YOURS
 from orchestrator.turn.runner import STOPPED_MARKER
 from tests.discord_harness import running_bot as discord_bot
@@ -34,6 +35,39 @@ async def _closed(request: RecordedRequest) -> bool:
     return request.client_closed
 
 
+def _labels(message: StoredMessage) -> list[str]:
+    rows = message.payload.get("components") or []
+    return [button["label"] for row in rows for button in row["components"]]
+
+
+async def test_discord_regenerate_asks_again_below_and_refuses_another_user(
+    tmp_path: Path,
+) -> None:
+    replies = [reply(text_stream(["four"])), reply(text_stream(["four again"]))]
+    async with discord_bot(tmp_path, replies) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel_id
+        before = bot.channel.replies_finished
+        peer.inject_message(dm, "two and two?")
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(before + 1)
+        [first] = peer.messages(dm)
+        await peer.wait_for(lambda: _labels(peer.message(first.id)) == [REGENERATE_LABEL], 10)
+        [button] = peer.message(first.id).payload["components"][0]["components"]
+        peer.inject_button_click(first.id, button["custom_id"], user_id=peer.add_user("mallory"))
+        await peer.wait_for(lambda: len(peer.interaction_responses) == 1, 10)
+        peer.inject_button_click(first.id, button["custom_id"])  # the asker
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(before + 2)
+        await peer.wait_for(lambda: not _labels(peer.message(first.id)), 10)
+        old, new = peer.messages(dm)
+        assert (old.id, new.content, _labels(new)) == (first.id, "four again", [REGENERATE_LABEL])
+        one, two = bot.provider.requests
+        assert one.json["messages"] == two.json["messages"]
+    refused, taken = peer.interaction_responses
+    assert refused["data"]["content"] == NOT_YOURS and refused["data"]["flags"] & 64
+    assert taken["data"]["content"] == "Asking again…"
+
+
 async def test_discord_stop_button_ends_the_stream_and_is_gone(tmp_path: Path) -> None:
     async with discord_bot(tmp_path, [SLOW]) as bot:
         peer, dm = bot.peer, bot.peer.dm_channel_id
@@ -54,7 +88,7 @@ async def test_discord_stop_button_ends_the_stream_and_is_gone(tmp_path: Path) -
         assert await _closed(request)
         [message] = peer.messages(dm)
         assert message.content.endswith(STOPPED_MARKER) and "word59" not in message.content
-        assert not message.payload.get("components")
+        assert _labels(message) == [REGENERATE_LABEL]
     [ack] = peer.interaction_responses
     assert ack["type"] == 4 and ack["data"]["content"] == "Stopping…"
     assert ack["data"]["flags"] & 64  # ephemeral: the presser alone reads it

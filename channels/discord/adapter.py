@@ -64,7 +64,7 @@ from channels.base import (
     WriteSpacing,
 )
 from channels.discord.approval import OUTCOME, ApprovalView
-from channels.discord.buttons import DiscordStopButtons, StopButtons
+from channels.discord.buttons import AnswerButtons, DiscordAnswerButtons
 from channels.discord.commands import command_tree
 from channels.discord.errors import translate_error
 from channels.discord.inbound import InboundReader
@@ -113,7 +113,7 @@ class _Client(discord.Client):
         self._adapter._received(self, message)
 
 
-class DiscordChannel(Channel, DiscordStopButtons):
+class DiscordChannel(Channel, DiscordAnswerButtons):
     """A Discord bot (see the module docstring).
 
     Args:
@@ -154,7 +154,7 @@ class DiscordChannel(Channel, DiscordStopButtons):
         self._gateway_problem: str | None = None
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._allowed_users = {str(u) for u in config.allowed_users}
-        self._stops = StopButtons()
+        self._buttons = AnswerButtons()
         self._askers: dict[str, str] = {}
 
     def health(self) -> ChannelHealth:
@@ -396,7 +396,7 @@ class DiscordChannel(Channel, DiscordStopButtons):
                 message_id=int(reply_to), channel_id=int(target), fail_if_not_exists=False
             )
             mentions = self._reply_mentions(reply_to, formatted)
-        view = self._stops.view_for(target, None, self._on_stop)
+        view = self._buttons.view_for(target, None, self._on_press)
         extra: dict[str, Any] = {} if view is None else {"view": view}
         if reference is None:
             sent = await self._call(
@@ -408,8 +408,8 @@ class DiscordChannel(Channel, DiscordStopButtons):
                 lambda: channel.send(text, reference=answered, allowed_mentions=mentions, **extra),
                 length=len(text),
             )
-        if self._stops.live(target):
-            self._stops.written(target, str(sent.id), button=view is not None, sent=True)
+        if self._buttons.live(target):
+            self._buttons.written(target, str(sent.id), view, sent=True)
         return MessageRef(target, str(sent.id))
 
     @property
@@ -447,16 +447,15 @@ class DiscordChannel(Channel, DiscordStopButtons):
         message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))
         self._fits(text)
         extra: dict[str, Any] = {}
-        live = self._stops.live(ref.chat_id)
-        if live:  # a message of an answer: its Stop button while the model works, then none
-            extra["view"] = self._stops.view_for(ref.chat_id, ref.message_id, self._on_stop)
+        live = self._buttons.live(ref.chat_id)
+        if live:  # a message of an answer: its button on the newest message, else none
+            extra["view"] = self._buttons.view_for(ref.chat_id, ref.message_id, self._on_press)
         await self._call(
             lambda: message.edit(content=text, allowed_mentions=_NO_MENTIONS, **extra),
             length=len(text),
         )
         if live:
-            shown = extra["view"] is not None
-            self._stops.written(ref.chat_id, ref.message_id, button=shown, sent=False)
+            self._buttons.written(ref.chat_id, ref.message_id, extra["view"], sent=False)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))

@@ -128,7 +128,9 @@ class World:
         agent: str = "",
         listen: str | None = None,
         top_level: str = "",
+        allowed_users: str = "",
     ) -> str:
+        allowed = allowed_users or f'["{self.human_user.user_id}"]'
         channel = f"""\
   mx:
     kind: matrix
@@ -137,7 +139,7 @@ class World:
 {self.credentials}    stream_mode: {mode}
     draft_update_interval_ms: {interval_ms}
     multi_message_delay_ms: {delay_ms}
-    allowed_users: ["{self.human_user.user_id}"]
+    allowed_users: {allowed}
 {extra}"""
         config = daemon_config(
             self.provider.url, self.tmp_path, channel, agent=agent, listen=listen
@@ -176,11 +178,15 @@ async def running_bot(
     wait_joined: bool = True,
     listen: str | None = None,
     top_level: str = "",
+    allowed_users: str = "",
 ) -> AsyncIterator[Daemon]:
     """The daemon serving ``mx`` (``extra``: more channel keys, ``agent``: more agent keys,
     ``top_level``: more top-level sections, YAML lines; ``listen``: ``host:port`` of
-    ``/healthz``); returns once the bot has joined the room."""
-    text = world.config_text(mode, interval_ms, delay_ms, extra, agent, listen, top_level)
+    ``/healthz``; ``allowed_users``: a YAML list, else the human alone); returns once the bot
+    has joined the room."""
+    text = world.config_text(
+        mode, interval_ms, delay_ms, extra, agent, listen, top_level, allowed_users
+    )
     config = load_config_text(text, source_name="e2e.yaml", environ={})
     daemon = Daemon(config, storage_path=world.tmp_path / "relaybot.db", channel_factory=_channels)
     world.daemon = daemon

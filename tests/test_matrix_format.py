@@ -172,12 +172,14 @@ def test_edit_content_is_an_m_replace_with_new_content() -> None:
 async def test_approvals_take_the_first_answer_only() -> None:
     approvals = Approvals()
     one = approvals.open("!r", "$p1")
-    assert not approvals.answer_text("!r", None, "what?")
-    assert approvals.answer_text("!r", None, "yes")  # the only prompt open in the room
+    assert approvals.text_answer("!r", None, "what?") is None
+    assert approvals.text_answer("!r", None, "yes") == ("$p1", True)  # the only one open
+    assert approvals.answer("$p1", True)
     assert one.answer is True and one.answered.is_set()
     assert not approvals.answer("$p1", False)
+    assert approvals.text_answer("!r", "$p1", "no") is None  # answered already
     approvals.open("!r", "$p2")
     approvals.open("!r", "$p3")
-    assert not approvals.answer_text("!r", None, "no")  # two open: which one?
-    assert approvals.answer_text("!r", "$p3", "no")
-    assert not approvals.answer_text("!other", None, "no")
+    assert approvals.text_answer("!r", None, "no") is None  # two open: which one?
+    assert approvals.text_answer("!r", "$p3", "no") == ("$p3", False)
+    assert approvals.text_answer("!other", None, "no") is None

@@ -6,7 +6,9 @@ press by another user is refused, ephemerally. Matrix takes commands with its pr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import nio
@@ -16,9 +18,9 @@ from channels.controls import REGENERATE_LABEL, STOP_LABEL
 from orchestrator.chats.presses import NOT_YOURS
 from orchestrator.turn.runner import STOPPED_MARKER
 from tests.discord_harness import running_bot as discord_bot
-from tests.matrix_harness import PATH, matrix_world, running_bot
+from tests.matrix_harness import PATH, World, matrix_world, running_bot
 from tests.peers.discord_wire import StoredMessage
-from tests.peers.matrix_client import resolve_edits
+from tests.peers.matrix_client import nio_client, resolve_edits
 from tests.peers.provider_server import RecordedRequest
 from tests.peers.synapse import SynapseHomeserver
 from tests.telegram_harness import reply, text_stream, tool_call_stream
@@ -121,6 +123,47 @@ async def test_matrix_stop_reaction_ends_the_stream(
     assert final.endswith(STOPPED_MARKER) and "word59" not in final
 
 
+def _reaction(event_id: str, key: str) -> dict[str, Any]:
+    return {"m.relates_to": {"rel_type": "m.annotation", "event_id": event_id, "key": key}}
+
+
+async def test_matrix_regenerate_reaction_asks_again_and_another_users_is_refused_aloud(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    replies = [reply(text_stream(["four"])), reply(text_stream(["four again"]))]
+    async with (
+        matrix_world(synapse, tmp_path, replies) as world,
+        running_bot(world, allowed_users='["*"]'),
+    ):
+        await world.ask("two and two?")
+        [answer] = await world.bot_events()
+        stranger = nio_client(synapse, await world.add_member())
+        try:
+            sent = await stranger.room_send(
+                world.room_id, "m.reaction", _reaction(answer["event_id"], "🔁")
+            )
+            assert isinstance(sent, nio.RoomSendResponse), sent
+            with anyio.fail_after(20):
+                while len(await world.bot_events()) < 2:  # noqa: ASYNC110 - polled
+                    await anyio.sleep(0.1)
+        finally:
+            await stranger.close()
+        refusal = (await world.bot_events())[1]["content"]
+        assert (refusal["msgtype"], refusal["body"]) == ("m.notice", NOT_YOURS)
+        assert len(world.provider.requests_to(PATH)) == 1
+        before = world.channel.replies_finished
+        mine = await world.human.room_send(
+            world.room_id, "m.reaction", _reaction(answer["event_id"], "🔁")
+        )
+        assert isinstance(mine, nio.RoomSendResponse), mine
+        with anyio.fail_after(20):
+            await world.channel.wait_replies(before + 1)
+        one, two = world.provider.requests_to(PATH)
+        assert one.json["messages"] == two.json["messages"]
+        shown = resolve_edits(await world.bot_events())
+    assert [event["body"] for event in shown.values()][-1] == "four again"
+
+
 async def test_matrix_takes_commands_with_its_prefix(
     synapse: SynapseHomeserver, tmp_path: Path
 ) -> None:
@@ -154,3 +197,40 @@ async def test_discord_approval_is_answered_by_the_asker_or_an_admin_only(tmp_pa
         with anyio.fail_after(20):
             await bot.channel.wait_replies(before + 1)
     assert peer.message(asking.id).content.endswith("✅ Approved")
+
+
+async def _bot_event(world: World, wanted: Callable[[str], bool]) -> str:
+    """The id of the bot's first event whose body is ``wanted``, once it is there."""
+    with anyio.fail_after(20):
+        while True:
+            for event in await world.bot_events():
+                if wanted(event["content"].get("body", "")):
+                    return str(event["event_id"])
+            await anyio.sleep(0.1)
+
+
+async def test_matrix_approval_is_answered_by_the_asker_or_an_admin_only(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    replies = [reply(tool_call_stream(["Checking."])), reply(text_stream(["It is noon."]))]
+    agent = "  require_approval: [current_time]\n"
+    async with (
+        matrix_world(synapse, tmp_path, replies) as world,
+        running_bot(world, mode="multi_message", agent=agent, allowed_users='["*"]'),
+    ):
+        before = world.channel.replies_finished
+        await world.send({"msgtype": "m.text", "body": "what time is it?"})
+        prompt = await _bot_event(world, lambda body: "Reply yes or no" in body)
+        stranger = nio_client(synapse, await world.add_member())  # after: the room was direct
+        try:
+            sent = await stranger.room_send(world.room_id, "m.reaction", _reaction(prompt, "✅"))
+            assert isinstance(sent, nio.RoomSendResponse), sent
+            await _bot_event(world, lambda body: body == NOT_YOURS)
+        finally:
+            await stranger.close()
+        mine = await world.human.room_send(world.room_id, "m.reaction", _reaction(prompt, "✅"))
+        assert isinstance(mine, nio.RoomSendResponse), mine
+        with anyio.fail_after(20):
+            await world.channel.wait_replies(before + 1)
+        shown = resolve_edits(await world.bot_events())
+    assert shown[prompt]["body"].endswith("✅ Approved")

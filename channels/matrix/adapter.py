@@ -67,7 +67,6 @@ from channels.base import (
     Rendering,
     WriteSpacing,
 )
-from channels.controls import ControlEvent
 from channels.errors import ChannelStartError, ChannelWriteFailed
 from channels.matrix.client import InviteAwareClient, build_client, call
 from channels.matrix.content import LIVE_KEY, edit_content, send_content, voice_content
@@ -76,6 +75,7 @@ from channels.matrix.format import markdown_to_html
 from channels.matrix.inbound import MatrixInbound
 from channels.matrix.kind import KIND, MatrixChannelConfig
 from channels.matrix.login import DEVICE_KEY, log_in
+from channels.matrix.reactions import MatrixControls
 
 __all__ = ["LIVE_KEY", "SYNC_FILTER", "MatrixChannel"]
 
@@ -91,7 +91,7 @@ _FIRST_FILTER: dict[str, Any] = {**SYNC_FILTER, "room": {"timeline": {"limit": 1
 _TOKEN, _FIRST_START = "sync_token", "first_start_ms"
 
 
-class MatrixChannel(Channel):
+class MatrixChannel(Channel, MatrixControls):
     """A Matrix account (see the module docstring).
 
     Args:
@@ -120,9 +120,7 @@ class MatrixChannel(Channel):
         self.request_timeout_secs = request_timeout_secs
         self._client: InviteAwareClient | None = None
         self._inbound = MatrixInbound(name, config, on_inbound, refused=None)
-        self._inbound.on_stop = self._on_stop
-        self._answers: dict[str, tuple[str | None, str, set[str]]] = {}
-        """Answers being written, by room: (thread, asker, their event ids)."""
+        self._controls_init()
         self._keys = KeyKeeper(name)
         self._serving: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
@@ -326,40 +324,24 @@ class MatrixChannel(Channel):
         )
         sent = await self._room_send(client, chat_id, content)
         self._inbound.note_own(sent.event_id)
-        answer = self._answers.get(chat_id)
-        if answer is not None and answer[0] == thread_id:
-            answer[2].add(sent.event_id)
+        self._sent(chat_id, thread_id, sent.event_id)
         return MessageRef(chat_id, sent.event_id)
 
-    # -- Stop by reaction (architecture §3 "Buttons") ------------------------------------------
-
-    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
-        self._answers[chat_id] = (thread_id, asker_id, set())
-
-    async def answer_finished(
-        self,
-        chat_id: str,
-        thread_id: str | None,
-        *,
-        regenerate: bool,
-        spacing: WriteSpacing = UNSPACED,
-    ) -> None:
-        answer = self._answers.get(chat_id)
-        if answer is not None and answer[0] == thread_id:
-            del self._answers[chat_id]
-
-    async def _on_stop(self, room_id: str, sender: str, target: str) -> None:
-        answer = self._answers.get(room_id)
-        if answer is None or target not in answer[2]:
-            return  # not a message of the answer being written
-        thread_id, asker_id, _ = answer
-        handle = sender.removeprefix("@")
-        event = ControlEvent(self.name, room_id, thread_id, "stop", sender, handle, asker_id)
-        refusal = await self.control(event)
-        if refusal is not None:
-            _LOG.info(
-                "%s: a stop reaction by %s in %s refused: %s", self.name, sender, room_id, refusal
-            )
+    async def _notice(self, room_id: str, text: str, thread_id: str | None) -> None:
+        """One ``m.notice`` line in the conversation (a refused press; architecture §3
+        "Buttons")."""
+        client = self._connected()
+        content = send_content(
+            text,
+            formatted=False,
+            msgtype="m.notice",
+            live=False,
+            thread_id=thread_id,
+            reply_to=None,
+            group=False,
+        )
+        sent = await self._room_send(client, room_id, content)
+        self._inbound.note_own(sent.event_id)
 
     @property
     def can_send_voice(self) -> bool:

@@ -48,14 +48,20 @@ class Approvals:
         approval.answered.set()
         return True
 
-    def answer_text(self, room_id: str, replied: str | None, text: str) -> bool:
-        """``text`` (replying to ``replied``) as the answer to a prompt of ``room_id``; True
-        when it answered one (the message is then no question for the model)."""
+    def is_open(self, prompt_id: str) -> bool:
+        """Whether the prompt ``prompt_id`` is open and not answered yet."""
+        approval = self._open.get(prompt_id)
+        return approval is not None and not approval.answered.is_set()
+
+    def text_answer(self, room_id: str, replied: str | None, text: str) -> tuple[str, bool] | None:
+        """``text`` (replying to ``replied``) read as the answer to an open prompt of
+        ``room_id``: (the prompt's event id, the answer), or None (the message is then no
+        approval answer). A query: :meth:`answer` takes it."""
         answer = approval_answer(text)
         if answer is None:
-            return False
+            return None
         target = replied
         if target not in self._open:
             here = [key for key, a in self._open.items() if a.room_id == room_id]
             target = here[0] if len(here) == 1 else None
-        return target is not None and self.answer(target, answer)
+        return (target, answer) if target is not None and self.is_open(target) else None

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.controls import ControlAction
+
 __all__ = [
     "approval_answer",
+    "control_reaction",
     "is_edit",
     "mentions_user",
     "reaction_answer",
     "replied_text",
     "reply_target",
-    "stop_reaction",
     "strip_reply_fallback",
     "thread_root",
 ]
@@ -143,14 +145,20 @@ def reaction_answer(content: dict[str, Any]) -> tuple[str, bool] | None:
 
 STOP_KEYS = frozenset({"⏹", "🛑"})
 """Reaction keys that stop an answer (variation selectors ignored)."""
+REGENERATE_KEYS = frozenset({"🔁", "🔄"})
+"""Reaction keys that ask the last question again (variation selectors ignored)."""
 
 
-def stop_reaction(content: dict[str, Any]) -> str | None:
-    """An ``m.reaction`` with ⏹ or 🛑: the event it annotates; None for any other."""
+def control_reaction(content: dict[str, Any]) -> tuple[str, ControlAction] | None:
+    """An ``m.reaction`` with ⏹ or 🛑 (``stop``), 🔁 or 🔄 (``regenerate``): (the event it
+    annotates, the action); None for any other."""
     relation = _relation(content)
     target, key = relation.get("event_id"), relation.get("key")
     if relation.get("rel_type") != "m.annotation" or not isinstance(target, str):
         return None
-    if not isinstance(key, str) or key.replace("\ufe0f", "").strip() not in STOP_KEYS:
-        return None
-    return target
+    key = key.replace("\ufe0f", "").strip() if isinstance(key, str) else ""
+    if key in STOP_KEYS:
+        return target, "stop"
+    if key in REGENERATE_KEYS:
+        return target, "regenerate"
+    return None

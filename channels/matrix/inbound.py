@@ -23,7 +23,9 @@ specifics", "Access").
   completed with ``/messages`` back to the previous token.
 * **Approvals**: a reply ``yes``/``no`` to a prompt (or, with one prompt open in the room, a
   plain ``yes``/``no``) or a ✅/❌ reaction on it from an allowed user answers it
-  (:mod:`channels.matrix.approvals`).
+  (:mod:`channels.matrix.approvals`) once :attr:`MatrixInbound.may_approve` lets them (the
+  asker or an admin, :mod:`channels.matrix.reactions`); ⏹ and 🔁 reactions go to
+  :attr:`MatrixInbound.on_control`.
 """
 
 from __future__ import annotations
@@ -39,15 +41,16 @@ from nio.crypto.attachments import decrypt_attachment
 from nio.exceptions import EncryptionError
 
 from channels.base import Attachment, InboundHandler, InboundMessage, Quoted
+from channels.controls import ControlAction
 from channels.matrix.approvals import Approvals
 from channels.matrix.client import InviteAwareClient
 from channels.matrix.events import (
+    control_reaction,
     is_edit,
     mentions_user,
     reaction_answer,
     replied_text,
     reply_target,
-    stop_reaction,
     strip_reply_fallback,
     thread_root,
 )
@@ -93,14 +96,26 @@ class MatrixInbound:
         self.first_start_ms = 0
         """Events older than this (ms since the epoch) are never answered."""
         self._on_inbound = on_inbound
-        self.on_stop: Callable[[str, str, str], Awaitable[None]] | None = None
-        """Awaited with (room id, sender, the event reacted to) for a ⏹ reaction."""
+        self.on_control: Callable[[str, str, str, ControlAction], Awaitable[None]] | None = None
+        """Awaited with (room id, sender, the event reacted to, the action) for a ⏹ or 🔁
+        reaction."""
+        self.may_approve: Callable[[str, str], Awaitable[bool]] | None = None
+        """Awaited with (room id, sender) before an approval answer is taken: False refuses
+        it (the adapter said why in the room)."""
         self._own: deque[str] = deque(maxlen=OWN_EVENTS_KEPT)
         self._refused_rooms: set[str] = set()
         self._undecryptable_rooms: set[str] = set()
         self.bounds: dict[str, int] = {}
         """The most bytes fetched of a file, by kind (``image``, ``document``, ``audio``; the
         adapter sets them from the channel's)."""
+
+    async def _approve(self, room_id: str, sender: str, answer: tuple[str, bool]) -> None:
+        """Take ``answer`` (prompt id, yes/no) from ``sender``, an allowed user, once the
+        orchestrator lets them answer (the asker or an admin)."""
+        if not self.allowed_user(sender):
+            return
+        if self.may_approve is None or await self.may_approve(room_id, sender):
+            self.approvals.answer(*answer)
 
     def note_own(self, event_id: str) -> None:
         """``event_id`` is ours (a reply to it addresses the bot)."""
@@ -194,12 +209,12 @@ class MatrixInbound:
                 )
             return
         if kind == "m.reaction":
-            stopped = stop_reaction(content)
-            if stopped is not None and self.on_stop is not None and self.allowed_user(sender):
-                await self.on_stop(room_id, sender, stopped)
+            control = control_reaction(content)
+            if control is not None and self.on_control is not None and self.allowed_user(sender):
+                await self.on_control(room_id, sender, *control)
             answer = reaction_answer(content)
-            if answer is not None and self.allowed_user(sender):
-                self.approvals.answer(*answer)
+            if answer is not None and self.approvals.is_open(answer[0]):
+                await self._approve(room_id, sender, answer)
             return
         msgtype = content.get("msgtype")
         if kind != "m.room.message" or msgtype not in _TAKEN or is_edit(content):
@@ -218,7 +233,9 @@ class MatrixInbound:
             allowed = self.allowed_user(sender)  # nobody else's files are downloaded
             fetched = await self._fetch(client, file, content) if allowed else None
             attachments = (fetched or file.attachment(content),)
-        if self.allowed_user(sender) and self.approvals.answer_text(room_id, replied, text):
+        answered = self.approvals.text_answer(room_id, replied, text)
+        if answered is not None and self.allowed_user(sender):
+            await self._approve(room_id, sender, answered)
             return
         matrix_room = client.rooms.get(room_id)
         members = matrix_room.member_count if matrix_room is not None else 2

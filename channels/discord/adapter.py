@@ -63,7 +63,7 @@ from channels.base import (
     MessageRef,
     WriteSpacing,
 )
-from channels.discord.approval import OUTCOME, ApprovalView
+from channels.discord.approval import ApprovalView, awaited_answer
 from channels.discord.buttons import AnswerButtons, DiscordAnswerButtons
 from channels.discord.commands import command_tree
 from channels.discord.errors import translate_error
@@ -491,13 +491,4 @@ class DiscordChannel(Channel, DiscordAnswerButtons):
             length=len(prompt),
         )
         spacing.landed()
-        await view.wait()  # a press is answered in its interaction (ApprovalView)
-        if view.answer is None:  # show the outcome and remove the buttons; None stands
-            try:
-                await spacing.next_write()
-                await sent.edit(
-                    content=f"{prompt}\n\n{OUTCOME[None]}", view=None, allowed_mentions=_NO_MENTIONS
-                )
-            except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
-                _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
-        return view.answer
+        return await awaited_answer(sent, view, spacing, self.name)

@@ -5,7 +5,8 @@ that prompt. discord.py dispatches a press (INTERACTION_CREATE, component type 2
 callback; a press by a user who is not allowed is answered with an ephemeral "not allowed" and
 changes nothing; the first allowed press edits the prompt to show the outcome, without buttons
 (interaction callback type 7, UPDATE_MESSAGE), and ends the wait. The view times out after
-``timeout`` seconds: then the answer is ``None`` and the caller edits the prompt itself.
+``timeout`` seconds: then the answer is ``None`` and :func:`awaited_answer` edits the prompt
+to say so.
 
 Interactions: https://discord.com/developers/docs/interactions/receiving-and-responding
 """
@@ -17,9 +18,12 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import discord
 
-__all__ = ["OUTCOME", "ApprovalView"]
+from channels.controls import WriteSpacing
+
+__all__ = ["OUTCOME", "ApprovalView", "awaited_answer"]
 
 _LOG = logging.getLogger("channels.discord_approval")
 
@@ -94,3 +98,23 @@ class ApprovalView(discord.ui.View):
                 )
         except discord.HTTPException as exc:  # the answer stands; only the display failed
             _LOG.warning("answering an approval button press failed: %s", exc)
+
+
+async def awaited_answer(
+    sent: discord.Message, view: ApprovalView, spacing: WriteSpacing, channel: str
+) -> bool | None:
+    """Wait for the answer to the prompt ``sent`` carrying ``view`` (a press is answered in its
+    interaction); on a timeout show the outcome and remove the buttons, spaced by ``spacing``
+    (a failed edit is logged: ``None`` stands). Returns the answer, ``None`` for none."""
+    await view.wait()
+    if view.answer is None:
+        try:
+            await spacing.next_write()
+            await sent.edit(
+                content=f"{view.prompt}\n\n{OUTCOME[None]}",
+                view=None,
+                allowed_mentions=discord.AllowedMentions.none(),
+            )
+        except (discord.DiscordException, aiohttp.ClientError, OSError) as exc:
+            _LOG.warning("%s: could not update the approval prompt: %s", channel, exc)
+    return view.answer

@@ -47,7 +47,6 @@ from orchestrator.delivery.events import (
 )
 from orchestrator.store import AsyncStore, ConversationStore, RoundRecord, Store
 from orchestrator.tools.registry import ToolRegistry
-from orchestrator.tools.tool_calls import normalise_ids
 from orchestrator.turn.chat_setup import (
     ChainFor,
     ChatSetup,
@@ -55,21 +54,14 @@ from orchestrator.turn.chat_setup import (
     load_setup,
     record_usage,
 )
-from orchestrator.turn.compaction import summary_request, with_summary
 from orchestrator.turn.cut_answers import ReplyJournal
 from orchestrator.turn.history_budget import (
-    SQUEEZE,
-    Calibration,
-    answer_reserve,
-    context_window,
     estimate_message,
-    estimate_tools,
-    fit,
-    prompt_limit,
 )
 from orchestrator.turn.inputs import user_message
+from orchestrator.turn.prompt_fit import PromptFit
 from orchestrator.turn.round_sink import ReplyPolicyFactory, RoundSink
-from orchestrator.turn.rounds import ChainEntry, RoundFailed, RoundResult, RoundRunner
+from orchestrator.turn.rounds import RoundFailed, RoundResult, RoundRunner
 from orchestrator.turn.tool_round import ToolTurn, run_calls
 from orchestrator.turn.turn_state import (
     ConversationKey,
@@ -78,9 +70,9 @@ from orchestrator.turn.turn_state import (
     TurnState,
     conversation_key,
 )
-from providers.base import ChatMessage, ChatRequest, CompletionResponse, DocumentPart
+from providers.base import ChatMessage, CompletionResponse, DocumentPart
 from providers.errors import ContextLengthExceeded
-from providers.events import StreamEvent, ToolCall
+from providers.events import ToolCall
 
 __all__ = [
     "STOPPED_MARKER",
@@ -93,11 +85,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SUMMARY_REQUEST = (
-    "(No more tool calls are available for this request. Answer now with what you have found, "
-    "and say briefly what is still open.)"
-)
-_NO_CEILING = 1 << 40
 SHUTDOWN_CAUSE = "the bot is shutting down"
 STOPPED_CAUSE = "stopped by the user"
 STOPPED_MARKER = "⏹ Stopped."
@@ -151,9 +138,7 @@ class TurnRunner:
         self._policies = policies
         self._on_round = on_round
         self._running: dict[ConversationKey, TurnState] = {}
-        self._calibration = Calibration()
-        self._ceiling = _NO_CEILING  # estimated prompt tokens; lowered by a rejection
-        self._ceiling_chain: list[ChainEntry] | None = None  # the chain it was learnt on
+        self._fit = PromptFit(tools, self._store)
 
     def cancel_all(self) -> None:
         """Stop every running turn's model work; each still delivers its interrupted marker."""
@@ -304,7 +289,7 @@ class TurnRunner:
         ``alias`` of ``agent.models``, or the chain) (0..1+), estimated (``/status``)."""
         history = await self._store.history(channel, chat_id, thread_id)
         used = sum(estimate_message(m) for m in history)
-        return used / max(1, self._prompt_limit(self._chains(alias)))
+        return used / max(1, self._fit.limit(self._chains(alias)))
 
     async def _answer(self, turn: TurnState) -> None:
         inbound = turn.inbound
@@ -316,7 +301,7 @@ class TurnRunner:
             turn.summary = await self._store.summary(
                 turn.channel.name, inbound.chat_id, inbound.thread_id
             )
-            await self._compact(turn)
+            await self._fit.compact(turn)
         max_rounds = self._agent.max_tool_rounds
         state = ToolTurn()
         for index in range(max_rounds + 1):
@@ -334,79 +319,13 @@ class TurnRunner:
                 return  # refused
             await self._run_tools(turn, response, calls, state)
 
-    def _request(
-        self, turn: TurnState, summary: bool, offer_tools: bool
-    ) -> tuple[ChatRequest, int]:
-        """The request of a round and its estimated prompt tokens. A ``summary`` round (after
-        ``max_tool_rounds`` rounds with tools, or after the repeat guard refused a call) offers
-        no tools and asks for an answer. Tool-call ids are normalised for whichever provider
-        serves it. The history is trimmed, oldest turns first, to fit every provider of the
-        chain (:mod:`orchestrator.turn.history_budget`); the messages left out are counted in
-        ``turn.outcome.dropped_messages``."""
-        extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
-        setup = self._setup(turn)
-        system = ChatMessage("system", with_summary(setup.system_prompt, turn.summary))
-        tools = self._tools.specs if offer_tools else ()
-        messages = [*turn.history, *turn.new_messages]
-        fixed = sum(estimate_message(m) for m in (system, *extra)) + estimate_tools(tools)
-        fitted = fit(messages, limit=self._prompt_limit(setup.rounds), fixed=fixed)
-        turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, fitted.dropped)
-        kept = normalise_ids(messages[fitted.start :])
-        return ChatRequest(messages=(system, *kept, *extra), tools=tools), fitted.tokens
-
-    async def _compact(self, turn: TurnState) -> None:
-        """``agent.history.compaction: summarize``: when the history does not fit, its oldest
-        turns are cut down to half the budget and replaced, in the store too, by a summary the
-        model writes (:mod:`orchestrator.turn.compaction`). A failed summary round leaves the
-        history as it is (the request then drops what does not fit)."""
-        setup = self._setup(turn)
-        limit = self._prompt_limit(setup.rounds)
-        system = ChatMessage("system", with_summary(setup.system_prompt, turn.summary))
-        fixed = estimate_message(system) + estimate_tools(self._tools.specs)
-        messages = [*turn.history, *turn.new_messages]
-        if fit(messages, limit=limit, fixed=fixed).dropped == 0:
-            return
-        start = min(fit(messages, limit=limit // 2, fixed=fixed).start, len(turn.history))
-        if start == 0:
-            return
-        request = summary_request(turn.summary, turn.history[:start], limit_tokens=limit)
-        try:
-            result = await setup.rounds.run(request, _Discarded())
-        except RoundFailed as failed:
-            log.warning("could not summarize older turns in %s: %s", turn.where, failed.error)
-            return
-        text = result.response.text.strip()
-        if not text:
-            return
-        inbound = turn.inbound
-        keep = len(turn.history) - start
-        await self._store.compact(turn.channel.name, inbound.chat_id, inbound.thread_id, keep, text)
-        log.info("summarized %d older messages in %s", start, turn.where)
-        turn.history, turn.summary = turn.history[start:], text
-        turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, start)
-
-    def _prompt_limit(self, rounds: RoundRunner) -> int:
-        """Estimated prompt tokens that fit every provider of the chain of ``rounds``
-        (architecture §5 "Context budget"), each calibrated by its own reported usage, and
-        below the ceiling learnt from a rejection."""
-        limits = []
-        for entry in rounds.chain:
-            config = entry.config
-            window = context_window(config.model, config.context_window)
-            reserve = answer_reserve(window, config.max_tokens)
-            ratio = self._calibration.ratio(entry.provider.name)
-            limits.append(prompt_limit(window, reserve, ratio))
-        if self._ceiling_chain is not rounds.chain:  # a reload or /model replaced the chain
-            self._ceiling, self._ceiling_chain = _NO_CEILING, rounds.chain
-        return min([*limits, self._ceiling])
-
     async def _serve(
         self, turn: TurnState, summary: bool, offer_tools: bool, sink: RoundSink
     ) -> RoundResult:
         """Serve a round; a request the model rejected as too long for its context window is
         trimmed harder and sent once more. Raises :class:`RoundFailed`."""
         rounds = self._setup(turn).rounds
-        request, estimate = self._request(turn, summary, offer_tools)
+        request, estimate = self._fit.request(turn, summary, offer_tools)
         turn.estimate = estimate
         try:
             result = await rounds.run(request, sink)
@@ -415,13 +334,13 @@ class TurnRunner:
                 raise
             # The window is smaller than configured or estimated: requests from now on stay
             # under a share of the one rejected.
-            self._ceiling = max(1, min(self._prompt_limit(rounds), int(estimate * SQUEEZE)))
+            ceiling = self._fit.squeeze(rounds, estimate)
             log.warning(
                 "context window exceeded in %s: history trimmed to %d estimated tokens",
                 turn.where,
-                self._ceiling,
+                ceiling,
             )
-            request, estimate = self._request(turn, summary, offer_tools)
+            request, estimate = self._fit.request(turn, summary, offer_tools)
             turn.estimate = estimate
             try:
                 result = await rounds.run(request, sink)
@@ -433,7 +352,7 @@ class TurnRunner:
                 alone = replace(again.context, alone=True)
                 raise RoundFailed(again.error, again.attempts, alone) from None
         usage = result.response.usage
-        self._calibration.observe(
+        self._fit.observe(
             result.provider, estimate, usage.input_tokens if usage is not None else None
         )
         return result
@@ -556,13 +475,3 @@ class TurnRunner:
                 )
         if self._on_round is not None:
             self._on_round(record)
-
-
-class _Discarded:
-    """The sink of a summary round: nothing of it reaches the chat."""
-
-    def event(self, event: StreamEvent) -> None:
-        pass
-
-    def restart(self) -> None:
-        pass

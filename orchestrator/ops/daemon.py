@@ -9,14 +9,9 @@ others serve, and so is one whose connection is lost later (``/healthz`` shows i
 a permanent cause (a rejected token) is one line naming the channel. When every channel failed
 for a permanent cause the run ends with exit code 1 and one line per channel; a channel merely
 unreachable at boot (its only one included) is retried for as long as the bot runs. Then it
-waits for SIGINT/SIGTERM — or, when the console is the only channel, for the end of its input.
-Shutdown stops taking messages, lets running turns finish for up to ``SHUTDOWN_GRACE_SECS``,
-then cuts the model work of any turn still running (its reply ends with the interrupted
-marker), stops the channels and the HTTP server, each within a bound, and returns 0.
-
-SIGHUP reads the config file again (:mod:`orchestrator.ops.reload`): when it validates, channels and
-providers that were added, removed or changed are stopped and started, the others keep their
-running answers; otherwise the running config stays and one line says why.
+waits for SIGINT/SIGTERM — or, when the console is the only channel, for the end of its input —
+and stops gracefully; SIGHUP reloads the config file (:mod:`orchestrator.ops.signals`,
+:mod:`orchestrator.ops.reload`).
 
 Every message is kept in the store's waiting messages until its turn starts (architecture §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
@@ -44,7 +39,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sqlite3
 import sys
 import time
@@ -53,8 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio import TASK_STATUS_IGNORED
-from anyio.abc import TaskGroup, TaskStatus
+from anyio.abc import TaskGroup
 
 from channels.base import Channel, InboundHandler, InboundMessage
 from channels.controls import ControlEvent
@@ -69,6 +62,7 @@ from orchestrator.metrics import Metrics
 from orchestrator.ops.lifecycle import ChannelSupervisor
 from orchestrator.ops.ops_server import OpsServer, parse_listen
 from orchestrator.ops.reload import plan_reload, read_for_reload
+from orchestrator.ops.signals import DELIVERY_GRACE_SECS, SHUTDOWN_GRACE_SECS, DaemonSignals
 from orchestrator.policy import OutboundPolicy, PolicyError
 from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
 from orchestrator.store.sqlite_async import AsyncStore
@@ -79,23 +73,19 @@ from orchestrator.turn.provider_chain import ProviderChain
 from orchestrator.turn.reply_stats import ReplyStats
 from orchestrator.turn.runner import TurnRunner
 
-__all__ = ["SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
+__all__ = ["DELIVERY_GRACE_SECS", "SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_GRACE_SECS = 30.0
-"""How long running turns may go on after SIGINT/SIGTERM, in seconds."""
 PRUNE_EVERY_SECS = 3600.0
 """How often ``storage.retain_days`` prunes, in seconds (and once at start)."""
-DELIVERY_GRACE_SECS = 10.0
-"""After cutting the model work, how long interrupted replies may take to reach the chat."""
 
 ChannelFactory = Callable[[str, Any, InboundHandler], Channel]
 """Builds one channel from its name, config model and inbound handler (default:
 :func:`channels.registry.build_channel`)."""
 
 
-class Daemon:
+class Daemon(DaemonSignals):
     """One run of relaybot over a validated config.
 
     Args:
@@ -370,15 +360,7 @@ class Daemon:
         self.metrics.observe_round(record)
         self._replies.observe_round(record)
 
-    # -- reload (SIGHUP) ------------------------------------------------------------------
-
-    async def _watch_reload(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
-        """SIGHUP reads the config file again (:mod:`orchestrator.ops.reload`)."""
-        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
-            task_status.started()
-            async for _ in signals:
-                if self._tg is not None and not self.stopping.is_set():
-                    self._tg.start_soon(self.reload)
+    # -- reload (SIGHUP, orchestrator.ops.signals) ------------------------------------------
 
     async def reload(self) -> bool:
         """Apply the config file as it is now; False (and one log line) when it is not valid
@@ -420,52 +402,6 @@ class Daemon:
                     continue
                 await self._start_channel(self._tg, name)
             return True
-
-    async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
-        """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short
-        (running answers end at once with the interrupted marker) instead of killing the
-        process, so no cut answer is ever left looking complete. Reports started once the
-        handlers are installed."""
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            task_status.started()
-            async for signum in signals:
-                if signum == signal.SIGINT and await self._offer_interrupt():
-                    continue
-                name = signal.Signals(signum).name
-                if not self.stopping.is_set():
-                    log.info("received %s; finishing running answers, then stopping", name)
-                    self.stopping.set()
-                else:
-                    log.warning("received %s again; interrupting running answers now", name)
-                    if self._grace is not None:
-                        self._grace.cancel()
-
-    async def _offer_interrupt(self) -> bool:
-        """SIGINT is Ctrl-C at a terminal: each channel may take it first (the console stops its
-        running answer, architecture §3 "Stop"). True when one did: the daemon goes on. Once
-        the daemon is stopping, SIGINT is a stop signal only."""
-        if self.stopping.is_set():
-            return False
-        for channel in self.channels.values():
-            try:
-                if await channel.interrupt():
-                    return True
-            except Exception:
-                log.exception("channel %s: Ctrl-C not handled", channel.name)
-        return False
-
-    async def _shutdown(self) -> None:
-        assert self._dispatcher is not None
-        with anyio.CancelScope(shield=True):
-            self._dispatcher.close()
-            grace = self._grace or anyio.CancelScope()
-            grace.deadline = anyio.current_time() + SHUTDOWN_GRACE_SECS
-            with grace:
-                await self._dispatcher.wait_idle()
-            self.turns.cancel_all()
-            with anyio.move_on_after(DELIVERY_GRACE_SECS):
-                await self._dispatcher.wait_idle()
-            await self._stop_channels()
 
     # -- inbound --------------------------------------------------------------------------
 

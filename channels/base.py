@@ -119,7 +119,10 @@ class InboundMessage:
     ``attachments`` are the images sent with it (an album's images together; ``text`` is the
     caption). ``update_ids`` are the network's ids of the updates that carried it (Telegram
     ``update_id``; several for an album): the orchestrator answers each update once, even when
-    the network delivers it again.
+    the network delivers it again. ``context`` is the conversation before ``text`` as
+    ``(role, text)`` pairs (role ``system``, ``user`` or ``assistant``) when the channel carries
+    it itself (an OpenAI-compatible API is stateless: each request holds its conversation); the
+    turn then neither reads nor writes the store's history. ``None``: the store's history.
     """
 
     channel: str
@@ -134,6 +137,7 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     update_ids: tuple[int, ...] = ()
     sender_handle: str | None = None
+    context: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +203,10 @@ class Channel(ABC):
 
     write_observer: WriteObserver | None = None
     """Set by the daemon: told of every write (metrics); ``None``: nobody listens."""
+
+    served_models: tuple[str, ...] = ()
+    """Set by the daemon: the names of the models the agent answers with (an API channel lists
+    them)."""
 
     approval_timeout_secs: float = 120.0
     """How long :meth:`request_approval` waits for the user's answer, in seconds (the daemon sets
@@ -288,6 +296,12 @@ class Channel(ABC):
 
     async def reply_finished(self, chat_id: str) -> None:
         """Called once per inbound message when its reply is fully delivered (or it got none)."""
+        return None
+
+    async def reply_usage(self, chat_id: str, input_tokens: int, output_tokens: int) -> None:
+        """Called before :meth:`reply_finished` with the tokens the reply's rounds used, as the
+        providers reported them (0 where none did). Default: ignored (an API channel reports
+        them to its client)."""
         return None
 
     async def interrupt(self) -> bool:

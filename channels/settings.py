@@ -39,6 +39,11 @@ class ChannelSettings(Strict):
         description="multi_message: also send each tool status as a message, edited to ✓ or ✗",
     )
 
+    def listen_problem(self, listen: str | None) -> str | None:
+        """What is wrong with ``server.listen`` for this channel, in one line (a channel served
+        by the ops server needs it), else None. Default: nothing."""
+        return None
+
 
 class StreamModeSettings(ChannelSettings):
     """:class:`ChannelSettings` and the ``stream_mode`` choice of a chat network."""

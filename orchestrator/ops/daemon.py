@@ -65,7 +65,7 @@ from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
 from orchestrator.ops.lifecycle import ChannelSupervisor
-from orchestrator.ops.ops_server import OpsServer, parse_listen
+from orchestrator.ops.ops_server import HttpEndpoint, OpsServer, parse_listen
 from orchestrator.ops.reload import plan_reload, read_for_reload
 from orchestrator.policy import OutboundPolicy, PolicyError
 from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
@@ -247,7 +247,7 @@ class Daemon:
         server: OpsServer | None = None
         if self.config.server.listen:
             host, port = parse_listen(self.config.server.listen)
-            server = OpsServer(self.metrics, host=host, port=port)
+            server = OpsServer(self.metrics, host=host, port=port, endpoints=self._http_endpoints)
             try:
                 await server.start()
             except OSError as exc:
@@ -259,6 +259,7 @@ class Daemon:
                 )
                 return 1
             log.info("metrics on http://%s:%d/metrics", server.host, server.port)
+            self._tell_addresses(server)
         if handle_signals:
             await tg.start(self._watch_reload)
         if shared is None:
@@ -329,8 +330,15 @@ class Daemon:
         channel.max_image_bytes = self.config.agent.max_image_bytes
         channel.approval_timeout_secs = self.config.agent.approval_timeout_secs
         channel.write_observer = self.metrics.observe_write
+        channel.served_models = self._model_names()
         self.channels[name] = channel
         return channel
+
+    def _model_names(self) -> tuple[str, ...]:
+        """The models the agent answers with, first the chain's (what an API channel lists)."""
+        config = self.config
+        names = [config.providers[p].model for p in config.agent.providers if p in config.providers]
+        return tuple(dict.fromkeys(names))
 
     async def _start_channel(self, tg: TaskGroup, name: str) -> None:
         """Start channel ``name`` under a supervisor; returns after its first start attempt."""
@@ -342,10 +350,25 @@ class Daemon:
         self.supervisors[name] = supervisor
         await tg.start(supervisor.run)
 
+    def _http_endpoints(self) -> list[HttpEndpoint]:
+        """The running channels served by the ops server (architecture §7 "Metrics")."""
+        return [c for c in self.channels.values() if isinstance(c, HttpEndpoint)]
+
+    def _tell_addresses(self, server: OpsServer) -> None:
+        """One line on stderr per channel served over HTTP: where to open it."""
+        host = f"[{server.host}]" if ":" in server.host else server.host
+        for endpoint in self._http_endpoints():
+            name = getattr(endpoint, "name", "")
+            print(
+                f"relaybot: channel {name}: http://{host}:{server.port}{endpoint.http_prefix}",
+                file=sys.stderr,
+                flush=True,
+            )
+
     def _input_end(self, channel: Channel) -> None:
         """A channel's input ended (the console: end of stdin); when only console channels
-        run, that ends the run (architecture §7)."""
-        if all(c.config.kind == "console" for c in self.channels.values()):
+        run, beside the local web page at most, that ends the run (architecture §7)."""
+        if all(c.config.kind in ("console", "web") for c in self.channels.values()):
             self._input_ended = not self.stopping.is_set()
             self.stopping.set()
 

@@ -156,6 +156,8 @@ def decode_inbound(text: str) -> InboundMessage:
         for a in fields.get("attachments", ())
     )
     fields["update_ids"] = tuple(fields.get("update_ids", ()))
+    if fields.get("context") is not None:
+        fields["context"] = tuple((role, text) for role, text in fields["context"])
     return InboundMessage(**fields)
 
 

@@ -173,6 +173,7 @@ class Answering:
             seconds = time.monotonic() - began
             self._metrics.observe_reply(channel.name, outcome.outcome, seconds)
             totals = self._stats.take(channel.name, message.chat_id, message.thread_id)
+            await channel.reply_usage(message.chat_id, totals.input_tokens, totals.output_tokens)
             fields = {
                 "channel": channel.name,
                 "chat": message.chat_id,

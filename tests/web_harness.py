@@ -74,10 +74,13 @@ def tool_call_reply() -> Reply:
     )
 
 
-def answer_reply(*, words_delay_secs: float = 0.03, repeat: int = 1) -> Reply:
+def answer_reply(*, words_delay_secs: float = 0.03, repeat: int = 1, code: str = "") -> Reply:
     """The answer, a few characters a chunk, with :data:`SECRET` in it (split across chunks),
-    then the usage the provider reports. ``repeat`` makes it that many times longer."""
-    text = (ANSWER_HEAD + SECRET + ANSWER_TAIL) * repeat
+    then the usage the provider reports. ``repeat`` makes it that many times longer; ``code``
+    ends it with a fenced Python code block holding that line."""
+    text = (ANSWER_HEAD + SECRET + ANSWER_TAIL + "\n\n") * repeat
+    if code:
+        text += f"```python\n{code}\n```\n"
     pieces = [text[i : i + 7] for i in range(0, len(text), 7)]
     events = [_delta(piece) for piece in pieces]
     events.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})

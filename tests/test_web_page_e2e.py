@@ -75,7 +75,7 @@ async def test_the_page_streams_an_answer_without_its_secret(tmp_path: Path) -> 
         provider.script(PATH, [answer_reply(repeat=4, words_delay_secs=0.03, code=CODE)])
         async with http_daemon(provider.url, tmp_path, CHANNELS) as port:
 
-            def session() -> tuple[list[str], list[str], str]:
+            def session() -> tuple[list[str], list[str], Path]:
                 with headless_chromium() as driver:
                     _open_page(driver, port)
                     _ask(driver, "What is my key?")
@@ -83,9 +83,10 @@ async def test_the_page_streams_an_answer_without_its_secret(tmp_path: Path) -> 
                     ARTIFACTS.mkdir(parents=True, exist_ok=True)
                     shot = ARTIFACTS / "web-page-finished-answer.png"
                     driver.save_screenshot(str(shot))
-                    return doms, states, str(shot)
+                    return doms, states, shot
 
             doms, states, shot = await anyio.to_thread.run_sync(session)
+            size = await anyio.Path(shot).stat()
     assert len(states) >= 3, states  # several visible states, each with the answer's text
     assert all(state.startswith(ANSWER_HEAD[:5]) for state in states), states
     for dom in doms:
@@ -94,7 +95,7 @@ async def test_the_page_streams_an_answer_without_its_secret(tmp_path: Path) -> 
     assert ANSWER_TAIL.strip() in final and "REDACTED" in final
     assert "<pre><code" in doms[-1] and "rendered as a code block" in doms[-1]  # Markdown
     assert "<script" not in doms[-1].split('id="messages"')[1]  # sanitised
-    assert Path(shot).stat().st_size > 1000
+    assert size.st_size > 1000
     print(f"screenshot: {shot}")
 
 

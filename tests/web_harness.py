@@ -109,3 +109,46 @@ async def http_daemon(
 
     async with daemon_running(daemon, ready):
         yield port
+
+
+class WebClient:
+    """The web page's API as its script calls it (``channels/web/routes.py``), over httpx: the
+    browser cookie, ``X-Relaybot: 1``, a bearer token when given."""
+
+    def __init__(self, base_url: str, *, token: str | None = None) -> None:
+        headers = {"X-Relaybot": "1"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        self.http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=30)
+
+    async def __aenter__(self) -> WebClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    async def new_conversation(self) -> str:
+        """Load the session (the cookie) and start a conversation; returns its id."""
+        (await self.http.get("/api/session")).raise_for_status()
+        created = await self.http.post("/api/conversations")
+        created.raise_for_status()
+        conversation: str = created.json()["id"]
+        return conversation
+
+    async def ask(self, conversation: str, text: str) -> list[dict[str, Any]]:
+        """Send ``text`` and read the conversation's events until its answer is over."""
+        events: list[dict[str, Any]] = []
+        path = f"/api/conversations/{conversation}/events"
+        async with self.http.stream("GET", path) as stream:
+            sent = await self.http.post(
+                f"/api/conversations/{conversation}/messages", json={"text": text}
+            )
+            sent.raise_for_status()
+            async for line in stream.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line[6:])
+                events.append(event)
+                if event == {"type": "busy", "busy": False}:
+                    return events
+        raise AssertionError(f"the event stream ended: {events}")

@@ -59,8 +59,8 @@ class _Exchange:
     def finished(self) -> bool:
         return self.open_messages <= 0
 
-    def show(self, message_id: str, text: str) -> None:
-        delta = self.content.update(message_id, text)
+    def show(self, message_id: str, text: str, final: bool) -> None:
+        delta = self.content.update(message_id, text, final=final)
         if delta:
             self.pending.append(delta)
             self.changed.set()
@@ -253,10 +253,10 @@ class OpenAIApiChannel(Channel):
 
     # -- the engine's writes ----------------------------------------------------------------
 
-    def _show(self, chat_id: str, message_id: str, text: str) -> None:
+    def _show(self, chat_id: str, message_id: str, text: str, final: bool) -> None:
         exchange = self._exchanges.get(chat_id)
         if exchange is not None:  # else: the client is gone; the write lands nowhere
-            exchange.show(message_id, text)
+            exchange.show(message_id, text, final)
 
     async def _send_message(
         self,
@@ -268,11 +268,11 @@ class OpenAIApiChannel(Channel):
         thread_id: str | None = None,
     ) -> MessageRef:
         message_id = str(next(self._ids))
-        self._show(chat_id, message_id, text)
+        self._show(chat_id, message_id, text, formatted)
         return MessageRef(chat_id, message_id)
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
-        self._show(ref.chat_id, ref.message_id, text)
+        self._show(ref.chat_id, ref.message_id, text, formatted)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         return None  # what was streamed stays streamed

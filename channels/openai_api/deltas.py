@@ -11,7 +11,8 @@ append, so :class:`ContentStream` turns each state into what it adds:
   ``✗ name: cause``, after a blank line) shows a tool at work. Its text before them may close a
   code fence only for the look of the draft, so it adds nothing to the content; its status lines
   are streamed, each once, only with ``show_tool_status``;
-- any other state adds what follows the text already streamed. A state that does not extend it
+- any other state, and the final one (written formatted) always, adds what follows the text
+  already streamed. A state that does not extend it
   (the engine never takes released text back, so this is not expected) adds nothing;
 - a new message (a notice, the answer after it) continues the content after a blank line.
 
@@ -56,13 +57,15 @@ class ContentStream:
         self.text = ""
         """Everything streamed so far (the blocking answer's content)."""
 
-    def update(self, message_id: str, state: str) -> str:
+    def update(self, message_id: str, state: str, *, final: bool = False) -> str:
         """Message ``message_id`` shows ``state`` now; returns the delta to stream ("" for
-        none)."""
+        none). A ``final`` state (the engine writes the final text formatted) never holds a
+        status line: all of it is the answer's, a last line of its own starting with ``✓``
+        included."""
         delta = ""
         if message_id != self._message:
             self._message, self._sent = message_id, ""
-        body, statuses = split_status(state)
+        body, statuses = (state, []) if final else split_status(state)
         if statuses:
             if self._show_status:
                 for line in statuses:

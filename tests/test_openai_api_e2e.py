@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import anyio
 import httpx
 import openai
 import pytest
@@ -129,3 +130,20 @@ async def test_a_bad_token_gets_401_in_the_openai_error_shape(tmp_path: Path) ->
     assert set(body) == {"message", "type", "param", "code"}
     assert provider.requests_to(PATH) == []  # refused before any model work
     assert [m.id for m in models.data] == ["m"]
+
+
+async def test_a_client_that_goes_away_stops_the_answer(tmp_path: Path) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply(repeat=40, words_delay_secs=0.05)])
+        async with http_daemon(provider.url, tmp_path, CHANNELS) as port:
+            stream = await client(port).chat.completions.create(
+                model="m", messages=[{"role": "user", "content": "A long story"}], stream=True
+            )
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    break  # the first text arrived: hang up
+            await stream.close()
+            (request,) = provider.requests_to(PATH)
+            with anyio.fail_after(10):
+                await request.wait_ended()
+    assert request.client_closed  # the provider stream was closed, not read to its end

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -16,6 +17,10 @@ from channels.web.adapter import WebChannel
 from channels.web.kind import WebChannelConfig
 from orchestrator.metrics import Metrics
 from orchestrator.ops.ops_server import OpsServer
+from tests.peers.provider_server import ProviderServer
+from tests.web_harness import SECRET, WebClient, answer_reply, http_daemon, tool_call_reply
+
+PATH = "/v1/chat/completions"
 
 TOKEN = "web-token-0123456789abcdef"
 
@@ -101,3 +106,29 @@ async def test_an_upload_is_an_attachment(mime: str) -> None:
     (attachment,) = message.attachments
     assert (message.text, attachment.mime_type, attachment.size) == ("what is this?", mime, 10)
     assert attachment.fetched == (mime == "image/png")  # another type: refused in one line
+
+
+async def test_an_approval_is_answered_by_its_button(tmp_path: Path) -> None:
+    """The page's Approve button: the prompt arrives as an event, the POST answers it, the tool
+    runs and the answer follows (the real daemon and provider wire server)."""
+    async with ProviderServer() as provider:
+        provider.script(PATH, [tool_call_reply(), answer_reply()])
+        agent = '  require_approval: "*"\n'
+        async with http_daemon(provider.url, tmp_path, "  web: {kind: web}\n", agent=agent) as port:
+            async with WebClient(f"http://127.0.0.1:{port}") as web:
+                conversation = await web.new_conversation()
+
+                async def approve(event: dict[str, Any]) -> None:
+                    if event["type"] == "approval":
+                        answered = await web.http.post(
+                            f"/api/approvals/{event['id']}", json={"approved": True}
+                        )
+                        answered.raise_for_status()
+
+                events = await web.ask(conversation, "What time is it?", on_event=approve)
+    prompts = [e for e in events if e["type"] == "approval"]
+    assert len(prompts) == 1 and "current_time" in prompts[0]["text"]
+    assert {"type": "approved", "id": prompts[0]["id"], "approved": True} in events
+    assert len(provider.requests_to(PATH)) == 2  # the tool ran; the model answered after it
+    final = [e["text"] for e in events if e["type"] in ("send", "edit")][-1]
+    assert "REDACTED" in final and SECRET[:12] not in str(events)

@@ -10,7 +10,7 @@ yields the port once ``/healthz`` answers.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -135,8 +135,15 @@ class WebClient:
         conversation: str = created.json()["id"]
         return conversation
 
-    async def ask(self, conversation: str, text: str) -> list[dict[str, Any]]:
-        """Send ``text`` and read the conversation's events until its answer is over."""
+    async def ask(
+        self,
+        conversation: str,
+        text: str,
+        *,
+        on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Send ``text`` and read the conversation's events until its answer is over, each
+        also to ``on_event``."""
         events: list[dict[str, Any]] = []
         path = f"/api/conversations/{conversation}/events"
         async with self.http.stream("GET", path) as stream:
@@ -149,6 +156,8 @@ class WebClient:
                     continue
                 event = json.loads(line[6:])
                 events.append(event)
+                if on_event is not None:
+                    await on_event(event)
                 if event == {"type": "busy", "busy": False}:
                     return events
         raise AssertionError(f"the event stream ended: {events}")

@@ -26,6 +26,7 @@ import anyio
 from aiohttp import web
 
 from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, StreamMode
+from channels.errors import DestinationGone
 from channels.openai_api.deltas import ContentStream
 from channels.openai_api.kind import KIND, OpenAIApiChannelConfig
 from channels.openai_api.wire import (
@@ -254,9 +255,12 @@ class OpenAIApiChannel(Channel):
     # -- the engine's writes ----------------------------------------------------------------
 
     def _show(self, chat_id: str, message_id: str, text: str, final: bool) -> None:
+        """Raises ``DestinationGone`` when the request is over (its client went away, or the
+        daemon restarted since): the turn stops, nobody would read the rest."""
         exchange = self._exchanges.get(chat_id)
-        if exchange is not None:  # else: the client is gone; the write lands nowhere
-            exchange.show(message_id, text, final)
+        if exchange is None:
+            raise DestinationGone(f"the request {chat_id} is over")
+        exchange.show(message_id, text, final)
 
     async def _send_message(
         self,

@@ -15,6 +15,7 @@ conversation; an approval is a prompt with two buttons, answered by a POST.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from typing import Any
@@ -73,7 +74,8 @@ class WebChannel(Channel):
     async def stop(self) -> None:
         for feeds in self._feeds.values():
             for feed in feeds:
-                feed.put_nowait(None)  # ends the page's event stream
+                with contextlib.suppress(asyncio.QueueFull):  # a page that fell behind
+                    feed.put_nowait(None)  # ends the page's event stream
         for _, future in self._approvals.values():
             if not future.done():
                 future.cancel()

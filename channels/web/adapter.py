@@ -121,6 +121,11 @@ class WebChannel(Channel):
         self.publish(chat_id, {"type": "busy", "busy": True})
         await self._on_inbound(message)
 
+    def approval_chat(self, approval_id: str) -> str | None:
+        """The conversation prompt ``approval_id`` was asked in, while it is open."""
+        entry = self._approvals.get(approval_id)
+        return None if entry is None or entry[1].done() else entry[0]
+
     def answer_approval(self, approval_id: str, approved: bool) -> bool:
         """The page's answer to prompt ``approval_id``; False when it is not open."""
         entry = self._approvals.get(approval_id)

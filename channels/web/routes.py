@@ -91,6 +91,8 @@ class WebChat(Protocol):
 
     async def hand_on(self, message: InboundMessage) -> None: ...
 
+    def approval_chat(self, approval_id: str) -> str | None: ...
+
     def answer_approval(self, approval_id: str, approved: bool) -> bool: ...
 
 
@@ -173,6 +175,9 @@ class WebRoutes:
             return web.json_response({"id": await conversations.create(owner)})
         if parts[0] == "approvals" and len(parts) == 2 and method == "POST":
             answer = await self._json(request)
+            asked_in = self._channel.approval_chat(parts[1])
+            if asked_in is None or not await conversations.owns(owner, asked_in):
+                return _error(404, "this prompt is closed")
             if not self._channel.answer_approval(parts[1], answer.get("approved") is True):
                 return _error(404, "this prompt is closed")
             return web.json_response({"ok": True})

@@ -60,10 +60,17 @@ def test_a_request_is_its_own_conversation() -> None:
                 {"role": "user", "content": [{"type": "text", "text": "Hi"}]},
                 {"role": "assistant", "content": None},
                 {"role": "tool", "content": "ignored", "tool_call_id": "x"},
-                {"role": "user", "content": "And now?"},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "And now?"},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO"}},
+                    ],
+                },
             ],
         }
     )
+    assert asked.images == (("image/png", b"\x89PN"),)
     assert asked.context == (("system", "Be brief."), ("user", "Hi"), ("assistant", ""))
     assert (asked.text, asked.stream, asked.include_usage, asked.model) == (
         "And now?",
@@ -81,6 +88,17 @@ def test_a_request_is_its_own_conversation() -> None:
         ({"messages": [{"role": "assistant", "content": "x"}]}, "messages"),
         ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
         ({"messages": [{"role": "user", "content": 3}]}, "messages[0]"),
+        (
+            {
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "image_url", "image_url": {"url": "https://x"}}],
+                    }
+                ]
+            },
+            "messages[0]",
+        ),
     ],
 )
 def test_a_bad_request_names_its_param(body: object, param: str | None) -> None:

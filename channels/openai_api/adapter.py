@@ -25,7 +25,14 @@ from typing import Any
 import anyio
 from aiohttp import web
 
-from channels.base import Channel, InboundHandler, InboundMessage, MessageRef, StreamMode
+from channels.base import (
+    Attachment,
+    Channel,
+    InboundHandler,
+    InboundMessage,
+    MessageRef,
+    StreamMode,
+)
 from channels.errors import DestinationGone
 from channels.openai_api.deltas import ContentStream
 from channels.openai_api.kind import KIND, OpenAIApiChannelConfig
@@ -150,6 +157,9 @@ class OpenAIApiChannel(Channel):
                     sender_name=sender,
                     text=asked.text,
                     context=asked.context,
+                    attachments=tuple(
+                        Attachment(mime, data, len(data)) for mime, data in asked.images
+                    ),
                 )
             )
             model = asked.model or self._models()[0]

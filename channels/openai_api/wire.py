@@ -11,6 +11,8 @@ Specs: [Chat Completions](https://platform.openai.com/docs/api-reference/chat/cr
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,13 +44,44 @@ class RequestRejected(ValueError):
 @dataclass(frozen=True, slots=True)
 class CompletionRequest:
     """What a turn needs of a request: the conversation before the last user message
-    (``context``, ``(role, text)`` pairs), that message's ``text``, and how to answer."""
+    (``context``, ``(role, text)`` pairs), that message's ``text`` and ``images``
+    (``(mime type, bytes)`` of its ``image_url`` parts given as ``data:`` URLs), and how to
+    answer."""
 
     model: str | None
     context: tuple[tuple[str, str], ...]
     text: str
     stream: bool
     include_usage: bool
+    images: tuple[tuple[str, bytes], ...] = ()
+
+
+def _images_of(content: Any, index: int) -> tuple[tuple[str, bytes], ...]:
+    """The ``image_url`` parts of a message given as base64 ``data:`` URLs (RFC 2397); an
+    image given by an ``http(s)`` URL is refused: relaybot fetches nothing a client names."""
+    if not isinstance(content, list):
+        return ()
+    images = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") != "image_url":
+            continue
+        url = (
+            (part.get("image_url") or {}).get("url")
+            if isinstance(part.get("image_url"), dict)
+            else None
+        )
+        head, sep, data = str(url or "").partition(",")
+        if not sep or not head.startswith("data:") or not head.endswith(";base64"):
+            raise RequestRejected("an image must be a base64 data: URL", f"messages[{index}]")
+        try:
+            images.append(
+                (head[5:-7] or "application/octet-stream", base64.b64decode(data, validate=True))
+            )
+        except binascii.Error:
+            raise RequestRejected(
+                "an image's data: URL is not base64", f"messages[{index}]"
+            ) from None
+    return tuple(images)
 
 
 def _text_of(content: Any, index: int) -> str:
@@ -93,7 +126,9 @@ def parse_request(body: Any) -> CompletionRequest:
         raise RequestRejected("the last message must be the user's", "messages")
     model = body.get("model")
     options = body.get("stream_options")
+    last = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
     return CompletionRequest(
+        images=_images_of(messages[last].get("content"), last),
         model=model if isinstance(model, str) and model else None,
         context=tuple(pairs[:-1]),
         text=pairs[-1][1],

@@ -14,7 +14,7 @@ import pytest
 
 from tests.browser import ARTIFACTS, browser_missing, headless_chromium
 from tests.peers.provider_server import ProviderServer
-from tests.web_harness import ANSWER_HEAD, ANSWER_TAIL, SECRET, answer_reply, http_daemon
+from tests.web_harness import ANSWER_HEAD, ANSWER_TAIL, SECRET, TOKEN, answer_reply, http_daemon
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=str(browser_missing()))
 
@@ -123,3 +123,36 @@ async def test_stop_ends_the_provider_stream(tmp_path: Path) -> None:
                 await request.wait_ended()
     assert request.client_closed  # the provider's stream was closed, not finished
     assert states[-1].rstrip().endswith("⏹ Stopped.")
+
+
+async def test_with_tokens_the_page_asks_for_one_and_then_chats(tmp_path: Path) -> None:
+    channels = '  web:\n    kind: web\n    auth: tokens\n    tokens: ["${API_TOKEN}"]\n'
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()])
+        async with http_daemon(provider.url, tmp_path, channels) as port:
+
+            def session() -> tuple[bool, list[str]]:
+                from selenium.webdriver.common.by import By
+                from selenium.webdriver.support import expected_conditions
+                from selenium.webdriver.support.ui import WebDriverWait
+
+                with headless_chromium() as driver:
+                    driver.get(f"http://127.0.0.1:{port}/")
+                    wait = WebDriverWait(driver, 20)
+                    signin = (By.ID, "signin")
+                    wait.until(expected_conditions.visibility_of_element_located(signin))
+                    listed_before = bool(driver.find_elements(By.CSS_SELECTOR, "li"))
+                    driver.find_element(By.ID, "token").send_keys(TOKEN)
+                    driver.find_element(By.CSS_SELECTOR, "#signin-form button").click()
+                    wait.until(
+                        expected_conditions.presence_of_element_located(
+                            (By.CSS_SELECTOR, "li.current")
+                        )
+                    )
+                    assert not driver.find_element(*signin).is_displayed()
+                    _ask(driver, "What is my key?")
+                    return listed_before, _watch(driver)[1]
+
+            listed_before, states = await anyio.to_thread.run_sync(session)
+    assert not listed_before  # nothing of the API before the token
+    assert ANSWER_TAIL.strip() in states[-1] and SECRET[:12] not in states[-1]

@@ -90,8 +90,16 @@ async def test_the_proxy_header_names_the_user_and_conversations_are_per_browser
     ]
 
 
-@pytest.mark.parametrize("mime", ["image/png", "application/x-unknown"])
-async def test_an_upload_is_an_attachment(mime: str) -> None:
+@pytest.mark.parametrize(
+    ("mime", "kind", "fetched"),
+    [
+        ("image/png", "image", True),
+        ("image/x-unknown", "image", False),  # no provider takes it: refused in one line
+        ("application/pdf", "document", True),
+        ("audio/ogg", "audio", True),
+    ],
+)
+async def test_an_upload_is_an_attachment_of_its_kind(mime: str, kind: str, fetched: bool) -> None:
     async with page() as (url, handed):
         async with httpx.AsyncClient(base_url=url, headers={"X-Relaybot": "1"}) as http:
             await http.get("/api/session")
@@ -99,13 +107,17 @@ async def test_an_upload_is_an_attachment(mime: str) -> None:
             sent = await http.post(
                 f"/api/conversations/{conversation}/messages",
                 data={"text": "what is this?"},
-                files={"file": ("f", b"\x89PNG-bytes", mime)},
+                files={"file": ("report.bin", b"0123456789", mime)},
             )
             assert sent.status_code == 200
     (message,) = handed
     (attachment,) = message.attachments
     assert (message.text, attachment.mime_type, attachment.size) == ("what is this?", mime, 10)
-    assert attachment.fetched == (mime == "image/png")  # another type: refused in one line
+    assert (attachment.kind, attachment.file_name, attachment.fetched) == (
+        kind,
+        "report.bin",
+        fetched,
+    )
 
 
 async def test_an_approval_is_answered_by_its_button(tmp_path: Path) -> None:
@@ -132,3 +144,16 @@ async def test_an_approval_is_answered_by_its_button(tmp_path: Path) -> None:
     assert len(provider.requests_to(PATH)) == 2  # the tool ran; the model answered after it
     final = [e["text"] for e in events if e["type"] in ("send", "edit")][-1]
     assert "REDACTED" in final and SECRET[:12] not in str(events)
+
+
+async def test_an_uploaded_document_reaches_the_model(tmp_path: Path) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()])
+        async with http_daemon(provider.url, tmp_path, "  web: {kind: web}\n") as port:
+            async with WebClient(f"http://127.0.0.1:{port}") as web:
+                conversation = await web.new_conversation()
+                notes = ("notes.txt", b"The launch code is blue.", "text/plain")
+                await web.ask(conversation, "What do my notes say?", files=[notes])
+    (request,) = provider.requests_to(PATH)
+    sent = str(request.json["messages"])
+    assert "The launch code is blue." in sent and "notes.txt" in sent

@@ -10,7 +10,7 @@ yields the port once ``/healthz`` answers.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -141,15 +141,20 @@ class WebClient:
         text: str,
         *,
         on_event: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
+        files: Sequence[tuple[str, bytes, str]] = (),
     ) -> list[dict[str, Any]]:
-        """Send ``text`` and read the conversation's events until its answer is over, each
-        also to ``on_event``."""
+        """Send ``text`` (with ``files``: (name, bytes, MIME type) each, as the page uploads
+        them) and read the conversation's events until its answer is over, each also to
+        ``on_event``."""
         events: list[dict[str, Any]] = []
         path = f"/api/conversations/{conversation}/events"
         async with self.http.stream("GET", path) as stream:
-            sent = await self.http.post(
-                f"/api/conversations/{conversation}/messages", json={"text": text}
-            )
+            url = f"/api/conversations/{conversation}/messages"
+            if files:
+                uploads = [("file", file) for file in files]
+                sent = await self.http.post(url, data={"text": text}, files=uploads)
+            else:
+                sent = await self.http.post(url, json={"text": text})
             sent.raise_for_status()
             async for line in stream.aiter_lines():
                 if not line.startswith("data: "):

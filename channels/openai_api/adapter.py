@@ -88,6 +88,8 @@ class OpenAIApiChannel(Channel):
 
     limits = KIND.limits
     config: OpenAIApiChannelConfig
+    served_models: tuple[str, ...] = ()
+    """Set by the daemon: the models the agent answers with (``GET /v1/models``)."""
 
     def __init__(self, name: str, config: OpenAIApiChannelConfig, on_inbound: InboundHandler):
         super().__init__(name, config, on_inbound)

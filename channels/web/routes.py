@@ -10,7 +10,7 @@ Routes (all under ``/``; ``{c}`` is a conversation id of the caller's browser):
 | ``POST /api/conversations`` | a new conversation (the page's "New chat" and ``/new``) |
 | ``GET /api/conversations/{c}`` | its transcript and whether an answer runs |
 | ``GET /api/conversations/{c}/events`` | its events as Server-Sent Events (WHATWG HTML §9.2) |
-| ``POST /api/conversations/{c}/messages`` | a message: JSON ``{"text"}``, or multipart with files |
+| ``POST /api/conversations/{c}/messages`` | JSON ``{"text"}``, or multipart ``text``, ``file``s |
 | ``POST /api/conversations/{c}/stop`` | ``/stop`` of its running answer |
 | ``POST /api/approvals/{id}`` | ``{"approved": true|false}``: the answer to an approval prompt |
 
@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from aiohttp import BodyPartReader, web
 
-from channels.base import IMAGE_TYPES, Attachment, InboundMessage
+from channels.base import IMAGE_TYPES, Attachment, AttachmentKind, InboundMessage
 from channels.web.access import bearer_token, is_loopback, token_identity, token_index
 from channels.web.conversations import Conversations, new_id
 from channels.web.kind import WebChannelConfig
@@ -82,6 +82,8 @@ class WebChat(Protocol):
     config: WebChannelConfig
     conversations: Conversations
     max_image_bytes: int
+    max_document_bytes: int
+    max_audio_bytes: int
 
     def busy(self, chat_id: str) -> bool: ...
 
@@ -229,14 +231,19 @@ class WebRoutes:
         if request.content_type.startswith("multipart/"):
             text = ""
             reader = await request.multipart()
-            limit = self._channel.max_image_bytes
+            channel = self._channel
+            bounds: dict[AttachmentKind, int] = {
+                "image": channel.max_image_bytes,
+                "document": channel.max_document_bytes,
+                "audio": channel.max_audio_bytes,
+            }
             async for part in reader:
                 if not isinstance(part, BodyPartReader):
                     continue
                 if part.name == "text":
                     text = (await part.read(decode=True)).decode("utf-8", "replace")
                 elif part.name == "file":
-                    attachments.append(await _attachment(part, limit))
+                    attachments.append(await _attachment(part, bounds))
         else:
             text = str((await self._json(request)).get("text") or "")
         text = text[:MAX_TEXT_CHARS]
@@ -273,17 +280,23 @@ class WebRoutes:
         return response
 
 
-async def _attachment(part: BodyPartReader, limit: int) -> Attachment:
-    """An uploaded file: its bytes when it is an image within ``limit`` bytes, else only its
-    type and size (the orchestrator then says in one line why it is not read)."""
+async def _attachment(part: BodyPartReader, bounds: dict[AttachmentKind, int]) -> Attachment:
+    """An uploaded file: an ``image/…`` is an image, an ``audio/…`` audio, anything else a
+    document (as the chat networks' files are); its bytes within its kind's bound, else only
+    its type and size (the orchestrator then says in one line why it is not read)."""
     mime = (part.headers.get("Content-Type") or "application/octet-stream").split(";")[0]
+    kind: AttachmentKind = "document"
+    if mime.startswith("image/"):
+        kind = "image"
+    elif mime.startswith("audio/"):
+        kind = "audio"
     data = bytearray()
     while chunk := await part.read_chunk(65536):
         data += chunk
-        if len(data) > limit:
+        if len(data) > bounds[kind]:
             while await part.read_chunk(65536):
                 pass
-            return Attachment(mime, b"", len(data))
-    if mime not in IMAGE_TYPES:
-        return Attachment(mime, b"", len(data))
-    return Attachment(mime, bytes(data), len(data))
+            return Attachment(mime, b"", len(data), kind, part.filename)
+    if kind == "image" and mime not in IMAGE_TYPES:
+        return Attachment(mime, b"", len(data), kind, part.filename)
+    return Attachment(mime, bytes(data), len(data), kind, part.filename)

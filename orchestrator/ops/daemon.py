@@ -66,7 +66,7 @@ from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
 from orchestrator.ops.lifecycle import ChannelSupervisor
-from orchestrator.ops.ops_server import HttpEndpoint, OpsServer, parse_listen
+from orchestrator.ops.ops_server import HttpEndpoint, ListsModels, OpsServer, parse_listen
 from orchestrator.ops.reload import plan_reload, read_for_reload
 from orchestrator.policy import OutboundPolicy, PolicyError
 from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
@@ -332,9 +332,12 @@ class Daemon:
         )
         channel.state = self._store.channel_state(name)
         channel.max_image_bytes = self.config.agent.max_image_bytes
+        channel.max_document_bytes = self.config.agent.max_document_bytes
+        channel.max_audio_bytes = self.config.agent.max_audio_bytes
         channel.approval_timeout_secs = self.config.agent.approval_timeout_secs
         channel.write_observer = self.metrics.observe_write
-        channel.served_models = self._model_names()
+        if isinstance(channel, ListsModels):
+            channel.served_models = self._model_names()
         self.channels[name] = channel
         return channel
 

@@ -20,7 +20,7 @@ from prometheus_client.exposition import generate_latest
 
 from orchestrator.metrics import Metrics
 
-__all__ = ["STOP_BOUND_SECS", "HttpEndpoint", "OpsServer", "parse_listen"]
+__all__ = ["STOP_BOUND_SECS", "HttpEndpoint", "ListsModels", "OpsServer", "parse_listen"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,14 @@ class HttpEndpoint(Protocol):
     async def serve_http(self, request: web.Request) -> web.StreamResponse:
         """Answer ``request`` (a 404 when no route of the channel matches)."""
         ...
+
+
+@runtime_checkable
+class ListsModels(Protocol):
+    """A served channel that tells its clients the models the agent answers with
+    (``GET /v1/models``); the daemon sets :attr:`served_models` when it builds the channel."""
+
+    served_models: tuple[str, ...]
 
 
 class OpsServer:

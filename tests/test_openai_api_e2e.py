@@ -124,12 +124,21 @@ async def test_a_bad_token_gets_401_in_the_openai_error_shape(tmp_path: Path) ->
                     model="m", messages=[{"role": "user", "content": "hi"}]
                 )
             models = await client(port).models.list()
+            async with httpx.AsyncClient() as raw:
+                url = f"http://127.0.0.1:{port}/v1/chat/completions"
+                auth = {"Authorization": f"Bearer {TOKEN}"}
+                not_json = await raw.post(url, headers=auth, content=b"{nope")
+                no_user = await raw.post(url, headers=auth, json={"messages": []})
     assert refused.value.status_code == 401
     body = refused.value.body
     assert isinstance(body, dict) and body["code"] == "invalid_api_key"
     assert set(body) == {"message", "type", "param", "code"}
     assert provider.requests_to(PATH) == []  # refused before any model work
     assert [m.id for m in models.data] == ["m"]
+    assert (
+        not_json.status_code == 400 and not_json.json()["error"]["type"] == "invalid_request_error"
+    )
+    assert no_user.status_code == 400 and no_user.json()["error"]["param"] == "messages"
 
 
 async def test_a_client_that_goes_away_stops_the_answer(tmp_path: Path) -> None:

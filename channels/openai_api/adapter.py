@@ -143,10 +143,10 @@ class OpenAIApiChannel(Channel):
     async def _completions(self, request: web.Request, sender: str) -> web.StreamResponse:
         try:
             asked = parse_request(await request.json())
-        except json.JSONDecodeError:
-            return _json(400, error_body("the body is not JSON", "invalid_request_error"))
         except RequestRejected as exc:
             return _json(400, error_body(exc.message, "invalid_request_error", None, exc.param))
+        except ValueError:  # not JSON, or not UTF-8
+            return _json(400, error_body("the body is not JSON", "invalid_request_error"))
         chat_id = f"chatcmpl-{uuid.uuid4().hex}"
         exchange = _Exchange(self.config.show_tool_status)
         self._exchanges[chat_id] = exchange

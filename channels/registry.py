@@ -37,6 +37,8 @@ KIND_MODULES: tuple[str, ...] = (
     "channels.matrix.kind",
     "channels.discord.kind",
     "channels.console.kind",
+    "channels.web.kind",
+    "channels.openai_api.kind",
 )
 """The ``kind.py`` of every channel kind: the one line a new kind adds."""
 

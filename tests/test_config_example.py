@@ -36,6 +36,8 @@ FAKE_ENV = {
     "MATRIX_ACCESS_TOKEN": "syt_fake",
     "DISCORD_BOT_TOKEN": "fake.discord.token",
     "MCP_SEARCH_TOKEN": "fake-mcp-token",
+    "WEB_TOKEN": "fake-web-token-0123456789",
+    "API_TOKEN": "fake-api-token-0123456789",
 }
 
 

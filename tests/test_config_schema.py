@@ -68,6 +68,8 @@ def test_capability_table() -> None:
         "`stream_mode: partial` | 1000 | 2000 characters |\n"
         "| `console` | `stream_drafts`: `true` (as `partial`), `false` (as `off`) | "
         "`stream_drafts: true` | 100 | unlimited |\n"
+        "| `web` | `partial` | `partial` | 100 | unlimited |\n"
+        "| `openai_api` | `partial` | `partial` | 50 | unlimited |\n"
     )
 
 

@@ -1,10 +1,10 @@
 """Pieces shared by the delivery engine and its two planners (architecture §3).
 
 The engine (:mod:`orchestrator.delivery.engine`) owns time, the write in flight and the event
-table; a *planner* decides the layout of one mode and says which write comes next:
-:mod:`~orchestrator.delivery.drafts` for ``partial`` (pure functions on its state, kept in the
-engine's :class:`~orchestrator.delivery.reply_state.ReplyState`),
-:class:`~orchestrator.delivery.pieces.QueuePlanner` for ``off`` and ``multi_message``. Both read
+table; a *planner* decides the layout of one mode and says which write comes next, by pure
+functions on its state (kept in the engine's
+:class:`~orchestrator.delivery.reply_state.ReplyState`): :mod:`~orchestrator.delivery.drafts`
+for ``partial``, :mod:`~orchestrator.delivery.pieces` for ``off`` and ``multi_message``. Both read
 the reply's visible text from one :class:`Transcript`, and both turn a failed write into one
 :class:`Effect` by the same table, :data:`FAILURE_EFFECTS` (architecture §3 "Network errors").
 """
@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Literal, Protocol
+from typing import Literal
 
 from channels.base import ChannelLimits, Rendering
 from orchestrator.delivery.events import (
     DeleteMessage,
     EditMessage,
-    GuardPiece,
     SendMessage,
     WriteAction,
     WriteFailure,
@@ -38,7 +37,6 @@ __all__ = [
     "DeliveryStats",
     "Effect",
     "Ending",
-    "Planner",
     "Transcript",
     "Write",
     "WriteKind",
@@ -371,29 +369,3 @@ FAILURE_EFFECTS: dict[tuple[WriteKind, WriteFailure], Effect] = {
 """By kind of write and error class (architecture §3 "Network errors"). ``rate_limited`` and
 ``unreachable`` are not here: the engine waits the first out (the planner writes its newest state
 then) and stops the reply's writes on the second."""
-
-
-class Planner(Protocol):
-    """What the engine asks of a mode's planner.
-
-    Queries (:meth:`next_kind`, :meth:`guard_request`) never change state. :meth:`plan` is called
-    only when a write may start now and commits to what it returns; exactly one of
-    :meth:`succeeded` / :meth:`failed` (which returns a back-off in seconds) / :meth:`deferred`
-    (rate limited) follows it. A :class:`GuardPiece` from :meth:`guard_request` is committed with
-    :meth:`guard_started` and answered by :meth:`guarded`.
-    """
-
-    def on_text(self, appended: str) -> None: ...
-    def on_status(self, call: int, status: str) -> None: ...
-    def on_status_finished(self, call: int, status: str) -> None: ...
-    def on_round_ended(self) -> None: ...
-    def on_restarted(self) -> None: ...
-    def on_end(self, ending: Ending) -> None: ...
-    def next_kind(self) -> WriteKind | None: ...
-    def plan(self) -> Write | None: ...
-    def succeeded(self, message_id: str | None) -> None: ...
-    def failed(self, reason: WriteFailure) -> float: ...
-    def deferred(self) -> None: ...
-    def guard_request(self) -> GuardPiece | None: ...
-    def guard_started(self, piece_id: int) -> None: ...
-    def guarded(self, piece_id: int, text: str | None, *, withheld: bool) -> None: ...

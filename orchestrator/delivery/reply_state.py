@@ -2,21 +2,23 @@
 
 Theory of operation
 -------------------
-:class:`ReplyState` is one immutable value, the one home of a reply's delivery state: whether
-the answer is over or the chat unreachable, the write in flight, the verdict awaited, the times
-that space the writes (the last write and send *completed*, a flood wait, a back-off, the last
-typing), in monotonic seconds, and, in ``partial``, the planner's state
-(:class:`~orchestrator.delivery.draft_state.Drafts`: the layout, the slots, the write it
-planned). Every decision on it is a pure function: :func:`transition` takes the state, an event
-and the time and returns a :class:`Step` — the new state, whether the mode's planner hears the
-event, and which counters grow — by one table, :data:`TRANSITIONS`; the planner's own steps are
-pure functions in its table (:data:`orchestrator.delivery.drafts.TRANSITIONS`); the queries
-(:func:`write_at`, :func:`typing_at`, the planner's ``next_kind``) only read. The engine
-(:class:`~orchestrator.delivery.engine.DeliveryEngine`) holds the current value, applies each
-step and stores the planner's new value in it. (The reply's text itself is the transcript's,
+:class:`ReplyState` is one immutable value, the one home of a reply's delivery state: whether the
+answer is over or the chat unreachable, the write in flight, the verdict awaited, the times that
+space the writes (the last write and send *completed*, a flood wait, a back-off, the last typing),
+in monotonic seconds, and the mode's planner's state: in ``partial``
+:class:`~orchestrator.delivery.draft_state.Drafts` (the layout, the slots, the write it planned), in
+``off`` and ``multi_message`` :class:`~orchestrator.delivery.queue_state.Queue` (the messages to
+send, the cursor, the status messages). Every decision on it is a pure function: :func:`transition`
+takes the state, an event and the time and returns a :class:`Step` — the new state, whether the
+mode's planner hears the event, and which counters grow — by one table, :data:`TRANSITIONS`; the
+planner's own steps are pure functions in its table
+(:data:`orchestrator.delivery.drafts.TRANSITIONS`,
+:data:`orchestrator.delivery.pieces.TRANSITIONS`); the queries (:func:`write_at`, :func:`typing_at`,
+the planner's ``next_kind``) only read. The engine
+(:class:`~orchestrator.delivery.engine.DeliveryEngine`) holds the current value, applies each step
+and stores the planner's new value in it. (The reply's text itself is the transcript's,
 :class:`~orchestrator.delivery.planning.Transcript`, appended per delta; the state holds offsets
-into it. The ``off`` / ``multi_message`` planner still keeps its own state:
-:class:`~orchestrator.delivery.pieces.QueuePlanner`.)
+into it.)
 
 Transition table (``now``: the time the event is fed)::
 
@@ -73,6 +75,7 @@ from orchestrator.delivery.events import (
     WrittenElsewhere,
 )
 from orchestrator.delivery.planning import Write, WriteKind
+from orchestrator.delivery.queue_state import Queue
 from orchestrator.delivery.settings import DeliverySettings
 
 __all__ = [
@@ -88,6 +91,7 @@ __all__ = [
     "typed",
     "typing_at",
     "with_drafts",
+    "with_queue",
     "write_at",
 ]
 
@@ -112,9 +116,10 @@ class ReplyState(NamedTuple):
         blocked_until: a flood wait (``-inf``: none).
         backoff_until: a back-off after a refused write (``-inf``: none).
         last_typing_at: when typing was last sent.
+        queue: ``off`` and ``multi_message``: the planner's state (the messages to send, the
+            cursor, the status messages: :mod:`~orchestrator.delivery.pieces`); else ``None``.
         drafts: ``partial`` mode: the planner's state (layout, slots, the write it planned,
-            the verdict it awaits: :mod:`~orchestrator.delivery.drafts`); ``None`` in the other
-            modes, whose planner is :class:`~orchestrator.delivery.pieces.QueuePlanner`.
+            the verdict it awaits: :mod:`~orchestrator.delivery.drafts`); else ``None``.
     """
 
     over: bool = False
@@ -126,6 +131,7 @@ class ReplyState(NamedTuple):
     blocked_until: float = -math.inf
     backoff_until: float = -math.inf
     last_typing_at: float | None = None
+    queue: Queue | None = None
     drafts: Drafts | None = None
 
 
@@ -241,6 +247,11 @@ def with_drafts(state: ReplyState, drafts: Drafts) -> ReplyState:
     """``state`` with the planner's new value (its last field): nearly every input's step, built
     without the checks of ``_replace`` (which costs three times as much)."""
     return tuple.__new__(ReplyState, (*state[:-1], drafts))
+
+
+def with_queue(state: ReplyState, queue: Queue) -> ReplyState:
+    """``state`` with the queue planner's new value (built as :func:`with_drafts` is)."""
+    return tuple.__new__(ReplyState, (*state[:-2], queue, state[-1]))
 
 
 def backed_off(state: ReplyState, now: float, seconds: float) -> ReplyState:

@@ -159,12 +159,16 @@ class DeliveryEngine:
     ) -> None:
         self._settings = settings
         self._redact_line = redact_line
-        self._transcript = Transcript(functools.partial(measure, settings.limits))
-        """The reply's visible text (appended per delta; the state holds offsets into it)."""
-        self._counters = Counters()
+        partial = settings.mode == "partial"
         self._streams = settings.mode == "multi_message"
         """Pieces are cut as the text comes (else ``off`` reads the text only at the end)."""
-        if settings.mode == "partial":
+        self._transcript = Transcript(
+            functools.partial(measure, settings.limits) if partial or self._streams else None,
+            visible=partial,
+        )
+        """The reply's visible text (appended per delta; the state holds offsets into it)."""
+        self._counters = Counters()
+        if partial:
             first = ReplyState(drafts=new_drafts(settings))
         else:
             first = ReplyState(queue=new_queue(settings, redact_line(RESTARTED_NOTICE)))
@@ -350,11 +354,9 @@ class DeliveryEngine:
         assert state.drafts is not None
         return state.drafts.guard
 
-    def _ask_verdict(self) -> GuardPiece | None:
-        """The verdict the planner needs now, asked for (a command): it is then awaited."""
-        request = self._guard_request()
-        if request is None:
-            return None
+    def _ask_verdict(self, request: GuardPiece) -> None:
+        """``request`` (the verdict the planner needs now) asked for (a command): it is then
+        awaited."""
         state = self._state
         if state.queue is not None:
             state = with_queue(state, pieces.guard_started(state.queue, request.piece_id))
@@ -362,7 +364,6 @@ class DeliveryEngine:
             assert state.drafts is not None
             state = with_drafts(state, drafts.guard_started(state.drafts))
         self._state = guarding(state, request.piece_id)
-        return request
 
     def _next_kind(self) -> WriteKind | None:
         """The kind of the planner's next write (a query)."""
@@ -390,18 +391,19 @@ class DeliveryEngine:
         if state.unreachable:
             return actions
         if state.guarding is None:
-            request = self._ask_verdict()
+            request = self._guard_request()
             if request is not None:
+                self._ask_verdict(request)
                 actions.append(request)
                 state = self._state
         if state.in_flight is not None:
             return actions
-        wake: list[float] = []
+        wake: float | None = None
         kind = self._next_kind()
         if kind is not None:
-            start_at = self._write_at(kind)
+            start_at = write_at(state, kind, self._settings)
             if now < start_at:
-                wake.append(start_at)
+                wake = start_at
             else:
                 # One plan: it may find nothing to change after all (a live draft changed back
                 # to what it shows); it records that, and looks on to the end itself.
@@ -416,9 +418,10 @@ class DeliveryEngine:
                 actions.append(SendTyping())
                 self._state = state = typed(state, now)
                 typing_due = typing_at(state, now, self._settings)
-            wake.append(typing_due)
-        if wake:
-            actions.append(SleepUntil(min(wake)))
+            if wake is None or typing_due < wake:
+                wake = typing_due
+        if wake is not None:
+            actions.append(SleepUntil(wake))
         return actions
 
     def _plan(self) -> Write | None:

@@ -248,6 +248,9 @@ def on_text(queue: Queue, appended: str, text: Transcript, s: DeliverySettings) 
     ``queue`` itself when nothing completed."""
     if s.mode != "multi_message":
         return queue
+    if queue.fence is None and text.units - queue.cursor_units <= queue.max:
+        if s.multi_message_unit != "paragraph" or "\n" not in appended:
+            return queue  # it fits and completes no paragraph (what _cut checks first)
     return _cut(queue, text, s, flush=False, appended=appended)
 
 

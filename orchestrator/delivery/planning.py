@@ -110,19 +110,23 @@ class Transcript:
     kept in parts and joined only when :attr:`text` is read; :meth:`tail` from ``base`` on joins
     only what follows it.
 
-    Given ``measure`` (the length of a text in the channel's unit: ``partial``'s planner reads
-    it), it also keeps :attr:`units`, the measure of the whole text, and :attr:`visible_end`,
-    where its last character that is not whitespace ends, as each append comes (so the draft's
-    immutable layout does not change per delta: it holds offsets and measures of its cuts).
+    Given ``measure`` (the length of a text in the channel's unit: ``partial``'s and
+    ``multi_message``'s planners read it), it also keeps :attr:`units`, the measure of the whole
+    text, and, with ``visible`` (``partial``), :attr:`visible_end`, where its last character that
+    is not whitespace ends, as each append comes (so the planners' immutable records do not
+    change per delta: they hold offsets and measures).
     """
 
-    def __init__(self, measure: Callable[[str], int] | None = None) -> None:
+    def __init__(
+        self, measure: Callable[[str], int] | None = None, *, visible: bool = True
+    ) -> None:
         self._measure = measure
+        self._visible = visible and measure is not None
         self.units = 0
         """The measure of the whole text (0 without ``measure``)."""
         self.visible_end = 0
         """The offset just after the last character that is not whitespace (0: none; kept only
-        with ``measure``)."""
+        with ``measure`` and ``visible``)."""
         self._settled: list[str] = []
         self._base = 0
         self._live: list[str] = []
@@ -207,9 +211,10 @@ class Transcript:
         self._live_joined = None
         if self._measure is not None:
             self.units += self._measure(text)
-            kept = text.rstrip()
-            if kept:
-                self.visible_end = self._base + self._live_length - (len(text) - len(kept))
+            if self._visible:
+                kept = text.rstrip()
+                if kept:
+                    self.visible_end = self._base + self._live_length - (len(text) - len(kept))
         return text
 
     def end_round(self) -> None:

@@ -281,17 +281,25 @@ def gone(state: ReplyState) -> ReplyState:
 def write_at(state: ReplyState, kind: WriteKind, settings: DeliverySettings) -> float:
     """The earliest monotonic time a write of ``kind`` may start: the spacing after the last
     write (and, for a send, the last send), a flood wait, a back-off."""
-    at = max(state.blocked_until, state.backoff_until)
-    if state.last_write_at is not None:
-        at = max(at, state.last_write_at + settings.interval)
-    if kind == "send" and state.last_send_at is not None:
-        at = max(at, state.last_send_at + settings.send_delay)
+    # Comparisons rather than max(): the engine asks on most polls.
+    at, backoff = state.blocked_until, state.backoff_until
+    if backoff > at:
+        at = backoff
+    last = state.last_write_at
+    if last is not None and last + settings.interval > at:
+        at = last + settings.interval
+    last = state.last_send_at
+    if kind == "send" and last is not None and last + settings.send_delay > at:
+        at = last + settings.send_delay
     return at
 
 
 def typing_at(state: ReplyState, now: float, settings: DeliverySettings) -> float:
     """Typing is due at once before anything was shown, then ``typing_interval`` after the
     later of the last typing and the last write (both show the user something)."""
-    times = [t for t in (state.last_typing_at, state.last_write_at) if t is not None]
-    due = max(times) + settings.typing_interval if times else now
-    return max(due, state.blocked_until)
+    typed, wrote = state.last_typing_at, state.last_write_at
+    if typed is None or (wrote is not None and wrote > typed):
+        typed = wrote
+    due = now if typed is None else typed + settings.typing_interval
+    blocked = state.blocked_until
+    return blocked if blocked > due else due

@@ -112,7 +112,6 @@ from orchestrator.delivery.events import (
 )
 from orchestrator.delivery.planning import (
     RESTARTED_NOTICE,
-    Counters,
     DeliveryStats,
     Ending,
     Transcript,
@@ -131,6 +130,7 @@ from orchestrator.delivery.reply_state import (
     transition,
     typed,
     typing_at,
+    with_counts,
     with_drafts,
     with_queue,
     write_at,
@@ -167,7 +167,6 @@ class DeliveryEngine:
             visible=partial,
         )
         """The reply's visible text (appended per delta; the state holds offsets into it)."""
-        self._counters = Counters()
         if partial:
             first = ReplyState(drafts=new_drafts(settings))
         else:
@@ -228,15 +227,15 @@ class DeliveryEngine:
 
     @property
     def writes_sent(self) -> int:
-        return self._counters.writes_sent
+        return self._state.stats.writes_sent
 
     @property
     def messages_created(self) -> int:
-        return self._counters.messages_created
+        return self._state.stats.messages_created
 
     @property
     def stats(self) -> DeliveryStats:
-        return self._counters.stats()
+        return self._state.stats
 
     # -- input ----------------------------------------------------------------------------
 
@@ -335,9 +334,8 @@ class DeliveryEngine:
             self._state = backed_off(self._state, now, backoff)
 
     def _count(self, names: tuple[str, ...]) -> None:
-        counters = self._counters
-        for name in names:
-            setattr(counters, name, getattr(counters, name) + 1)
+        if names:
+            self._state = with_counts(self._state, names)
 
     def _settle(self, state: Drafts) -> None:
         """The text before the live draft's start is no longer read per delta (the layout's
@@ -378,7 +376,6 @@ class DeliveryEngine:
         indicator): as ``WriteFailed("unreachable")``, nothing more is written."""
         if not self._state.unreachable:
             self._state = gone(self._state)
-            self._counters.unreachable += 1
 
     # -- output ---------------------------------------------------------------------------
 
@@ -449,11 +446,3 @@ class DeliveryEngine:
 
     def _start(self, write: Write) -> None:
         self._state = started(self._state, write)
-        self._counters.writes_sent += 1
-        match write.kind:
-            case "edit":
-                self._counters.edits_sent += 1
-            case "delete":
-                self._counters.deletes_sent += 1
-            case _:
-                pass

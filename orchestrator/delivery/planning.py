@@ -12,7 +12,7 @@ the reply's visible text from one :class:`Transcript`, and both turn a failed wr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Literal
 
@@ -33,7 +33,6 @@ __all__ = [
     "REFUSED_BACKOFF_SECS",
     "RESTARTED_NOTICE",
     "WITHHELD_NOTICE",
-    "Counters",
     "DeliveryStats",
     "Effect",
     "Ending",
@@ -42,6 +41,7 @@ __all__ = [
     "WriteKind",
     "append_line",
     "clip_line",
+    "counted",
     "fit_rendering",
     "interrupted_marker",
 ]
@@ -261,24 +261,6 @@ class DeliveryStats:
         unreachable: 1 when a write found the chat or thread gone (the rest was not written).
     """
 
-    writes_sent: int
-    messages_created: int
-    edits_sent: int
-    deletes_sent: int
-    rate_limited: int
-    writes_given_up: int
-    unconfirmed_sends: int
-    plain_fallbacks: int
-    writes_refused: int = 0
-    resent_as_new: int = 0
-    pieces_withheld: int = 0
-    unreachable: int = 0
-
-
-@dataclass(slots=True)
-class Counters:
-    """Running totals kept by the engine and its planner (see ``DeliveryStats``)."""
-
     writes_sent: int = 0
     messages_created: int = 0
     edits_sent: int = 0
@@ -292,12 +274,15 @@ class Counters:
     pieces_withheld: int = 0
     unreachable: int = 0
 
-    def stats(self) -> DeliveryStats:
-        """The totals as :class:`DeliveryStats` (field by field: ``asdict`` deep-copies)."""
-        return DeliveryStats(**{name: getattr(self, name) for name in _COUNTER_NAMES})
 
-
-_COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
+def counted(stats: DeliveryStats, names: tuple[str, ...]) -> DeliveryStats:
+    """``stats`` with each counter named in ``names`` one more (a name may come twice)."""
+    if not names:
+        return stats
+    grown = {name: getattr(stats, name) for name in set(names)}
+    for name in names:
+        grown[name] += 1
+    return replace(stats, **grown)
 
 
 @dataclass(frozen=True, slots=True)

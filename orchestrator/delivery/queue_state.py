@@ -105,8 +105,8 @@ class Queue(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class QueueStep:
     """What one input does to :class:`Queue`: the new value, the names of the
-    :class:`~orchestrator.delivery.planning.Counters` that grow by one, and the back-off (in
-    seconds) a refused write asks for."""
+    :class:`~orchestrator.delivery.planning.DeliveryStats` counters that grow by one, and the
+    back-off (in seconds) a refused write asks for."""
 
     queue: Queue
     count: tuple[str, ...] = ()

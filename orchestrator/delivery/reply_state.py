@@ -3,9 +3,9 @@
 Theory of operation
 -------------------
 :class:`ReplyState` is one immutable value, the one home of a reply's delivery state: whether the
-answer is over or the chat unreachable, the write in flight, the verdict awaited, the times that
-space the writes (the last write and send *completed*, a flood wait, a back-off, the last typing),
-in monotonic seconds, and the mode's planner's state: in ``partial``
+answer is over or the chat unreachable, the write in flight, the verdict awaited, the running
+totals, the times that space the writes (the last write and send *completed*, a flood wait, a
+back-off, the last typing), in monotonic seconds, and the mode's planner's state: in ``partial``
 :class:`~orchestrator.delivery.draft_state.Drafts` (the layout, the slots, the write it planned), in
 ``off`` and ``multi_message`` :class:`~orchestrator.delivery.queue_state.Queue` (the messages to
 send, the cursor, the status messages). Every decision on it is a pure function: :func:`transition`
@@ -74,7 +74,7 @@ from orchestrator.delivery.events import (
     WriteSucceeded,
     WrittenElsewhere,
 )
-from orchestrator.delivery.planning import Write, WriteKind
+from orchestrator.delivery.planning import DeliveryStats, Write, WriteKind, counted
 from orchestrator.delivery.queue_state import Queue
 from orchestrator.delivery.settings import DeliverySettings
 
@@ -90,6 +90,7 @@ __all__ = [
     "transition",
     "typed",
     "typing_at",
+    "with_counts",
     "with_drafts",
     "with_queue",
     "write_at",
@@ -116,6 +117,7 @@ class ReplyState(NamedTuple):
         blocked_until: a flood wait (``-inf``: none).
         backoff_until: a back-off after a refused write (``-inf``: none).
         last_typing_at: when typing was last sent.
+        stats: the running totals (writes, failures: :class:`DeliveryStats`).
         queue: ``off`` and ``multi_message``: the planner's state (the messages to send, the
             cursor, the status messages: :mod:`~orchestrator.delivery.pieces`); else ``None``.
         drafts: ``partial`` mode: the planner's state (layout, slots, the write it planned,
@@ -131,6 +133,7 @@ class ReplyState(NamedTuple):
     blocked_until: float = -math.inf
     backoff_until: float = -math.inf
     last_typing_at: float | None = None
+    stats: DeliveryStats = DeliveryStats()
     queue: Queue | None = None
     drafts: Drafts | None = None
 
@@ -138,7 +141,7 @@ class ReplyState(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Step:
     """What one event does: the new state, whether the planner hears the event, and the names
-    of the :class:`~orchestrator.delivery.planning.Counters` that grow by one."""
+    of the :class:`~orchestrator.delivery.planning.DeliveryStats` counters that grow by one."""
 
     state: ReplyState
     tell: bool = False
@@ -260,7 +263,15 @@ def backed_off(state: ReplyState, now: float, seconds: float) -> ReplyState:
 
 
 def started(state: ReplyState, write: Write) -> ReplyState:
-    return state._replace(in_flight=write)
+    """``write`` in flight, counted (``writes_sent``, and ``edits_sent`` / ``deletes_sent``)."""
+    kind = write.kind
+    names = ("writes_sent",) if kind == "send" else ("writes_sent", f"{kind}s_sent")
+    return state._replace(in_flight=write, stats=counted(state.stats, names))
+
+
+def with_counts(state: ReplyState, names: tuple[str, ...]) -> ReplyState:
+    """``state`` with the counters named in ``names`` one more each."""
+    return state._replace(stats=counted(state.stats, names)) if names else state
 
 
 def guarding(state: ReplyState, piece_id: int) -> ReplyState:
@@ -272,7 +283,8 @@ def typed(state: ReplyState, now: float) -> ReplyState:
 
 
 def gone(state: ReplyState) -> ReplyState:
-    return state._replace(unreachable=True)
+    """The chat found gone other than by a write (counted as ``unreachable``)."""
+    return state._replace(unreachable=True, stats=counted(state.stats, ("unreachable",)))
 
 
 # -- queries --------------------------------------------------------------------------------

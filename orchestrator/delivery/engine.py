@@ -117,6 +117,7 @@ from orchestrator.delivery.planning import (
     Transcript,
     Write,
     WriteKind,
+    as_stats,
     interrupted_marker,
 )
 from orchestrator.delivery.queue_state import new_queue
@@ -227,15 +228,15 @@ class DeliveryEngine:
 
     @property
     def writes_sent(self) -> int:
-        return self._state.stats.writes_sent
+        return as_stats(self._state.counts).writes_sent
 
     @property
     def messages_created(self) -> int:
-        return self._state.stats.messages_created
+        return as_stats(self._state.counts).messages_created
 
     @property
     def stats(self) -> DeliveryStats:
-        return self._state.stats
+        return as_stats(self._state.counts)
 
     # -- input ----------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ the reply's visible text from one :class:`Transcript`, and both turn a failed wr
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Literal
 
@@ -27,8 +27,10 @@ from orchestrator.delivery.events import (
 from orchestrator.delivery.splitting import fit_end, measure, scan_fence
 
 __all__ = [
+    "COUNTER_NAMES",
     "FAILURE_EFFECTS",
     "MAX_ATTEMPTS",
+    "NO_COUNTS",
     "PARAGRAPH_BREAK",
     "REFUSED_BACKOFF_SECS",
     "RESTARTED_NOTICE",
@@ -40,6 +42,7 @@ __all__ = [
     "Write",
     "WriteKind",
     "append_line",
+    "as_stats",
     "clip_line",
     "counted",
     "fit_rendering",
@@ -275,14 +278,26 @@ class DeliveryStats:
     unreachable: int = 0
 
 
-def counted(stats: DeliveryStats, names: tuple[str, ...]) -> DeliveryStats:
-    """``stats`` with each counter named in ``names`` one more (a name may come twice)."""
+COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
+"""The counters of :class:`DeliveryStats`, in the order of a counts tuple."""
+_COUNTER_INDEX = {name: i for i, name in enumerate(COUNTER_NAMES)}
+NO_COUNTS = (0,) * len(COUNTER_NAMES)
+"""The counts of a reply that did nothing yet."""
+
+
+def counted(counts: tuple[int, ...], names: tuple[str, ...]) -> tuple[int, ...]:
+    """``counts`` (in :data:`COUNTER_NAMES` order) with each counter named in ``names`` one
+    more (a name may come twice). A tuple, not a :class:`DeliveryStats`: it is built per write."""
     if not names:
-        return stats
-    grown = {name: getattr(stats, name) for name in set(names)}
+        return counts
+    grown = list(counts)
     for name in names:
-        grown[name] += 1
-    return replace(stats, **grown)
+        grown[_COUNTER_INDEX[name]] += 1
+    return tuple(grown)
+
+
+def as_stats(counts: tuple[int, ...]) -> DeliveryStats:
+    return DeliveryStats(*counts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -74,7 +74,7 @@ from orchestrator.delivery.events import (
     WriteSucceeded,
     WrittenElsewhere,
 )
-from orchestrator.delivery.planning import DeliveryStats, Write, WriteKind, counted
+from orchestrator.delivery.planning import NO_COUNTS, Write, WriteKind, counted
 from orchestrator.delivery.queue_state import Queue
 from orchestrator.delivery.settings import DeliverySettings
 
@@ -117,7 +117,8 @@ class ReplyState(NamedTuple):
         blocked_until: a flood wait (``-inf``: none).
         backoff_until: a back-off after a refused write (``-inf``: none).
         last_typing_at: when typing was last sent.
-        stats: the running totals (writes, failures: :class:`DeliveryStats`).
+        counts: the running totals, in the order of
+            :data:`~orchestrator.delivery.planning.COUNTER_NAMES` (``as_stats`` reads them).
         queue: ``off`` and ``multi_message``: the planner's state (the messages to send, the
             cursor, the status messages: :mod:`~orchestrator.delivery.pieces`); else ``None``.
         drafts: ``partial`` mode: the planner's state (layout, slots, the write it planned,
@@ -133,7 +134,7 @@ class ReplyState(NamedTuple):
     blocked_until: float = -math.inf
     backoff_until: float = -math.inf
     last_typing_at: float | None = None
-    stats: DeliveryStats = DeliveryStats()
+    counts: tuple[int, ...] = NO_COUNTS
     queue: Queue | None = None
     drafts: Drafts | None = None
 
@@ -266,12 +267,12 @@ def started(state: ReplyState, write: Write) -> ReplyState:
     """``write`` in flight, counted (``writes_sent``, and ``edits_sent`` / ``deletes_sent``)."""
     kind = write.kind
     names = ("writes_sent",) if kind == "send" else ("writes_sent", f"{kind}s_sent")
-    return state._replace(in_flight=write, stats=counted(state.stats, names))
+    return state._replace(in_flight=write, counts=counted(state.counts, names))
 
 
 def with_counts(state: ReplyState, names: tuple[str, ...]) -> ReplyState:
     """``state`` with the counters named in ``names`` one more each."""
-    return state._replace(stats=counted(state.stats, names)) if names else state
+    return state._replace(counts=counted(state.counts, names)) if names else state
 
 
 def guarding(state: ReplyState, piece_id: int) -> ReplyState:
@@ -284,7 +285,7 @@ def typed(state: ReplyState, now: float) -> ReplyState:
 
 def gone(state: ReplyState) -> ReplyState:
     """The chat found gone other than by a write (counted as ``unreachable``)."""
-    return state._replace(unreachable=True, stats=counted(state.stats, ("unreachable",)))
+    return state._replace(unreachable=True, counts=counted(state.counts, ("unreachable",)))
 
 
 # -- queries --------------------------------------------------------------------------------

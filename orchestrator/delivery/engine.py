@@ -388,16 +388,27 @@ class DeliveryEngine:
         state = self._state
         if state.unreachable:
             return actions
+        # The planner's queries, inline (_guard_request, _next_kind): every delta polls.
+        planned, queue = state.drafts, state.queue
         if state.guarding is None:
-            request = self._guard_request()
+            if planned is not None:
+                request = planned.guard
+            else:
+                assert queue is not None
+                request = pieces.guard_request(queue)
             if request is not None:
                 self._ask_verdict(request)
                 actions.append(request)
                 state = self._state
+                planned, queue = state.drafts, state.queue
         if state.in_flight is not None:
             return actions
         wake: float | None = None
-        kind = self._next_kind()
+        if planned is not None:
+            kind = draft_scan.next_kind(planned, self._transcript, self._settings)
+        else:
+            assert queue is not None
+            kind = pieces.next_kind(queue)
         if kind is not None:
             start_at = write_at(state, kind, self._settings)
             if now < start_at:

@@ -38,6 +38,11 @@ class ChannelSettings(Strict):
         default=False,
         description="multi_message: also send each tool status as a message, edited to ✓ or ✗",
     )
+    admins: list[str | int] = Field(
+        default_factory=list,
+        description="user ids or names who may change a group's settings and answer any "
+        "button; exempt from limits unless limits.admins_exempt is false",
+    )
 
 
 class StreamModeSettings(ChannelSettings):

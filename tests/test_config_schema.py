@@ -115,6 +115,7 @@ def test_json_schema_describes_the_file() -> None:
         "channels",
         "storage",
         "server",
+        "limits",
         "speech",
     }
     assert schema["required"] == ["agent", "channels"]

@@ -57,11 +57,13 @@ from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskGroup, TaskStatus
 
 from channels.base import Channel, InboundHandler, InboundMessage
+from channels.controls import ControlEvent
 from channels.registry import build_channel
 from config.models import RelaybotConfig
 from config.store_url import parse_store_url, without_password
 from orchestrator.chats.access import AccessControl
 from orchestrator.chats.dispatch import Dispatcher
+from orchestrator.chats.presses import ButtonPresses
 from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
 from orchestrator.ops.lifecycle import ChannelSupervisor
@@ -141,6 +143,7 @@ class Daemon:
             policies=self.policy,
             on_round=self._on_round,
             on_moved=self._chat_moved,
+            chains=lambda alias: self._providers.rounds_for(self.config, alias),
         )
         self._answering = Answering(
             lambda: self.config,
@@ -151,6 +154,7 @@ class Daemon:
             lambda: self._providers.vision,
             self._replies,
         )
+        self._presses = ButtonPresses(self.turns, self._store, self._on_inbound)
         self.metrics.health = lambda: {n: s.health() for n, s in self.supervisors.items()}
         self.channels: dict[str, Channel] = {}
         self.supervisors: dict[str, ChannelSupervisor] = {}
@@ -331,6 +335,11 @@ class Daemon:
         channel.max_audio_bytes = self.config.agent.max_audio_bytes
         channel.approval_timeout_secs = self.config.agent.approval_timeout_secs
         channel.write_observer = self.metrics.observe_write
+
+        async def on_control(event: ControlEvent) -> str | None:
+            return await self._presses.press(channel, event)
+
+        channel.on_control = on_control
         self.channels[name] = channel
         return channel
 
@@ -482,7 +491,8 @@ class Daemon:
             log.info("%s:%s: update delivered again; answered once", name, message.chat_id)
             await channel.reply_finished(message.chat_id)
             return
-        if command_of(message.text) == "/stop":  # also while stopping: it ends a running answer
+        # /stop also while stopping: it ends a running answer
+        if command_of(message.text, channel.command_prefix) == "/stop":
             await self._answering.stop(channel, message)
             return
         # Commands queue like any message, so "/reset" acts after the answer that is running.

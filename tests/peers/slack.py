@@ -234,9 +234,10 @@ class SlackServer:
         channel = channel or self.dm_channel
         user = user or self.user
         ts = self.web.add_user_message(channel, user, text, thread_ts)
+        kind = "im" if channel.startswith("D") else "channel"
         event: dict[str, Any] = {"type": "message", "channel": channel, "user": user,
                                  "text": text, "ts": ts, "event_ts": ts, "team": TEAM_ID,
-                                 "channel_type": "im" if channel.startswith("D") else "channel"}  # fmt: skip
+                                 "channel_type": kind}  # fmt: skip
         if thread_ts is not None:
             event["thread_ts"] = thread_ts
         kinds = [event]
@@ -309,5 +310,5 @@ class SlackServer:
     async def wait_until(holds: Callable[[], bool], within: float = 10.0) -> None:
         """Return once ``holds()``; raises TimeoutError after ``within`` seconds."""
         async with asyncio.timeout(within):
-            while not holds():
+            while not holds():  # noqa: ASYNC110 - the conditions are the tests' own
                 await asyncio.sleep(0.01)

@@ -1,0 +1,71 @@
+"""The Slack channel end to end: the real daemon, unmodified slack_sdk, the local Slack peer
+(architecture §3, §8). Native streaming, the edit path, threads, mention-only channels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from channels.slack.format import mrkdwn
+from orchestrator.policy.catalogue import Redactor
+from tests.peers.slack import BOT_ID
+from tests.slack_harness import running_bot
+from tests.telegram_harness import reply, text_stream
+from tests.test_policy_telegram_e2e import pieces, url_answer
+
+SECRET = "QXZhunter2"
+
+
+async def test_a_streamed_answer_appends_exactly_the_redacted_answer(tmp_path: Path) -> None:
+    answer = url_answer("postgres://admin:QXZhunter2@db.internal:5432/app", "middle")
+    answer += "\n\n" + " ".join(f"word{i}" for i in range(60))
+    async with running_bot(
+        tmp_path, [reply(text_stream(pieces(answer, 7)), delay_secs=0.01)]
+    ) as bot:
+        asked = await bot.ask("how do I connect?")
+    peer = bot.peer
+    [message] = bot.answers(peer.dm_channel)
+    assert message.thread_ts == asked  # a top-level DM message starts the thread
+    assert not message.streaming
+    assert len(message.appends) > 2
+    assert all(SECRET not in piece and "hunter2" not in piece for piece in message.appends)
+    assert "".join(message.appends).rstrip() == Redactor().redact(answer).rstrip()
+    assert [r.method for r in peer.calls("chat.startStream", "chat.stopStream")] == [
+        "chat.startStream",
+        "chat.stopStream",
+    ]
+    assert not peer.calls("chat.update")
+
+
+async def test_the_edit_path_posts_and_updates_to_the_mrkdwn_answer(tmp_path: Path) -> None:
+    answer = "Here is **bold** and a [link](https://example.org).\n\n" + "more " * 80
+    async with running_bot(
+        tmp_path, [reply(text_stream(pieces(answer, 9)), delay_secs=0.01)], native="off"
+    ) as bot:
+        asked = await bot.ask("format please")
+    peer = bot.peer
+    [message] = bot.answers(peer.dm_channel)
+    assert message.thread_ts == asked
+    assert message.text == mrkdwn(answer)
+    assert "*bold*" in message.text and "<https://example.org|link>" in message.text
+    assert peer.calls("chat.update") and not peer.calls("chat.startStream")
+
+
+async def test_a_channel_answers_a_mention_once_in_its_thread(tmp_path: Path) -> None:
+    answer = "Mentioned and answered, " + "once " * 40
+    async with running_bot(
+        tmp_path, [reply(text_stream(pieces(answer, 8)), delay_secs=0.01)]
+    ) as bot:
+        peer = bot.peer
+        before = bot.channel.replies_finished
+        await peer.inject_message("talking among ourselves", channel=peer.channel)
+        asked = await bot.ask(f"<@{BOT_ID}> please answer", channel=peer.channel)
+        thread_ts = await peer.inject_message("a reply in the thread, no mention",
+                                              channel=peer.channel, thread_ts=asked)  # fmt: skip
+        await peer.wait_until(lambda: bot.channel.replies_finished >= before + 2)
+    assert thread_ts
+    [message] = bot.answers(peer.channel)
+    assert message.thread_ts == asked
+    assert "".join(message.appends).rstrip() == answer.rstrip()
+    [start] = peer.calls("chat.startStream")
+    assert start.args["recipient_user_id"] == peer.user and start.args["recipient_team_id"]
+    assert len(bot.provider.requests_to("/v1/chat/completions")) == 1

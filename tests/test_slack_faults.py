@@ -1,4 +1,4 @@
-"""Slack faults end to end (architecture §3 "Errors are ours", §7): a 429 on appendStream is
+"""Slack faults end to end (architecture §3, §7): a 429 on appendStream is
 waited out with nothing lost or doubled, a Socket Mode reconnect mid-answer (Slack sending the
 event again) is answered once, and Slack's error codes become the channel's errors."""
 

@@ -1,4 +1,4 @@
-"""Slack's errors as ours (architecture §3 "Errors are ours"): one table, used at the adapter.
+"""Slack's errors as ours (architecture §3): one table, used at the adapter.
 
 A Web API method answers ``{"ok": false, "error": CODE}`` (slack_sdk raises ``SlackApiError``
 with the response) or HTTP 429 with ``Retry-After`` in seconds, counted per method and

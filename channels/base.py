@@ -18,6 +18,7 @@ __all__ = [
     "IMAGE_TYPES",
     "UNSPACED",
     "Attachment",
+    "AttachmentKind",
     "Channel",
     "ChannelHealth",
     "ChannelLimits",
@@ -25,6 +26,7 @@ __all__ = [
     "InboundHandler",
     "InboundMessage",
     "MessageRef",
+    "Quoted",
     "Rendering",
     "StreamMode",
     "WriteObserver",
@@ -77,23 +79,45 @@ IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 and Ollama all take JPEG, PNG, GIF and WebP)."""
 
 
+AttachmentKind = Literal["image", "document", "audio"]
+"""What an attachment is to the orchestrator: an image (for vision), a document (PDF or text,
+:mod:`orchestrator.turn.documents`) or audio (a voice note, transcribed)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Attachment:
-    """An image a user sent: ``data`` (the file's bytes) and its ``mime_type``.
+    """A file a user sent: ``data`` (the file's bytes), its ``mime_type`` and ``kind``.
 
     ``size`` is the file's size in bytes as the network announced it (``None`` when unknown).
     ``data`` is empty when the channel did not fetch the file: it was larger than the
-    channel's ``max_image_bytes`` or its type is not one of :data:`IMAGE_TYPES`; the
-    orchestrator then refuses the message with a one-line notice (architecture §3 "attachments").
+    channel's bound for its kind (``max_image_bytes``, ``max_document_bytes``,
+    ``max_audio_bytes``) or its type is not one the orchestrator takes; the orchestrator then
+    refuses the message with a one-line notice (architecture §3 "attachments").
+    ``file_name`` is the name the user's file had (documents), ``duration`` the length the
+    network announced, in seconds (audio), each ``None`` when unknown.
     """
 
     mime_type: str
     data: bytes = b""
     size: int | None = None
+    kind: AttachmentKind = "image"
+    file_name: str | None = None
+    duration: float | None = None
 
     @property
     def fetched(self) -> bool:
         return bool(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class Quoted:
+    """The message a user's message replies to: its ``text``, whether the bot wrote it
+    (``from_bot``) and who did (``sender_name``); sent to the model with the question, marked
+    as quoted and cut to a size cap (:mod:`orchestrator.turn.inputs`)."""
+
+    text: str
+    from_bot: bool
+    sender_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +143,7 @@ class InboundMessage:
     ``attachments`` are the images sent with it (an album's images together; ``text`` is the
     caption). ``update_ids`` are the network's ids of the updates that carried it (Telegram
     ``update_id``; several for an album): the orchestrator answers each update once, even when
-    the network delivers it again.
+    the network delivers it again. ``quoted`` is the message it replies to, when it does.
     """
 
     channel: str
@@ -134,6 +158,7 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     update_ids: tuple[int, ...] = ()
     sender_handle: str | None = None
+    quoted: Quoted | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +221,10 @@ class Channel(ABC):
 
     max_image_bytes: int = 10 * 1024 * 1024
     """Images above this many bytes are not fetched (the daemon sets ``agent.max_image_bytes``)."""
+    max_document_bytes: int = 10 * 1024 * 1024
+    """Documents above this many bytes are not fetched (``agent.max_document_bytes``)."""
+    max_audio_bytes: int = 20 * 1024 * 1024
+    """Audio above this many bytes is not fetched (``agent.max_audio_bytes``)."""
 
     write_observer: WriteObserver | None = None
     """Set by the daemon: told of every write (metrics); ``None``: nobody listens."""
@@ -360,6 +389,45 @@ class Channel(ABC):
             self._observe("typing", exc)
             raise
         self._observe("typing", None)
+
+    @property
+    def can_send_voice(self) -> bool:
+        """The network shows voice notes (:meth:`send_voice`); default: no."""
+        return False
+
+    @final
+    async def send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None = None,
+        thread_id: str | None = None,
+    ) -> MessageRef:
+        """Send ``audio`` (its bytes unchanged, of ``mime_type``) as a voice note, in thread
+        ``thread_id`` when given. Only where :attr:`can_send_voice`."""
+        try:
+            ref = await self._send_voice(
+                chat_id, audio, mime_type, reply_to=reply_to, thread_id=thread_id
+            )
+        except Exception as exc:
+            self._observe("send", exc)
+            raise
+        self._observe("send", None)
+        return ref
+
+    async def _send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None,
+        thread_id: str | None,
+    ) -> MessageRef:
+        """Default: the network has no voice notes."""
+        raise NotImplementedError("this channel sends no voice notes")
 
     @final
     async def request_approval(

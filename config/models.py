@@ -41,6 +41,7 @@ __all__ = [
     "RelaybotConfig",
     "SecretPatternConfig",
     "ServerConfig",
+    "SpeechConfig",
     "StorageConfig",
     "unknown_provider_message",
     "unknown_providers",
@@ -102,6 +103,12 @@ class ProviderConfig(_Strict):
         default=True,
         description="the model reads images; false: images are left out of requests and the "
         "user is told in one line that images are not supported",
+    )
+    documents: bool = Field(
+        default=True,
+        description="the model reads PDF files in the API's own form (OpenAI file inputs, "
+        "Anthropic document blocks); false: their text is extracted and sent instead (always "
+        "so for ollama)",
     )
 
     # Which environment variable each field was read from (``{"model": "OPENAI_MODEL"}``):
@@ -199,6 +206,27 @@ class AgentConfig(_Strict):
         default=10485760,
         gt=0,
         description="bytes; an image above this is refused with a one-line message, not sent",
+    )
+    max_document_bytes: int = Field(
+        default=10485760,
+        gt=0,
+        description="bytes; a document (PDF or text file) above this is refused with a "
+        "one-line message, not sent",
+    )
+    max_document_pages: int = Field(
+        default=100, gt=0, description="pages; a PDF with more is refused with a one-line message"
+    )
+    max_audio_bytes: int = Field(
+        default=20971520,
+        gt=0,
+        description="bytes; a voice note or audio file above this is refused with one line, "
+        "not transcribed",
+    )
+    max_audio_seconds: float = Field(
+        default=600,
+        gt=0,
+        description="seconds; a longer voice note or audio file is refused with one line, "
+        "not transcribed",
     )
     max_tool_result_chars: int = Field(
         default=20000,
@@ -313,6 +341,28 @@ def unknown_provider_message(name: str | None, configured: Collection[str]) -> s
     return f"unknown provider{shown} (configured: {known})"
 
 
+class SpeechConfig(_Strict):
+    """Speech to text for voice notes, and optionally text to speech for answers, through an
+    OpenAI-compatible server (``POST /audio/transcriptions``, ``POST /audio/speech``)."""
+
+    provider: str = Field(
+        description="name from `providers` whose base_url and api_key are used: an openai_chat "
+        "or openai_responses provider (OpenAI, or any compatible server such as a local "
+        "faster-whisper or whisper.cpp server)"
+    )
+    model: str = Field(default="whisper-1", description="the transcription model")
+    reply: Literal["never", "voice_notes_only", "always"] = Field(
+        default="never",
+        description="also send the answer as a voice note: never, only to voice notes, or "
+        "always; the text is always sent",
+    )
+    tts_model: str = Field(default="tts-1", description="the speech model of voice replies")
+    voice: str = Field(default="alloy", description="the voice of voice replies")
+    timeout_secs: float = Field(
+        default=120, gt=0, description="seconds one transcription or speech request may take"
+    )
+
+
 class RelaybotConfig(_Strict):
     """The relaybot config file."""
 
@@ -324,6 +374,29 @@ class RelaybotConfig(_Strict):
     channels: dict[str, ChannelConfig] = Field(min_length=1, description="chat networks by name")
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    speech: SpeechConfig | None = Field(
+        default=None,
+        description="voice notes transcribed (and answers spoken) through an OpenAI-compatible "
+        "server; null: voice notes are answered with one line saying so",
+    )
+
+    @model_validator(mode="after")
+    def _speech_provider(self) -> RelaybotConfig:
+        if self.speech is None:
+            return self
+        provider = self.providers.get(self.speech.provider)
+        if provider is None:
+            message = unknown_provider_message(self.speech.provider, self.providers)
+            raise LocatedValueError((("speech", "provider"), message))
+        if provider.kind not in ("openai_chat", "openai_responses"):
+            raise LocatedValueError(
+                (
+                    ("speech", "provider"),
+                    f"provider {self.speech.provider!r} is {provider.kind}; speech needs an "
+                    "OpenAI-compatible one (openai_chat or openai_responses)",
+                )
+            )
+        return self
 
     @model_validator(mode="after")
     def _known_providers(self) -> RelaybotConfig:

@@ -92,9 +92,12 @@ def _assistant_blocks(message: ChatMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def _user_blocks(message: ChatMessage, vision: bool) -> list[dict[str, Any]]:
-    """A user message's blocks: each image as an ``image`` block with a base64 source, then
-    its text (https://docs.anthropic.com/en/docs/build-with-claude/vision puts images first)."""
+def _user_blocks(message: ChatMessage, vision: bool, documents: bool) -> list[dict[str, Any]]:
+    """A user message's blocks: each image as an ``image`` block with a base64 source, each
+    document (a PDF as a ``document`` block with a base64 source after its notice when
+    ``documents``, else its text marked as untrusted input), then its text
+    (https://docs.anthropic.com/en/docs/build-with-claude/vision and
+    https://docs.anthropic.com/en/docs/build-with-claude/pdf-support put them first)."""
     blocks: list[dict[str, Any]] = []
     if vision:
         blocks.extend(
@@ -104,13 +107,20 @@ def _user_blocks(message: ChatMessage, vision: bool) -> list[dict[str, Any]]:
             }
             for image in message.images
         )
+    for document in message.documents:
+        if document.is_pdf and documents:
+            blocks.append({"type": "text", "text": document.notice()})
+            source = {"type": "base64", "media_type": document.mime_type, "data": document.base64()}
+            blocks.append({"type": "document", "source": source, "title": document.file_name})
+        else:
+            blocks.append({"type": "text", "text": document.as_text()})
     if message.content:
         blocks.append({"type": "text", "text": message.content})
     return blocks
 
 
 def _to_turns(
-    messages: tuple[ChatMessage, ...], *, vision: bool = True
+    messages: tuple[ChatMessage, ...], *, vision: bool = True, documents: bool = True
 ) -> tuple[str, list[dict[str, Any]]]:
     """(system text, alternating user/assistant messages with block lists)."""
     system: list[str] = []
@@ -134,7 +144,7 @@ def _to_turns(
             blocks = [result]
         else:
             role = "user"
-            blocks = _user_blocks(message, vision)
+            blocks = _user_blocks(message, vision, documents)
         if not blocks:
             continue  # the API rejects empty messages and empty text blocks
         if turns and turns[-1]["role"] == role:
@@ -148,7 +158,7 @@ def build_messages_body(
     config: ProviderConfig, request: ChatRequest, *, stream: bool
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/messages`` for ``request``."""
-    system, turns = _to_turns(request.messages, vision=config.vision)
+    system, turns = _to_turns(request.messages, vision=config.vision, documents=config.documents)
     budget = _THINKING_BUDGETS.get(config.reasoning_effort or "")
     max_tokens = config.max_tokens or (DEFAULT_MAX_TOKENS + (budget or 0))
     body: dict[str, Any] = {

@@ -14,6 +14,8 @@ The request maps our neutral messages as Ollama expects them:
 * a tool result → ``{"role": "tool", "content": ..., "tool_name": ...}`` (Ollama matches results
   by tool name; our generated call ids never reach it);
 * a user message's images → ``images``: a list of base64 texts (none with ``vision: false``);
+  its documents (PDFs too: Ollama reads no files) → their text after the message's, marked as
+  untrusted input;
 * tools → ``{"type": "function", "function": {...}}``; ``max_tokens`` → ``options.num_predict``;
   ``reasoning_effort`` → ``think`` (the level, for models that think).
 
@@ -61,7 +63,12 @@ def _to_messages(messages: tuple[ChatMessage, ...], *, vision: bool = True) -> l
             name = message.name or names.get(message.tool_call_id or "", "")
             out.append({"role": "tool", "content": message.content, "tool_name": name})
         else:
-            entry = {"role": message.role, "content": message.content}
+            content = "\n\n".join(
+                [message.content, *(d.as_text() for d in message.documents)]
+                if message.content
+                else [d.as_text() for d in message.documents]
+            )
+            entry = {"role": message.role, "content": content}
             if message.images and vision:
                 entry["images"] = [image.base64() for image in message.images]
             out.append(entry)

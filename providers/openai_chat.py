@@ -22,7 +22,9 @@ a key is configured.
 Conversation mapping: ``system``/``user`` messages as they are; ``assistant`` messages with
 ``tool_calls`` (``content: null`` when they hold no text); ``tool`` messages with the
 ``tool_call_id`` they answer; a user message's images as ``image_url`` content parts with data
-URLs (unless ``vision: false``). Tools use the ``{"type": "function", "function": {...}}`` shape.
+URLs (unless ``vision: false``); its documents as ``file`` parts (PDF, unless
+``documents: false``) or ``text`` parts marked as untrusted input. Tools use the
+``{"type": "function", "function": {...}}`` shape.
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanage
 from typing import Any, cast
 
 from config.models import ProviderConfig
-from providers.base import ChatMessage, ChatRequest, CompletionResponse, ToolSpec, fold
+from providers.base import (
+    ChatMessage,
+    ChatRequest,
+    CompletionResponse,
+    DocumentPart,
+    ToolSpec,
+    fold,
+)
 from providers.errors import (
     ProviderBadRequest,
     ProviderConnectionError,
@@ -66,9 +75,12 @@ def tool_to_wire(tool: ToolSpec) -> dict[str, Any]:
     }
 
 
-def message_to_wire(message: ChatMessage, *, vision: bool = True) -> dict[str, Any]:
+def message_to_wire(
+    message: ChatMessage, *, vision: bool = True, documents: bool = True
+) -> dict[str, Any]:
     """One conversation message in Chat Completions shape. A user message with images (and
-    ``vision``) has a content array: its text as a ``text`` part, then each image as an
+    ``vision``) or documents has a content array: its text as a ``text`` part, each document
+    (a PDF as a ``file`` part when ``documents``, else its text), then each image as an
     ``image_url`` part holding a ``data:`` URL.
 
     Raises:
@@ -91,16 +103,33 @@ def message_to_wire(message: ChatMessage, *, vision: bool = True) -> dict[str, A
                 for call in message.tool_calls
             ],
         }
-    if message.role == "user" and message.images and vision:
+    if message.role == "user" and ((message.images and vision) or message.documents):
         parts: list[dict[str, Any]] = []
         if message.content:
             parts.append({"type": "text", "text": message.content})
-        parts.extend(
-            {"type": "image_url", "image_url": {"url": image.data_url()}}
-            for image in message.images
-        )
+        parts.extend(_document_parts(message.documents, native=documents))
+        if vision:
+            parts.extend(
+                {"type": "image_url", "image_url": {"url": image.data_url()}}
+                for image in message.images
+            )
         return {"role": "user", "content": parts}
     return {"role": message.role, "content": message.content}
+
+
+def _document_parts(documents: tuple[DocumentPart, ...], *, native: bool) -> list[dict[str, Any]]:
+    """A PDF as a ``file`` content part with a ``data:`` URL after its notice (``native``),
+    anything else as a ``text`` part
+    (https://platform.openai.com/docs/guides/pdf-files?api-mode=chat)."""
+    parts: list[dict[str, Any]] = []
+    for document in documents:
+        if document.is_pdf and native:
+            parts.append({"type": "text", "text": document.notice()})
+            file = {"filename": document.file_name, "file_data": document.data_url()}
+            parts.append({"type": "file", "file": file})
+        else:
+            parts.append({"type": "text", "text": document.as_text()})
+    return parts
 
 
 def build_request_body(
@@ -110,7 +139,10 @@ def build_request_body(
     ``tools`` only when offered (some compatible servers reject an empty list)."""
     body: dict[str, Any] = {
         "model": config.model,
-        "messages": [message_to_wire(m, vision=config.vision) for m in request.messages],
+        "messages": [
+            message_to_wire(m, vision=config.vision, documents=config.documents)
+            for m in request.messages
+        ],
         "stream": stream,
     }
     if stream:

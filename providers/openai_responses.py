@@ -32,6 +32,7 @@ from providers.base import (
     ChatMessage,
     ChatRequest,
     CompletionResponse,
+    DocumentPart,
     fold,
     own_provider_items,
 )
@@ -69,11 +70,33 @@ def _assistant_items(message: ChatMessage) -> list[dict[str, Any]]:
     return items
 
 
+def _document_parts(documents: tuple[DocumentPart, ...], *, native: bool) -> list[dict[str, Any]]:
+    """A PDF as an ``input_file`` part with a ``data:`` URL after its notice (``native``),
+    anything else as an ``input_text`` part
+    (https://platform.openai.com/docs/guides/pdf-files?api-mode=responses)."""
+    parts: list[dict[str, Any]] = []
+    for document in documents:
+        if document.is_pdf and native:
+            parts.append({"type": "input_text", "text": document.notice()})
+            parts.append(
+                {
+                    "type": "input_file",
+                    "filename": document.file_name,
+                    "file_data": document.data_url(),
+                }
+            )
+        else:
+            parts.append({"type": "input_text", "text": document.as_text()})
+    return parts
+
+
 def build_responses_body(
     config: ProviderConfig, request: ChatRequest, *, stream: bool
 ) -> dict[str, Any]:
     """The JSON body of ``POST /v1/responses`` for ``request``. A user message's images are
-    ``input_image`` parts (data URLs) after its ``input_text`` (none with ``vision: false``)."""
+    ``input_image`` parts (data URLs) after its ``input_text`` (none with ``vision: false``), its
+    documents before them: a PDF as an ``input_file`` (unless ``documents: false``), others as
+    ``input_text`` marked as untrusted input."""
     instructions: list[str] = []
     items: list[dict[str, Any]] = []
     for message in request.messages:
@@ -92,14 +115,17 @@ def build_responses_body(
                     "output": message.content,
                 }
             )
-        elif message.images and config.vision:
+        elif (message.images and config.vision) or message.documents:
             # https://platform.openai.com/docs/guides/images-vision: input_text + input_image
             content: list[dict[str, Any]] = []
             if message.content:
                 content.append({"type": "input_text", "text": message.content})
-            content.extend(
-                {"type": "input_image", "image_url": image.data_url()} for image in message.images
-            )
+            content.extend(_document_parts(message.documents, native=config.documents))
+            if config.vision:
+                content.extend(
+                    {"type": "input_image", "image_url": image.data_url()}
+                    for image in message.images
+                )
             items.append({"role": "user", "content": content})
         else:
             items.append({"role": "user", "content": message.content})

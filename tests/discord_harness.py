@@ -113,8 +113,10 @@ def config_text(
     multi_message_delay_ms: int = 300,
     extra: str = "",
     agent_extra: str = "",
+    top_level: str = "",
 ) -> str:
-    """The YAML config of the ``dc`` channel on ``peer`` and the ``main`` provider."""
+    """The YAML config of the ``dc`` channel on ``peer`` and the ``main`` provider
+    (``top_level``: more top-level sections, e.g. ``speech``)."""
     channel = f"""\
   dc:
     kind: discord
@@ -126,7 +128,7 @@ def config_text(
     multi_message_delay_ms: {multi_message_delay_ms}
     allowed_users: ["*"]
 {extra}"""
-    return daemon_config(provider.url, tmp_path, channel, agent=agent_extra)
+    return daemon_config(provider.url, tmp_path, channel, agent=agent_extra) + top_level
 
 
 _observed = observing("discord", ObservedDiscordChannel)
@@ -143,6 +145,7 @@ async def running_bot(
     extra: str = "",
     agent_extra: str = "",
     peer: DiscordServer | None = None,
+    top_level: str = "",
 ) -> AsyncIterator[DiscordBot]:
     """The daemon serving the ``dc`` channel, its provider scripted with ``replies``; ``extra``
     is more YAML under the channel (indented four spaces), ``agent_extra`` under ``agent``
@@ -158,6 +161,7 @@ async def running_bot(
             multi_message_delay_ms=multi_message_delay_ms,
             extra=extra,
             agent_extra=agent_extra,
+            top_level=top_level,
         )
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_observed)

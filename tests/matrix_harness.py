@@ -127,6 +127,7 @@ class World:
         extra: str = "",
         agent: str = "",
         listen: str | None = None,
+        top_level: str = "",
     ) -> str:
         channel = f"""\
   mx:
@@ -138,7 +139,10 @@ class World:
     multi_message_delay_ms: {delay_ms}
     allowed_users: ["{self.human_user.user_id}"]
 {extra}"""
-        return daemon_config(self.provider.url, self.tmp_path, channel, agent=agent, listen=listen)
+        config = daemon_config(
+            self.provider.url, self.tmp_path, channel, agent=agent, listen=listen
+        )
+        return config + top_level
 
 
 @asynccontextmanager
@@ -171,11 +175,12 @@ async def running_bot(
     agent: str = "",
     wait_joined: bool = True,
     listen: str | None = None,
+    top_level: str = "",
 ) -> AsyncIterator[Daemon]:
     """The daemon serving ``mx`` (``extra``: more channel keys, ``agent``: more agent keys,
-    YAML lines; ``listen``: ``host:port`` of ``/healthz``); returns once the bot has joined the
-    room."""
-    text = world.config_text(mode, interval_ms, delay_ms, extra, agent, listen)
+    ``top_level``: more top-level sections, YAML lines; ``listen``: ``host:port`` of
+    ``/healthz``); returns once the bot has joined the room."""
+    text = world.config_text(mode, interval_ms, delay_ms, extra, agent, listen, top_level)
     config = load_config_text(text, source_name="e2e.yaml", environ={})
     daemon = Daemon(config, storage_path=world.tmp_path / "relaybot.db", channel_factory=_channels)
     world.daemon = daemon

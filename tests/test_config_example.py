@@ -19,6 +19,7 @@ from config.models import (
     RelaybotConfig,
     SecretPatternConfig,
     ServerConfig,
+    SpeechConfig,
     StorageConfig,
 )
 from config.schema import channel_models
@@ -87,6 +88,7 @@ def test_example_shows_every_key(data: Any) -> None:
     )
     assert set().union(*providers) == _fields(ProviderConfig)
     assert set(data["agent"]) == _fields(AgentConfig)
+    assert set(data["speech"]) == _fields(SpeechConfig)
     servers = data["agent"]["mcp_servers"]
     assert set(servers["fetch"]) == _fields(McpStdioServerConfig)
     assert set(servers["search"]) == _fields(McpHttpServerConfig)

@@ -117,6 +117,7 @@ def test_json_schema_describes_the_file() -> None:
         "channels",
         "storage",
         "server",
+        "speech",
     }
     assert schema["required"] == ["agent", "channels"]
     assert schema["additionalProperties"] is False

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -310,7 +311,12 @@ class DiscordChannel(Channel):
         while True:
             inbound = await self._inbox.get()
             try:
-                await self._on_inbound(inbound)
+                bounds = {
+                    "image": self.max_image_bytes,
+                    "document": self.max_document_bytes,
+                    "audio": self.max_audio_bytes,
+                }
+                await self._on_inbound(await self._reader.fetch(inbound, bounds))
             except Exception:
                 _LOG.exception("%s: handling a message failed", self.name)
 
@@ -399,6 +405,37 @@ class DiscordChannel(Channel):
             sent = await self._call(
                 lambda: channel.send(text, reference=answered, allowed_mentions=mentions),
                 length=len(text),
+            )
+        return MessageRef(target, str(sent.id))
+
+    @property
+    def can_send_voice(self) -> bool:
+        return True
+
+    async def _send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None,
+        thread_id: str | None,
+    ) -> MessageRef:
+        """The audio as a file attachment (``answer.ogg``), answering ``reply_to``."""
+        target = thread_id or chat_id
+        channel = self._messageable(target)
+        reference = None
+        if reply_to is not None:
+            reference = discord.MessageReference(
+                message_id=int(reply_to), channel_id=int(target), fail_if_not_exists=False
+            )
+        file = discord.File(io.BytesIO(audio), filename="answer.ogg")
+        if reference is None:
+            sent = await self._call(lambda: channel.send(file=file, allowed_mentions=_NO_MENTIONS))
+        else:
+            answered = reference
+            sent = await self._call(
+                lambda: channel.send(file=file, reference=answered, allowed_mentions=_NO_MENTIONS)
             )
         return MessageRef(target, str(sent.id))
 

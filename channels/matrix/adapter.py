@@ -43,6 +43,7 @@ device), :mod:`channels.matrix.inbound` (a sync's invites and events into inboun
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import time
 from typing import Any
@@ -63,7 +64,7 @@ from channels.base import (
 )
 from channels.errors import ChannelStartError, ChannelWriteFailed
 from channels.matrix.client import InviteAwareClient, build_client, call
-from channels.matrix.content import LIVE_KEY, edit_content, send_content
+from channels.matrix.content import LIVE_KEY, edit_content, send_content, voice_content
 from channels.matrix.crypto import KeyKeeper, KeysRejected, refusal_cause
 from channels.matrix.format import markdown_to_html
 from channels.matrix.inbound import MatrixInbound
@@ -151,6 +152,11 @@ class MatrixChannel(Channel):
             return
         refused = refusal_cause(self.config.store_path)
         self._inbound.refused = refused
+        self._inbound.bounds = {
+            "image": self.max_image_bytes,
+            "document": self.max_document_bytes,
+            "audio": self.max_audio_bytes,
+        }
         store = self.config.store_path if refused is None else None
         if refused is None:
             _LOG.info("%s: end-to-end encryption on, keys in %s", self.name, store)
@@ -305,6 +311,49 @@ class MatrixChannel(Channel):
             formatted=formatted,
             msgtype=self._msgtype(formatted),
             live=self._live(formatted),
+            thread_id=thread_id,
+            reply_to=reply_to,
+            group=room is not None and room.member_count > 2,
+        )
+        sent = await self._room_send(client, chat_id, content)
+        self._inbound.note_own(sent.event_id)
+        return MessageRef(chat_id, sent.event_id)
+
+    @property
+    def can_send_voice(self) -> bool:
+        return True
+
+    async def _send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None,
+        thread_id: str | None,
+    ) -> MessageRef:
+        """Upload ``audio`` (``POST /_matrix/media/v3/upload``; encrypted first into an
+        encrypted room) and send it as an ``m.audio`` voice note
+        (:func:`~channels.matrix.content.voice_content`)."""
+        client = self._connected()
+        room = client.rooms.get(chat_id)
+        encrypt = room is not None and room.encrypted
+        uploaded, keys = await call(
+            client.upload(
+                io.BytesIO(audio),
+                content_type=mime_type,
+                filename="answer.ogg",
+                encrypt=encrypt,
+                filesize=len(audio),
+            )
+        )
+        if not isinstance(uploaded, nio.UploadResponse):
+            raise ChannelWriteFailed(f"the homeserver refused the voice note: {uploaded}")
+        content = voice_content(
+            uploaded.content_uri,
+            keys if encrypt else None,
+            mime_type=mime_type,
+            size=len(audio),
             thread_id=thread_id,
             reply_to=reply_to,
             group=room is not None and room.member_count > 2,

@@ -8,6 +8,9 @@
   content (``body``, ``format``, ``formatted_body``), and the outer ``body`` / ``formatted_body``
   ``* `` + text for clients without edits
   (https://spec.matrix.org/latest/client-server-api/#event-replacements).
+* A voice note: ``m.audio`` with ``url`` (or, in an encrypted room, ``file``: the uploaded
+  ciphertext's ``EncryptedFile``), ``info`` and the MSC3245 voice marker
+  ``org.matrix.msc3245.voice`` (clients show a voice message), related like a new message.
 * ``live``: ``org.matrix.msc4357.live: {}`` on the message and in ``m.new_content`` while it
   streams (MSC4357); the final edit goes without it, which ends the live state.
 """
@@ -18,7 +21,7 @@ from typing import Any
 
 from channels.matrix.format import markdown_to_html, message_content
 
-__all__ = ["LIVE_KEY", "edit_content", "send_content"]
+__all__ = ["LIVE_KEY", "edit_content", "send_content", "voice_content"]
 
 LIVE_KEY = "org.matrix.msc4357.live"
 
@@ -66,3 +69,33 @@ def edit_content(
         "m.new_content": new,
         "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
     }
+
+
+def voice_content(
+    url: str,
+    encrypted_file: dict[str, Any] | None,
+    *,
+    mime_type: str,
+    size: int,
+    thread_id: str | None,
+    reply_to: str | None,
+    group: bool,
+) -> dict[str, Any]:
+    """An ``m.audio`` voice note of the file at ``url`` (``encrypted_file``: its keys, as
+    ``upload(encrypt=True)`` gave them, in an encrypted room)."""
+    content = send_content(
+        "", formatted=False, msgtype="m.audio", live=False, thread_id=thread_id,
+        reply_to=reply_to, group=group,
+    )  # fmt: skip
+    for key in ("format", "formatted_body"):
+        content.pop(key, None)
+    content.update(
+        body="answer.ogg",
+        info={"mimetype": mime_type, "size": size},
+        **{"org.matrix.msc3245.voice": {}, "org.matrix.msc1767.audio": {}},
+    )
+    if encrypted_file is not None:
+        content["file"] = {**encrypted_file, "url": url}
+    else:
+        content["url"] = url
+    return content

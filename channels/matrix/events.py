@@ -9,6 +9,8 @@ https://spec.matrix.org/latest/client-server-api/#events) and returns plain valu
 * Replies: ``m.relates_to.m.in_reply_to.event_id``; a thread event's reply with
   ``is_falling_back: true`` is only the fallback for clients without threads, not a reply
   (https://spec.matrix.org/latest/client-server-api/#rich-replies).
+  The replied-to event's text (:func:`replied_text`) is its latest edit's, when the server
+  aggregated one.
 * Mentions: ``m.mentions.user_ids`` (https://spec.matrix.org/latest/client-server-api/#user-and-room-mentions),
   or, from clients that do not send it, the MXID or display name in the body.
 """
@@ -22,6 +24,7 @@ __all__ = [
     "is_edit",
     "mentions_user",
     "reaction_answer",
+    "replied_text",
     "reply_target",
     "strip_reply_fallback",
     "thread_root",
@@ -73,6 +76,26 @@ def strip_reply_fallback(body: str) -> str:
     if index < len(lines) and not lines[index].strip():
         index += 1
     return "\n".join(lines[index:])
+
+
+def replied_text(source: dict[str, Any]) -> str | None:
+    """The text a replied-to event shows: its latest edit's ``m.new_content`` when the server
+    aggregated one into ``unsigned.m.relations.m.replace`` (spec "Server-side aggregation of
+    m.replace relationships"), else its body, without a reply fallback; None when it has none.
+    """
+    content = source.get("content")
+    if not isinstance(content, dict):
+        return None
+    relations = source.get("unsigned", {}).get("m.relations", {})
+    edit = relations.get("m.replace") if isinstance(relations, dict) else None
+    if isinstance(edit, dict):
+        new = edit.get("content", {}).get("m.new_content")
+        if isinstance(new, dict) and isinstance(new.get("body"), str):
+            content = new
+    body = content.get("body")
+    if not isinstance(body, str) or not body.strip():
+        return None
+    return strip_reply_fallback(body) if reply_target(content) else body
 
 
 def mentions_user(content: dict[str, Any], body: str, user_id: str, display_name: str) -> bool:

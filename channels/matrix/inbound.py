@@ -8,11 +8,14 @@ specifics", "Access").
   the cause (:func:`channels.matrix.crypto.refusal_cause`), once per room.
 * **Events**: our own are noted (a reply to one of them addresses the bot) and never answered;
   events from before the bot first started are skipped. ``m.text`` messages (not ``m.notice``:
-  other bots', not edits) become an :class:`InboundMessage`: ``chat_id`` the room id,
+  other bots', not edits) and ``m.file``/``m.audio``/``m.image`` (their file downloaded and
+  decrypted within ``bounds``, :mod:`channels.matrix.media`; the caption as the text) become an
+  :class:`InboundMessage`: ``chat_id`` the room id,
   ``sender_id`` the MXID and ``sender_handle`` the MXID without ``@`` (the homeserver verifies
   it; ``sender_name`` is the display name, shown only), ``is_direct`` for rooms of at most two
   members, ``mentions_bot`` for ``m.mentions``, the MXID or display name in the body, or a reply
-  to one of our events; ``thread_id`` the thread root. ``allowed_rooms`` (when set) filters
+  to one of our events; ``thread_id`` the thread root; ``quoted`` the replied-to event's text
+  (fetched, :func:`~channels.matrix.events.replied_text`). ``allowed_rooms`` (when set) filters
   rooms; the orchestrator applies ``allowed_users`` and ``respond_in_groups``. Encrypted events
   arrive decrypted when nio could (their ``source`` is the plaintext event); one it could not
   is logged once per room.
@@ -27,26 +30,34 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from dataclasses import replace
 from typing import Any
 
 import nio
+from nio.crypto.attachments import decrypt_attachment
+from nio.exceptions import EncryptionError
 
-from channels.base import InboundHandler, InboundMessage
+from channels.base import Attachment, InboundHandler, InboundMessage, Quoted
 from channels.matrix.approvals import Approvals
 from channels.matrix.client import InviteAwareClient
 from channels.matrix.events import (
     is_edit,
     mentions_user,
     reaction_answer,
+    replied_text,
     reply_target,
     strip_reply_fallback,
     thread_root,
 )
 from channels.matrix.kind import MatrixChannelConfig
+from channels.matrix.media import MediaFile, media_caption, media_file
 
 __all__ = ["GAP_PAGES", "OWN_EVENTS_KEPT", "MatrixInbound"]
 
 _LOG = logging.getLogger("channels.matrix")
+
+_TAKEN = frozenset({"m.text", "m.file", "m.audio", "m.image"})
+r"""The ``msgtype``\ s answered (not ``m.notice``: other bots')."""
 
 OWN_EVENTS_KEPT = 2000
 """Our latest event ids kept, so a reply to one of them counts as addressing the bot."""
@@ -83,6 +94,9 @@ class MatrixInbound:
         self._own: deque[str] = deque(maxlen=OWN_EVENTS_KEPT)
         self._refused_rooms: set[str] = set()
         self._undecryptable_rooms: set[str] = set()
+        self.bounds: dict[str, int] = {}
+        """The most bytes fetched of a file, by kind (``image``, ``document``, ``audio``; the
+        adapter sets them from the channel's)."""
 
     def note_own(self, event_id: str) -> None:
         """``event_id`` is ours (a reply to it addresses the bot)."""
@@ -180,13 +194,23 @@ class MatrixInbound:
             if answer is not None and self.allowed_user(sender):
                 self.approvals.answer(*answer)
             return
-        if kind != "m.room.message" or content.get("msgtype") != "m.text" or is_edit(content):
+        msgtype = content.get("msgtype")
+        if kind != "m.room.message" or msgtype not in _TAKEN or is_edit(content):
             return
         body = content.get("body")
         if not isinstance(body, str):
             return
         replied = reply_target(content)
         text = strip_reply_fallback(body) if replied else body
+        attachments: tuple[Attachment, ...] = ()
+        if msgtype != "m.text":
+            file = media_file(content)
+            if file is None:
+                return
+            text = media_caption(content)
+            allowed = self.allowed_user(sender)  # nobody else's files are downloaded
+            fetched = await self._fetch(client, file, content) if allowed else None
+            attachments = (fetched or file.attachment(content),)
         if self.allowed_user(sender) and self.approvals.answer_text(room_id, replied, text):
             return
         matrix_room = client.rooms.get(room_id)
@@ -204,5 +228,58 @@ class MatrixInbound:
                 mentions_bot=(replied is not None and replied in self._own)
                 or mentions_user(content, text, self.config.user_id, self.display_name),
                 thread_id=thread_root(content),
+                quoted=await self._quoted(client, room_id, replied),
+                attachments=attachments,
             )
         )
+
+    async def _fetch(
+        self, client: InviteAwareClient, file: MediaFile, content: dict[str, Any]
+    ) -> Attachment:
+        """The file of an ``m.file``/``m.audio``/``m.image`` event, downloaded
+        (``GET /_matrix/client/v1/media/download``) and decrypted when it is encrypted, unless
+        larger than the bound of its kind (then, or when the download failed, without bytes:
+        the orchestrator refuses it with one line)."""
+        attachment = file.attachment(content)
+        if (attachment.size or 0) > self.bounds.get(attachment.kind, 0):
+            return attachment
+        response = await client.download(mxc=file.url)
+        if not isinstance(response, nio.MemoryDownloadResponse):
+            _LOG.warning("%s: could not download %s: %s", self.name, file.url, response)
+            return attachment
+        data = response.body
+        if file.key is not None:
+            try:
+                data = decrypt_attachment(data, file.key, file.sha256 or "", file.iv or "")
+            except EncryptionError as exc:
+                _LOG.warning("%s: could not decrypt %s: %s", self.name, file.url, exc)
+                return attachment
+        if len(data) > self.bounds.get(attachment.kind, 0):
+            return replace(attachment, size=len(data))
+        return replace(attachment, data=data, size=len(data))
+
+    async def _quoted(
+        self, client: InviteAwareClient, room_id: str, event_id: str | None
+    ) -> Quoted | None:
+        """The event a message replies to (``GET /rooms/{roomId}/event/{eventId}``), decrypted
+        when it is encrypted and nio can; None when it cannot be read."""
+        if event_id is None:
+            return None
+        response = await client.room_get_event(room_id, event_id)
+        if not isinstance(response, nio.RoomGetEventResponse):
+            _LOG.info("%s: cannot read the replied-to event %s", self.name, event_id)
+            return None
+        event = response.event
+        if isinstance(event, nio.MegolmEvent) and client.olm is not None:
+            try:
+                event = client.decrypt_event(event)
+            except nio.EncryptionError:
+                return None
+        source = event.source
+        text = replied_text(source)
+        if text is None:
+            return None
+        sender = str(source.get("sender", ""))
+        room = client.rooms.get(room_id)
+        name = (room.user_name(sender) if room is not None else None) or sender
+        return Quoted(text, from_bot=sender == self.config.user_id, sender_name=name)

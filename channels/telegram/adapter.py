@@ -55,6 +55,7 @@ from telegram import (
     CallbackQuery,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     Message,
     MessageEntity,
     ReplyParameters,
@@ -238,6 +239,8 @@ class TelegramChannel(Channel):
         self._me = app.bot.bot
         self._reader.me, self._reader.bot = self._me, app.bot
         self._reader.max_image_bytes = self.max_image_bytes
+        self._reader.max_document_bytes = self.max_document_bytes
+        self._reader.max_audio_bytes = self.max_audio_bytes
         self._starting = app
         try:
             await app.bot.set_my_commands(COMMANDS)
@@ -345,6 +348,36 @@ class TelegramChannel(Channel):
         if rendered.utf16_length > self.limits.max_length:
             raise MessageTooLong(self.limits.max_length, rendered.utf16_length)
         return rendered
+
+    @property
+    def can_send_voice(self) -> bool:
+        return True
+
+    async def _send_voice(
+        self,
+        chat_id: str,
+        audio: bytes,
+        mime_type: str,
+        *,
+        reply_to: str | None,
+        thread_id: str | None,
+    ) -> MessageRef:
+        """``sendVoice`` (https://core.telegram.org/bots/api#sendvoice: OGG/Opus, MP3 or M4A
+        are shown as a voice note), the bytes as they are."""
+        bot = self._bot()
+        reply = None
+        if reply_to is not None:
+            reply = ReplyParameters(int(reply_to), allow_sending_without_reply=True)
+        sent: Message = await self._call(
+            lambda: bot.send_voice(
+                chat_id,
+                InputFile(audio, filename="answer.ogg", attach=False),
+                reply_parameters=reply,
+                message_thread_id=_thread(thread_id),
+            ),
+            length=0,
+        )
+        return MessageRef(chat_id, str(sent.message_id))
 
     async def _send_message(
         self,

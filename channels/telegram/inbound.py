@@ -5,9 +5,11 @@ Theory of operation
 :class:`InboundReader` turns one Bot API ``Message`` into an :class:`InboundMessage`:
 
 * **Text** messages as they are; a **photo** or an **image document** (``mime_type``
-  ``image/…``) with its caption as the text. Of a photo's sizes the largest with both sides at
-  most :data:`MAX_PHOTO_SIDE` pixels is taken (the smallest when none fits). Other messages
-  (stickers, voice, other documents, service messages) are not taken.
+  ``image/…``), any other **document**, a **voice** note or an **audio** file with its caption
+  as the text (an attachment of kind ``image``, ``document`` or ``audio``; the orchestrator
+  decides which types it takes). Of a photo's sizes the largest with both sides at most
+  :data:`MAX_PHOTO_SIDE` pixels is taken (the smallest when none fits). Other messages
+  (stickers, video, service messages) are not taken.
 * ``mentions_bot``: an ``@username`` or text mention of the bot, ``/cmd@bot``, or a reply to the
   bot — in the text or the caption (``/reset@this_bot x`` reaches the orchestrator as
   ``/reset x``).
@@ -15,14 +17,17 @@ Theory of operation
   or any group message with ``respond_in_groups: all``) go through getFile
   (https://core.telegram.org/bots/api#getfile) and ``{base_file_url}{token}/{file_path}``.
   ``base_file_url`` defaults to the channel's ``base_url`` with its final ``/bot`` replaced by
-  ``/file/bot`` (:func:`file_base_url`), so a self-hosted Bot API server serves files too. An
-  image announced larger than ``max_image_bytes``, or of a type no provider takes, is not
-  fetched: it reaches the orchestrator without bytes, which refuses the message with one line.
+  ``/file/bot`` (:func:`file_base_url`), so a self-hosted Bot API server serves files too. A
+  file announced larger than the bound of its kind (``max_image_bytes``, ``max_document_bytes``,
+  ``max_audio_bytes``), or an image of a type no provider takes, is not fetched: it reaches the
+  orchestrator without bytes, which refuses the message with one line.
 * **Albums** (``media_group_id``): Telegram sends each photo as its own update. They are
   collected per (chat, group) until ``media_group_wait_ms`` pass without another one, then
   form one message (all images, the caption that came with one of them, the first photo's
   ``message_id``, every ``update_id``). The wait runs in a task of the PTB ``Application``,
   which awaits it at stop.
+* **Replies**: the replied-to message (``reply_to_message``; only the part the user quoted when
+  the message has a ``quote``) becomes ``quoted``, the bot's or a user's.
 * ``update_ids`` carry the updates' ids: the orchestrator answers each update once (a webhook
   retry or a poll offered again after a restart is dropped there).
 
@@ -38,6 +43,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import anyio
@@ -46,7 +52,14 @@ from telegram.constants import ChatType
 from telegram.error import BadRequest, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
-from channels.base import IMAGE_TYPES, Attachment, ChannelHealth, InboundMessage
+from channels.base import (
+    IMAGE_TYPES,
+    Attachment,
+    AttachmentKind,
+    ChannelHealth,
+    InboundMessage,
+    Quoted,
+)
 
 __all__ = [
     "MAX_PHOTO_SIDE",
@@ -103,14 +116,53 @@ def topic_of(message: Message) -> str | None:
     return None
 
 
-def _image_of(message: Message) -> tuple[str, str, int | None] | None:
-    """(file_id, MIME type, announced size in bytes) of the message's image, if it has one."""
+@dataclass(frozen=True)
+class _File:
+    """A file a message carries: what it is to the orchestrator and what Telegram says of it."""
+
+    kind: AttachmentKind
+    file_id: str
+    mime_type: str
+    size: int | None
+    file_name: str | None = None
+    duration: float | None = None
+
+    def unfetched(self, size: int | None = None) -> Attachment:
+        return Attachment(
+            self.mime_type, b"", size or self.size, self.kind, self.file_name, self.duration
+        )
+
+
+def _seconds(duration: int | timedelta) -> float:
+    return duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+
+
+def _file_of(message: Message) -> _File | None:
+    """The message's photo, image document, other document, voice note or audio file."""
     if message.photo:
         photo = pick_photo(message.photo)
-        return photo.file_id, "image/jpeg", photo.file_size  # Telegram re-encodes photos as JPEG
+        # Telegram re-encodes photos as JPEG
+        return _File("image", photo.file_id, "image/jpeg", photo.file_size)
     document: Document | None = message.document
-    if document is not None and (document.mime_type or "").startswith("image/"):
-        return document.file_id, document.mime_type or "", document.file_size
+    if document is not None:
+        mime = document.mime_type or "application/octet-stream"
+        kind: AttachmentKind = "document"
+        if mime.startswith("image/"):
+            kind = "image"
+        elif mime.startswith("audio/"):  # an audio file sent as a file
+            kind = "audio"
+        return _File(kind, document.file_id, mime, document.file_size, document.file_name)
+    if message.voice is not None:
+        voice = message.voice
+        mime = voice.mime_type or "audio/ogg"
+        return _File(
+            "audio", voice.file_id, mime, voice.file_size, "voice.ogg", _seconds(voice.duration)
+        )
+    if message.audio is not None:
+        audio = message.audio
+        mime = audio.mime_type or "audio/mpeg"
+        name = audio.file_name or "audio"
+        return _File("audio", audio.file_id, mime, audio.file_size, name, _seconds(audio.duration))
     return None
 
 
@@ -145,6 +197,8 @@ class InboundReader:
         self.me: User | None = None
         self.bot: Any = None
         self.max_image_bytes = 10 * 1024 * 1024
+        self.max_document_bytes = 10 * 1024 * 1024
+        self.max_audio_bytes = 20 * 1024 * 1024
         self._deliver = deliver
         self._wait_secs = media_group_wait_ms / 1000
         self._spawn = spawn
@@ -209,7 +263,28 @@ class InboundReader:
             thread_id=topic_of(message),
             attachments=attachments,
             update_ids=update_ids,
+            quoted=self._quoted(message),
         )
+
+    def _quoted(self, message: Message) -> Quoted | None:
+        """The message ``message`` replies to: the part the user quoted (``quote``) or its
+        whole text or caption. A forum topic's messages "reply" to the topic's first message:
+        that is no reply."""
+        replied = message.reply_to_message
+        if replied is None or self.me is None:
+            return None
+        if message.is_topic_message and replied.message_id == message.message_thread_id:
+            return None
+        quote = message.quote
+        text = quote.text if quote is not None else (replied.text or replied.caption or "")
+        if not text.strip():
+            return None
+        author = replied.from_user
+        from_bot = author is not None and author.id == self.me.id
+        name = ""
+        if author is not None:
+            name = f"@{author.username}" if author.username else author.full_name
+        return Quoted(text, from_bot=from_bot, sender_name=name)
 
     # -- messages -----------------------------------------------------------------------
 
@@ -219,7 +294,7 @@ class InboundReader:
             return
         if message.text is not None:
             inbound = self._inbound(message, (update_id,))
-        elif _image_of(message) is None:
+        elif _file_of(message) is None:
             return  # not something the bot answers (see the README)
         elif message.media_group_id is not None:
             self._collect(message, update_id)
@@ -272,33 +347,42 @@ class InboundReader:
 
     @staticmethod
     async def _unfetched(message: Message) -> Attachment:
-        image = _image_of(message)
-        assert image is not None
-        return Attachment(image[1], b"", image[2])
+        file = _file_of(message)
+        assert file is not None
+        return file.unfetched()
+
+    def _bound(self, file: _File) -> int:
+        """The most bytes fetched of a file of its kind."""
+        if file.kind == "image":
+            return self.max_image_bytes
+        return self.max_document_bytes if file.kind == "document" else self.max_audio_bytes
 
     async def _fetch(self, message: Message) -> Attachment:
-        """The message's image, downloaded unless too large or of a type no provider takes
-        (then without bytes; a failed download too, logged)."""
-        image = _image_of(message)
-        assert image is not None
-        file_id, mime_type, size = image
-        if mime_type not in IMAGE_TYPES or (size or 0) > self.max_image_bytes:
-            return Attachment(mime_type, b"", size)
+        """The message's file, downloaded unless too large for its kind or an image of a type no
+        provider takes (then without bytes; a failed download too, logged)."""
+        file = _file_of(message)
+        assert file is not None
+        bound = self._bound(file)
+        size = file.size
+        if (file.kind == "image" and file.mime_type not in IMAGE_TYPES) or (size or 0) > bound:
+            return file.unfetched()
         try:
-            file = await self.bot.get_file(file_id)
-            size = file.file_size or size
-            if (size or 0) > self.max_image_bytes:
-                return Attachment(mime_type, b"", size)
-            data = bytes(await file.download_as_bytearray())
+            got = await self.bot.get_file(file.file_id)
+            size = got.file_size or size
+            if (size or 0) > bound:
+                return file.unfetched(size)
+            data = bytes(await got.download_as_bytearray())
         except BadRequest as exc:
             if "file is too big" in exc.message.lower():
-                return Attachment(mime_type, b"", max(size or 0, CLOUD_DOWNLOAD_LIMIT + 1))
-            _LOG.warning("%s: could not download an image: %s", self.channel, exc)
-            return Attachment(mime_type, b"", size)
+                return file.unfetched(max(size or 0, CLOUD_DOWNLOAD_LIMIT + 1))
+            _LOG.warning("%s: could not download a file: %s", self.channel, exc)
+            return file.unfetched(size)
         except TelegramError as exc:
-            _LOG.warning("%s: could not download an image: %s", self.channel, exc)
-            return Attachment(mime_type, b"", size)
-        return Attachment(mime_type, data, size or len(data))
+            _LOG.warning("%s: could not download a file: %s", self.channel, exc)
+            return file.unfetched(size)
+        return Attachment(
+            file.mime_type, data, size or len(data), file.kind, file.file_name, file.duration
+        )
 
 
 class PollHealth:

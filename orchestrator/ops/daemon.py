@@ -327,6 +327,8 @@ class Daemon:
         )
         channel.state = self._store.channel_state(name)
         channel.max_image_bytes = self.config.agent.max_image_bytes
+        channel.max_document_bytes = self.config.agent.max_document_bytes
+        channel.max_audio_bytes = self.config.agent.max_audio_bytes
         channel.approval_timeout_secs = self.config.agent.approval_timeout_secs
         channel.write_observer = self.metrics.observe_write
         self.channels[name] = channel

@@ -3,8 +3,9 @@ and the text forms of messages that both stores share.
 
 A waiting message is JSON of its :class:`InboundMessage` fields; its attachments' bytes are base64
 text there (RFC 4648), so a queued photo survives a restart. History keeps a user message's text
-and, for its images, only a note of how many there were (``[2 images]``): the bytes are sent in
-the turn they arrived with, not again.
+and, for its images, only a note of how many there were (``[2 images]``), then its
+``history_note`` (documents and voice notes: their names, types and SHA-256, the documents'
+text): the bytes are sent in the turn they arrived with, not again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from channels.base import Attachment, InboundMessage
+from channels.base import Attachment, InboundMessage, Quoted
 from providers.base import ChatMessage
 from providers.events import ToolCall
 
@@ -141,8 +142,7 @@ def encode_inbound(message: InboundMessage) -> str:
     """``message`` as JSON of its fields; attachment bytes as base64 text."""
     fields = asdict(message)
     fields["attachments"] = [
-        {"mime_type": a.mime_type, "data": base64.b64encode(a.data).decode("ascii"), "size": a.size}
-        for a in message.attachments
+        {**asdict(a), "data": base64.b64encode(a.data).decode("ascii")} for a in message.attachments
     ]
     return json.dumps(fields)
 
@@ -152,19 +152,32 @@ def decode_inbound(text: str) -> InboundMessage:
     update ids existed). Raises ``ValueError`` on a malformed row."""
     fields = json.loads(text)
     fields["attachments"] = tuple(
-        Attachment(a["mime_type"], base64.b64decode(a["data"]), a.get("size"))
+        Attachment(
+            a["mime_type"],
+            base64.b64decode(a["data"]),
+            a.get("size"),
+            a.get("kind", "image"),
+            a.get("file_name"),
+            a.get("duration"),
+        )
         for a in fields.get("attachments", ())
     )
     fields["update_ids"] = tuple(fields.get("update_ids", ()))
+    quoted = fields.get("quoted")
+    fields["quoted"] = Quoted(**quoted) if isinstance(quoted, dict) else None
     return InboundMessage(**fields)
 
 
 def stored_content(message: ChatMessage) -> str:
-    """What history keeps of a message: its text, and a note of its images' count."""
+    """What history keeps of a message: a note of its images' count, its ``history_note``
+    (:mod:`orchestrator.turn.inputs`: documents and voice notes), then its text."""
     count = len(message.images)
-    if not count:
+    notes = [message.history_note] if message.history_note else []
+    if count:
+        notes.insert(0, "[1 image]" if count == 1 else f"[{count} images]")
+    if not notes:
         return message.content
-    note = "[1 image]" if count == 1 else f"[{count} images]"
+    note = "\n".join(notes)
     return f"{note}\n{message.content}" if message.content else note
 
 

@@ -1,6 +1,8 @@
 """Answering one inbound message (architecture §5): a command (``/start`` says hello,
 ``/help`` lists the commands, ``/reset`` or its alias ``/new`` forgets the conversation), or a
-turn of its conversation after its images are screened; then the reply's log line and metrics.
+turn of its conversation after its images and documents are screened and its voice note
+transcribed; then the answer also spoken when ``speech.reply`` asks, the reply's log line and
+metrics.
 ``/stop`` cuts the conversation's running answer short (architecture §3 "Stop"). Notices to a
 chat (:meth:`Answering.say`) go through the outbound policy."""
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import anyio
 
@@ -18,9 +21,22 @@ from config.models import RelaybotConfig
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.store import ConversationStore, WaitingMessage
+from orchestrator.turn.documents import screen_documents
 from orchestrator.turn.images import screen_images
 from orchestrator.turn.reply_stats import ReplyStats
 from orchestrator.turn.runner import SHUTDOWN_CAUSE, TurnRunner, conversation_key
+from orchestrator.turn.voice import (
+    NO_SPEECH,
+    NOTHING_HEARD,
+    TRANSCRIPTION_FAILED,
+    audio_refusal,
+    heard_text,
+    speaks,
+    transcript_line,
+)
+from providers.base import DocumentPart
+from providers.errors import ProviderError
+from providers.speech import SPEECH_FORMAT, SpeechClient
 
 __all__ = [
     "HELP_TEXT",
@@ -145,17 +161,38 @@ class Answering:
         finally:
             self.active -= 1
 
-    async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
+    async def _screen(
+        self, channel: Channel, message: InboundMessage
+    ) -> tuple[InboundMessage, tuple[DocumentPart, ...], bool] | None:
+        """(the message to answer, its documents, whether it was a voice note), after its
+        images and documents are screened and its voice note transcribed; None after the line
+        saying why it is not answered (:mod:`orchestrator.turn.images`, ``.documents``,
+        ``.voice``)."""
+        agent = self._config().agent
         answered, notice = screen_images(
-            message, max_bytes=self._config().agent.max_image_bytes, vision=self._vision()
+            message, max_bytes=agent.max_image_bytes, vision=self._vision()
         )
         if notice is not None:
             await self.say(channel, message, notice)
         if answered is None:
+            return None
+        documents, refused = screen_documents(
+            answered, max_bytes=agent.max_document_bytes, max_pages=agent.max_document_pages
+        )
+        if refused is not None:
+            await self.say(channel, answered, refused)
+            return None
+        voice_note = any(a.kind == "audio" for a in answered.attachments)
+        heard = await self._hear(channel, answered) if voice_note else answered
+        return None if heard is None else (heard, documents, voice_note)
+
+    async def _answer(self, channel: Channel, message: InboundMessage, began: float) -> None:
+        screened = await self._screen(channel, message)
+        if screened is None:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
             return
-        message = answered
+        message, documents, voice_note = screened
         command = command_of(message.text)
         if command in ("/start", "/help", *RESET_COMMANDS):
             try:
@@ -165,7 +202,11 @@ class Answering:
                     await channel.reply_finished(message.chat_id)
             return
         try:
-            outcome = await self._turns.run(channel, message)
+            outcome = await self._turns.run(channel, message, documents)
+            speech = self._config().speech
+            if outcome.outcome == "ok" and outcome.answer.strip() and speech is not None:
+                if speaks(speech.reply, voice_note=voice_note):
+                    await self._speak(channel, message, outcome.answer)
             if outcome.dropped_messages:
                 await self._tell_trimmed(channel, message)
             if outcome.outcome == "interrupted" and outcome.cause != SHUTDOWN_CAUSE:
@@ -194,6 +235,61 @@ class Answering:
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
+
+    def _speech(self) -> SpeechClient | None:
+        config = self._config()
+        if config.speech is None:
+            return None
+        return SpeechClient(config.speech, config.providers[config.speech.provider])
+
+    async def _hear(self, channel: Channel, message: InboundMessage) -> InboundMessage | None:
+        """The voice note of ``message`` transcribed: the transcript shown to the user, quoted,
+        and the message with it as its text; None after one line saying why not
+        (:mod:`orchestrator.turn.voice`)."""
+        audio = next(a for a in message.attachments if a.kind == "audio")
+        agent, speech = self._config().agent, self._speech()
+        refusal = audio_refusal(
+            audio,
+            configured=speech is not None,
+            max_bytes=agent.max_audio_bytes,
+            max_seconds=agent.max_audio_seconds,
+        )
+        if refusal is not None or speech is None:
+            await self.say(channel, message, refusal or NO_SPEECH)
+            return None
+        try:
+            transcript = await speech.transcribe(
+                audio.data, file_name=audio.file_name or "voice.ogg", mime_type=audio.mime_type
+            )
+        except ProviderError as exc:
+            log.warning("%s:%s: transcription failed: %s", channel.name, message.chat_id, exc)
+            await self.say(channel, message, TRANSCRIPTION_FAILED)
+            return None
+        if not transcript:
+            await self.say(channel, message, NOTHING_HEARD)
+            return None
+        await self.say(channel, message, transcript_line(transcript), reply=True)
+        # The voice note stays attached: history keeps a note of it (orchestrator.turn.inputs).
+        return replace(message, text=heard_text(message.text, transcript))
+
+    async def _speak(self, channel: Channel, message: InboundMessage, answer: str) -> None:
+        """The answer, redacted and as a reader sees it, also sent as a voice note (after the
+        text; failures logged: the text was delivered)."""
+        speech = self._speech()
+        if speech is None or not channel.can_send_voice:
+            return
+        spoken = channel.visible_text(self._policy.redact(answer))
+        try:
+            audio = await speech.synthesize(spoken)
+            await channel.send_voice(
+                message.chat_id,
+                audio,
+                SPEECH_FORMAT[1],
+                reply_to=message.message_id,
+                thread_id=message.thread_id,
+            )
+        except (ProviderError, ChannelError) as exc:
+            log.warning("%s:%s: no voice reply: %s", channel.name, message.chat_id, exc)
 
     async def _tell_trimmed(self, channel: Channel, message: InboundMessage) -> None:
         """Older messages no longer fit the model's context window: say so, once per

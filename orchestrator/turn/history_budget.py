@@ -116,9 +116,10 @@ def _tokens(chars: int) -> int:
 
 def estimate_message(message: ChatMessage) -> int:
     """Estimated tokens of one message as sent: its text, tool calls (name and arguments),
-    verbatim provider items as JSON, :data:`IMAGE_TOKENS` per image, plus
+    verbatim provider items as JSON, :data:`IMAGE_TOKENS` per image, each document's text, plus
     :data:`MESSAGE_OVERHEAD`."""
     chars = len(message.content) + len(message.tool_call_id or "") + len(message.name or "")
+    chars += sum(len(document.text) + 200 for document in message.documents)
     for call in message.tool_calls:
         chars += len(call.id) + len(call.name) + len(call.arguments) + 16
     for item in message.provider_items:

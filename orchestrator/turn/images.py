@@ -46,9 +46,10 @@ def screen_images(
     ``max_bytes``: ``agent.max_image_bytes``; ``vision``: the first provider of the chain reads
     images (a later one without vision leaves them out of its request by itself).
     """
-    if not message.attachments:
+    images = [a for a in message.attachments if a.kind == "image"]
+    if not images:
         return message, None
-    for attachment in message.attachments:
+    for attachment in images:
         size = _too_large(attachment, max_bytes)
         if size is not None:
             limit = _megabytes(max_bytes)
@@ -61,12 +62,13 @@ def screen_images(
         if not attachment.fetched:
             return None, "This image could not be downloaded; please send it again."
     if not vision:
-        if not message.text.strip():
+        others = tuple(a for a in message.attachments if a.kind != "image")
+        if not message.text.strip() and not others:
             return None, NO_VISION
-        return replace(message, attachments=()), NO_VISION_TEXT_ONLY
+        return replace(message, attachments=others), NO_VISION_TEXT_ONLY
     return message, None
 
 
 def image_parts(message: InboundMessage) -> tuple[ImagePart, ...]:
     """The message's images as provider image parts."""
-    return tuple(ImagePart(a.mime_type, a.data) for a in message.attachments)
+    return tuple(ImagePart(a.mime_type, a.data) for a in message.attachments if a.kind == "image")

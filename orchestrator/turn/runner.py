@@ -60,7 +60,7 @@ from orchestrator.turn.history_budget import (
     fit,
     prompt_limit,
 )
-from orchestrator.turn.images import image_parts
+from orchestrator.turn.inputs import user_message
 from orchestrator.turn.round_sink import ReplyPolicyFactory, RoundSink
 from orchestrator.turn.rounds import ChainEntry, RoundFailed, RoundResult, RoundRunner
 from orchestrator.turn.tool_round import ToolTurn, run_calls
@@ -71,7 +71,7 @@ from orchestrator.turn.turn_state import (
     TurnState,
     conversation_key,
 )
-from providers.base import ChatMessage, ChatRequest, CompletionResponse
+from providers.base import ChatMessage, ChatRequest, CompletionResponse, DocumentPart
 from providers.errors import ContextLengthExceeded
 from providers.events import StreamEvent, ToolCall
 
@@ -164,12 +164,18 @@ class TurnRunner:
             turn.stop_cause = cause
         turn.scope.cancel()
 
-    async def run(self, channel: Channel, inbound: InboundMessage) -> TurnOutcome:
-        """Answer ``inbound`` in its chat and thread; returns when the reply is fully delivered.
+    async def run(
+        self,
+        channel: Channel,
+        inbound: InboundMessage,
+        documents: tuple[DocumentPart, ...] = (),
+    ) -> TurnOutcome:
+        """Answer ``inbound`` (with its screened ``documents``) in its chat and thread; returns
+        when the reply is fully delivered.
 
         :meth:`stop` and :meth:`cancel_all` cut the model work short: the reply then ends with
         its marker. Cancelling the caller abandons delivery too."""
-        turn, journal = self._begin(channel, inbound)
+        turn, journal = self._begin(channel, inbound, documents)
         key = conversation_key(channel.name, inbound)
         await journal.begin()  # before the reply's first write
         async with anyio.create_task_group() as tg:
@@ -205,7 +211,9 @@ class TurnRunner:
         if self._running.get(key) is turn:
             del self._running[key]
 
-    def _begin(self, channel: Channel, inbound: InboundMessage) -> tuple[TurnState, ReplyJournal]:
+    def _begin(
+        self, channel: Channel, inbound: InboundMessage, documents: tuple[DocumentPart, ...]
+    ) -> tuple[TurnState, ReplyJournal]:
         policy = self._policies.new_reply(channel.name, inbound.chat_id, channel.visible_text)
         turns: list[TurnState] = []  # the turn, once built (the driver's callbacks need it)
 
@@ -228,7 +236,7 @@ class TurnRunner:
             on_unreachable=unreachable,
             on_written=journal.written,
         )
-        user = ChatMessage("user", inbound.text, images=image_parts(inbound))
+        user = user_message(inbound, documents)
         turns.append(TurnState(channel, inbound, policy, driver, [], [user]))
         return turns[0], journal
 
@@ -435,6 +443,7 @@ class TurnRunner:
             turn.driver.feed(AnswerInterrupted(cause))
             turn.outcome.outcome, turn.outcome.cause = "interrupted", cause
         else:
+            turn.outcome.answer = turn.pending_text
             turn.driver.feed(AnswerEnded())
 
     @staticmethod

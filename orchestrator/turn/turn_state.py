@@ -36,6 +36,8 @@ class TurnOutcome:
     rounds: int = 0
     tool_calls: list[tuple[str, str]] = field(default_factory=list)
     dropped_messages: int = 0
+    answer: str = ""
+    """The final answer's text (the model's, before redaction) when it ended complete."""
 
 
 @dataclass

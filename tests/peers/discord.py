@@ -57,13 +57,15 @@ Semantics kept from Discord (:mod:`tests.peers.discord_wire` holds the error bod
 * Rate-limit buckets (``bucket_limit``, :mod:`~tests.peers.discord_http`): off by default;
   when on, ``X-RateLimit-*`` headers on every answer and Discord's own 429 past the limit.
 * Not emulated: permissions, file
-  uploads (a multipart body's ``payload_json`` is read, its files dropped), member chunking
+  uploads (a multipart body's ``payload_json`` is read, its files kept in the request's
+  ``files``, not stored as attachments), member chunking
   beyond one chunk, sharding, ETF encoding, zstd-stream (plain text frames instead).
 
 Test hooks:
 
 * :meth:`inject_message` (a user's MESSAGE_CREATE: DM, guild channel, thread; ``<@id>`` in the
-  content is a mention, ``reply_to`` a reply), :meth:`inject_button_click` (INTERACTION_CREATE
+  content is a mention, ``reply_to`` a reply, ``files`` attachments as :class:`UploadedFile`,
+  served at their ``url`` under ``/attachments/``), :meth:`inject_button_click` (INTERACTION_CREATE
   type 3 for a component ``custom_id`` of a bot message), :meth:`inject_command` (type 2).
 * :meth:`rate_limit`, :meth:`fail`, :meth:`delay`: the ``call``-th request (1-based, over all
   channels; default: the next one) of a ``route`` gets a 429 (with ``retry_after`` seconds and
@@ -73,13 +75,14 @@ Test hooks:
 * Observation: :attr:`requests` (every REST request as a :class:`Request`), :meth:`requests_to`,
   :attr:`frames` (client gateway frames), :attr:`connections`, :attr:`sessions`,
   :meth:`messages`, :meth:`texts`, :meth:`states`, :attr:`interaction_responses`,
-  :attr:`commands`, ``await``-able :meth:`wait_for`.
+  :attr:`commands`, :attr:`downloads` (attachments fetched), ``await``-able :meth:`wait_for`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -104,6 +107,7 @@ from tests.peers.discord_wire import (
     RateLimit,
     Request,
     StoredMessage,
+    snowflakes,
 )
 from tests.peers.discord_world import World
 
@@ -116,7 +120,20 @@ __all__ = [
     "RateLimit",
     "Request",
     "StoredMessage",
+    "UploadedFile",
 ]
+
+
+@dataclass(frozen=True)
+class UploadedFile:
+    """A file a user attaches to a message: its bytes, name and content type; ``size``
+    overrides the size announced, ``duration_secs`` makes it a voice message."""
+
+    data: bytes
+    filename: str
+    content_type: str
+    size: int | None = None
+    duration_secs: float | None = None
 
 
 class DiscordServer:
@@ -169,12 +186,17 @@ class DiscordServer:
         )
         self._runner: web.AppRunner | None = None
         self.url = ""
+        self.files: dict[int, bytes] = {}
+        """The bytes of the files users attached, by attachment id."""
+        self.downloads: list[str] = []
+        """The file names of the attachments fetched, in order."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     async def start(self) -> None:
         app = web.Application()
         app.router.add_get("/ws/", self.gateway.handle)
+        app.router.add_get("/attachments/{channel_id}/{attachment_id}/{filename}", self._download)
         self._front.install(app)
         self._runner = web.AppRunner(
             app, shutdown_timeout=1.0, handler_cancellation=True, access_log=None
@@ -273,12 +295,42 @@ class DiscordServer:
         *,
         author_id: int | None = None,
         reply_to: int | None = None,
+        files: list[UploadedFile] | None = None,
     ) -> dict[str, Any]:
         """A user (default Alice) posts ``content`` in ``channel_id`` (DM, guild channel or
         thread); ``<@id>`` in it mentions that user (:data:`BOT_ID` for the bot);
-        ``reply_to`` makes it a reply (which pings the replied-to author). Returns the message
-        object of the MESSAGE_CREATE."""
-        return self.world.user_message(channel_id, content, author_id=author_id, reply_to=reply_to)
+        ``reply_to`` makes it a reply (which pings the replied-to author); ``files`` are
+        attached (Attachment objects whose ``url`` serves the bytes, :attr:`downloads` records
+        each fetch). Returns the message object of the MESSAGE_CREATE."""
+        attachments = [self._attachment(channel_id, file) for file in files or []]
+        return self.world.user_message(
+            channel_id, content, author_id=author_id, reply_to=reply_to, attachments=attachments
+        )
+
+    def _attachment(self, channel_id: int, file: UploadedFile) -> dict[str, Any]:
+        """https://discord.com/developers/docs/resources/message#attachment-object"""
+        attachment_id = snowflakes()
+        self.files[attachment_id] = file.data
+        url = f"{self.url}/attachments/{channel_id}/{attachment_id}/{file.filename}"
+        obj: dict[str, Any] = {
+            "id": str(attachment_id),
+            "filename": file.filename,
+            "size": file.size if file.size is not None else len(file.data),
+            "url": url,
+            "proxy_url": url,
+            "content_type": file.content_type,
+        }
+        if file.duration_secs is not None:  # a voice message (flags IS_VOICE_MESSAGE: 8192)
+            obj.update(duration_secs=file.duration_secs, waveform="AAAA", flags=0)
+        return obj
+
+    async def _download(self, request: web.Request) -> web.Response:
+        attachment_id = int(request.match_info["attachment_id"])
+        data = self.files.get(attachment_id)
+        if data is None:
+            return web.Response(status=404)
+        self.downloads.append(request.match_info["filename"])
+        return web.Response(body=data, content_type="application/octet-stream")
 
     def inject_button_click(
         self, message_id: int, custom_id: str, *, user_id: int | None = None

@@ -102,7 +102,7 @@ class RestFront:
         needs_auth = not template.startswith(("/interactions/", "/webhooks/"))
 
         async def handle(request: web.Request) -> web.StreamResponse:
-            body = await _read_body(request)
+            body, files = await _read_body(request)
             record = Request(
                 method=method,
                 path=request.path.removeprefix("/api/v10"),
@@ -112,6 +112,7 @@ class RestFront:
                 json=body,
                 at=time.monotonic(),
                 headers={k: v for k, v in request.headers.items() if k != "Authorization"},
+                files=files,
             )
             self.requests.append(record)
             self._changed()
@@ -208,17 +209,18 @@ def _error(error: ApiError) -> web.Response:
     return json_response(error.status, error.body())
 
 
-async def _read_body(request: web.Request) -> Any:
-    """The JSON body, or a multipart request's ``payload_json`` decoded; None without a body."""
+async def _read_body(request: web.Request) -> tuple[Any, dict[str, bytes]]:
+    """The JSON body, or a multipart request's ``payload_json`` decoded (None without a body),
+    and a multipart request's files by file name."""
     if not request.can_read_body:
-        return None
+        return None, {}
     if request.content_type == "application/json":
         with contextlib.suppress(ValueError):
-            return await request.json()
-        return None
+            return await request.json(), {}
+        return None, {}
     if request.content_type.startswith("multipart/"):
         form = await request.post()
+        files = {v.filename: v.file.read() for v in form.values() if isinstance(v, web.FileField)}
         raw = form.get("payload_json")
-        if isinstance(raw, str):
-            return json.loads(raw)
-    return None
+        return (json.loads(raw) if isinstance(raw, str) else None), files
+    return None, {}

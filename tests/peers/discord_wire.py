@@ -173,7 +173,8 @@ class Request:
 
     ``route`` is ``"METHOD /template"`` (e.g. ``"POST /channels/{channel_id}/messages"``),
     ``call`` its 1-based number among that route's requests; ``json`` the decoded JSON body
-    (or a multipart request's ``payload_json``), ``None`` when there was none. Times are
+    (or a multipart request's ``payload_json``), ``None`` when there was none; ``files`` a
+    multipart request's uploaded files by file name. Times are
     ``time.monotonic()`` seconds; ``answered_at`` stays None when the client went away first.
     """
 
@@ -188,6 +189,7 @@ class Request:
     answered_at: float | None = None
     status: int | None = None
     response: Any = None
+    files: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def allowed_mentions(self) -> dict[str, Any] | None:

@@ -190,12 +190,17 @@ class World:
         return msg
 
     def user_message(
-        self, channel_id: int, content: str, *, author_id: int | None, reply_to: int | None
+        self,
+        channel_id: int,
+        content: str,
+        *,
+        author_id: int | None,
+        reply_to: int | None,
+        attachments: list[dict[str, Any]] | None = None,
     ) -> dict[str, Any]:
         author = author_id or self.user_id
-        msg = self.store(
-            channel_id, {"content": content}, author=author, reply_to=reply_to, allowed=None
-        )
+        body = {"content": content, "attachments": attachments or []}
+        msg = self.store(channel_id, body, author=author, reply_to=reply_to, allowed=None)
         mentions_bot = BOT_ID in msg.pinged_users
         self.announce("MESSAGE_CREATE", msg, gated=not mentions_bot)
         return msg.payload
@@ -294,7 +299,7 @@ class World:
             "mention_everyone": everyone,
             "mentions": [self.users[u] for u in sorted(users) if u in self.users],
             "mention_roles": [],
-            "attachments": [],
+            "attachments": body.get("attachments", []) if author != BOT_ID else [],
             "embeds": body.get("embeds") or [],
             "components": body.get("components") or [],
             "pinned": False,

@@ -23,6 +23,11 @@ byte and every pause:
 
 "Send headers then nothing" is ``Reply(body=b"", hold_open=True)`` (also :meth:`Reply.stall`).
 
+The audio endpoints of an OpenAI-compatible server are scripted like any path:
+``POST /v1/audio/transcriptions`` gets ``Reply.json({"text": ...})`` and its multipart body is
+read with :meth:`RecordedRequest.form`; ``POST /v1/audio/speech`` gets
+``Reply(body=audio, content_type="audio/ogg")``.
+
 Connections are kept alive between properly ended replies, as httpx pools them. Every request is
 recorded in :attr:`ProviderServer.requests` (a :class:`RecordedRequest`, JSON bodies parsed)
 before its reply starts; ``ended_at``/``client_closed`` tell when and how serving it ended.
@@ -43,17 +48,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import email.policy
 import json
 import ssl
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from email.parser import BytesParser
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-__all__ = ["ProviderServer", "RecordedRequest", "Reply", "content_type_for"]
+__all__ = ["FormPart", "ProviderServer", "RecordedRequest", "Reply", "content_type_for"]
 
 Framing = Literal["chunked", "length", "close"]
 
@@ -185,6 +192,39 @@ class RecordedRequest:
     async def wait_ended(self) -> None:
         """Wait until serving this request ended (reply finished, aborted, or client gone)."""
         await self.ended.wait()
+
+    def form(self) -> dict[str, FormPart]:
+        """A ``multipart/form-data`` body (RFC 7578) by part name, e.g. the ``file``, ``model``
+        of ``POST /v1/audio/transcriptions``. Raises ``ValueError`` for another body."""
+        content_type = self.headers.get("content-type", "")
+        if not content_type.startswith("multipart/form-data"):
+            raise ValueError(f"not a multipart/form-data body: {content_type!r}")
+        head = f"Content-Type: {content_type}\r\n\r\n".encode("latin-1")
+        message = BytesParser(policy=email.policy.HTTP).parsebytes(head + self.body)
+        parts: dict[str, FormPart] = {}
+        for part in message.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            payload = part.get_payload(decode=True)
+            parts[str(name)] = FormPart(
+                payload if isinstance(payload, bytes) else b"",
+                part.get_filename(),
+                part.get_content_type(),
+            )
+        return parts
+
+
+@dataclass(frozen=True)
+class FormPart:
+    """One part of a multipart form: its bytes, file name (``None`` for a plain field) and
+    content type."""
+
+    data: bytes
+    filename: str | None
+    content_type: str
+
+    @property
+    def text(self) -> str:
+        return self.data.decode()
 
 
 class _Script:

@@ -19,7 +19,8 @@ The configuration (:func:`homeserver_config`) keeps the server off the network:
 * ``trusted_key_servers: []`` (the default fetches keys from matrix.org),
   ``federation_domain_whitelist: []``, ``federation_sender_instances: []``;
 * ``report_stats: false`` (phone-home statistics), ``url_preview_enabled: false``,
-  ``enable_media_repo: false``, ``enable_metrics: false``, presence off;
+  ``enable_metrics: false``, presence off; the media repository on (users' files, through
+  authenticated media ``/_matrix/client/v1/media``), its store in the server's directory;
 * ``ip_range_blacklist`` covers every address, so any outbound HTTP Synapse might still try
   (push gateways, identity servers, federation) is refused before a connection is made;
 * ``bcrypt_rounds: 4``, a fixed ``registration_shared_secret``, open registration off.
@@ -174,13 +175,14 @@ def homeserver_config(
                 "type": "http",
                 "tls": False,
                 "x_forwarded": False,
-                "resources": [{"names": ["client"], "compress": False}],
+                "resources": [{"names": ["client", "media"], "compress": False}],
             }
         ],
         "database": {"name": "sqlite3", "args": {"database": str(directory / "homeserver.db")}},
         "signing_key_path": str(directory / "signing.key"),
         "media_store_path": str(directory / "media_store"),
-        "enable_media_repo": False,
+        "enable_media_repo": True,  # users' files (m.file, m.audio); no thumbnails asked
+        "max_upload_size": "50M",
         "url_preview_enabled": False,
         "report_stats": False,
         "enable_metrics": False,

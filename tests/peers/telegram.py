@@ -53,7 +53,9 @@ Test hooks (all synchronous unless marked async):
   user's text message (private or group; a ``@username`` mention and a leading ``/command`` get
   their entities as Telegram adds them; ``reply_to_message_id`` makes it a reply) and returns
   the Message object; :meth:`inject_photo`, :meth:`inject_document` and :meth:`inject_album`
-  send images (with a caption, whose mentions get ``caption_entities``);
+  send images and files (with a caption, whose mentions get ``caption_entities``),
+  :meth:`inject_media` with ``{"voice": files.voice(...)}`` a voice note; ``sendVoice``
+  stores a bot message with a ``voice`` (the uploaded bytes are its call's ``voice`` param);
   :meth:`offer_again` offers every update again (a restart that lost its confirmation) and
   ``await`` :meth:`post_again` POSTs an update to the webhook once more (Telegram's retry);
   :meth:`inject_callback_query` presses an inline button of a bot message
@@ -285,10 +287,12 @@ class TelegramBotApiServer:
         chat_type: str | None = None,
         reply_to_message_id: int | None = None,
         topic_id: int | None = None,
+        quote: str | None = None,
     ) -> dict[str, Any]:
         """A user sends ``text``; returns the Message object that the update carries.
         ``topic_id`` writes it in that forum topic (``message_thread_id`` with
-        ``is_topic_message``, as Telegram sends it)."""
+        ``is_topic_message``, as Telegram sends it); ``quote`` is the part of the replied-to
+        message the user selected (a ``TextQuote``)."""
         self.open_chat(chat_id, chat_type=chat_type)
         sender: dict[str, Any] = {"id": user_id, "is_bot": False, "first_name": first_name}
         if username:
@@ -300,6 +304,12 @@ class TelegramBotApiServer:
         if m := _LEADING_COMMAND_RE.match(text):
             entities.insert(0, {"type": "bot_command", "offset": 0, "length": len(m[0])})
         msg = self._store(chat_id, text, from_bot=False, sender=sender, entities=tuple(entities))
+        if quote is not None:
+            replied = self._chats[chat_id].messages[reply_to_message_id or 0].text
+            msg.raw["quote"] = {
+                "text": quote,
+                "position": utf16_len(replied[: replied.find(quote)]),
+            }
         self._push_user_message(msg, reply_to_message_id, topic_id)
         return msg.raw
 
@@ -689,6 +699,18 @@ class TelegramBotApiServer:
         self._record_state(chat.obj["id"])
         return msg.raw
 
+    def _send_voice(self, params: dict[str, Any]) -> dict[str, Any]:
+        """sendVoice: a bot message carrying a ``voice`` whose bytes are the upload."""
+        chat = self._chat(params)
+        data = params.get("voice")
+        if not isinstance(data, bytes):
+            raise _Rejection(ApiError.bad_request("there is no voice in the request"))
+        msg = self._store(chat.obj["id"], "", from_bot=True, sender=BOT_USER)
+        del msg.raw["text"]
+        msg.raw["voice"] = self.files.voice(data, duration=0)
+        self._record_state(chat.obj["id"])
+        return msg.raw
+
     def _edit_message_text(self, params: dict[str, Any]) -> dict[str, Any]:
         if "inline_message_id" in params:
             raise _Rejection(ApiError.bad_request("inline messages are not supported here"))
@@ -852,6 +874,7 @@ _METHODS: dict[str, Callable[[_S, dict[str, Any]], Any]] = {
     "getupdates": _S._get_updates,
     "getfile": _S._get_file,
     "sendmessage": _S._send_message,
+    "sendvoice": _S._send_voice,
     "editmessagetext": _S._edit_message_text,
     "deletemessage": _S._delete_message,
     "sendchataction": _S._send_chat_action,

@@ -1,4 +1,4 @@
-"""Files for the local Bot API peer: photos, image documents, getFile and downloads.
+"""Files for the local Bot API peer: photos, documents, voice notes, getFile and downloads.
 
 The Bot API describes a user's file by ``file_id`` (https://core.telegram.org/bots/api#photosize,
 #document); ``getFile`` answers a ``File`` with a ``file_path``, and the bytes are served at
@@ -119,6 +119,18 @@ class FileStore:
         if announce:
             document["file_size"] = stored.announced_size
         return document
+
+    def voice(self, data: bytes, *, duration: int, size: int | None = None) -> dict[str, Any]:
+        """A ``Voice`` object (https://core.telegram.org/bots/api#voice: Ogg/Opus) for
+        ``data``, ``duration`` seconds long."""
+        stored = self.add(data, folder="voice", suffix="oga", size=size)
+        return {
+            "file_id": stored.file_id,
+            "file_unique_id": stored.unique_id,
+            "duration": duration,
+            "mime_type": "audio/ogg",
+            "file_size": stored.announced_size,
+        }
 
 
 def photo_sizes(

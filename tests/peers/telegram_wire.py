@@ -161,15 +161,18 @@ _INT_PARAMS = frozenset({"message_id", "offset", "limit", "timeout", "max_connec
 
 async def read_params(request: web.Request) -> dict[str, Any]:
     """A request's parameters (query string, form, multipart or JSON body), typed: JSON-valued
-    ones decoded, integers parsed. Form values are strings; python-telegram-bot JSON-encodes
-    every non-string value."""
+    ones decoded, integers parsed, uploaded files as their bytes. Form values are strings;
+    python-telegram-bot JSON-encodes every non-string value."""
     raw: dict[str, Any] = dict(request.query)
     if request.content_type == "application/json":
         body = await request.json()
         raw.update(body if isinstance(body, dict) else {})
         typed = set(body) if isinstance(body, dict) else set()
+        files: dict[str, bytes] = {}
     else:
-        raw.update({k: v for k, v in (await request.post()).items() if isinstance(v, str)})
+        form = await request.post()
+        raw.update({k: v for k, v in form.items() if isinstance(v, str)})
+        files = {k: v.file.read() for k, v in form.items() if isinstance(v, web.FileField)}
         typed = set()
     params: dict[str, Any] = {}
     for key, value in raw.items():
@@ -182,6 +185,7 @@ async def read_params(request: web.Request) -> dict[str, Any]:
             elif value in ("true", "false"):
                 value = value == "true"
         params[key] = value
+    params.update(files)  # an uploaded file's bytes (sendVoice's ``voice``)
     return params
 
 

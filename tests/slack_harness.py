@@ -26,7 +26,9 @@ from tests.channel_harness import PATH, CountsReplies, daemon_config, daemon_run
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.slack import SlackServer, StoredMessage
 
-__all__ = ["ObservedSlackChannel", "SlackBot", "running_bot"]
+__all__ = ["SIGNING_SECRET", "ObservedSlackChannel", "SlackBot", "running_bot"]
+
+SIGNING_SECRET = "peer-signing-secret"
 
 
 class ObservedSlackChannel(CountsReplies, SlackChannel):
@@ -78,18 +80,24 @@ async def running_bot(
     extra: str = "",
     agent_extra: str = "",
     policy: str = "",
+    events_listen: str | None = None,
 ) -> AsyncIterator[SlackBot]:
     """The daemon serving the ``sl`` channel, its provider scripted with ``replies``;
     ``extra`` is more YAML under the channel (indented four spaces), ``agent_extra`` under
-    ``agent`` (two spaces)."""
+    ``agent`` (two spaces). With ``events_listen`` the channel takes the Events API over HTTP
+    there (signing secret :data:`SIGNING_SECRET`) instead of Socket Mode."""
     async with SlackServer() as peer, ProviderServer() as provider:
         provider.script(PATH, list(replies))
+        transport = f'    app_token: "{peer.app_token}"\n'
+        if events_listen is not None:
+            transport = (
+                f'    signing_secret: "{SIGNING_SECRET}"\n    events_listen: "{events_listen}"\n'
+            )
         channel = f"""\
   sl:
     kind: slack
     bot_token: "{peer.token}"
-    app_token: "{peer.app_token}"
-    api_base_url: "{peer.api_base}"
+{transport}    api_base_url: "{peer.api_base}"
     stream_mode: {mode}
     native_streaming: {native}
     draft_update_interval_ms: {interval_ms}
@@ -101,6 +109,9 @@ async def running_bot(
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_observed)
 
         async def connected() -> bool:
+            if events_listen is not None:
+                channel = daemon.channels.get("sl")
+                return isinstance(channel, ObservedSlackChannel) and channel.started.is_set()
             return peer.connections > 0
 
         async with daemon_running(daemon, connected):

@@ -10,7 +10,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   by itself after a drop or a ``disconnect`` message, and an event Slack sends again
   (``retry_attempt``) is answered once (:mod:`channels.slack.inbound`).
 * **Start.** ``auth.test`` (the bot's user and team) and ``apps.connections.open`` with the app
-  token, then the WebSocket; a refused token is a permanent :class:`ChannelStartError`.
+  token, then the WebSocket; a refused token is a permanent :class:`ChannelStartError`. With
+  ``signing_secret`` instead, the Events API over HTTP on ``events_listen``
+  (:mod:`channels.slack.http_events`: signatures checked, answered at once, retries once).
 * **Inbound.** :mod:`channels.slack.inbound`: a thread is a conversation, DMs always, channels
   on a mention, ``message`` + ``app_mention`` of one message once.
 * **Writes.** ``partial`` streams natively (:mod:`channels.slack.stream`): the draft's send is
@@ -33,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -61,17 +62,11 @@ from channels.errors import (
     MessageNotModified,
     MessageTooLong,
 )
-from channels.slack.controls import (
-    APPROVE,
-    DENY,
-    OUTCOME,
-    STOP,
-    approval_blocks,
-    section,
-    stop_blocks,
-)
+from channels.slack.buttons import Buttons
+from channels.slack.controls import OUTCOME, approval_blocks, section, stop_blocks
 from channels.slack.errors import AUTH_ERRORS, NETWORK_ERRORS, error_code, translate_error
 from channels.slack.format import escape, mrkdwn, rendering
+from channels.slack.http_events import EventsServer
 from channels.slack.inbound import InboundReader
 from channels.slack.kind import KIND, SLACK_API_URL, SLACK_MAX_STREAM_TEXT, SlackChannelConfig
 from channels.slack.stream import Append, Close, Stop, Stream, Unchanged, Update, next_step
@@ -82,16 +77,17 @@ _LOG = logging.getLogger("channels.slack")
 
 _NO_STREAMING = frozenset(
     {
-        "unknown_method",
-        "not_allowed_token_type",
-        "missing_scope",
-        "feature_not_enabled",
-        "channel_type_not_supported",
-        "method_not_supported_for_channel_type",
+        *("unknown_method", "not_allowed_token_type", "missing_scope", "feature_not_enabled"),
+        *("channel_type_not_supported", "method_not_supported_for_channel_type"),
     }
 )
 """``chat.startStream`` codes meaning this workspace or token cannot stream (``auto`` then
 edits instead)."""
+
+
+def _command_ack(payload: dict[str, Any]) -> dict[str, Any]:
+    """A slash command's acknowledgement: the command, shown to its user only."""
+    return {"response_type": "ephemeral", "text": str(payload.get("command", ""))}
 
 
 class SlackChannel(Channel):
@@ -123,16 +119,15 @@ class SlackChannel(Channel):
         self.ping_interval_secs = ping_interval_secs
         self._web: AsyncWebClient | None = None
         self._socket: SocketModeClient | None = None
+        self.events_server: EventsServer | None = None
+        """The HTTP server of the Events API (``signing_secret``); None in Socket Mode."""
         self._reader: InboundReader | None = None
         self._pump: asyncio.Task[None] | None = None
         self._inbox: asyncio.Queue[InboundMessage] = asyncio.Queue()
         self._streams: dict[tuple[str, str], Stream] = {}
         self._native = config.native_streaming != "off"
         self._status = bool(config.thinking_status)
-        self._approvals: dict[str, tuple[asyncio.Future[bool], str, str | None]] = {}
-        self._stop_tokens: dict[str, tuple[str, str | None]] = {}
-        self._stop_controls: dict[tuple[str, str | None], str | None] = {}
-        """Conversations with a Stop button: its message ts (None while it is being sent)."""
+        self._buttons = Buttons(self._may_press, self._stop_pressed)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -145,21 +140,19 @@ class SlackChannel(Channel):
         """
         if self._web is not None:
             return
-        if self.config.app_token is None:
-            raise ChannelStartError(
-                "the Events API over HTTP is not available yet: set app_token (Socket Mode)",
-                permanent=True,
-            )
         base = self.config.api_base_url or SLACK_API_URL
         web = AsyncWebClient(
             token=self.config.bot_token.get_secret_value(), base_url=base, timeout=30
         )
         auth = await self._start_call("bot_token", web.auth_test)
+        self._reader = InboundReader(self.name, str(auth["user_id"]), auth.get("team_id"))
+        if self.config.app_token is None:
+            await self._serve_http(web)
+            return
         app_token = self.config.app_token.get_secret_value()
         opened = await self._start_call(
             "app_token", lambda: web.apps_connections_open(app_token=app_token)
         )
-        self._reader = InboundReader(self.name, str(auth["user_id"]), auth.get("team_id"))
         socket = SocketModeClient(
             app_token=app_token, web_client=web, ping_interval=self.ping_interval_secs
         )
@@ -174,6 +167,19 @@ class SlackChannel(Channel):
                 f"the Slack Socket Mode connection did not open: {exc}"
             ) from None
         self._web, self._socket = web, socket
+        self._pump = asyncio.create_task(self._hand_on(), name=f"{self.name}: inbound")
+
+    async def _serve_http(self, web: AsyncWebClient) -> None:
+        """The Events API over HTTP on ``events_listen`` (:mod:`channels.slack.http_events`)."""
+        assert self.config.signing_secret is not None and self.config.events_listen is not None
+        server = EventsServer(self.config.signing_secret.get_secret_value(), self.receive)
+        host, _, port = self.config.events_listen.rpartition(":")
+        try:
+            await server.start(host.strip("[]"), int(port))
+        except OSError as exc:
+            where = self.config.events_listen
+            raise ChannelStartError(f"cannot listen on {where}: {exc.strerror}") from None
+        self._web, self.events_server = web, server
         self._pump = asyncio.create_task(self._hand_on(), name=f"{self.name}: inbound")
 
     async def _start_call(
@@ -195,14 +201,16 @@ class SlackChannel(Channel):
         socket, self._socket = self._socket, None
         pump, self._pump = self._pump, None
         self._web = None
+        server, self.events_server = self.events_server, None
+        if server is not None:
+            await server.stop()
         if pump is not None:
             pump.cancel()
             with contextlib.suppress(BaseException):
                 await pump
         if socket is not None:
             await socket.close()  # type: ignore[no-untyped-call]
-        for future, _, _ in self._approvals.values():
-            future.cancel()
+        self._buttons.cancel()
 
     # -- inbound --------------------------------------------------------------------------
 
@@ -219,15 +227,16 @@ class SlackChannel(Channel):
         payload = request.payload if isinstance(request.payload, dict) else {}
         answer = None
         if request.type == "slash_commands":
-            answer = {"response_type": "ephemeral", "text": str(payload.get("command", ""))}
+            answer = _command_ack(payload)
         await client.send_socket_mode_response(SocketModeResponse(request.envelope_id, answer))
         self.receive(request.type, payload)
 
-    def receive(self, kind: str, payload: dict[str, Any]) -> None:
-        """One envelope's payload (``events_api``, ``slash_commands``, ``interactive``)."""
+    def receive(self, kind: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        """One envelope's payload (``events_api``, ``slash_commands``, ``interactive``), over
+        Socket Mode or HTTP; returns the body of its acknowledgement (``None``: empty)."""
         reader = self._reader
         if reader is None:
-            return
+            return None
         if kind == "events_api":
             event = payload.get("event")
             inbound = reader.event(event) if isinstance(event, dict) else None
@@ -235,21 +244,14 @@ class SlackChannel(Channel):
                 self._inbox.put_nowait(inbound)
         elif kind == "slash_commands":
             self._inbox.put_nowait(reader.command(payload))
+            return _command_ack(payload)
         elif kind == "interactive" and payload.get("type") == "block_actions":
-            self._pressed(payload)
+            self._buttons.pressed(payload)
+        return None
 
-    def _pressed(self, payload: dict[str, Any]) -> None:
-        user = str((payload.get("user") or {}).get("id", ""))
-        for action in payload.get("actions") or []:
-            action_id, value = action.get("action_id"), str(action.get("value", ""))
-            if action_id in (APPROVE, DENY) and value in self._approvals:
-                future, chat, thread = self._approvals[value]
-                if self._may_press(user, chat, thread) and not future.done():
-                    future.set_result(action_id == APPROVE)
-            elif action_id == STOP and value in self._stop_tokens:
-                chat, thread = self._stop_tokens[value]
-                if self._may_press(user, chat, thread) and self._reader is not None:
-                    self._inbox.put_nowait(self._reader.stop(chat, thread, user))
+    def _stop_pressed(self, chat: str, thread: str | None, user: str) -> None:
+        if self._reader is not None:
+            self._inbox.put_nowait(self._reader.stop(chat, thread, user))
 
     def _may_press(self, user: str, chat: str, thread: str | None) -> bool:
         """Only the asker of the thread answers its buttons."""
@@ -410,11 +412,9 @@ class SlackChannel(Channel):
     async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         """The Stop button on an answer's first typing (one write), the thinking status after."""
         web = self._client()
-        key = (chat_id, thread_id)
-        if self.config.stop_button and thread_id and key not in self._stop_controls:
-            self._stop_controls[key] = None
-            token = secrets.token_hex(8)
-            self._stop_tokens[token] = key
+        place = (chat_id, thread_id)
+        token = self._buttons.stop_token(place) if self.config.stop_button and thread_id else None
+        if token is not None:
             sent = await self._call(
                 lambda: web.chat_postMessage(
                     channel=chat_id,
@@ -423,7 +423,7 @@ class SlackChannel(Channel):
                     blocks=stop_blocks(token),
                 )
             )
-            self._stop_controls[key] = str(sent["ts"])
+            self._buttons.stop_sent(place, str(sent["ts"]))
             return
         if not (self._status and thread_id):
             return
@@ -452,13 +452,9 @@ class SlackChannel(Channel):
                 if stream.open:
                     with contextlib.suppress(*NETWORK_ERRORS):
                         await web.chat_stopStream(channel=chat, ts=ts)
-        for key, control in list(self._stop_controls.items()):
-            if key[0] == chat_id and control is not None:
-                del self._stop_controls[key]
-                for token in [t for t, k in self._stop_tokens.items() if k == key]:
-                    del self._stop_tokens[token]
-                with contextlib.suppress(*NETWORK_ERRORS):
-                    await web.chat_delete(channel=chat_id, ts=control)
+        for control in self._buttons.finished(chat_id):
+            with contextlib.suppress(*NETWORK_ERRORS):
+                await web.chat_delete(channel=chat_id, ts=control)
 
     async def _request_approval(
         self,
@@ -470,10 +466,8 @@ class SlackChannel(Channel):
     ) -> bool | None:
         """Raises ChannelError when the prompt cannot be sent."""
         web = self._client()
-        token = secrets.token_hex(8)
         text = escape(prompt)
-        answer: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._approvals[token] = (answer, chat_id, thread_id)
+        token, answer = self._buttons.open_approval((chat_id, thread_id))
         try:
             sent = await self._call(
                 lambda: web.chat_postMessage(
@@ -490,7 +484,7 @@ class SlackChannel(Channel):
             except TimeoutError:
                 result = None
         finally:
-            del self._approvals[token]
+            self._buttons.close_approval(token)
         shown = f"{text}\n\n{OUTCOME[result]}"
         try:  # show the outcome and remove the buttons
             await spacing.next_write()

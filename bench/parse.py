@@ -12,7 +12,11 @@ above 1 means ours spends less).
 Clients: ``ours_openai_chat``, ``ours_anthropic``, ``ours_openai_responses``, ``ours_ollama``
 (``build_provider`` + ``stream``), ``sdk_openai`` (``AsyncOpenAI().chat.completions.create(
 stream=True)``), ``sdk_anthropic`` (``AsyncAnthropic().messages.create(stream=True)``), and
-``ours_openai_chat_uvloop`` (ours on uvloop, trickled only). The trickled runs send one event
+``ours_openai_chat_uvloop`` (ours on uvloop, trickled only), and the floor: ``floor_openai_chat``
+and ``floor_anthropic``, a 20-line aiohttp + orjson reader (lines of ``response.content``,
+``data:`` payloads parsed, the text picked; no typed errors, idle bound or proxies), checked to
+read the exact text (``openai_floor_ratio``, ``anthropic_floor_ratio``: ours / floor, at or
+below 1 means at the floor). The trickled runs send one event
 per 0.5 ms (the cost of a wakeup per event, as a real model's pace gives).
 
 Also measured in-process: ``json.loads``, ``orjson.loads``, msgspec and ``json_fast`` on the same
@@ -35,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-from bench.streams import events
+from bench.streams import deltas, events
 
 __all__ = ["main", "measure", "running_server"]
 
@@ -43,8 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BURST_CLIENTS = (
     "ours_openai_chat",
     "sdk_openai",
+    "floor_openai_chat",
     "ours_anthropic",
     "sdk_anthropic",
+    "floor_anthropic",
     "ours_openai_responses",
     "ours_ollama",
 )
@@ -99,8 +105,46 @@ def _format_of(client: str) -> str:
     return client.removeprefix("ours_")
 
 
+def _floor_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
+    """The floor: a 20-line aiohttp + orjson SSE reader (no typed errors, no idle bound, no
+    proxy, no reducer beyond picking the text), which checks that it read the exact text."""
+    import aiohttp
+    import orjson
+
+    anthropic = client == "floor_anthropic"
+    path = "/v1/messages" if anthropic else "/v1/chat/completions"
+    session: list[aiohttp.ClientSession] = []
+
+    async def read_floor(model: str) -> int:
+        if not session:
+            session.append(aiohttp.ClientSession())
+        body = {"model": model, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
+        seen, text = 0, []
+        async with session[0].post(url + path, json=body) as response:
+            pending = b""
+            async for chunk in response.content.iter_any():
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if not line.startswith(b"data: {"):
+                        continue
+                    event = orjson.loads(line[6:])
+                    seen += 1
+                    if anthropic:
+                        if event["type"] == "content_block_delta":
+                            text.append(event["delta"]["text"])
+                    elif event["choices"] and (got := event["choices"][0]["delta"].get("content")):
+                        text.append(got)
+        if "".join(text) != "".join(deltas(int(model.split(":")[1]))):
+            raise RuntimeError(f"{client} read a different text")
+        return seen
+
+    return read_floor
+
+
 def _make_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
     """``read(model) -> events seen``, for one client kind, reusing one connection pool."""
+    if client.startswith("floor_"):
+        return _floor_reader(client, url)
     if client == "sdk_openai":
         import openai
 
@@ -270,6 +314,8 @@ def run(
         print(f"  {client:26} {summary[f'trickle_{client}']:7.1f}")
     summary["openai_ratio"] = summary["sdk_openai"] / summary["ours_openai_chat"]
     summary["anthropic_ratio"] = summary["sdk_anthropic"] / summary["ours_anthropic"]
+    summary["openai_floor_ratio"] = summary["ours_openai_chat"] / summary["floor_openai_chat"]
+    summary["anthropic_floor_ratio"] = summary["ours_anthropic"] / summary["floor_anthropic"]
     summary["trickle_openai_ratio"] = (
         summary["trickle_sdk_openai"] / summary["trickle_ours_openai_chat"]
     )
@@ -278,7 +324,9 @@ def run(
     )
     print(
         f"openai_ratio={summary['openai_ratio']:.2f} "
-        f"anthropic_ratio={summary['anthropic_ratio']:.2f}"
+        f"anthropic_ratio={summary['anthropic_ratio']:.2f} (SDK / ours); against the floor "
+        f"(ours / aiohttp + orjson): openai_chat {summary['openai_floor_ratio']:.2f} "
+        f"anthropic {summary['anthropic_floor_ratio']:.2f}"
     )
     print(
         f"trickled: openai_ratio={summary['trickle_openai_ratio']:.2f} "

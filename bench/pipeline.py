@@ -1,22 +1,34 @@
-"""Pipeline cost: CPU per delta from a provider event to the channel call, beyond the provider.
+"""Pipeline cost: CPU per delta from a provider event to the channel call, at growing answers.
 
-An in-process provider yields ``n`` text deltas of 3–6 characters (no I/O; it awaits
-``asyncio.sleep(0)`` before each one, as a network read yields to the loop) into the real
-round runner, turn loop, outbound policy and delivery driver, writing to a no-op channel in
-``partial`` mode (:class:`bench.channels.NoopChannel`). The provider stamps the thread's CPU
-clock (``time.thread_time_ns``) before each yield; the difference between consecutive stamps is
-what one delta cost everything downstream (the consumer's work and whatever the loop ran
-meanwhile: the delivery task). The same provider drained by a bare ``async for`` gives the
-baseline, subtracted: the figure is the cost *beyond the provider*.
+An in-process provider yields an answer of a given size (12 KB, 256 KB, 1 MB by default) in text
+deltas of 3–6 characters (no I/O; it awaits ``asyncio.sleep(0)`` before each one, as a network
+read yields to the loop) into the real round runner, turn loop, outbound policy, store and
+delivery driver, writing to a no-op channel (:class:`bench.channels.NoopChannel`) in ``partial``
+mode with a draft interval of 0 ms: the driver takes the held text through the policy and writes
+before every pass of its loop, so nearly every delta reaches the redaction window and a draft
+edit on its own (the worst case per delta; the daemon's 1 s interval batches a second of deltas
+per pass).
 
-The parts: **policy** (``ReplyPolicy.feed`` and ``redact_piece``: redaction window and piece
-guard, as delivery calls it, through :func:`orchestrator.delivery.hooks.guard_piece`; no hook is
-configured), **delivery** (``DeliveryDriver.feed`` and the driver task's turns of the loop: engine,
-layout, channel call), **rest** (round runner, turn loop, ``<think>`` filter: the remainder).
-Median and p99 per delta; a burst (the whole answer as fast as it can be consumed) at two
-answer lengths.
+Figures, each the process CPU (``time.process_time_ns``: the store's worker thread included) over
+the whole turn — its start, every delta, the final flush, the final piece guard and write —
+divided by the deltas, minus the same provider drained by a bare ``async for``:
 
-Usage: ``python -m bench.pipeline [--deltas 1000 8000]``
+- **µs/delta**: the whole pipeline; flat means the 1 MB answer's within 1.3× of the 12 KB one's;
+- **first / last tenth**: the thread's CPU between consecutive deltas, mean over the answer's first
+  and last tenth (a cost that grows with the text so far shows as last > first);
+- **policy** (``ReplyPolicy.feed`` and the window), **guard** (``redact_piece``: the piece guard
+  delivery runs, :func:`orchestrator.delivery.hooks.guard_piece`, here once, on the final text;
+  the run fails if it was never called, so the figure cannot read 0 from a dead path), and
+  **rest** (everything else: round runner, turn loop, delivery driver and engine, store, the
+  event loop), each per delta; **feeds** and **writes** count the policy's feeds and the
+  channel's writes.
+
+Also **policy alone**: ``ReplyPolicy.feed`` called once per delta (as when a write could start
+after every delta: a slow model), µs per call over the whole answer and its last tenth.
+
+Of ``repeats`` runs the median (by µs/delta) is kept.
+
+Usage: ``python -m bench.pipeline [--kb 12 256 1024] [--repeats 3]``
 """
 
 from __future__ import annotations
@@ -32,11 +44,10 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from bench.channels import NoopChannel
+from bench.channels import BenchChannelConfig, NoopChannel
 from bench.streams import deltas
 from channels.base import InboundMessage
 from config.models import AgentConfig, PolicyConfig, ProviderConfig
-from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.policy import OutboundPolicy
 from orchestrator.store import Store
 from orchestrator.tools.registry import ToolRegistry
@@ -45,9 +56,23 @@ from orchestrator.turn.runner import TurnRunner
 from providers.base import ChatRequest, CompletionResponse, ModelProvider
 from providers.events import Final, StreamChunk, StreamEvent, TextDelta
 
-__all__ = ["main", "measure", "run"]
+__all__ = ["answer_deltas", "main", "measure", "run"]
 
+SIZES_KB = (12, 256, 1024)
 _clock = time.thread_time_ns
+_cpu = time.process_time_ns
+
+
+def answer_deltas(kb: int) -> list[str]:
+    """Deltas of 3–6 characters (:func:`bench.streams.deltas`) making an answer of ``kb`` KB."""
+    texts = deltas(kb * 1024 // 4 + 16)
+    out, size = [], 0
+    for text in texts:
+        if size >= kb * 1024:
+            break
+        out.append(text)
+        size += len(text)
+    return out
 
 
 class ScriptedProvider(ModelProvider):
@@ -57,7 +82,6 @@ class ScriptedProvider(ModelProvider):
         self.name = "scripted"
         self.texts = texts
         self.stamps: list[int] = []
-        self.loop_ns: list[int] = []
 
     def supports_streaming(self) -> bool:
         return True
@@ -66,13 +90,10 @@ class ScriptedProvider(ModelProvider):
         return True
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[StreamEvent]:
-        stamps, loop_ns = self.stamps, self.loop_ns
+        stamps = self.stamps
         for text in self.texts:
-            before = _clock()
             await asyncio.sleep(0)
-            now = _clock()
-            loop_ns.append(now - before)
-            stamps.append(now)
+            stamps.append(_clock())
             yield TextDelta(StreamChunk(delta=text))
         stamps.append(_clock())
         yield Final("stop")
@@ -82,10 +103,11 @@ class ScriptedProvider(ModelProvider):
 
 
 class _Timed:
-    """Accumulates the CPU time of calls to one function (ns)."""
+    """Accumulates the CPU time (ns) and the calls of one function."""
 
     def __init__(self) -> None:
         self.ns = 0
+        self.calls = 0
 
     def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -94,6 +116,7 @@ class _Timed:
                 return fn(*args, **kwargs)
             finally:
                 self.ns += _clock() - start
+                self.calls += 1
 
         return timed
 
@@ -113,27 +136,27 @@ class _TimedPolicies:
         return reply
 
 
-def _gaps(stamps: list[int]) -> list[float]:
-    return [(b - a) / 1000 for a, b in itertools.pairwise(stamps)]
+def _tenths(stamps: list[int]) -> tuple[float, float]:
+    """Mean µs between consecutive stamps over the first and the last tenth."""
+    gaps = [(b - a) / 1000 for a, b in itertools.pairwise(stamps[:-1])]
+    tenth = max(1, len(gaps) // 10)
+    return statistics.fmean(gaps[:tenth]), statistics.fmean(gaps[-tenth:])
 
 
-def _p99(values: list[float]) -> float:
-    return statistics.quantiles(values, n=100)[98] if len(values) > 1 else values[0]
-
-
-async def _baseline(texts: list[str]) -> list[float]:
+async def _baseline(texts: list[str]) -> dict[str, float]:
     provider = ScriptedProvider(texts)
+    start = _cpu()
     async for _ in provider.stream(ChatRequest(messages=())):
         pass
-    return _gaps(provider.stamps)
+    total = (_cpu() - start) / 1000 / len(texts)
+    first, last = _tenths(provider.stamps)
+    return {"total": total, "first": first, "last": last}
 
 
-async def _pipeline(texts: list[str], store_dir: Path) -> dict[str, float]:
+async def _pipeline(texts: list[str], store_dir: Path, interval_ms: int) -> dict[str, float]:
     provider = ScriptedProvider(texts)
     config = ProviderConfig(kind="ollama", model="scripted", max_retries=0)
-    policy_timer, guard_timer, feed_timer = _Timed(), _Timed(), _Timed()
-    original_feed = DeliveryDriver.feed
-    DeliveryDriver.feed = feed_timer.wrap(original_feed)  # type: ignore[method-assign]
+    policy_timer, guard_timer = _Timed(), _Timed()
     store = Store(store_dir / "bench.db")
     try:
         turns = TurnRunner(
@@ -143,81 +166,119 @@ async def _pipeline(texts: list[str], store_dir: Path) -> dict[str, float]:
             store=store,
             policies=_TimedPolicies(policy_timer, guard_timer),
         )
-        channel = NoopChannel()
+        channel = NoopChannel(BenchChannelConfig(draft_update_interval_ms=interval_ms))
         inbound = InboundMessage("bench", "c1", "u1", "user", "hi", "m1")
+        start = _cpu()
         outcome = await turns.run(channel, inbound)
+        total = _cpu() - start
     finally:
-        DeliveryDriver.feed = original_feed  # type: ignore[method-assign]
         store.close()
     if channel.writes == 0:
         raise RuntimeError("the channel got no write: its primitives no longer match Channel's")
     if outcome.outcome != "ok":
         raise RuntimeError(f"pipeline run ended {outcome.outcome}: {outcome.cause}")
-    gaps = _gaps(provider.stamps)
-    loop_us = [ns / 1000 for ns in provider.loop_ns]
+    if guard_timer.calls == 0 or policy_timer.calls == 0:
+        raise RuntimeError("the policy's feed or piece guard was never called: a dead path")
+    n = len(texts)
+    first, last = _tenths(provider.stamps)
     return {
-        "gaps": gaps,  # type: ignore[dict-item]
-        "loop_us": statistics.fmean(loop_us),
-        "policy_us": (policy_timer.ns + guard_timer.ns) / 1000 / len(texts),
-        "guard_us": guard_timer.ns / 1000 / len(texts),
-        "feed_us": feed_timer.ns / 1000 / len(texts),
+        "total": total / 1000 / n,
+        "first": first,
+        "last": last,
+        "policy": policy_timer.ns / 1000 / n,
+        "feeds": policy_timer.calls,
+        "guard": guard_timer.ns / 1000 / n,
+        "guard_ms": guard_timer.ns / 1e6,
         "writes": channel.writes,
     }
 
 
-def measure(n: int, repeats: int = 5) -> dict[str, float]:
-    """Per-delta figures (µs) for an ``n``-delta burst; of ``repeats`` runs, the median one
-    (by mean cost) is kept."""
-    texts = deltas(n)
+def measure(kb: int, repeats: int = 3, interval_ms: int = 0) -> dict[str, float]:
+    """Per-delta figures (µs) for an answer of ``kb`` KB; the median of ``repeats`` runs (by
+    µs/delta) is kept."""
+    texts = answer_deltas(kb)
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeats):
-            base = statistics.median(asyncio.run(_baseline(texts)))
-            full = asyncio.run(_pipeline(texts, Path(tmp) / str(i)))
-            gaps: list[float] = full.pop("gaps")  # type: ignore[assignment]
-            # The bare provider's gap is nearly all its own loop turn: the delivery task runs
-            # inside the pipeline's loop turns, so what those cost beyond it, plus
-            # DeliveryDriver.feed, is delivery (redact_piece, which runs there, is policy).
-            delivery = max(0.0, full["loop_us"] - base - full["guard_us"]) + full["feed_us"]
-            mean = statistics.fmean(gaps) - base
-            runs.append(
-                {
-                    "median": statistics.median(gaps) - base,
-                    "p99": _p99(gaps) - base,
-                    "mean": mean,
-                    "policy": full["policy_us"],
-                    "delivery": delivery,
-                    "rest": mean - full["policy_us"] - delivery,
-                    "writes": full["writes"],
-                }
-            )
-    runs.sort(key=lambda r: r["mean"])
+            base = asyncio.run(_baseline(texts))
+            full = asyncio.run(_pipeline(texts, Path(tmp) / str(i), interval_ms))
+            for key in ("total", "first", "last"):
+                full[key] -= base[key]
+            full["rest"] = full["total"] - full["policy"] - full["guard"]
+            full["deltas"] = len(texts)
+            runs.append(full)
+    runs.sort(key=lambda r: r["total"])
     return runs[len(runs) // 2]
 
 
-def run(lengths: tuple[int, ...] = (1000, 8000), repeats: int = 5) -> dict[str, float]:
-    """The pipeline section; returns the summary figures (µs per delta)."""
+def policy_per_delta(kb: int, repeats: int = 3) -> tuple[float, float, float]:
+    """µs of CPU per ``ReplyPolicy.feed`` called once per delta (a write could start after every
+    delta: a slow model), the whole answer and its first and last tenth; best of ``repeats``."""
+    texts = answer_deltas(kb)
+    tenth = max(1, len(texts) // 10)
+    best = (float("inf"), float("inf"), float("inf"))
+    policy = OutboundPolicy.from_config(PolicyConfig())
+    for _ in range(repeats):
+        reply = policy.new_reply("bench", "c1")
+        feed = reply.feed
+        start = _clock()
+        for text in texts[:tenth]:
+            feed(text)
+        first = _clock()
+        for text in texts[tenth:-tenth]:
+            feed(text)
+        last = _clock()
+        for text in texts[-tenth:]:
+            feed(text)
+        end = _clock()
+        reply.finish()
+        run_ = ((end - start) / len(texts), (first - start) / tenth, (end - last) / tenth)
+        best = min(best, tuple(ns / 1000 for ns in run_))  # type: ignore[assignment]
+    return best
+
+
+def run(
+    sizes_kb: tuple[int, ...] = SIZES_KB, repeats: int = 3, interval_ms: int = 0
+) -> dict[str, float]:
+    """The pipeline section; returns the summary figures (µs per delta), keyed ``{kb}_...``,
+    and ``flatness`` (the largest answer's µs/delta over the smallest's)."""
     summary: dict[str, float] = {}
-    print("pipeline: µs CPU per delta beyond the provider (burst, no-op channel, partial mode)")
-    print(f"  {'deltas':>7} {'median':>7} {'p99':>7} {'mean':>7} {'policy':>7} "
-          f"{'delivery':>8} {'rest':>7} {'writes':>6}")  # fmt: skip
-    for n in lengths:
-        r = measure(n, repeats)
+    print(
+        "pipeline: µs CPU per delta beyond the provider, whole turn (partial mode, draft "
+        f"interval {interval_ms} ms, no-op channel; median of {repeats})"
+    )
+    print(f"  {'answer':>7} {'deltas':>7} {'µs/delta':>8} {'first':>6} {'last':>6} "
+          f"{'policy':>6} {'guard':>6} {'rest':>6} {'feeds':>6} {'writes':>6}")  # fmt: skip
+    measure(4, 1, interval_ms)  # warm-up: imports, compiled patterns, the renderer's first use
+    for kb in sizes_kb:
+        r = measure(kb, repeats, interval_ms)
         print(
-            f"  {n:7d} {r['median']:7.1f} {r['p99']:7.1f} {r['mean']:7.1f} {r['policy']:7.1f} "
-            f"{r['delivery']:8.1f} {r['rest']:7.1f} {int(r['writes']):6d}"
+            f"  {kb:5d}KB {int(r['deltas']):7d} {r['total']:8.2f} {r['first']:6.2f} "
+            f"{r['last']:6.2f} {r['policy']:6.2f} {r['guard']:6.2f} {r['rest']:6.2f} "
+            f"{int(r['feeds']):6d} {int(r['writes']):6d}"
         )
-        for key in ("median", "p99", "mean", "policy", "delivery", "rest"):
-            summary[f"{n}_{key}"] = r[key]
+        for key in ("total", "first", "last", "policy", "guard", "rest"):
+            summary[f"{kb}_{key}"] = r[key]
+    summary["flatness"] = summary[f"{sizes_kb[-1]}_total"] / summary[f"{sizes_kb[0]}_total"]
+    print(f"  largest / smallest answer, µs per delta: {summary['flatness']:.2f}x")
+    print("policy alone: µs CPU per ReplyPolicy.feed, one call per delta (best of 3)")
+    print(f"  {'answer':>7} {'µs/delta':>8} {'first':>6} {'last':>6}")
+    for kb in sizes_kb:
+        whole, first, last = policy_per_delta(kb)
+        print(f"  {kb:5d}KB {whole:8.2f} {first:6.2f} {last:6.2f}")
+        summary[f"{kb}_feed"], summary[f"{kb}_feed_last"] = whole, last
+    summary["feed_flatness"] = summary[f"{sizes_kb[-1]}_feed"] / summary[f"{sizes_kb[0]}_feed"]
+    print(f"  largest / smallest answer, µs per feed: {summary['feed_flatness']:.2f}x")
     return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--deltas", type=int, nargs="+", default=[1000, 8000])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--kb", type=int, nargs="+", default=list(SIZES_KB))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--interval-ms", type=int, default=0)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    run(tuple(args.deltas), args.repeats)
+    run(tuple(args.kb), args.repeats, args.interval_ms)
     return 0
 
 

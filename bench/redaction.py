@@ -37,6 +37,58 @@ PARAGRAPHS = (
 )
 
 
+PROSE = (
+    "When you migrate the service, start with the read replicas: they take no writes, so a "
+    "failed step costs nothing but a restart. Then move the primary during the quiet hours, "
+    "after a fresh backup. ",
+    "In short, the cache helps only when the same keys come back often; for a workload of "
+    "unique queries it adds memory and a second lookup without saving any time. ",
+    "Here are the options, from the cheapest to the most thorough:\n\n1. **Raise the "
+    "timeout** to 30 seconds and watch the error rate for a day.\n2. Add a retry with "
+    "exponential backoff (0.5 s, 1 s, 2 s).\n3. Split the job into batches of 500 rows.\n\n",
+    "The function returns `None` when the list is empty, which is why the caller's loop never "
+    "ran; check `len(items)` first, or return an empty tuple instead. ",
+    "Your question has two parts. First, the results differ because the second run used the "
+    "warm cache (about 40% faster). Second, the totals match to within 0.1%, which is rounding. ",
+    "I would keep the configuration in one file per environment (development, staging, "
+    "production) and load it at start-up; that way nothing depends on the order of imports.\n\n",
+)
+URLS = (
+    "See https://docs.python.org/3/library/asyncio-task.html#asyncio.sleep for the details. ",
+    "The guide is at [the migration guide](https://example.org/guide/v2/migrate?from=1.4&to=2.0) "
+    "and the changelog at https://github.com/example/project/blob/main/CHANGELOG.md#200. ",
+    "- https://en.wikipedia.org/wiki/Exponential_backoff\n- https://aws.amazon.com/builders-"
+    "library/timeouts-retries-and-backoff-with-jitter/\n- https://www.rfc-editor.org/rfc/rfc9110"
+    ".html#name-retry-after\n",
+    "Download it from https://pypi.org/project/httpx/0.28.1/#files or mirror "
+    "https://files.pythonhosted.org/packages/source/h/httpx/httpx-0.28.1.tar.gz. ",
+    "Results: <https://grafana.example.net/d/abc123/latency?orgId=1&from=now-6h&to=now&var-"
+    "region=eu-west-1> shows p99 at 180 ms. ",
+)
+
+
+def corpus(parts: tuple[str, ...], size: int, seed: int = 7) -> str:
+    """``size`` bytes (UTF-8) of ``parts`` drawn at random (no secret in either corpus)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    length = 0
+    while length < size:
+        part = rng.choice(parts)
+        out.append(part)
+        length += len(part.encode())
+    return "".join(out).encode()[:size].decode(errors="ignore")
+
+
+def prose(size: int) -> str:
+    """Ordinary English prose of an assistant's answer: paragraphs, a list, inline code."""
+    return corpus(PROSE, size)
+
+
+def url_dense(size: int) -> str:
+    """Text dense with URLs: bare links, Markdown links, autolinks, query strings."""
+    return corpus(URLS, size)
+
+
 def answer(size: int, seed: int = 7) -> str:
     rng = random.Random(seed)
     parts: list[str] = []
@@ -90,6 +142,10 @@ def main() -> int:
         )
     ratio = max(costs) / min(costs)
     print(f"  per-byte cost, largest/smallest across sizes: {ratio:.2f}x (must stay within 2x)")
+    for label, make in (("ordinary prose", prose), ("URL-dense text", url_dense)):
+        text = make(256 * 1024)
+        seconds = time_window(redactor, deltas(text), args.repeats)
+        print(f"  {label:>15} 256 KB: {seconds / len(text.encode()) * 1e9:7.1f} ns/byte")
 
     clean = ("The quick brown fox jumps over the lazy dog. 日本語のテキストです。\n") * 16_000
     dirty = answer(len(clean.encode()))

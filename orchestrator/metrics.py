@@ -28,6 +28,9 @@ polls the bot; a provider whose last call failed).
 ``relaybot_queued_messages``               gauge: messages waiting behind a running answer
 ``relaybot_provider_errors_total``         failed provider attempts by provider and error class
 ``relaybot_fallbacks_total``               rounds handed to the next provider (from, to)
+``relaybot_provider_requests_waiting``     gauge: requests waiting for one of a provider's
+                                           pooled connections now, by provider
+``relaybot_provider_requests_queued_total`` requests that waited for one, by provider
 ``relaybot_channel_restarts_total``        channel (re)starts after a failure, by channel
 =========================================  =========================================
 """
@@ -35,17 +38,51 @@ polls the bot; a provider whose last call failed).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from channels.base import ChannelHealth
 from channels.errors import ChannelRateLimited
 from orchestrator.store import RoundRecord
 
-__all__ = ["Metrics", "health_body"]
+__all__ = ["Metrics", "PoolCounts", "health_body"]
 
 _SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class PoolCounts(Protocol):
+    """A provider pool's queue as the metrics read it (:class:`providers.pool_queue.PoolQueue`)."""
+
+    waiting: int
+    queued: int
+
+
+class _PoolQueues(Collector):
+    """The pool queue gauges, read from :attr:`Metrics.pool_queues` at each scrape."""
+
+    def __init__(self, metrics: Metrics) -> None:
+        self._metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        waiting = GaugeMetricFamily(
+            "relaybot_provider_requests_waiting",
+            "Requests waiting for one of a provider's pooled connections",
+            labels=["provider"],
+        )
+        queued = CounterMetricFamily(
+            "relaybot_provider_requests_queued",
+            "Requests that waited for one of a provider's pooled connections",
+            labels=["provider"],
+        )
+        for name, queue in self._metrics.pool_queues().items():
+            waiting.add_metric([name], queue.waiting)
+            queued.add_metric([name], queue.queued)
+        yield waiting
+        yield queued
 
 
 def _entries(states: Mapping[str, ChannelHealth]) -> dict[str, dict[str, str]]:
@@ -138,6 +175,11 @@ class Metrics:
             "relaybot_channel_restarts", "Channel starts retried after a failure", ["channel"],
             registry=registry,
         )  # fmt: skip
+
+        self.pool_queues: Callable[[], Mapping[str, PoolCounts]] = dict
+        """Each provider's pool queue (``waiting``, ``queued``) by name, read at each scrape
+        (the daemon points it at its providers)."""
+        registry.register(_PoolQueues(self))
 
     # -- observers the daemon wires in ---------------------------------------------------------
 

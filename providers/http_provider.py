@@ -37,6 +37,7 @@ import httpx
 from config.models import ProviderConfig
 from providers.base import ModelProvider
 from providers.http_stream import ReducedStream
+from providers.pool_queue import PoolQueue
 from providers.stream_reducer import StreamReducer
 from providers.transport import BodyStream, make_client, open_stream, post_json
 
@@ -68,10 +69,18 @@ class HttpModelProvider(ModelProvider):
         self.config = config
         self._owns_client = client is None
         self._client = (
-            client if client is not None else make_client(max_connections=config.max_connections)
+            client
+            if client is not None
+            else make_client(max_connections=config.max_connections, name=name)
         )
         self._url = f"{config.resolved_base_url}{self.endpoint}"
         self._unstreamed_noted = False
+
+    @property
+    def pool_queue(self) -> PoolQueue | None:
+        """The requests waiting for one of its client's connections (``None``: a client that
+        :func:`~providers.transport.make_client` did not make)."""
+        return getattr(self._client, "pool_queue", None)
 
     def supports_streaming(self) -> bool:
         return True

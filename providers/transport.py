@@ -30,7 +30,8 @@ waiting for good, when aiohttp's parser meets broken chunked framing after the f
 line) are parsed inside aiohttp and do not reset the bound; data does.
 
 The pool (aiohttp's ``TCPConnector``) holds ``max_connections`` connections per provider (default
-1000, architecture §2); waiting for one is unbounded: it is not the model's time. Idle
+1000, architecture §2); waiting for one is unbounded: it is not the model's time, and it is
+counted and logged (:mod:`providers.pool_queue`). Idle
 connections are kept alive for httpx's 5 s.
 
 The environment is read as httpx reads it when it builds its own transport (as the openai and
@@ -76,6 +77,7 @@ from providers.errors import (
     StreamProtocolError,
     snippet,
 )
+from providers.pool_queue import PoolQueue, watching
 from providers.transport_errors import Phase, Where, connection_error, provider_error
 
 __all__ = [
@@ -117,9 +119,11 @@ class ProviderClient(httpx.AsyncClient):
 
     Attributes:
         max_connections: the most connections its pool holds.
+        pool_queue: the requests waiting for one of them (counts, logged).
     """
 
     max_connections: int
+    pool_queue: PoolQueue
 
 
 async def _on_connection(
@@ -132,7 +136,7 @@ async def _on_connection(
 
 
 def _session_factory(
-    max_connections: int, ssl_context: ssl.SSLContext
+    max_connections: int, ssl_context: ssl.SSLContext, queue: PoolQueue
 ) -> Callable[[], aiohttp.ClientSession]:
     """Makes the aiohttp session when the first request needs it (inside the event loop)."""
 
@@ -140,6 +144,7 @@ def _session_factory(
         trace = aiohttp.TraceConfig()
         trace.on_connection_create_start.append(_on_connection)
         trace.on_connection_reuseconn.append(_on_connection)
+        queue.trace(trace)
         connector = aiohttp.TCPConnector(
             limit=max_connections,
             limit_per_host=0,
@@ -203,16 +208,19 @@ def make_client(
     *,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ssl_context: ssl.SSLContext | None = None,
+    name: str = "",
 ) -> ProviderClient:
     """A provider's client (see the module docstring): aiohttp's transport, a pool of
     ``max_connections`` connections (waiting for one is unbounded), the connect bound only
     (the other bounds come with each request), the environment's proxies and CA certificates.
     TLS verifies with ``ssl_context``, by default httpx's (``SSL_CERT_FILE``/``SSL_CERT_DIR``,
-    else certifi's)."""
+    else certifi's). A request waiting for a connection is counted and logged
+    (:class:`~providers.pool_queue.PoolQueue`, ``name`` in its log lines, else the URL)."""
     context = ssl_context or httpx.create_ssl_context(trust_env=True)
     limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=KEEPALIVE_SECS)
+    queue = PoolQueue(name or base_url or "(no name)", max_connections)
     transport = AiohttpTransport(
-        verify=context, limits=limits, client=_session_factory(max_connections, context)
+        verify=context, limits=limits, client=_session_factory(max_connections, context, queue)
     )
     client = ProviderClient(
         timeout=httpx.Timeout(
@@ -224,6 +232,7 @@ def make_client(
         trust_env=True,
     )
     client.max_connections = max_connections
+    client.pool_queue = queue
     return client
 
 
@@ -483,7 +492,7 @@ async def open_stream(
         acquired()
     token = _acquired.set(acquired)
     try:
-        with scope:
+        with scope, watching():
             response = await client.send(request, stream=True)
     except Exception as exc:
         raise _translated(exc, url, "send", idle_timeout_secs) from exc
@@ -521,7 +530,7 @@ async def post_json(
         content coding could not be decoded.
     """
     try:
-        with anyio.fail_after(timeout_secs):
+        with anyio.fail_after(timeout_secs), watching():
             response = await client.post(url, json=json_body, headers=headers)
     except TimeoutError as exc:
         raise ProviderTimeout(f"no answer within {timeout_secs:g} s", phase="total") from exc

@@ -14,7 +14,12 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
+from config.models import RelaybotConfig
+from orchestrator.metrics import Metrics
+from orchestrator.turn.provider_chain import ProviderChain
 from providers.base import ChatMessage, ChatRequest
 from providers.errors import ProviderTimeout
 from providers.events import TextDelta
@@ -208,6 +213,71 @@ async def test_waiting_for_a_pooled_connection_is_not_a_model_timeout() -> None:
         finally:
             await provider.aclose()
     assert results == ["one two"] * 5
+
+
+def _scraped(metrics: Metrics, sample: str) -> float:
+    families = text_string_to_metric_families(generate_latest(metrics.registry).decode())
+    return sum(s.value for f in families for s in f.samples if s.name == sample)
+
+
+async def test_requests_beyond_the_pool_queue_visibly(caplog: pytest.LogCaptureFixture) -> None:
+    # One connection, three streams of 0.3 s each: two wait for it, counted, scraped and logged.
+    body = text_answer("one two")
+    caplog.set_level("INFO", logger="providers.pool_queue")
+    async with ProviderServer() as server:
+        server.script(PATH, Reply(body=body, cuts=_cuts(body), pauses={1: 0.3}))
+        settings = provider_config(server, max_connections=1).model_dump(mode="json")
+        settings["api_key"] = "sk-test-key"
+        config = RelaybotConfig.model_validate(
+            {
+                "providers": {"small": settings},
+                "agent": {"providers": ["small"]},
+                "channels": {"term": {"kind": "console"}},
+            }
+        )
+        metrics = Metrics()
+        chain = ProviderChain(config, metrics)
+        provider = chain.rounds.chain[0].provider
+        assert isinstance(provider, OpenAIChatProvider)
+        results: list[str] = []
+        waiting: list[float] = []
+        try:
+            async with anyio.create_task_group() as group:
+                for _ in range(3):
+                    group.start_soon(_append_text, provider, results)
+                await anyio.sleep(0.15)
+                waiting.append(_scraped(metrics, "relaybot_provider_requests_waiting"))
+        finally:
+            await chain.aclose()
+    assert results == ["one two"] * 3
+    assert waiting == [2]
+    assert _scraped(metrics, "relaybot_provider_requests_waiting") == 0
+    assert _scraped(metrics, "relaybot_provider_requests_queued_total") == 2
+    assert provider.pool_queue is not None and provider.pool_queue.longest_secs > 0.2
+    lines = [r.getMessage() for r in caplog.records if r.name == "providers.pool_queue"]
+    assert lines[0].startswith("provider small: all 1 connections of its pool are in use")
+    assert any("drained: 2 requests waited" in line for line in lines[1:]), lines
+
+
+async def test_a_request_cancelled_while_it_waits_leaves_the_queue() -> None:
+    body = text_answer("one two")
+    async with ProviderServer() as server:
+        server.script(PATH, Reply(body=body, cuts=_cuts(body), pauses={1: 0.4}))
+        provider = OpenAIChatProvider("small", provider_config(server, max_connections=1))
+        queue = provider._client.pool_queue  # type: ignore[attr-defined]
+        results: list[str] = []
+        waiting: list[int] = []
+        try:
+            async with anyio.create_task_group() as group:
+                group.start_soon(_append_text, provider, results)
+                await anyio.sleep(0.1)
+                with anyio.move_on_after(0.1):
+                    await _append_text(provider, results)
+                waiting.append(queue.waiting)
+        finally:
+            await provider.aclose()
+    assert results == ["one two"]
+    assert waiting == [0] and queue.queued == 1
 
 
 async def test_the_headers_bound_still_holds_once_a_connection_is_ours() -> None:

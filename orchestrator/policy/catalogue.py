@@ -199,6 +199,8 @@ class Redactor:
         self._probes_ci = tuple(
             (k, i) for i, c in enumerate(self._compiled) if c.ignore_case for k in c.keywords
         )
+        self._gated = _gated(self._probes, self._probes_ci)
+        self._longest = max((len(k) for k, _ in (*self._probes, *self._probes_ci)), default=1)
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
         self._timeouts = 0  # searches that ran out of time, ever
@@ -381,18 +383,29 @@ class Redactor:
 
     def _candidates(self, text: str, start: int, open_end: bool) -> list[_Compiled]:
         region = text[start:] if start else text
-        lowered = region.lower() if self._probes_ci else ""
+        lowered: str | None = None
         found = set(self._always)
-        for keyword, index in self._probes:
-            if keyword in region:
-                found.add(index)
-        for keyword, index in self._probes_ci:
-            if keyword in lowered:
-                found.add(index)
-        if open_end and (region.endswith(self._prefixes) or lowered.endswith(self._prefixes_ci)):
-            for index, shape in enumerate(self._compiled):  # rare: which shapes end it
-                if (lowered if shape.ignore_case else region).endswith(shape.prefixes):
+        for gate, probes, probes_ci in self._gated:
+            if gate and gate not in region:
+                continue  # every keyword of the group holds ``gate``
+            for keyword, index in probes:
+                if keyword in region:
                     found.add(index)
+            if probes_ci:
+                if lowered is None:
+                    lowered = region.lower()
+                for keyword, index in probes_ci:
+                    if keyword in lowered:
+                        found.add(index)
+        if open_end:
+            # Lowering maps each character on its own (a final sigma aside, never ASCII), so
+            # the tail lowered ends as the whole region lowered does.
+            tail = region[-self._longest :]
+            low_tail = tail.lower()
+            if tail.endswith(self._prefixes) or low_tail.endswith(self._prefixes_ci):
+                for index, shape in enumerate(self._compiled):  # rare: which shapes end it
+                    if (low_tail if shape.ignore_case else tail).endswith(shape.prefixes):
+                        found.add(index)
         return [self._compiled[index] for index in sorted(found)]
 
     def _search(
@@ -470,6 +483,25 @@ class Redactor:
                     heads[index] = None  # one time-out per scan: the rest is masked already
                 elif other is not None and _start(other) < end:
                     heads[index] = self._search(shapes[index], text, end, open_end)
+
+
+_GATES = ("//", "=", "_", ":", "-", ".")
+"""Substrings that gate the keyword probes (see :func:`_gated`), rare in prose first."""
+
+
+def _gated(
+    probes: Sequence[tuple[str, int]], probes_ci: Sequence[tuple[str, int]]
+) -> tuple[tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], ...]:
+    """The keyword probes in groups ``(gate, probes, case-insensitive probes)``: each keyword
+    of a group holds its gate (a run of punctuation, the same in every case), so a text
+    without the gate holds none of them and the group's probes are skipped; the group with
+    the gate ``""`` is always probed."""
+    groups: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
+    for bucket, entries in ((0, probes), (1, probes_ci)):
+        for keyword, index in entries:
+            gate = next((g for g in _GATES if g in keyword), "")
+            groups.setdefault(gate, ([], []))[bucket].append((keyword, index))
+    return tuple((gate, tuple(cs), tuple(ci)) for gate, (cs, ci) in groups.items())
 
 
 def _overlapping(

@@ -92,7 +92,11 @@ class ReplyPolicy:
         self.hook_timeout_secs = hook_timeout_secs
         self._redactor = redactor if redactor is not None else Redactor()
         self._render = render
-        self._emitted = ""  # what the window emitted since the last delivered piece
+        # What the window emitted since the last delivered piece, as the parts it came in (a
+        # list, so that a release appends its own length and never copies the text so far),
+        # and their length in characters.
+        self._emitted: list[str] = []
+        self._emitted_chars = 0
         self._trimmed = 0  # characters of emitted text dropped from the front of ``_emitted``
         self._window = RedactionWindow(self._redactor)
         self._pieces = PieceHistory(self._redactor)
@@ -113,7 +117,7 @@ class ReplyPolicy:
     def begin_round(self) -> None:
         """A round starts: remember where to come back to on :meth:`restart`."""
         self._checkpoint = (self._window.begin_round(), len(self._raw), len(self._withheld))
-        self._checkpoint_emitted = self._trimmed + len(self._emitted)
+        self._checkpoint_emitted = self._trimmed + self._emitted_chars
 
     def restart(self) -> None:
         """The round is served again: forget everything fed since :meth:`begin_round`."""
@@ -121,9 +125,10 @@ class ReplyPolicy:
         self._window.rollback(state)
         keep = self._checkpoint_emitted - self._trimmed
         if keep >= 0:
-            self._emitted = self._emitted[:keep]
+            self._keep_emitted("".join(self._emitted)[:keep])
         else:  # a piece of the forgotten text was delivered: the next gap starts here
-            self._emitted, self._trimmed = "", self._checkpoint_emitted
+            self._keep_emitted("")
+            self._trimmed = self._checkpoint_emitted
         del self._raw[raw:]
         del self._withheld[withheld:]
 
@@ -134,7 +139,9 @@ class ReplyPolicy:
         if self._deny:
             self._raw.append(text)
         emitted = self._window.feed(text)
-        self._emitted += emitted
+        if emitted:
+            self._emitted.append(emitted)
+            self._emitted_chars += len(emitted)
         if self._holds:
             self._withheld.append(emitted)
             return ""
@@ -153,7 +160,9 @@ class ReplyPolicy:
         return self._screened(self._window.flush())
 
     def _screened(self, released: str) -> str:
-        self._emitted += released
+        if released:
+            self._emitted.append(released)
+            self._emitted_chars += len(released)
         if self._holds:
             released = "".join(self._withheld) + released
             self._withheld.clear()
@@ -183,12 +192,18 @@ class ReplyPolicy:
         if span is None:
             return ""
         start, end = span[0] - self._trimmed, span[1] - self._trimmed
-        if not 0 <= start <= end <= len(self._emitted):
+        if not 0 <= start <= end <= self._emitted_chars:
             return ""
-        gap = self._emitted[:start]
-        self._emitted = self._emitted[end:]
+        emitted = "".join(self._emitted)  # once per piece: the text since the last one
+        gap = emitted[:start]
+        self._keep_emitted(emitted[end:])
         self._trimmed += end
         return gap if not gap.strip() else _PARAGRAPH_BREAK
+
+    def _keep_emitted(self, text: str) -> None:
+        """Make ``text`` the whole emitted text kept (one part)."""
+        self._emitted = [text] if text else []
+        self._emitted_chars = len(text)
 
     @property
     def has_hook(self) -> bool:

@@ -109,8 +109,9 @@ _COMPAT = "\u24b6-\u24e9\uff01-\uff5e\U0001d400-\U0001d7ff"
 # at hundreds of MB/s), the full token pattern only where it finds something.
 _TRIGGER = re.compile("[&\\\\%\\[\\]<" + _INVISIBLE + _COMPAT + "]")
 _ASCII_TRIGGER = re.compile(r"[&\\%\[\]<]")  # the same, for ASCII text
-_DELIMITERS = re.compile("[*~`]+")
-_WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+# An emphasis delimiter inside a word: a whole run of one to three of them between two word
+# characters (led by the delimiter, so the search skips to the delimiters).
+_INNER_DELIMITERS = re.compile(r"[*~`](?<=[A-Za-z0-9_-][*~`])[*~`]{0,2}(?=[A-Za-z0-9_-])")
 
 _TOKEN = regex.compile(
     r"&(?:#[0-9]{1,7};?|#[xX][0-9a-fA-F]{1,6};?|[A-Za-z][A-Za-z0-9]{1,31};"
@@ -160,7 +161,10 @@ def partial_token(text: str, begin: int = 0) -> int | None:
         found = _MARKUP_OPEN.search(text, floor)
         if found is not None:
             return int(found.start())
-    link = text.rfind("](", max(begin, n - LINK_URL_CHARS - 2))
+    # A link still open is the last "](" with no "(", ")" or space after it: so its "(" is the
+    # last "(" of the text (one fast search for a character, not for a pair back over 2 KB).
+    paren = text.rfind("(", max(begin, n - LINK_URL_CHARS - 2) + 1)
+    link = paren - 1 if paren > 0 and text[paren - 1] == "]" else -1
     if link >= 0 and _LINK_OPEN.fullmatch(text, link + 2) is not None:
         image = _CLOSED_MARKUP.search(text, max(begin, link - 40), link + 1)
         return link if image is None or text[image.start()] != "!" else int(image.start())
@@ -200,12 +204,7 @@ def has_tokens(text: str, start: int = 0) -> bool:
         return True
     if text.find("*", start) < 0 and text.find("~", start) < 0 and text.find("`", start) < 0:
         return False
-    end = len(text)
-    for run in _DELIMITERS.finditer(text, start):  # an emphasis delimiter inside a word
-        a, b = run.span()
-        if b - a <= 3 and 0 < a and b < end and text[a - 1] in _WORD and text[b] in _WORD:
-            return True
-    return False
+    return _INNER_DELIMITERS.search(text, start) is not None
 
 
 def _decode(token: str) -> str:
@@ -431,6 +430,10 @@ _BETWEEN = (
     r"(?:[rRbBfFuU]{1,2})?)"
 )
 _QUOTE = r"[\"'`]"
+# How every joint ends (a necessary condition, in the standard engine, which skips to the line
+# breaks and quotes it starts with): a line break and the next line's indentation and quote
+# prefix, or a closing quote, then a key-like run.
+_JOINT_END = re.compile(rf"(?:[\n\r\x0b\x0c\x85\u2028\u2029][ \t>]*|{_QUOTE}){_KEY_LIKE}")
 _JOINT = regex.compile(rf"(?<={_TOKEN_CHAR})(?:{_WRAP}|{_QUOTE}{_BETWEEN}{_QUOTE})(?={_KEY_LIKE})")
 # A joint the text may still be inside of, or whose next run of token characters has not ended
 # yet (``…AAAA\n``, ``…AAAA\nREAD``, ``"…AAAA" + '``): the text ends there.
@@ -463,9 +466,17 @@ def joined(
     joints removed, and the view indices where a joint was; ``None`` when there is none."""
     source = base.text if base is not None else text
     start = 0 if base is not None else begin
-    if _JOINT_HINT.search(source, start) is None:
+    hint = _JOINT_HINT.search(source, start)
+    if hint is None:
         return None
-    spans = [m.span() for m in _JOINT.finditer(source, start)]
+    # Every joint holds a hint (its line break, or its opening quote) at most 17 characters
+    # after its start (a "\\" and 16 spaces before the line break): none starts earlier; and
+    # each ends as _JOINT_END finds it, at or after the first hint: without that, none.
+    spans = (
+        [m.span() for m in _JOINT.finditer(source, max(start, hint.start() - 17))]
+        if _JOINT_END.search(source, hint.start()) is not None
+        else []
+    )
     if open_end:
         tail = _OPEN_JOINT.search(source, max(start, len(source) - OPEN_JOINT_CHARS))
         if tail is not None:

@@ -155,6 +155,10 @@ class RedactionWindow:
         self._redactor = redactor
         self._state = WindowState()
         self._pending: list[str] = []  # fed but not yet joined into ``_state.text``
+        # The first ``_counted`` pending parts (``_pending_chars`` characters) are counted in
+        # ``unsettled_bytes`` and the held run; the rest only in ``fresh_bytes``: a delta costs
+        # an append and a byte count, the rest is done once per look (:meth:`_count`).
+        self._counted = 0
         self._pending_chars = 0
 
     # -- the public operations ----------------------------------------------------------------
@@ -163,18 +167,9 @@ class RedactionWindow:
         """Add raw model text; returns newly stable redacted text (often ``""``)."""
         if not text:
             return ""
-        s = self._state
-        size = _utf8_len(text)
-        space = _LAST_SPACE.match(text)
-        if space is None:
-            s.run_bytes += size
-        else:
-            s.run_from = len(s.text) + self._pending_chars + space.end()
-            s.run_bytes = _utf8_len(text[space.end() :])
         self._pending.append(text)
-        self._pending_chars += len(text)
-        s.unsettled_bytes += size
-        s.fresh_bytes += size
+        s = self._state
+        s.fresh_bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
         if s.fresh_bytes < s.next_look_bytes:
             return ""
         return self._look()
@@ -215,7 +210,7 @@ class RedactionWindow:
     def rollback(self, state: WindowState) -> None:
         """Return to ``state``: what was fed since is forgotten, never emitted."""
         self._pending.clear()
-        self._pending_chars = 0
+        self._counted = self._pending_chars = 0
         self._state = replace(state)
 
     @property
@@ -226,15 +221,37 @@ class RedactionWindow:
 
     # -- internals --------------------------------------------------------------------------
 
+    def _count(self) -> None:
+        """Count the pending parts fed since the last count: their UTF-8 length in
+        ``unsettled_bytes``, and the trailing run without whitespace (``run_from``,
+        ``run_bytes``), as if each part had been counted as it was fed."""
+        pending = self._pending
+        if self._counted == len(pending):
+            return
+        s = self._state
+        new = "".join(pending[self._counted :])
+        size = _utf8_len(new)
+        s.unsettled_bytes += size
+        space = _LAST_SPACE.match(new)
+        if space is None:
+            s.run_bytes += size
+        else:
+            s.run_from = len(s.text) + self._pending_chars + space.end()
+            s.run_bytes = _utf8_len(new[space.end() :])
+        self._pending_chars += len(new)
+        self._counted = len(pending)
+
     def _join(self) -> WindowState:
         s = self._state
         if self._pending:
+            self._count()
             s.text += "".join(self._pending)
             self._pending.clear()
-            self._pending_chars = 0
+            self._counted = self._pending_chars = 0
         return s
 
     def _look(self) -> str:
+        self._count()
         s = self._state
         s.fresh_bytes = 0
         if s.unsettled_bytes <= HOLDBACK_BYTES or s.carried == "held":

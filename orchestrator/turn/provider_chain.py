@@ -13,7 +13,7 @@ from __future__ import annotations
 import anyio
 
 from config.models import RelaybotConfig
-from orchestrator.metrics import Metrics
+from orchestrator.metrics import Metrics, PoolCounts
 from orchestrator.turn.rounds import ChainEntry, RoundRunner
 from providers.registry import build_provider
 
@@ -34,6 +34,7 @@ class ProviderChain:
         )
         self.vision = False
         """Whether the first provider of the chain takes images."""
+        metrics.pool_queues = self._pool_queues
         self._configured(config)
 
     def reconfigure(self, old: RelaybotConfig, new: RelaybotConfig) -> None:
@@ -55,6 +56,12 @@ class ProviderChain:
     def _configured(self, config: RelaybotConfig) -> None:
         self.vision = config.providers[config.agent.providers[0]].vision
         self._metrics.set_providers(list(config.agent.providers))
+
+    def _pool_queues(self) -> dict[str, PoolCounts]:
+        """The pool queue of each provider of the chain that has one."""
+        chain = self.rounds.chain
+        queues = {e.provider.name: getattr(e.provider, "pool_queue", None) for e in chain}
+        return {name: queue for name, queue in queues.items() if queue is not None}
 
     async def aclose(self) -> None:
         """Close every provider, in the chain or left behind by a reload (shielded)."""

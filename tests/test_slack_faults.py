@@ -54,6 +54,7 @@ async def test_a_reconnect_mid_answer_is_answered_once(tmp_path: Path) -> None:
         await peer.wait_until(lambda: bool(peer.calls("chat.startStream")))
         await peer.drop(redeliver=True)  # Slack missed the ack: the event comes again
         await peer.wait_until(lambda: peer.connections >= 2)
+        await peer.wait_until(lambda: bot.channel.health().state == "ok")
         await peer.wait_until(lambda: bot.channel.replies_finished >= before + 1, within=20)
         await peer.wait_until(lambda: len(peer.acks) >= 2)
     [message] = bot.answers(peer.dm_channel)

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from channels.slack.controls import APPROVE, DENY, SECTION_MAX, approval_blocks
 from channels.slack.format import escape, mrkdwn, rendering
 from channels.slack.inbound import InboundReader, update_id
 from channels.slack.kind import SLACK_MAX_STREAM_TEXT, SlackChannelConfig
@@ -78,6 +79,12 @@ def test_the_reader_answers_a_message_once_and_strips_the_mention() -> None:
     assert reader.event({**event, "ts": "10.4", "user": BOT}) is None
     command = reader.command({"channel_id": "C1", "user_id": "U1", "command": "/reset"})
     assert command.text == "/reset" and command.thread_id == "10.1"
+
+
+def test_a_long_prompt_is_clipped_to_one_section() -> None:
+    blocks = approval_blocks("x" * 5000, "t")
+    assert len(blocks[0]["text"]["text"]) == SECTION_MAX
+    assert [e["action_id"] for e in blocks[1]["elements"]] == [APPROVE, DENY]
 
 
 def test_mrkdwn_and_plain_text() -> None:

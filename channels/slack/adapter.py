@@ -48,6 +48,7 @@ from slack_sdk.web.async_slack_response import AsyncSlackResponse
 from channels.base import (
     UNSPACED,
     Channel,
+    ChannelHealth,
     InboundHandler,
     InboundMessage,
     MessageRef,
@@ -64,30 +65,22 @@ from channels.errors import (
 )
 from channels.slack.buttons import Buttons
 from channels.slack.controls import OUTCOME, approval_blocks, section, stop_blocks
-from channels.slack.errors import AUTH_ERRORS, NETWORK_ERRORS, error_code, translate_error
+from channels.slack.errors import (
+    AUTH_ERRORS,
+    NETWORK_ERRORS,
+    NO_STREAMING,
+    error_code,
+    translate_error,
+)
 from channels.slack.format import escape, mrkdwn, rendering
 from channels.slack.http_events import EventsServer
-from channels.slack.inbound import InboundReader
+from channels.slack.inbound import InboundReader, command_ack
 from channels.slack.kind import KIND, SLACK_API_URL, SLACK_MAX_STREAM_TEXT, SlackChannelConfig
 from channels.slack.stream import Append, Close, Stop, Stream, Unchanged, Update, next_step
 
 __all__ = ["SlackChannel"]
 
 _LOG = logging.getLogger("channels.slack")
-
-_NO_STREAMING = frozenset(
-    {
-        *("unknown_method", "not_allowed_token_type", "missing_scope", "feature_not_enabled"),
-        *("channel_type_not_supported", "method_not_supported_for_channel_type"),
-    }
-)
-"""``chat.startStream`` codes meaning this workspace or token cannot stream (``auto`` then
-edits instead)."""
-
-
-def _command_ack(payload: dict[str, Any]) -> dict[str, Any]:
-    """A slash command's acknowledgement: the command, shown to its user only."""
-    return {"response_type": "ephemeral", "text": str(payload.get("command", ""))}
 
 
 class SlackChannel(Channel):
@@ -128,6 +121,14 @@ class SlackChannel(Channel):
         self._native = config.native_streaming != "off"
         self._status = bool(config.thinking_status)
         self._buttons = Buttons(self._may_press, self._stop_pressed)
+
+    def health(self) -> ChannelHealth:
+        """``degraded`` while the Socket Mode connection is down (slack_sdk reconnects)."""
+        socket = self._socket
+        session = socket.current_session if socket is not None else None
+        if socket is not None and (session is None or session.closed):
+            return ChannelHealth("degraded", "the Slack Socket Mode connection is down")
+        return ChannelHealth()
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -227,7 +228,7 @@ class SlackChannel(Channel):
         payload = request.payload if isinstance(request.payload, dict) else {}
         answer = None
         if request.type == "slash_commands":
-            answer = _command_ack(payload)
+            answer = command_ack(payload)
         await client.send_socket_mode_response(SocketModeResponse(request.envelope_id, answer))
         self.receive(request.type, payload)
 
@@ -244,7 +245,7 @@ class SlackChannel(Channel):
                 self._inbox.put_nowait(inbound)
         elif kind == "slash_commands":
             self._inbox.put_nowait(reader.command(payload))
-            return _command_ack(payload)
+            return command_ack(payload)
         elif kind == "interactive" and payload.get("type") == "block_actions":
             self._buttons.pressed(payload)
         return None
@@ -341,7 +342,7 @@ class SlackChannel(Channel):
             started = await web.chat_startStream(**args)
         except SlackApiError as exc:
             code = error_code(exc)
-            if self.config.native_streaming == "auto" and code in _NO_STREAMING:
+            if self.config.native_streaming == "auto" and code in NO_STREAMING:
                 _LOG.warning("%s: Slack refused streaming (%s): editing instead", self.name, code)
                 self._native = False
                 return None

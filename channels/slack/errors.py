@@ -39,10 +39,19 @@ from channels.errors import (
     MessageTooLong,
 )
 
-__all__ = ["AUTH_ERRORS", "NETWORK_ERRORS", "error_code", "translate_error"]
+__all__ = ["AUTH_ERRORS", "NETWORK_ERRORS", "NO_STREAMING", "error_code", "translate_error"]
 
 AUTH_ERRORS = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked"})
 """Codes meaning the token is refused: retrying cannot help."""
+
+NO_STREAMING = frozenset(
+    {
+        *("unknown_method", "not_allowed_token_type", "missing_scope", "feature_not_enabled"),
+        *("channel_type_not_supported", "method_not_supported_for_channel_type"),
+    }
+)
+"""``chat.startStream`` codes meaning this workspace or token cannot stream (``auto`` then
+edits instead)."""
 
 _GONE = frozenset({"channel_not_found", "is_archived", "thread_not_found"})
 _UNAVAILABLE = frozenset(

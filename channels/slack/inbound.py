@@ -27,7 +27,7 @@ from typing import Any
 
 from channels.base import InboundMessage
 
-__all__ = ["Asker", "InboundReader", "update_id"]
+__all__ = ["Asker", "InboundReader", "command_ack", "update_id"]
 
 _REMEMBERED = 4096
 """Messages, threads and users remembered (oldest forgotten first)."""
@@ -37,6 +37,11 @@ def update_id(channel: str, ts: str) -> int:
     """A message's update id for the store: 63 bits of a hash of (channel, ts)."""
     digest = hashlib.blake2b(f"{channel}:{ts}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big") >> 1
+
+
+def command_ack(payload: dict[str, Any]) -> dict[str, Any]:
+    """A slash command's acknowledgement: the command, shown to its user only."""
+    return {"response_type": "ephemeral", "text": str(payload.get("command", ""))}
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,3 +111,17 @@ async def test_a_text_that_no_longer_extends_the_stream_stops_it_and_edits_the_m
         "chat.update",
         "chat.update",
     ]
+
+
+async def test_auto_edits_instead_where_the_workspace_refuses_streaming(tmp_path: Path) -> None:
+    answer = "Edited, not streamed: " + "word " * 60
+    async with running_bot(
+        tmp_path, [reply(text_stream(pieces(answer, 9)), delay_secs=0.01)]
+    ) as bot:
+        bot.peer.fail("chat.startStream", "feature_not_enabled")
+        await bot.ask("stream if you can")
+    peer = bot.peer
+    [message] = bot.answers(peer.dm_channel)
+    assert message.text == mrkdwn(answer) and not message.appends
+    assert len(peer.calls("chat.startStream", ok=False)) == 1  # tried once, then edits
+    assert peer.calls("chat.update")

@@ -18,8 +18,9 @@ from typing import Any
 
 import anyio
 
-from channels.base import InboundHandler
+from channels.base import InboundHandler, InboundMessage
 from channels.slack.adapter import SlackChannel
+from channels.slack.kind import SlackChannelConfig
 from config.loader import load_config_text
 from orchestrator.ops.daemon import Daemon
 from tests.channel_harness import PATH, CountsReplies, daemon_config, daemon_running, observing
@@ -116,3 +117,27 @@ async def running_bot(
 
         async with daemon_running(daemon, connected):
             yield SlackBot(peer, provider, daemon)
+
+
+@asynccontextmanager
+async def started_channel(
+    peer: SlackServer,
+) -> AsyncIterator[tuple[SlackChannel, list[InboundMessage]]]:
+    """The Slack adapter alone, started on ``peer`` (Socket Mode), and the list its inbound
+    messages are appended to."""
+    config = SlackChannelConfig.model_validate(
+        {
+            "kind": "slack",
+            "bot_token": peer.token,
+            "app_token": peer.app_token,
+            "api_base_url": peer.api_base,
+            "allowed_users": ["*"],
+        }
+    )
+    inbox: list[InboundMessage] = []
+
+    async def on_inbound(message: InboundMessage) -> None:
+        inbox.append(message)
+
+    async with SlackChannel("sl", config, on_inbound) as channel:
+        yield channel, inbox

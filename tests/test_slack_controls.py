@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.peers.slack import SlackServer, StoredMessage
-from tests.slack_harness import running_bot
+from tests.slack_harness import running_bot, started_channel
 from tests.telegram_harness import reply, text_stream, tool_call_stream
 from tests.test_policy_telegram_e2e import pieces
 
@@ -74,3 +74,20 @@ async def test_a_slash_command_acts_in_the_users_latest_thread(tmp_path: Path) -
     assert ack is not None and ack["payload"]["text"] == "/reset"
     notices = [m for m in bot.answers(dm) if m.text != "First answer."]
     assert notices and all(m.thread_ts == asked for m in notices)
+
+
+async def test_typing_posts_the_stop_button_once_then_the_thinking_status() -> None:
+    async with SlackServer() as peer, started_channel(peer) as (channel, inbox):
+        asked = await peer.inject_message("think first")
+        await peer.wait_until(lambda: bool(inbox))
+        dm = peer.dm_channel
+        await channel.send_typing(dm, thread_id=asked)
+        await channel.send_typing(dm, thread_id=asked)
+        assert len(_with_button(peer, dm, "relaybot_stop")) == 1
+        assert peer.web.statuses == [(dm, asked, "is thinking…")]
+        peer.fail("assistant.threads.setStatus", "not_allowed")  # not an assistant thread
+        await channel.send_typing(dm, thread_id=asked)
+        await channel.send_typing(dm, thread_id=asked)
+        assert len(peer.calls("assistant.threads.setStatus", ok=False)) == 2  # then no more
+        await channel.reply_finished(dm)
+        assert _with_button(peer, dm, "relaybot_stop")[0].deleted

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from channels.base import InboundMessage
-from channels.slack.adapter import SlackChannel
 from channels.slack.format import mrkdwn
-from channels.slack.kind import SlackChannelConfig
 from orchestrator.policy.catalogue import Redactor
 from tests.peers.slack import BOT_ID, SlackServer
-from tests.slack_harness import running_bot
+from tests.slack_harness import running_bot, started_channel
 from tests.telegram_harness import reply, text_stream
 from tests.test_policy_telegram_e2e import pieces, url_answer
 
@@ -78,29 +75,14 @@ async def test_a_text_that_no_longer_extends_the_stream_stops_it_and_edits_the_m
     """A restart (architecture §4 "Restart") rolls the draft back and it grows again with the
     new attempt's text: appended text cannot be taken back, so the stream is stopped and the
     message edited to the new text, never left showing the old half answer."""
-    async with SlackServer() as peer:
-        config = SlackChannelConfig.model_validate(
-            {
-                "kind": "slack",
-                "bot_token": peer.token,
-                "app_token": peer.app_token,
-                "api_base_url": peer.api_base,
-                "allowed_users": ["*"],
-            }
-        )
-        inbox: list[InboundMessage] = []
-
-        async def on_inbound(message: InboundMessage) -> None:
-            inbox.append(message)
-
-        async with SlackChannel("sl", config, on_inbound) as channel:
-            asked = await peer.inject_message("weather?")
-            await peer.wait_until(lambda: bool(inbox))
-            ref = await channel.send_message(peer.dm_channel, "Provider A starts", thread_id=asked)
-            await channel.edit_message(ref, "Provider A starts a careful")
-            await channel.edit_message(ref, "Provider B")  # the restart
-            await channel.edit_message(ref, "Provider B answers.", formatted=True)
-            await channel.reply_finished(peer.dm_channel)
+    async with SlackServer() as peer, started_channel(peer) as (channel, inbox):
+        asked = await peer.inject_message("weather?")
+        await peer.wait_until(lambda: bool(inbox))
+        ref = await channel.send_message(peer.dm_channel, "Provider A starts", thread_id=asked)
+        await channel.edit_message(ref, "Provider A starts a careful")
+        await channel.edit_message(ref, "Provider B")  # the restart
+        await channel.edit_message(ref, "Provider B answers.", formatted=True)
+        await channel.reply_finished(peer.dm_channel)
     [message] = peer.bot_messages(peer.dm_channel)
     assert message.appends == ["Provider A starts", " a careful"]
     assert not message.streaming and message.text == "Provider B answers."

@@ -40,6 +40,8 @@ CORES = [
     "orchestrator/delivery/engine.py",
     "orchestrator/delivery/drafts.py",
     "orchestrator/delivery/draft_layout.py",
+    "orchestrator/delivery/draft_scan.py",
+    "orchestrator/delivery/draft_state.py",
     "orchestrator/delivery/pieces.py",
     "orchestrator/delivery/planning.py",
     "orchestrator/delivery/slots.py",

@@ -3,12 +3,15 @@ scripted by hand with no engine, no clock and no event loop."""
 
 from __future__ import annotations
 
+import functools
 import math
 import typing
 
 import pytest
 
 from channels.base import ChannelLimits
+from orchestrator.delivery import draft_scan, drafts
+from orchestrator.delivery.draft_state import new_drafts
 from orchestrator.delivery.events import (
     AnswerEnded,
     DeliveryEvent,
@@ -20,7 +23,7 @@ from orchestrator.delivery.events import (
     WriteSucceeded,
     WrittenElsewhere,
 )
-from orchestrator.delivery.planning import Write
+from orchestrator.delivery.planning import Transcript, Write
 from orchestrator.delivery.reply_state import (
     TRANSITIONS,
     DeliveryProtocolError,
@@ -32,6 +35,7 @@ from orchestrator.delivery.reply_state import (
     write_at,
 )
 from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.delivery.splitting import measure
 
 SETTINGS = DeliverySettings(
     mode="partial", draft_update_interval_ms=1000, limits=ChannelLimits(4096, "utf16")
@@ -95,3 +99,23 @@ def test_a_write_elsewhere_spaces_the_next_one() -> None:
 def test_protocol_errors(state: ReplyState, event: DeliveryEvent) -> None:
     with pytest.raises(DeliveryProtocolError):
         transition(state, event, 0.0, SETTINGS)
+
+
+def test_every_input_of_the_drafts_has_one_transition() -> None:
+    assert set(drafts.TRANSITIONS) == set(typing.get_args(drafts.DraftInput))
+
+
+def test_a_drafts_step_leaves_the_old_value_as_it_was() -> None:
+    """``partial``'s planner state is a value: a step returns a new one."""
+    state = ReplyState(drafts=new_drafts(SETTINGS))
+    text = Transcript(functools.partial(measure, SETTINGS.limits))
+    text.append("Hello")
+    before = state.drafts
+    assert before is not None
+    grown = drafts.on_text(before, "Hello", text, SETTINGS)
+    planned = draft_scan.plan(grown, text, SETTINGS)
+    assert planned.write == Write(SendMessage("Hello", False))
+    assert planned.drafts.in_flight is not None and grown.in_flight is None
+    assert grown is before == new_drafts(SETTINGS)  # the live draft grew within its room
+    step = drafts.hear(planned.drafts, WriteSucceeded("7"), text, SETTINGS)
+    assert step.drafts.slots[0].message_id == "7" and planned.drafts.slots[0].message_id is None

@@ -131,7 +131,7 @@ def test_queries_change_nothing(mode: str) -> None:
             for _ in range(3):
                 assert isinstance(self.engine.pending, bool)
                 assert isinstance(self.engine.finished, bool)
-                self.engine._planner.next_kind()
+                self.engine._next_kind()
             super().feed(event)
 
     quiet, asking = ScriptedDelivery(settings), Asking(settings)
@@ -210,13 +210,12 @@ def test_a_final_message_is_formatted_only_where_its_rendering_fits(mode: str) -
 
 
 def test_slot_steps_follow_the_table() -> None:
-    slot = Slot()
-    advance(slot, "sent")
-    assert slot.state is SlotState.SHOWN
-    advance(slot, "edit_timed_out")
+    empty = Slot()
+    slot = advance(empty, "sent")
+    assert slot.state is SlotState.SHOWN and empty.state is SlotState.EMPTY
+    slot = advance(slot, "edit_timed_out")
     assert slot.state is SlotState.UNKNOWN and slot.shown is None
-    advance(slot, "edited")
-    advance(slot, "deleted")
+    slot = advance(advance(slot, "edited"), "deleted")
     assert slot.state is SlotState.EMPTY and slot.message_id is None
     with pytest.raises(KeyError):
         advance(slot, "edited")  # nothing to edit

@@ -2,11 +2,14 @@
 
 - :mod:`~orchestrator.delivery.events`: the events fed to the engine and the actions it returns.
 - :mod:`~orchestrator.delivery.engine`: :class:`DeliveryEngine`, the sans-I/O state machine
-  (time, the write in flight, the event table) and :class:`DeliveryStats`.
+  (time, the write in flight, the event table) and :class:`DeliveryStats`;
+  :mod:`~orchestrator.delivery.reply_state`: the one immutable state of a reply and the engine's
+  transition table.
 - :mod:`~orchestrator.delivery.drafts` (``partial``) and :mod:`~orchestrator.delivery.pieces`
   (``off``, ``multi_message``): the planners that decide what each message shows, the first
-  over :mod:`~orchestrator.delivery.draft_layout` (where a draft's messages are cut, kept
-  incrementally);
+  as pure functions over :mod:`~orchestrator.delivery.draft_state` (its record),
+  :mod:`~orchestrator.delivery.draft_layout` (where a draft's messages are cut, kept
+  incrementally) and :mod:`~orchestrator.delivery.draft_scan` (the next write);
   :mod:`~orchestrator.delivery.slots`: the state of each message of a draft (one enum, one
   transition table); :mod:`~orchestrator.delivery.planning`: what both share (the incremental
   transcript, the table of failure effects, the notices).

@@ -2,27 +2,43 @@
 
 Theory of operation
 -------------------
-The layout — where the reply's messages are cut, what each should show, the final targets — is
-kept by :class:`~orchestrator.delivery.draft_layout.DraftLayout`, incrementally. This planner
-holds one *slot* (:mod:`orchestrator.delivery.slots`) per chat message and decides the writes
-that make the chat show the layout. On ``Restart`` the messages past the round's start become
-spares, reused as the text grows again or deleted at the end; on ``too_long`` the rejected
-message and those after it are laid out again with less room.
+Everything the planner knows of one reply is one immutable
+:class:`~orchestrator.delivery.draft_state.Drafts` value (held by the engine in its
+:class:`~orchestrator.delivery.reply_state.ReplyState`): the layout
+(:mod:`~orchestrator.delivery.draft_layout`: where the reply's messages are cut, what each
+should show, the final targets, kept incrementally), one *slot* per chat message
+(:mod:`~orchestrator.delivery.slots`), the retired and superseded messages, the write in flight
+and the verdict awaited. Each input is a pure function from that value and the input to a
+:class:`~orchestrator.delivery.draft_state.DraftStep` (the new value, the counters that grow,
+a back-off), looked up in one table, :data:`TRANSITIONS`; the queries (:func:`guard_request`,
+:func:`~orchestrator.delivery.draft_scan.next_kind`) read only. The next write is found by
+:mod:`~orchestrator.delivery.draft_scan` (its query and its command walk the same pure steps).
 
-The query and the command walk the same steps, found by one pure generator
-(:meth:`DraftPlanner._steps`, which reads and never writes): *records* of what the scan found
-(``_Clean``: a frozen message shows its text for good; ``_Mark``: the live draft shows the
-current version; ``_GiveUp``) and at most one step naming a write (``_Planned``, ``_Retire``,
-or ``_Guess`` for a live draft whose version changed). The query
-(:meth:`DraftPlanner.next_kind`) answers the kind of the first such step and changes nothing;
-it may answer "edit" for a live draft whose text turns out to equal what is shown. The command
-(:meth:`DraftPlanner.plan`) applies each record as it comes (the steps after it see it), so it
-records that draft as shown and writes nothing; it starts the planned write, or retires and
-looks again. One ``plan`` per poll: it goes on to the end itself.
+Transition table (input: what the engine passes on; ``text``: the reply's transcript, read)::
 
-Every time a write may start, the first slot whose message does not show its desired form gets
-the one write: a send when it has no message, else an edit. So a frozen message gets its freezing
-edit before the next message is sent, and an edit equal to what is shown is never sent.
+    input                     what it does to the value
+    ------------------------  ----------------------------------------------------------------
+    TextEmitted(appended)     the layout grows (status lines go, the live draft freezes at its
+                              best cut when it outgrew), then the cap check (below)
+    ToolStarted(c, s)         call c's status line under the round's lines, then the cap check
+    ToolFinished(c, s)        call c's line becomes s where it still shows, then the cap check
+    RoundEnded                the next status line starts the lines anew
+    Restarted                 cuts past the round's start forgotten; slots from there on laid
+                              out anew (those assumed landed stand); a send in flight no longer
+                              shows the current text
+    Ending(ended|inter-       over; the marker follows the final text; the final text's verdict
+      rupted)                 is asked for (``GuardPiece``, once), or a blank text laid out
+    Ending(refused)           over; the notice alone replaces what was shown
+    PieceGuarded(i, t)        (i awaited) the final text t laid out: on the preview's cuts when
+    PieceWithheld(i)          the hook left it unchanged, else afresh; withheld: the notice
+    WriteSucceeded(id)        the slot in flight shows what it wrote (``slots`` table)
+    WriteFailed(rate_limited) the write is dropped: the next plan carries the newest text
+    WriteFailed(r)            by :data:`~orchestrator.delivery.planning.FAILURE_EFFECTS`
+                              (below); a refused write asks for a back-off
+
+On ``Restart`` the messages past the round's start become spares, reused as the text grows again
+or deleted at the end; on ``too_long`` the rejected message and those after it are laid out
+again with less room.
 
 Edits per message (Matrix ``max_edits_per_message``): previews may use ``cap - 2`` edits of a
 message; the next change freezes it with one more edit (at the best cut of the text so far), and
@@ -62,604 +78,377 @@ final edit is retired too: a shorter preview never stands as if it were the answ
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
 
-from orchestrator.delivery.draft_layout import STATUS_ROOM, DraftLayout, Frozen
+from orchestrator.delivery import draft_layout as layouts
+from orchestrator.delivery.draft_layout import STATUS_ROOM
+from orchestrator.delivery.draft_state import (
+    Drafts,
+    DraftStep,
+    InFlight,
+    assumed_after,
+    current,
+    find,
+    forget,
+    freeze_for_cap,
+    give_up,
+    leave_assumed,
+    put,
+    retire,
+    supersede,
+    with_layout,
+)
 from orchestrator.delivery.events import (
-    DeleteMessage,
-    EditMessage,
     GuardPiece,
-    SendMessage,
-    WriteFailure,
+    PieceGuarded,
+    PieceWithheld,
+    Restarted,
+    RoundEnded,
+    TextEmitted,
+    ToolFinished,
+    ToolStarted,
+    WriteFailed,
+    WriteSucceeded,
 )
 from orchestrator.delivery.planning import (
     FAILURE_EFFECTS,
     MAX_ATTEMPTS,
     REFUSED_BACKOFF_SECS,
     WITHHELD_NOTICE,
-    Counters,
     Effect,
     Ending,
     Transcript,
-    Write,
-    WriteKind,
 )
 from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.delivery.slots import Slot, SlotState, advance
+from orchestrator.delivery.slots import Slot, advance
 from orchestrator.delivery.splitting import measure
 
-__all__ = ["MIN_ROOM", "STATUS_ROOM", "DraftPlanner"]
+__all__ = [
+    "MIN_ROOM",
+    "STATUS_ROOM",
+    "TRANSITIONS",
+    "DraftInput",
+    "guard_request",
+    "guard_started",
+    "hear",
+    "on_text",
+]
 
 MIN_ROOM = 16
 """``too_long`` shrinks the room by a quarter each time, down to this; then the write is given
 up."""
 
-
-@dataclass(frozen=True, slots=True)
-class _InFlight:
-    """A write in flight; a send of the live draft also carries the span of the text it shows,
-    ``text[start:end]`` (``end`` is -1 otherwise)."""
-
-    slot: Slot
-    form: str
-    version: int
-    write: Write
-    start: int = 0
-    end: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class _Planned:
-    """The next write as the query found it: ``slot`` ``None`` for a message not sent yet (the
-    commit gives it a slot); the rest as :class:`_InFlight`."""
-
-    slot: Slot | None
-    form: str
-    version: int
-    write: Write
-    start: int = 0
-    end: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class _Guess:
-    """The live draft changed: ``kind`` unless its text turns out the same as shown (the
-    query's answer; the commit composes the text and goes on)."""
-
-    kind: WriteKind
-
-
-@dataclass(frozen=True, slots=True)
-class _Stop:
-    """Nothing is written now (previews stopped at an orphan)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Clean:
-    """Record: the frozen message ``index`` shows its text for good (or was given up): later
-    scans start after it."""
-
-    index: int
-
-
-@dataclass(frozen=True, slots=True)
-class _Mark:
-    """Record: the live draft shows the current version already."""
-
-    slot: Slot
-
-
-@dataclass(frozen=True, slots=True)
-class _GiveUp:
-    """Record: ``slot`` keeps what it shows until its target changes."""
-
-    slot: Slot
-    form: str
-
-
-@dataclass(frozen=True, slots=True)
-class _Retire:
-    """Command: slot ``index`` can no longer be edited: retire it (a send follows)."""
-
-    index: int
-
-
-_PASSING = (_Clean, _Mark, _GiveUp, _Guess)
-"""Steps after which the scan goes on (the query stops at a ``_Guess``; the commit does not)."""
-_GUESS_EDIT = _Guess("edit")
-_STOP = _Stop()
-_Step = _Planned | _Guess | _Stop | _Clean | _Mark | _GiveUp | _Retire
-
-
-class DraftPlanner:
-    """Plans the writes of ``partial`` mode (see the module docstring)."""
-
-    def __init__(
-        self, settings: DeliverySettings, transcript: Transcript, counters: Counters
-    ) -> None:
-        self._settings = settings
-        self._limits = settings.limits
-        self._transcript = transcript
-        self._counters = counters
-        self._layout = DraftLayout(settings, transcript)
-        self._slots: list[Slot] = []
-        self._stale: list[Slot] = []
-        """Retired messages, deleted before anything else is written."""
-        self._ended = False
-        self._guard: GuardPiece | None = None
-        self._awaited: int | None = None
-        self._piece_ids = itertools.count(1)
-        self._in_flight: _InFlight | None = None
-        self._clean = 0
-        """Leading frozen messages known to show their text: the scan starts after them."""
-        self._superseded: list[Slot] | None = None
-        """``final_as_new_message``: the drafts, deleted once the final messages landed."""
-
-    def _freeze_for_cap(self) -> None:
-        """Freeze the live draft when its message has no preview edit left (module docstring)."""
-        cap = self._settings.max_edits_per_message
-        layout = self._layout
-        live = len(layout.cuts)
-        if cap is None or cap < 3 or self._ended or live >= len(self._slots):
-            return  # below 3 edits there is none to spare: the preview stays until the end
-        slot = self._slots[live]
-        if not slot.writable or slot.edits != cap - 2 or not layout.live_has_text:
-            return  # one edit to freeze it, one for the final
-        if layout.live_text() != slot.shown:
-            layout.freeze_live()
-
-    # -- events ---------------------------------------------------------------------------
-
-    def on_text(self, appended: str) -> None:
-        self._layout.append(appended)
-        self._freeze_for_cap()
-
-    def on_status(self, call: int, status: str) -> None:
-        self._layout.set_status(call, status)
-        self._freeze_for_cap()
-
-    def on_status_finished(self, call: int, status: str) -> None:
-        # The line is edited in place at the draft's next (throttled) edit.
-        self._layout.finish_status(call, status)
-        self._freeze_for_cap()
-
-    def on_round_ended(self) -> None:
-        # A new round's tools begin: their status lines replace the last round's.
-        self._layout.new_status_round()
-
-    def on_restarted(self) -> None:
-        self._layout.restart(self._transcript.round_start)
-        self._clean = 0
-        self._leave_assumed(len(self._layout.cuts))
-        if self._in_flight is not None:  # a send in flight no longer shows the current text
-            self._in_flight = replace(self._in_flight, end=-1)
-
-    def on_end(self, ending: Ending) -> None:
-        self._ended = True
-        self._layout.end(ending.line if ending.kind == "interrupted" else None)
-        if ending.kind == "refused":
-            self._layout.refuse(ending.line)
-            self._leave_assumed(0)
-            self._supersede()
-            return
-        text = self._transcript.text
-        if not text.strip():
-            self._layout.lay_out_final("")
-            self._supersede()
-            return
-        piece_id = next(self._piece_ids)
-        span = (0, self._transcript.emitted_offset(len(text)))
-        self._guard, self._awaited = GuardPiece(piece_id, text, span), piece_id
-
-    # -- the verdict ------------------------------------------------------------------------
-
-    def guard_request(self) -> GuardPiece | None:
-        return self._guard
-
-    def guard_started(self, piece_id: int) -> None:
-        self._guard = None
-
-    def guarded(self, piece_id: int, text: str | None, *, withheld: bool) -> None:
-        if piece_id != self._awaited:
-            return  # not awaited (late): ignored
-        self._guard = self._awaited = None
-        if withheld:
-            self._counters.pieces_withheld += 1
-            self._layout.lay_out_final(WITHHELD_NOTICE, formatted=False, keep=[])
-            self._leave_assumed(0)
-            self._supersede()
-            return
-        body = text if text is not None and text.strip() else ""
-        keep: list[Frozen] | None = None  # the preview's cuts
-        if body != self._transcript.text:
-            keep = []  # the hook rewrote it: lay the final text out afresh
-            self._leave_assumed(0)
-        self._layout.lay_out_final(body, keep=keep)
-        self._supersede()
-        self._clean = 0
-
-    def _supersede(self) -> None:
-        """``final_as_new_message``: the final text goes to new slots; the drafts wait to be
-        deleted (module docstring)."""
-        if not self._settings.final_as_new_message or self._superseded is not None:
-            return
-        self._superseded, self._slots, self._clean = self._slots, [], 0
-
-    def _leave_assumed(self, index: int) -> None:
-        """Messages from ``index`` on are laid out anew: those assumed landed (no id to edit or
-        delete them by) are left as they stand, and the new layout goes below the last of them:
-        the messages above it are deleted, since the reply laid out there would end above text
-        it no longer holds (a failed attempt's, a rewritten one's)."""
-        tail = self._slots[index:]
-        assumed = [i for i, slot in enumerate(tail) if slot.state is SlotState.ASSUMED]
-        if assumed:
-            last = assumed[-1]
-            self._stale.extend(slot for slot in tail[:last] if slot.writable)
-            del self._slots[index:]
-            self._slots.extend(tail[last + 1 :])
-        self._clean = min(self._clean, index)
-
-    # -- choosing the next write ----------------------------------------------------------
-
-    def _edit_allowed(self, slot: Slot, live: bool, final: bool) -> bool:
-        cap = self._settings.max_edits_per_message
-        if cap is None:
-            return True
-        if live and not final:
-            return slot.edits < _preview_edits(cap)
-        # A frozen message normally needs one edit (its freezing edit) and keeps one for the
-        # final; should retries use that one too, right content beats formatting.
-        return slot.edits < cap
-
-    def _steps(self) -> Iterator[_Step]:
-        """The steps to the next write, in order: a pure query (it reads, never writes).
-
-        :meth:`next_kind` answers from the first step that names a write (:class:`_Guess`,
-        :class:`_Retire` or a :class:`_Planned` write); :meth:`plan` applies each record
-        (:class:`_Clean`, :class:`_Mark`, :class:`_GiveUp`) as it comes, so the steps after it
-        see it, and starts the planned write (after a :class:`_Retire`, it looks again)."""
-        layout = self._layout
-        final = layout.final is not None
-        if self._stale:  # retired messages go first, the last one first (the chat then
-            yield self._delete(self._stale[-1])  # always shows a prefix)
-            return
-        if self._ended and not final:
-            return  # the hook's verdict on the final text is awaited
-        count = layout.count()
-        for index in range(self._clean, count):
-            slot = self._slots[index] if index < len(self._slots) else None
-            live = not final and index == len(layout.cuts)
-            for step in self._slot_steps(index, slot, live, final):
-                yield step
-                if not isinstance(step, _PASSING):
-                    return
-        if final:
-            for spare in self._slots[count:]:
-                if spare.writable:
-                    yield self._delete(spare)
-                    return
-            if self._superseded and self._final_landed(count):
-                for draft in self._superseded:
-                    if draft.writable:
-                        yield self._delete(draft)
-                        return
-
-    def _slot_steps(
-        self, index: int, slot: Slot | None, live: bool, final: bool
-    ) -> Iterator[_Step]:
-        """The steps for slot ``index`` (``None``: no message yet): records, then at most one
-        step that names a write (see :meth:`_steps`); none when it shows what it should."""
-        state = slot.state if slot is not None else SlotState.EMPTY
-        if state is SlotState.ASSUMED:
-            if index == self._clean:
-                yield _Clean(index)  # never written again
-            return
-        if state is SlotState.ORPHANED and not final:
-            yield _STOP  # previews stopped: see the module docstring
-            return
-        layout = self._layout
-        if live and slot is not None and state is SlotState.SHOWN:
-            if slot.version == layout.version:
-                return  # the live draft has not changed since it was written
-            # Changed: an edit, unless its text turns out the same (the query does not compose
-            # the text to know; the commit does, below).
-            if self._edit_allowed(slot, live, final):
-                yield _GUESS_EDIT
-        target = layout.target(index)
-        formatted = target.formatted and not (slot is not None and slot.plain)
-        form = target.form if formatted else target.text
-        if slot is not None and form == slot.abandoned:
-            if not live and index == self._clean:
-                yield _Clean(index)  # given up until its target changes (which resets this)
-            return
-        if state in (SlotState.EMPTY, SlotState.ORPHANED):
-            send = SendMessage(target.text, formatted)
-            if live:
-                span = layout.start(), self._transcript.length
-                yield _Planned(slot, form, layout.version, Write(send), *span)
-            elif not final:  # a frozen message: it holds text[previous cut:its cut]
-                span = layout.cuts[index - 1].cut if index else 0, layout.cuts[index].cut
-                yield _Planned(slot, form, layout.version, Write(send), *span)
-            else:
-                yield _Planned(slot, form, layout.version, Write(send, final))
-            return
-        assert slot is not None and slot.message_id is not None
-        if form == slot.shown:
-            if live:
-                yield _Mark(slot)
-            elif index == self._clean:
-                yield _Clean(index)  # a frozen or final message showing its text stays so
-            return
-        if self._edit_allowed(slot, live, final):
-            edit = EditMessage(slot.message_id, target.text, formatted)
-            yield _Planned(slot, form, layout.version, Write(edit, final))
-            return
-        if live and not final:
-            return  # the live draft keeps its preview until the final edit
-        # No edit left for a frozen message or the final text (timeouts used them up):
-        # it goes out as a new message, and the messages after it too; not when one
-        # assumed landed follows (it cannot be deleted): then it keeps what it shows.
-        if self._assumed_after(index):
-            yield _GiveUp(slot, form)
-            return
-        yield _Retire(index)
-
-    def _final_landed(self, count: int) -> bool:
-        """Every one of the ``count`` final messages was sent (a send that timed out counts:
-        it is assumed landed)."""
-        landed = (SlotState.SHOWN, SlotState.UNKNOWN, SlotState.ASSUMED)
-        return len(self._slots) >= count and all(
-            slot.state in landed for slot in self._slots[:count]
-        )
-
-    def _delete(self, slot: Slot) -> _Planned:
-        assert slot.message_id is not None
-        return _Planned(slot, "", self._layout.version, Write(DeleteMessage(slot.message_id)))
-
-    def _assumed_after(self, index: int) -> bool:
-        """A message assumed landed follows slot ``index``: the messages before it cannot be
-        retired, since a new message goes below that one, which cannot be deleted."""
-        return any(slot.state is SlotState.ASSUMED for slot in self._slots[index + 1 :])
-
-    def _give_up(self, slot: Slot, form: str) -> None:
-        """``slot`` keeps what it shows until its target changes."""
-        slot.abandoned = form
-        self._counters.writes_given_up += 1
-
-    def _retire(self, index: int) -> None:
-        """Slot ``index`` can no longer be edited: the old messages from it on are deleted, then
-        their texts go out as new messages (never with a message assumed landed among them:
-        see :meth:`_assumed_after`; a moved chat aside, where all of them are sent anew)."""
-        self._counters.resent_as_new += 1
-        self._clean = min(self._clean, index)
-        self._stale.extend(slot for slot in self._slots[index:] if slot.writable)
-        del self._slots[index:]
-
-    def next_kind(self) -> WriteKind | None:
-        """The kind of the next write, or ``None``: a query, it changes nothing. It may answer
-        ``"edit"`` for a live draft whose text turns out to equal what it shows (module
-        docstring)."""
-        live = self._live_only()
-        if live is not None:  # the scan's most common case, without walking its steps
-            if live.version == self._layout.version:
-                return None  # the live draft has not changed since it was written
-            if self._edit_allowed(live, True, False):
-                return "edit"
-        for step in self._steps():
-            match step:
-                case _Guess(kind=kind):
-                    return kind
-                case _Retire():
-                    return "send"
-                case _Planned(write=write):
-                    return write.kind
-                case _Stop():
-                    return None
-                case _:
-                    pass  # a record: the query skips it
-        return None
-
-    def _live_only(self) -> Slot | None:
-        """The live draft's slot when it is all the scan has to look at (while the answer runs:
-        nothing to delete, every frozen message clean, the draft shown); else ``None``."""
-        layout = self._layout
-        index = len(layout.cuts)
-        if self._stale or self._ended or self._clean != index or layout.count() != index + 1:
-            return None
-        slot = self._slots[index] if index < len(self._slots) else None
-        return slot if slot is not None and slot.state is SlotState.SHOWN else None
-
-    def plan(self) -> Write | None:
-        """The next write, started (``None``: nothing to write): a command. It applies the
-        records on the way (what it found shown, given up, retired)."""
-        while True:
-            for step in self._steps():
-                match step:
-                    case _Clean(index=index):
-                        self._clean = index + 1
-                    case _Mark(slot=slot):
-                        slot.version = self._layout.version
-                    case _GiveUp(slot=slot, form=form):
-                        self._give_up(slot, form)
-                    case _Retire(index=index):
-                        self._retire(index)
-                        break  # the layout of slots changed: look again
-                    case _Planned():
-                        self._in_flight = self._start(step)
-                        return step.write
-                    case _Guess() | _Stop():
-                        pass
-            else:
-                return None
-
-    def _start(self, planned: _Planned) -> _InFlight:
-        slot = planned.slot
-        if slot is None:  # a message not sent yet: its slot begins
-            slot = Slot()
-            self._slots.append(slot)
-        return _InFlight(
-            slot, planned.form, planned.version, planned.write, planned.start, planned.end
-        )
-
-    # -- outcomes -------------------------------------------------------------------------
-
-    def _take(self) -> _InFlight:
-        flight, self._in_flight = self._in_flight, None
-        assert flight is not None, "an outcome with no write in flight"
-        return flight
-
-    def succeeded(self, message_id: str | None) -> None:
-        flight = self._take()
-        slot, write = flight.slot, flight.write
-        slot.attempts = 0
-        match write.kind:
-            case "delete":
-                self._forget(slot)
-                return
-            case "send" if message_id is None:  # no id to edit it by: assumed landed
-                advance(slot, "send_timed_out")
-            case "send":
-                advance(slot, "sent")
-                slot.message_id, slot.edits = message_id, 0
-            case "edit":
-                advance(slot, "edited")
-                slot.edits += 1
-        slot.shown, slot.version = flight.form, flight.version
-        self._freeze_for_cap()
-
-    def failed(self, reason: WriteFailure) -> float:
-        flight = self._take()
-        slot, write = flight.slot, flight.write
-        match FAILURE_EFFECTS[(write.kind, reason)]:
-            case Effect.SHOWN:
-                if write.kind == "delete":
-                    self._forget(slot)
-                    return 0.0
-                advance(slot, "edited")  # "not modified": it shows that already, no edit made
-                slot.shown, slot.version, slot.attempts = flight.form, flight.version, 0
-                self._freeze_for_cap()
-            case Effect.UNCONFIRMED:
-                self._unconfirmed(flight)
-            case Effect.RETRY:
-                return self._refused(flight)
-            case Effect.SHRINK:
-                self._shrink(flight)
-            case Effect.PLAIN:
-                self._rejected(flight)
-            case Effect.MOVED:
-                self._moved(flight)
-        return 0.0
-
-    def deferred(self) -> None:
-        self._take()  # the next plan carries the newest text
-
-    def _unconfirmed(self, flight: _InFlight) -> None:
-        slot, write = flight.slot, flight.write
-        if write.kind == "send":
-            self._counters.unconfirmed_sends += 1
-            if write.final or self._pin(flight):
-                advance(slot, "send_timed_out")
-            else:
-                advance(slot, "preview_send_timed_out")
-            slot.shown = flight.form
-        elif write.kind == "edit":
-            slot.edits += 1
-            advance(slot, "edit_timed_out")
-            if self._attempt_failed(slot):
-                slot.abandoned = flight.form
-        elif self._attempt_failed(slot):
-            self._forget(slot)
-
-    def _pin(self, flight: _InFlight) -> bool:
-        """A preview send timed out: assumed landed, its message holds the text it was sent with
-        for good (it has no id to edit it by), and the reply goes on after that text in a new
-        message. False when the layout moved under it (a restart, a shrink) and it cannot be
-        kept: then it is an orphan (module docstring)."""
-        slot = flight.slot
-        if flight.end < 0 or self._ended or slot not in self._slots:
-            return False
-        if not self._transcript.tail(flight.start)[: flight.end - flight.start].strip():
-            # It showed no text of the reply (a status line alone): it is left as it stands,
-            # and the draft goes on in a new message.
-            self._slots.remove(slot)
-            return True
-        return self._layout.pin(self._slots.index(slot), flight.start, flight.end, flight.form)
-
-    def _refused(self, flight: _InFlight) -> float:
-        """Did not land: back off and retry; then a new message (module docstring)."""
-        slot, write = flight.slot, flight.write
-        self._counters.writes_refused += 1
-        slot.attempts += 1
-        if slot.attempts < MAX_ATTEMPTS:
-            return REFUSED_BACKOFF_SECS[slot.attempts - 1]
-        slot.attempts = 0
-        if write.kind == "edit" and self._retirable(slot):
-            self._retire(self._slots.index(slot))
-        elif write.kind == "delete":
-            self._counters.writes_given_up += 1
-            self._forget(slot)
-        else:
-            self._give_up(slot, flight.form)
-        return 0.0
-
-    def _retirable(self, slot: Slot) -> bool:
-        return slot in self._slots and not self._assumed_after(self._slots.index(slot))
-
-    def _moved(self, flight: _InFlight) -> None:
-        """The chat moved: a send goes again (to the new chat); a message of the old chat is
-        retired (its text and those after it go out anew there), without a delete of it."""
-        slot, write = flight.slot, flight.write
-        if write.kind == "delete":
-            self._forget(slot)
-        elif write.kind == "edit" and slot in self._slots:
-            self._retire(self._slots.index(slot))
-            if slot in self._stale:
-                self._stale.remove(slot)
-
-    def _rejected(self, flight: _InFlight) -> None:
-        slot, write = flight.slot, flight.write
-        if write.formatted and not slot.plain:
-            slot.plain = True
-            self._counters.plain_fallbacks += 1
-        elif write.kind == "edit" and write.final and self._retirable(slot):
-            self._retire(self._slots.index(slot))
-        elif write.kind == "delete":
-            self._counters.writes_given_up += 1
-            self._forget(slot)
-        else:
-            self._give_up(slot, flight.form)
-
-    def _attempt_failed(self, slot: Slot) -> bool:
-        """Count a timeout; True when the write is given up."""
-        slot.attempts += 1
-        if slot.attempts < MAX_ATTEMPTS:
-            return False
-        slot.attempts = 0
-        self._counters.writes_given_up += 1
-        return True
-
-    def _forget(self, slot: Slot) -> None:
-        if slot in self._stale:
-            self._stale.remove(slot)
-        if slot.writable:
-            advance(slot, "deleted")
-
-    def _shrink(self, flight: _InFlight) -> None:
-        """The platform counted more than we did: lay this message and the next out again with
-        a quarter less room."""
-        slot = flight.slot
-        room = min(self._layout.max, measure(self._limits, flight.write.text)) * 3 // 4
-        index = self._slots.index(slot) if slot in self._slots else len(self._slots)
-        if room < MIN_ROOM or not self._layout.shrink(index, room):
-            slot.abandoned = flight.form
-            self._counters.writes_given_up += 1
-            return
-        self._clean = min(self._clean, index)
-        self._leave_assumed(index + 1)
-
-
-def _preview_edits(cap: int) -> int:
-    """Edits of one message previews may use: two are kept, to freeze it and for the final."""
-    return cap - 2 if cap >= 3 else 0
+DraftInput = (
+    TextEmitted
+    | ToolStarted
+    | ToolFinished
+    | RoundEnded
+    | Restarted
+    | Ending
+    | PieceGuarded
+    | PieceWithheld
+    | WriteSucceeded
+    | WriteFailed
+)
+"""What the planner hears (``TextEmitted`` carries the text as appended to the transcript, its
+round's separator included; the three ends come as one :class:`Ending`)."""
+
+# -- the answer ---------------------------------------------------------------------------------
+
+
+def on_text(drafts: Drafts, appended: str, text: Transcript, settings: DeliverySettings) -> Drafts:
+    """``appended`` was added to the transcript (nearly every input: called directly). Returns
+    ``drafts`` itself when nothing changed (the live draft grew within its room)."""
+    layout = layouts.append(drafts.layout, appended, text, settings)
+    grown = drafts if layout is drafts.layout else with_layout(drafts, layout)
+    if settings.max_edits_per_message is None:
+        return grown  # no cap: nothing to freeze for it
+    return freeze_for_cap(grown, text, settings)
+
+
+def _text(drafts: Drafts, event: TextEmitted, text: Transcript, s: DeliverySettings) -> DraftStep:
+    return DraftStep(on_text(drafts, event.text, text, s))
+
+
+def _status(drafts: Drafts, event: ToolStarted, text: Transcript, s: DeliverySettings) -> DraftStep:
+    layout = layouts.set_status(drafts.layout, event.call, event.status, text, s)
+    return DraftStep(freeze_for_cap(drafts._replace(layout=layout), text, s))
+
+
+def _status_finished(
+    drafts: Drafts, event: ToolFinished, text: Transcript, s: DeliverySettings
+) -> DraftStep:
+    # The line is edited in place at the draft's next (throttled) edit.
+    layout = layouts.finish_status(drafts.layout, event.call, event.status, text, s)
+    return DraftStep(freeze_for_cap(drafts._replace(layout=layout), text, s))
+
+
+def _round_ended(
+    drafts: Drafts, event: RoundEnded, text: Transcript, s: DeliverySettings
+) -> DraftStep:
+    # A new round's tools begin: their status lines replace the last round's.
+    return DraftStep(drafts._replace(layout=layouts.new_status_round(drafts.layout)))
+
+
+def _restarted(
+    drafts: Drafts, event: Restarted, text: Transcript, s: DeliverySettings
+) -> DraftStep:
+    layout = layouts.restart(drafts.layout, text.round_start, text, s)
+    drafts = leave_assumed(drafts._replace(layout=layout, clean=0), len(layout.cuts))
+    if drafts.in_flight is not None:  # a send in flight no longer shows the current text
+        drafts = drafts._replace(in_flight=replace(drafts.in_flight, end=-1))
+    return DraftStep(drafts)
+
+
+def _ended(drafts: Drafts, ending: Ending, text: Transcript, s: DeliverySettings) -> DraftStep:
+    suffix = ending.line if ending.kind == "interrupted" else None
+    drafts = drafts._replace(ended=True, layout=layouts.end(drafts.layout, suffix))
+    if ending.kind == "refused":
+        drafts = drafts._replace(layout=layouts.refuse(drafts.layout, ending.line, s))
+        return DraftStep(supersede(leave_assumed(drafts, 0), s))
+    body = text.text
+    if not body.strip():
+        layout = layouts.lay_out_final(drafts.layout, "", s)
+        return DraftStep(supersede(drafts._replace(layout=layout), s))
+    piece_id = drafts.next_piece
+    span = (0, text.emitted_offset(len(body)))
+    guard = GuardPiece(piece_id, body, span)
+    return DraftStep(drafts._replace(guard=guard, awaited=piece_id, next_piece=piece_id + 1))
+
+
+# -- the verdict --------------------------------------------------------------------------------
+
+
+def guard_request(drafts: Drafts) -> GuardPiece | None:
+    """The verdict to ask for now (a query)."""
+    return drafts.guard
+
+
+def guard_started(drafts: Drafts) -> Drafts:
+    """The verdict was asked for."""
+    return drafts._replace(guard=None)
+
+
+def _guarded(
+    drafts: Drafts, event: PieceGuarded | PieceWithheld, text: Transcript, s: DeliverySettings
+) -> DraftStep:
+    if event.piece_id != drafts.awaited:
+        return DraftStep(drafts)  # not awaited (late): ignored
+    drafts = drafts._replace(guard=None, awaited=None)
+    if isinstance(event, PieceWithheld):
+        layout = layouts.lay_out_final(drafts.layout, WITHHELD_NOTICE, s, formatted=False, keep=())
+        drafts = leave_assumed(drafts._replace(layout=layout), 0)
+        return DraftStep(supersede(drafts, s), ("pieces_withheld",))
+    body = event.text if event.text is not None and event.text.strip() else ""
+    keep: tuple[layouts.Frozen, ...] | None = None  # the preview's cuts
+    if body != text.text:
+        keep = ()  # the hook rewrote it: lay the final text out afresh
+        drafts = leave_assumed(drafts, 0)
+    layout = layouts.lay_out_final(drafts.layout, body, s, keep=keep)
+    return DraftStep(supersede(drafts._replace(layout=layout), s)._replace(clean=0))
+
+
+# -- outcomes -----------------------------------------------------------------------------------
+
+
+def _take(drafts: Drafts) -> tuple[Drafts, InFlight, Slot]:
+    """The write in flight taken off, and its slot's current value."""
+    flight = drafts.in_flight
+    assert flight is not None, "an outcome with no write in flight"
+    drafts = drafts._replace(in_flight=None)
+    return drafts, flight, current(drafts, flight.slot)
+
+
+def _succeeded(
+    drafts: Drafts, event: WriteSucceeded, text: Transcript, s: DeliverySettings
+) -> DraftStep:
+    drafts, flight, slot = _take(drafts)
+    shown = {"attempts": 0, "shown": flight.form, "version": flight.version}
+    match flight.write.kind:
+        case "delete":
+            slot = replace(slot, attempts=0)
+            return DraftStep(forget(put(drafts, slot), slot))
+        case "send" if event.message_id is None:  # no id to edit it by: assumed landed
+            slot = advance(slot, "send_timed_out", **shown)
+        case "send":
+            slot = advance(slot, "sent", message_id=event.message_id, edits=0, **shown)
+        case "edit":
+            slot = advance(slot, "edited", edits=slot.edits + 1, **shown)
+    return DraftStep(freeze_for_cap(put(drafts, slot), text, s))
+
+
+def _failed(drafts: Drafts, event: WriteFailed, text: Transcript, s: DeliverySettings) -> DraftStep:
+    if event.reason == "rate_limited":
+        return DraftStep(drafts._replace(in_flight=None))  # the next plan carries the newest text
+    drafts, flight, slot = _take(drafts)
+    count: list[str] = []
+    backoff = 0.0
+    match FAILURE_EFFECTS[(flight.write.kind, event.reason)]:
+        case Effect.SHOWN if flight.write.kind == "delete":
+            drafts = forget(drafts, slot)
+        case Effect.SHOWN:  # "not modified": it shows that already, no edit made
+            slot = advance(slot, "edited", shown=flight.form, version=flight.version, attempts=0)
+            drafts = freeze_for_cap(put(drafts, slot), text, s)
+        case Effect.UNCONFIRMED:
+            drafts = _unconfirmed(drafts, flight, slot, count, text, s)
+        case Effect.RETRY:
+            drafts, backoff = _refused(drafts, flight, slot, count)
+        case Effect.SHRINK:
+            drafts = _shrink(drafts, flight, slot, count, text, s)
+        case Effect.PLAIN:
+            drafts = _rejected(drafts, flight, slot, count)
+        case Effect.MOVED:
+            drafts = _moved(drafts, flight, slot, count)
+    return DraftStep(drafts, tuple(count), backoff)
+
+
+def _unconfirmed(
+    drafts: Drafts,
+    flight: InFlight,
+    slot: Slot,
+    count: list[str],
+    text: Transcript,
+    s: DeliverySettings,
+) -> Drafts:
+    write = flight.write
+    if write.kind == "send":
+        count.append("unconfirmed_sends")
+        drafts, pinned = (drafts, True) if write.final else _pin(drafts, flight, slot, text, s)
+        slot = advance(slot, "send_timed_out" if pinned else "preview_send_timed_out")
+        return put(drafts, replace(slot, shown=flight.form))
+    if write.kind == "edit":
+        slot = advance(replace(slot, edits=slot.edits + 1), "edit_timed_out")
+        slot, given_up = _attempt_failed(slot, count)
+        return put(drafts, replace(slot, abandoned=flight.form) if given_up else slot)
+    slot, given_up = _attempt_failed(slot, count)
+    drafts = put(drafts, slot)
+    return forget(drafts, slot) if given_up else drafts
+
+
+def _pin(
+    drafts: Drafts, flight: InFlight, slot: Slot, text: Transcript, s: DeliverySettings
+) -> tuple[Drafts, bool]:
+    """A preview send timed out: assumed landed, its message holds the text it was sent with for
+    good (it has no id to edit it by), and the reply goes on after that text in a new message.
+    False when the layout moved under it (a restart, a shrink) and it cannot be kept: then it is
+    an orphan (module docstring)."""
+    index = find(drafts.slots, slot)
+    if flight.end < 0 or drafts.ended or index < 0:
+        return drafts, False
+    if not text.tail(flight.start)[: flight.end - flight.start].strip():
+        # It showed no text of the reply (a status line alone): it is left as it stands, and
+        # the draft goes on in a new message.
+        return drafts._replace(slots=(*drafts.slots[:index], *drafts.slots[index + 1 :])), True
+    span = (flight.start, flight.end)
+    layout = layouts.pin(drafts.layout, index, span, flight.form, text, s)
+    if layout is None:
+        return drafts, False
+    return drafts._replace(layout=layout), True
+
+
+def _refused(
+    drafts: Drafts, flight: InFlight, slot: Slot, count: list[str]
+) -> tuple[Drafts, float]:
+    """Did not land: back off and retry; then a new message (module docstring)."""
+    count.append("writes_refused")
+    attempts = slot.attempts + 1
+    if attempts < MAX_ATTEMPTS:
+        return put(drafts, replace(slot, attempts=attempts)), REFUSED_BACKOFF_SECS[attempts - 1]
+    slot = replace(slot, attempts=0)
+    drafts = put(drafts, slot)
+    kind = flight.write.kind
+    if kind == "edit" and _retirable(drafts, slot):
+        return retire(drafts, find(drafts.slots, slot), count), 0.0
+    if kind == "delete":
+        count.append("writes_given_up")
+        return forget(drafts, slot), 0.0
+    return give_up(drafts, slot, flight.form, count), 0.0
+
+
+def _retirable(drafts: Drafts, slot: Slot) -> bool:
+    index = find(drafts.slots, slot)
+    return index >= 0 and not assumed_after(drafts, index)
+
+
+def _moved(drafts: Drafts, flight: InFlight, slot: Slot, count: list[str]) -> Drafts:
+    """The chat moved: a send goes again (to the new chat); a message of the old chat is
+    retired (its text and those after it go out anew there), without a delete of it."""
+    kind = flight.write.kind
+    if kind == "delete":
+        return forget(drafts, slot)
+    index = find(drafts.slots, slot)
+    if kind == "edit" and index >= 0:
+        drafts = retire(drafts, index, count)
+        stale = find(drafts.stale, slot)
+        if stale >= 0:
+            drafts = drafts._replace(stale=(*drafts.stale[:stale], *drafts.stale[stale + 1 :]))
+    return drafts
+
+
+def _rejected(drafts: Drafts, flight: InFlight, slot: Slot, count: list[str]) -> Drafts:
+    write = flight.write
+    if write.formatted and not slot.plain:
+        count.append("plain_fallbacks")
+        return put(drafts, replace(slot, plain=True))
+    if write.kind == "edit" and write.final and _retirable(drafts, slot):
+        return retire(drafts, find(drafts.slots, slot), count)
+    if write.kind == "delete":
+        count.append("writes_given_up")
+        return forget(drafts, slot)
+    return give_up(drafts, slot, flight.form, count)
+
+
+def _attempt_failed(slot: Slot, count: list[str]) -> tuple[Slot, bool]:
+    """Count a timeout; True when the write is given up."""
+    attempts = slot.attempts + 1
+    if attempts < MAX_ATTEMPTS:
+        return replace(slot, attempts=attempts), False
+    count.append("writes_given_up")
+    return replace(slot, attempts=0), True
+
+
+def _shrink(
+    drafts: Drafts,
+    flight: InFlight,
+    slot: Slot,
+    count: list[str],
+    text: Transcript,
+    s: DeliverySettings,
+) -> Drafts:
+    """The platform counted more than we did: lay this message and the next out again with a
+    quarter less room."""
+    room = min(drafts.layout.max, measure(s.limits, flight.write.text)) * 3 // 4
+    index = find(drafts.slots, slot)
+    index = len(drafts.slots) if index < 0 else index
+    layout = None if room < MIN_ROOM else layouts.shrink(drafts.layout, index, room, text, s)
+    if layout is None:
+        count.append("writes_given_up")
+        return put(drafts, replace(slot, abandoned=flight.form))
+    drafts = drafts._replace(layout=layout, clean=min(drafts.clean, index))
+    return leave_assumed(drafts, index + 1)
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+TRANSITIONS: dict[type[Any], Callable[[Drafts, Any, Transcript, DeliverySettings], DraftStep]] = {
+    TextEmitted: _text,
+    ToolStarted: _status,
+    ToolFinished: _status_finished,
+    RoundEnded: _round_ended,
+    Restarted: _restarted,
+    Ending: _ended,
+    PieceGuarded: _guarded,
+    PieceWithheld: _guarded,
+    WriteSucceeded: _succeeded,
+    WriteFailed: _failed,
+}
+"""Each input's transition (the module docstring's table)."""
+
+
+def hear(
+    drafts: Drafts, event: DraftInput, text: Transcript, settings: DeliverySettings
+) -> DraftStep:
+    """The step ``event`` takes from ``drafts`` (:data:`TRANSITIONS`); ``text`` is read only."""
+    return TRANSITIONS[type(event)](drafts, event, text, settings)

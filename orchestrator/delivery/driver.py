@@ -27,15 +27,9 @@ does so: the policy then runs once per write, not once per delta). Whether text 
 (:meth:`~DeliveryDriver.text_waits`) is a query; shortening the wait to when a write could
 start is the explicit command half of :meth:`~DeliveryDriver.text_ready` and :meth:`feed`.
 
-Channel errors become write outcomes here, once, by one table (:data:`WRITE_OUTCOMES`, walked
-along the error's class hierarchy): ``ChannelRateLimited`` → ``rate_limited`` (with its
-``retry_after``), ``MessageNotModified`` → ``not_modified``, ``MessageTooLong`` → ``too_long``,
-``MessageGone`` → ``gone``, ``ChannelTimeout`` → ``timeout``, ``ChannelUnavailable`` →
-``refused``, ``ChatMoved`` → ``moved`` (the reply's chat id becomes the new one, ``on_moved`` is
-awaited with it; at most :data:`MAX_MOVES` times, then ``failed``), ``DestinationGone`` →
-``unreachable`` (``on_unreachable`` is called: the turn stops its model work), any other
-``ChannelError`` (or an unexpected exception from an adapter, logged with its traceback) →
-``failed``. Typing failures are logged and ignored.
+Each write goes through the reply's :class:`~orchestrator.delivery.chat_writes.ChatWriter`
+(one platform write per action), which turns channel errors into write outcomes by one table
+(:data:`~orchestrator.delivery.chat_writes.WRITE_OUTCOMES`) and follows a chat that moved.
 
 Cancelling ``run`` abandons the reply: a write in progress may or may not land, a hook still
 running is cancelled (its worker process is killed), and nothing more is written.
@@ -47,23 +41,19 @@ import asyncio
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
 import anyio.abc
 
 from channels.base import Channel, MessageRef, WriteSpacing
-from channels.errors import (
-    ChannelError,
-    ChannelRateLimited,
-    ChannelTimeout,
-    ChannelUnavailable,
-    ChatMoved,
-    DestinationGone,
-    MessageGone,
-    MessageNotModified,
-    MessageTooLong,
+from orchestrator.delivery.chat_writes import (
+    MAX_MOVES,
+    WRITE_OUTCOMES,
+    ChatSpacing,
+    ChatWriter,
+    write_outcome,
 )
 from orchestrator.delivery.engine import DeliveryEngine, DeliveryProtocolError, DeliveryStats
 from orchestrator.delivery.events import (
@@ -76,50 +66,18 @@ from orchestrator.delivery.events import (
     SendTyping,
     SleepUntil,
     TextEmitted,
-    WriteFailed,
-    WriteFailure,
-    WriteSucceeded,
     WrittenElsewhere,
 )
 from orchestrator.delivery.hooks import PiecePolicy, guard_piece
 from orchestrator.delivery.settings import DeliverySettings
 
 __all__ = ["MAX_MOVES", "WRITE_OUTCOMES", "DeliveryDriver", "write_outcome"]
+# MAX_MOVES, WRITE_OUTCOMES and write_outcome live in chat_writes.py (re-exported: the driver is
+# where the delivery's boundary is named).
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-MAX_MOVES = 3
-"""Chat moves one reply follows; a further ``ChatMoved`` is a failed write."""
-
-
-WRITE_OUTCOMES: Mapping[type[Exception], WriteFailure] = {
-    ChannelRateLimited: "rate_limited",
-    MessageNotModified: "not_modified",
-    ChatMoved: "moved",
-    DestinationGone: "unreachable",
-    MessageTooLong: "too_long",
-    MessageGone: "gone",
-    ChannelTimeout: "timeout",
-    ChannelUnavailable: "refused",
-    ChannelError: "failed",
-    Exception: "failed",
-}
-"""The outcome of a channel write that raised, by error class (architecture §3 "Network
-errors"): the boundary's one table, walked by :func:`write_outcome` along the class hierarchy,
-as httpx's ``map_httpcore_exceptions`` does."""
-
-
-def write_outcome(exc: Exception) -> WriteFailure:
-    """The :data:`WRITE_OUTCOMES` entry of ``exc``'s nearest class (its MRO, most derived
-    first): a subclass of ``MessageGone`` is ``gone``, an adapter's unexpected ``KeyError``
-    is ``failed``. A pure function."""
-    for cls in type(exc).__mro__:
-        reason = WRITE_OUTCOMES.get(cls)
-        if reason is not None:
-            return reason
-    return "failed"  # unreachable: every Exception has Exception in its MRO
 
 
 async def _stay(chat_id: str) -> None:
@@ -132,23 +90,6 @@ def _ignore() -> None:
 
 def _nothing() -> str:
     return ""
-
-
-class _ChatSpacing:
-    """:class:`~channels.base.WriteSpacing` of one chat: ``interval`` seconds after the last
-    write that landed, on ``clock``."""
-
-    def __init__(self, clock: Callable[[], float], interval: float) -> None:
-        self._clock = clock
-        self._interval = interval
-        self._landed: float | None = None
-
-    def landed(self) -> None:
-        self._landed = self._clock()
-
-    async def next_write(self) -> None:
-        if self._landed is not None:
-            await anyio.sleep(max(0.0, self._landed + self._interval - self._clock()))
 
 
 class DeliveryDriver:
@@ -189,15 +130,16 @@ class DeliveryDriver:
         on_unreachable: Callable[[], None] = _ignore,
         on_written: Callable[[MessageRef, str, bool], Awaitable[None]] | None = None,
     ) -> None:
-        self._on_written = on_written
         self._channel = channel
-        self._chat_id = chat_id
-        self._origin = chat_id
-        self._moves = 0
-        self._on_moved = on_moved
-        self._on_unreachable = on_unreachable
-        self._reply_to = reply_to
-        self._thread_id = thread_id
+        self._writer = ChatWriter(
+            channel,
+            chat_id,
+            reply_to=reply_to,
+            thread_id=thread_id,
+            on_moved=on_moved,
+            on_unreachable=on_unreachable,
+            on_written=on_written,
+        )
         self._clock = clock or anyio.current_time
         self._loop_clock = clock is None
         """Whether :meth:`run` binds the clock to the loop running it."""
@@ -206,7 +148,6 @@ class DeliveryDriver:
             settings or DeliverySettings.from_channel(channel), policy.redact_line
         )
         self._inbox: deque[DeliveryEvent] = deque()
-        self._refs: dict[str, MessageRef] = {}
         self._wakeup: asyncio.Event | None = None
         self._waiting = False
         """Whether the loop waits (for :attr:`_wakeup`, set by :meth:`feed` or by ``_timer``)."""
@@ -227,7 +168,7 @@ class DeliveryDriver:
     @property
     def chat_id(self) -> str:
         """The chat the reply is written to (the new id once the chat moved)."""
-        return self._chat_id
+        return self._writer.chat_id
 
     @property
     def writes_sent(self) -> int:
@@ -316,7 +257,7 @@ class DeliveryDriver:
         if not self._closed:
             await anyio.sleep(max(0.0, self.engine.next_write_at() - self._clock()))
         try:
-            return await write(_ChatSpacing(self._clock, self.engine.settings.interval))
+            return await write(ChatSpacing(self._clock, self.engine.settings.interval))
         finally:
             self.feed(WrittenElsewhere())
 
@@ -341,7 +282,7 @@ class DeliveryDriver:
             log.warning(
                 "delivery to %s:%s gave up %d write(s)",
                 self._channel.name,
-                self._chat_id,
+                self._writer.chat_id,
                 stats.writes_given_up,
             )
         return stats
@@ -406,7 +347,7 @@ class DeliveryDriver:
             try:
                 self.engine.receive(event, now)
             except DeliveryProtocolError as exc:
-                log.warning("delivery to %s:%s: %s", self._channel.name, self._chat_id, exc)
+                log.warning("delivery to %s:%s: %s", self._channel.name, self.chat_id, exc)
         actions: deque[Action] = deque(self.engine.poll(now))
         deadline: float | None = None
         wrote = False
@@ -416,7 +357,8 @@ class DeliveryDriver:
                 case SleepUntil(deadline=at):
                     deadline = at
                 case SendTyping():
-                    await self._typing()
+                    if not await self._writer.typing():
+                        self.engine.destination_gone()
                 case GuardPiece():
                     if self._policy.has_hook and self._hooks is not None:
                         self._hooks.start_soon(self._guard, action)
@@ -424,129 +366,13 @@ class DeliveryDriver:
                         self.engine.receive(await self._verdict(action), self._clock())
                         wrote = True
                 case SendMessage() | EditMessage() | DeleteMessage():
-                    outcome = await self._write(action)
+                    outcome = await self._writer.write(action)
                     self.engine.receive(outcome, self._clock())
                     wrote = True
         return wrote, deadline
 
     async def _verdict(self, piece: GuardPiece) -> DeliveryEvent:
-        return await guard_piece(self._policy, piece, where=f"{self._channel.name}:{self._chat_id}")
+        return await guard_piece(self._policy, piece, where=f"{self._channel.name}:{self.chat_id}")
 
     async def _guard(self, piece: GuardPiece) -> None:
         self.feed(await self._verdict(piece))
-
-    async def _typing(self) -> None:
-        try:
-            await self._channel.send_typing(self._chat_id, thread_id=self._thread_id)
-        except DestinationGone as exc:  # the thread is gone: so is the rest of the reply
-            self._gone("SendTyping", exc)
-            self.engine.destination_gone()
-        except ChatMoved as exc:  # the next write is refused too, and follows the move
-            log.debug("typing in %s:%s: %s", self._channel.name, self._chat_id, exc)
-        except Exception as exc:  # typing is best effort
-            log.debug("typing in %s:%s failed: %s", self._channel.name, self._chat_id, exc)
-
-    async def _write(self, action: SendMessage | EditMessage | DeleteMessage) -> DeliveryEvent:
-        channel, kind = self._channel, type(action).__name__
-        try:
-            match action:
-                case SendMessage(text=text, formatted=formatted):
-                    ref = await channel.send_message(
-                        self._chat_id,
-                        text,
-                        formatted=formatted,
-                        reply_to=self._reply_to,
-                        thread_id=self._thread_id,
-                    )
-                    self._reply_to = None  # only the first message answers the user's
-                    # Ids are per chat: after a move, the new chat's are qualified by it.
-                    key = ref.message_id
-                    if ref.chat_id != self._origin:
-                        key = f"{ref.chat_id}/{ref.message_id}"
-                    self._refs[key] = ref
-                    if self._on_written is not None:
-                        await self._on_written(ref, text, formatted)
-                    return WriteSucceeded(key)
-                case EditMessage(message_id=message_id, text=text, formatted=formatted):
-                    ref = self._ref(message_id)
-                    await channel.edit_message(ref, text, formatted=formatted)
-                    if self._on_written is not None:
-                        await self._on_written(ref, text, formatted)
-                case DeleteMessage(message_id=message_id):
-                    await channel.delete_message(self._ref(message_id))
-            return WriteSucceeded()
-        except Exception as exc:
-            return await self._failed(kind, exc)
-
-    async def _failed(self, kind: str, exc: Exception) -> WriteFailed:
-        """The outcome of a write that raised ``exc`` (:data:`WRITE_OUTCOMES`), with what the
-        outcome asks for done: logged, the chat followed, the turn told the chat is gone."""
-        reason = write_outcome(exc)
-        channel = self._channel.name
-        match reason:
-            case "rate_limited":
-                assert isinstance(exc, ChannelRateLimited)
-                log.info(
-                    "%s in %s:%s rate limited for %g s",
-                    kind,
-                    channel,
-                    self._chat_id,
-                    exc.retry_after,
-                )
-                return WriteFailed("rate_limited", exc.retry_after)
-            case "not_modified":
-                return WriteFailed("not_modified")
-            case "moved":
-                assert isinstance(exc, ChatMoved)
-                if self._moves >= MAX_MOVES:
-                    self._log_failure(kind, exc)
-                    return WriteFailed("failed")
-                await self._moved(exc.new_chat_id)
-                return WriteFailed("moved")
-            case "unreachable":
-                assert isinstance(exc, ChannelError)
-                self._gone(kind, exc)
-                return WriteFailed("unreachable")
-            case _ if isinstance(exc, ChannelError):
-                self._log_failure(kind, exc)
-                return WriteFailed(reason)
-            case _:  # an adapter's bug: its traceback goes to the log
-                log.exception("%s in %s:%s raised", kind, channel, self._chat_id, exc_info=exc)
-                return WriteFailed(reason)
-
-    def _gone(self, kind: str, exc: ChannelError) -> None:
-        log.warning(
-            "%s in %s:%s failed: %s; the rest of the reply is not delivered",
-            kind,
-            self._channel.name,
-            self._chat_id,
-            exc,
-        )
-        self._on_unreachable()
-
-    async def _moved(self, new_chat_id: str) -> None:
-        if new_chat_id == self._chat_id:
-            return
-        log.info(
-            "%s:%s moved to %s (a supergroup); the reply continues there",
-            self._channel.name,
-            self._chat_id,
-            new_chat_id,
-        )
-        self._moves += 1
-        self._chat_id = new_chat_id
-        self._reply_to = None  # a message id of the old chat
-        await self._on_moved(new_chat_id)
-
-    def _ref(self, message_id: str) -> MessageRef:
-        return self._refs.get(message_id) or MessageRef(self._chat_id, message_id)
-
-    def _log_failure(self, kind: str, exc: ChannelError) -> None:
-        log.warning(
-            "%s in %s:%s failed: %s: %s",
-            kind,
-            self._channel.name,
-            self._chat_id,
-            type(exc).__name__,
-            exc,
-        )

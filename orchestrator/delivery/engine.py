@@ -20,17 +20,19 @@ When the engine is waiting for time to pass, the last action is
 ``SleepUntil(deadline)``: poll again at ``deadline`` or when a new event arrives. An empty list
 means: nothing to do until the next event.
 
-The engine's own state of the reply — the write in flight, the verdict awaited, whether the
-answer is over, and every time that spaces the writes — is one frozen
-:class:`~orchestrator.delivery.reply_state.ReplyState`; each event's effect on it is a pure
-function looked up in one table (:data:`~orchestrator.delivery.reply_state.TRANSITIONS`), which
-also says whether the planner hears the event; the engine keeps the current value, applies the
-step and tells the planner.
+Everything the engine knows of the reply — the write in flight, the verdict awaited, whether
+the answer is over, every time that spaces the writes and, in ``partial``, the planner's state
+— is one immutable :class:`~orchestrator.delivery.reply_state.ReplyState`; each event's effect
+on it is a pure function looked up in one table
+(:data:`~orchestrator.delivery.reply_state.TRANSITIONS`), which also says whether the planner
+hears the event; the planner's effect is a pure function in its own table
+(:data:`~orchestrator.delivery.drafts.TRANSITIONS`). The engine keeps the current value (and the
+transcript of the text), applies the steps and stores the new value.
 
 What to write is decided by the mode's planner, from the current state only (latest text wins;
-intermediate states are never queued): :class:`~orchestrator.delivery.drafts.DraftPlanner`
-(``partial``) and :class:`~orchestrator.delivery.pieces.QueuePlanner` (``off``,
-``multi_message``); their module docstrings describe the layouts. The engine owns time:
+intermediate states are never queued): :mod:`~orchestrator.delivery.drafts` (``partial``) and
+:class:`~orchestrator.delivery.pieces.QueuePlanner` (``off``, ``multi_message``); their module
+docstrings describe the layouts. The engine owns time:
 
 - *Spacing*: a write starts no earlier than ``draft_update_interval_ms`` after the previous
   write *completed* (its outcome was fed back), so start-to-start is at least the interval too,
@@ -83,16 +85,18 @@ awaited and the planner has nothing left to write. Queries (:attr:`~DeliveryEngi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from dataclasses import dataclass, fields
 
-from orchestrator.delivery.drafts import DraftPlanner
+from orchestrator.delivery import draft_layout, draft_scan, drafts
+from orchestrator.delivery.draft_state import Drafts, new_drafts
 from orchestrator.delivery.events import (
     Action,
     AnswerEnded,
     AnswerInterrupted,
     AnswerRefused,
     DeliveryEvent,
+    GuardPiece,
     PieceGuarded,
     PieceWithheld,
     Restarted,
@@ -108,8 +112,8 @@ from orchestrator.delivery.events import (
 from orchestrator.delivery.pieces import QueuePlanner
 from orchestrator.delivery.planning import (
     Counters,
+    DeliveryStats,
     Ending,
-    Planner,
     Transcript,
     Write,
     WriteKind,
@@ -125,51 +129,17 @@ from orchestrator.delivery.reply_state import (
     transition,
     typed,
     typing_at,
+    with_drafts,
     write_at,
 )
 from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.delivery.splitting import measure
 
 __all__ = ["DeliveryEngine", "DeliveryProtocolError", "DeliveryStats"]
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryStats:
-    """What one reply's delivery did.
-
-    Attributes:
-        writes_sent: sends, edits and deletes started (typing not counted).
-        messages_created: sends that returned a message id.
-        edits_sent: edits started.
-        deletes_sent: deletes started.
-        rate_limited: writes answered with a rate limit.
-        writes_given_up: writes abandoned after failing (logged by the driver).
-        unconfirmed_sends: sends that timed out (assumed landed, never re-sent).
-        plain_fallbacks: formatted writes retried as plain text after failing.
-        writes_refused: writes refused outright (5xx, connection refused), retried.
-        resent_as_new: messages whose edits kept failing, their text sent as a new message.
-        pieces_withheld: pieces replaced by the withheld notice (the hook failed).
-        unreachable: 1 when a write found the chat or thread gone (the rest was not written).
-    """
-
-    writes_sent: int
-    messages_created: int
-    edits_sent: int
-    deletes_sent: int
-    rate_limited: int
-    writes_given_up: int
-    unconfirmed_sends: int
-    plain_fallbacks: int
-    writes_refused: int = 0
-    resent_as_new: int = 0
-    pieces_withheld: int = 0
-    unreachable: int = 0
-
-
 def _as_is(text: str) -> str:
     return text
-
-
-_COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
 
 
 class DeliveryEngine:
@@ -186,15 +156,22 @@ class DeliveryEngine:
     ) -> None:
         self._settings = settings
         self._redact_line = redact_line
-        self._transcript = Transcript()
+        partial = settings.mode == "partial"
+        self._transcript = Transcript(
+            functools.partial(measure, settings.limits) if partial else None
+        )
+        """The reply's visible text (appended per delta; the state holds offsets into it)."""
         self._counters = Counters()
-        self._planner: Planner
-        if settings.mode == "partial":
-            self._planner = DraftPlanner(settings, self._transcript, self._counters)
+        self._queue: QueuePlanner | None = None
+        """The ``off`` / ``multi_message`` planner; ``None`` in ``partial``, whose planner's
+        state is the ``drafts`` of :attr:`_state`."""
+        first = ReplyState()
+        if partial:
+            first = ReplyState(drafts=new_drafts(settings))
         else:
-            self._planner = QueuePlanner(settings, self._transcript, self._counters, redact_line)
-        self._state = ReplyState()
-        """Writes, verdicts and times (:mod:`~orchestrator.delivery.reply_state`)."""
+            self._queue = QueuePlanner(settings, self._transcript, self._counters, redact_line)
+        self._state = first
+        """Everything this reply's delivery knows (:mod:`~orchestrator.delivery.reply_state`)."""
 
     # -- state ----------------------------------------------------------------------------
 
@@ -231,8 +208,8 @@ class DeliveryEngine:
         return (
             state.in_flight is not None
             or state.guarding is not None
-            or self._planner.guard_request() is not None
-            or self._planner.next_kind() is not None
+            or self._guard_request() is not None
+            or self._next_kind() is not None
         )
 
     @property
@@ -257,8 +234,7 @@ class DeliveryEngine:
 
     @property
     def stats(self) -> DeliveryStats:
-        counters = self._counters  # field by field: asdict deep-copies, costly per reply
-        return DeliveryStats(**{name: getattr(counters, name) for name in _COUNTER_NAMES})
+        return self._counters.stats()
 
     # -- input ----------------------------------------------------------------------------
 
@@ -282,54 +258,112 @@ class DeliveryEngine:
             # Nearly every event: its transition leaves the state as it is and the planner
             # hears it (reply_state.TRANSITIONS), taken here without building the step.
             appended = self._transcript.append(event.text)
-            if appended:
-                self._planner.on_text(appended)
+            if not appended:
+                return
+            state = self._state
+            if state.drafts is None:
+                assert self._queue is not None
+                self._queue.on_text(appended)
+                return
+            grown = drafts.on_text(state.drafts, appended, self._transcript, self._settings)
+            if grown is not state.drafts:  # else the live draft grew within its room
+                self._state = with_drafts(state, grown)
+                if grown.layout.cuts is not state.drafts.layout.cuts:
+                    self._settle(grown)
             return
         step = transition(self._state, event, now, self._settings)
         self._state = step.state
-        counters = self._counters
-        for name in step.count:
-            setattr(counters, name, getattr(counters, name) + 1)
+        self._count(step.count)
         if step.tell:
             self._tell(event, now)
 
     def _tell(self, event: DeliveryEvent, now: float) -> None:
         """The planner (and the transcript) hear ``event``: its transition said so."""
-        planner = self._planner
+        heard: drafts.DraftInput
         match event:
             case TextEmitted(text=text):
                 appended = self._transcript.append(text)
-                if appended:
-                    planner.on_text(appended)
-            case WriteSucceeded(message_id=message_id):
-                planner.succeeded(message_id)
-            case WriteFailed(reason="rate_limited"):
-                planner.deferred()
-            case WriteFailed(reason=reason):
-                self._state = backed_off(self._state, now, planner.failed(reason))
-            case PieceGuarded(piece_id=piece_id, text=text):
-                planner.guarded(piece_id, text, withheld=False)
-            case PieceWithheld(piece_id=piece_id):
-                planner.guarded(piece_id, None, withheld=True)
-            case ToolStarted(call=call, status=status):
-                planner.on_status(call, status)
-            case ToolFinished(call=call, status=status):
-                planner.on_status_finished(call, status)
+                if not appended:
+                    return
+                heard = event if appended is text else TextEmitted(appended)
             case RoundEnded():
-                planner.on_round_ended()
                 self._transcript.end_round()
+                heard = event
             case Restarted():
                 self._transcript.restart()
-                planner.on_restarted()
+                heard = event
             case AnswerEnded():
-                planner.on_end(Ending("ended"))
+                heard = Ending("ended")
             case AnswerInterrupted(cause=cause, marker=marker):
                 line = interrupted_marker(cause) if marker is None else marker
-                planner.on_end(Ending("interrupted", self._redact_line(line)))
+                heard = Ending("interrupted", self._redact_line(line))
             case AnswerRefused(notice=notice):
-                planner.on_end(Ending("refused", self._redact_line(notice)))
+                heard = Ending("refused", self._redact_line(notice))
+            case (
+                ToolStarted()
+                | ToolFinished()
+                | PieceGuarded()
+                | PieceWithheld()
+                | WriteSucceeded()
+                | WriteFailed()
+            ):
+                heard = event
             case _:
-                pass
+                return
+        if self._queue is not None:
+            backoff = _tell_queue(self._queue, heard)
+        else:
+            state = self._state
+            assert state.drafts is not None
+            step = drafts.hear(state.drafts, heard, self._transcript, self._settings)
+            self._state = with_drafts(state, step.drafts)
+            self._count(step.count)
+            self._settle(step.drafts)
+            backoff = step.backoff
+        if isinstance(heard, WriteFailed) and heard.reason != "rate_limited":
+            self._state = backed_off(self._state, now, backoff)
+
+    def _count(self, names: tuple[str, ...]) -> None:
+        counters = self._counters
+        for name in names:
+            setattr(counters, name, getattr(counters, name) + 1)
+
+    def _settle(self, state: Drafts) -> None:
+        """The text before the live draft's start is no longer read per delta (the layout's
+        start moved: a freeze, a restart, a message laid out again)."""
+        self._transcript.rebase(draft_layout.start(state.layout))
+
+    # -- the planner ------------------------------------------------------------------------
+
+    def _guard_request(self) -> GuardPiece | None:
+        """The verdict the planner needs now (a query)."""
+        planned = self._state.drafts
+        if planned is None:
+            assert self._queue is not None
+            return self._queue.guard_request()
+        return planned.guard
+
+    def _ask_verdict(self) -> GuardPiece | None:
+        """The verdict the planner needs now, asked for (a command): it is then awaited."""
+        request = self._guard_request()
+        if request is None:
+            return None
+        state = self._state
+        if state.drafts is None:
+            assert self._queue is not None
+            self._queue.guard_started(request.piece_id)
+        else:
+            state = with_drafts(state, drafts.guard_started(state.drafts))
+        self._state = guarding(state, request.piece_id)
+        return request
+
+    def _next_kind(self) -> WriteKind | None:
+        """The kind of the planner's next write (a query)."""
+        planned = self._state.drafts
+        if planned is None:
+            assert self._queue is not None
+            return self._queue.next_kind()
+        return draft_scan.next_kind(planned, self._transcript, self._settings)
 
     def destination_gone(self) -> None:
         """The chat or thread is gone, found by something other than a write (the typing
@@ -349,15 +383,14 @@ class DeliveryEngine:
         if state.unreachable:
             return actions
         if state.guarding is None:
-            request = self._planner.guard_request()
+            request = self._ask_verdict()
             if request is not None:
-                self._planner.guard_started(request.piece_id)
-                self._state = state = guarding(state, request.piece_id)
                 actions.append(request)
+                state = self._state
         if state.in_flight is not None:
             return actions
         wake: list[float] = []
-        kind = self._planner.next_kind()
+        kind = self._next_kind()
         if kind is not None:
             start_at = self._write_at(kind)
             if now < start_at:
@@ -365,7 +398,7 @@ class DeliveryEngine:
             else:
                 # One plan: it may find nothing to change after all (a live draft changed back
                 # to what it shows); it records that, and looks on to the end itself.
-                write = self._planner.plan()
+                write = self._plan()
                 if write is not None:
                     self._start(write)
                     actions.append(write.action)
@@ -380,6 +413,17 @@ class DeliveryEngine:
         if wake:
             actions.append(SleepUntil(min(wake)))
         return actions
+
+    def _plan(self) -> Write | None:
+        """The planner's next write, started (a command)."""
+        state = self._state
+        if state.drafts is None:
+            assert self._queue is not None
+            return self._queue.plan()
+        planned = draft_scan.plan(state.drafts, self._transcript, self._settings)
+        self._state = with_drafts(state, planned.drafts)
+        self._count(planned.count)
+        return planned.write
 
     def next_write_at(self) -> float:
         """The earliest monotonic time (seconds) a send to the chat may start: the spacing from
@@ -401,3 +445,32 @@ class DeliveryEngine:
                 self._counters.deletes_sent += 1
             case _:
                 pass
+
+
+def _tell_queue(queue: QueuePlanner, heard: drafts.DraftInput) -> float:
+    """The ``off`` / ``multi_message`` planner hears ``heard``; returns the back-off a refused
+    write asks for (seconds)."""
+    match heard:
+        case TextEmitted(text=text):
+            queue.on_text(text)
+        case WriteSucceeded(message_id=message_id):
+            queue.succeeded(message_id)
+        case WriteFailed(reason="rate_limited"):
+            queue.deferred()
+        case WriteFailed(reason=reason):
+            return queue.failed(reason)
+        case PieceGuarded(piece_id=piece_id, text=text):
+            queue.guarded(piece_id, text, withheld=False)
+        case PieceWithheld(piece_id=piece_id):
+            queue.guarded(piece_id, None, withheld=True)
+        case ToolStarted(call=call, status=status):
+            queue.on_status(call, status)
+        case ToolFinished(call=call, status=status):
+            queue.on_status_finished(call, status)
+        case RoundEnded():
+            queue.on_round_ended()
+        case Restarted():
+            queue.on_restarted()
+        case Ending():
+            queue.on_end(heard)
+    return 0.0

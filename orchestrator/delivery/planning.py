@@ -1,8 +1,9 @@
 """Pieces shared by the delivery engine and its two planners (architecture §3).
 
 The engine (:mod:`orchestrator.delivery.engine`) owns time, the write in flight and the event
-table; a *planner* owns the layout of one mode and says which write comes next:
-:class:`~orchestrator.delivery.drafts.DraftPlanner` for ``partial``,
+table; a *planner* decides the layout of one mode and says which write comes next:
+:mod:`~orchestrator.delivery.drafts` for ``partial`` (pure functions on its state, kept in the
+engine's :class:`~orchestrator.delivery.reply_state.ReplyState`),
 :class:`~orchestrator.delivery.pieces.QueuePlanner` for ``off`` and ``multi_message``. Both read
 the reply's visible text from one :class:`Transcript`, and both turn a failed write into one
 :class:`Effect` by the same table, :data:`FAILURE_EFFECTS` (architecture §3 "Network errors").
@@ -10,7 +11,8 @@ the reply's visible text from one :class:`Transcript`, and both turn a failed wr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from enum import Enum
 from typing import Literal, Protocol
 
@@ -33,6 +35,7 @@ __all__ = [
     "RESTARTED_NOTICE",
     "WITHHELD_NOTICE",
     "Counters",
+    "DeliveryStats",
     "Effect",
     "Ending",
     "Planner",
@@ -108,9 +111,20 @@ class Transcript:
     before :attr:`base` (moved forward by :meth:`settle` once a planner no longer reads it) is
     kept in parts and joined only when :attr:`text` is read; :meth:`tail` from ``base`` on joins
     only what follows it.
+
+    Given ``measure`` (the length of a text in the channel's unit: ``partial``'s planner reads
+    it), it also keeps :attr:`units`, the measure of the whole text, and :attr:`visible_end`,
+    where its last character that is not whitespace ends, as each append comes (so the draft's
+    immutable layout does not change per delta: it holds offsets and measures of its cuts).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, measure: Callable[[str], int] | None = None) -> None:
+        self._measure = measure
+        self.units = 0
+        """The measure of the whole text (0 without ``measure``)."""
+        self.visible_end = 0
+        """The offset just after the last character that is not whitespace (0: none; kept only
+        with ``measure``)."""
         self._settled: list[str] = []
         self._base = 0
         self._live: list[str] = []
@@ -193,6 +207,11 @@ class Transcript:
         self._live.append(text)
         self._live_length += len(text)
         self._live_joined = None
+        if self._measure is not None:
+            self.units += self._measure(text)
+            kept = text.rstrip()
+            if kept:
+                self.visible_end = self._base + self._live_length - (len(text) - len(kept))
         return text
 
     def end_round(self) -> None:
@@ -206,6 +225,9 @@ class Transcript:
         self._settled = []
         self._set_live(whole, 0)
         self._separator_due = self._round_has_separator
+        if self._measure is not None:
+            self.units = self._measure(whole)
+            self.visible_end = len(whole.rstrip())
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +237,39 @@ class Ending:
 
     kind: Literal["ended", "interrupted", "refused"]
     line: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryStats:
+    """What one reply's delivery did.
+
+    Attributes:
+        writes_sent: sends, edits and deletes started (typing not counted).
+        messages_created: sends that returned a message id.
+        edits_sent: edits started.
+        deletes_sent: deletes started.
+        rate_limited: writes answered with a rate limit.
+        writes_given_up: writes abandoned after failing (logged by the driver).
+        unconfirmed_sends: sends that timed out (assumed landed, never re-sent).
+        plain_fallbacks: formatted writes retried as plain text after failing.
+        writes_refused: writes refused outright (5xx, connection refused), retried.
+        resent_as_new: messages whose edits kept failing, their text sent as a new message.
+        pieces_withheld: pieces replaced by the withheld notice (the hook failed).
+        unreachable: 1 when a write found the chat or thread gone (the rest was not written).
+    """
+
+    writes_sent: int
+    messages_created: int
+    edits_sent: int
+    deletes_sent: int
+    rate_limited: int
+    writes_given_up: int
+    unconfirmed_sends: int
+    plain_fallbacks: int
+    writes_refused: int = 0
+    resent_as_new: int = 0
+    pieces_withheld: int = 0
+    unreachable: int = 0
 
 
 @dataclass(slots=True)
@@ -233,6 +288,13 @@ class Counters:
     resent_as_new: int = 0
     pieces_withheld: int = 0
     unreachable: int = 0
+
+    def stats(self) -> DeliveryStats:
+        """The totals as :class:`DeliveryStats` (field by field: ``asdict`` deep-copies)."""
+        return DeliveryStats(**{name: getattr(self, name) for name in _COUNTER_NAMES})
+
+
+_COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,16 +1,22 @@
-"""What the delivery engine knows of one reply's writes, and its decisions on it (architecture §3).
+"""Everything one reply's delivery knows, and the engine's decisions on it (architecture §3).
 
 Theory of operation
 -------------------
-:class:`ReplyState` is one frozen value: whether the answer is over or the chat unreachable,
-the write in flight, the verdict awaited, and the times that space the writes (the last write
-and send *completed*, a flood wait, a back-off, the last typing), in monotonic seconds. Every
-decision on it is a pure function: :func:`transition` takes the state, an event and the time
-and returns a :class:`Step` — the new state, whether the mode's planner hears the event, and
-which counters grow — by one table, :data:`TRANSITIONS`; the queries (:func:`write_at`,
-:func:`typing_at`) only read. The engine (:class:`~orchestrator.delivery.engine.DeliveryEngine`)
-holds the current state, applies each step, and tells the planner (which owns the layout: the
-transcript, the slots or the queue).
+:class:`ReplyState` is one immutable value, the one home of a reply's delivery state: whether
+the answer is over or the chat unreachable, the write in flight, the verdict awaited, the times
+that space the writes (the last write and send *completed*, a flood wait, a back-off, the last
+typing), in monotonic seconds, and, in ``partial``, the planner's state
+(:class:`~orchestrator.delivery.draft_state.Drafts`: the layout, the slots, the write it
+planned). Every decision on it is a pure function: :func:`transition` takes the state, an event
+and the time and returns a :class:`Step` — the new state, whether the mode's planner hears the
+event, and which counters grow — by one table, :data:`TRANSITIONS`; the planner's own steps are
+pure functions in its table (:data:`orchestrator.delivery.drafts.TRANSITIONS`); the queries
+(:func:`write_at`, :func:`typing_at`, the planner's ``next_kind``) only read. The engine
+(:class:`~orchestrator.delivery.engine.DeliveryEngine`) holds the current value, applies each
+step and stores the planner's new value in it. (The reply's text itself is the transcript's,
+:class:`~orchestrator.delivery.planning.Transcript`, appended per delta; the state holds offsets
+into it. The ``off`` / ``multi_message`` planner still keeps its own state:
+:class:`~orchestrator.delivery.pieces.QueuePlanner`.)
 
 Transition table (``now``: the time the event is fed)::
 
@@ -46,9 +52,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
+from orchestrator.delivery.draft_state import Drafts
 from orchestrator.delivery.events import (
     AnswerEnded,
     AnswerInterrupted,
@@ -80,6 +87,7 @@ __all__ = [
     "transition",
     "typed",
     "typing_at",
+    "with_drafts",
     "write_at",
 ]
 
@@ -89,9 +97,10 @@ class DeliveryProtocolError(RuntimeError):
     in flight."""
 
 
-@dataclass(frozen=True, slots=True)
-class ReplyState:
-    """The engine's state of one reply (see the module docstring); times in monotonic seconds.
+class ReplyState(NamedTuple):
+    """Everything the delivery of one reply knows (see the module docstring); times in monotonic
+    seconds. Immutable (a ``NamedTuple``: a delta's step builds one, and a tuple is the cheapest
+    record to build).
 
     Attributes:
         over: the answer ended, was interrupted or refused.
@@ -103,6 +112,9 @@ class ReplyState:
         blocked_until: a flood wait (``-inf``: none).
         backoff_until: a back-off after a refused write (``-inf``: none).
         last_typing_at: when typing was last sent.
+        drafts: ``partial`` mode: the planner's state (layout, slots, the write it planned,
+            the verdict it awaits: :mod:`~orchestrator.delivery.drafts`); ``None`` in the other
+            modes, whose planner is :class:`~orchestrator.delivery.pieces.QueuePlanner`.
     """
 
     over: bool = False
@@ -114,6 +126,7 @@ class ReplyState:
     blocked_until: float = -math.inf
     backoff_until: float = -math.inf
     last_typing_at: float | None = None
+    drafts: Drafts | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +147,7 @@ def _completed(state: ReplyState, now: float) -> ReplyState:
     if write is None:
         raise DeliveryProtocolError("a write outcome arrived with no write in flight")
     last_send = now if write.kind == "send" else state.last_send_at
-    return replace(state, in_flight=None, last_write_at=now, last_send_at=last_send)
+    return state._replace(in_flight=None, last_write_at=now, last_send_at=last_send)
 
 
 def _write_succeeded(
@@ -153,9 +166,9 @@ def _write_failed(
         case "rate_limited":
             wait = settings.interval if event.retry_after is None else event.retry_after
             blocked = max(done.blocked_until, now + wait)
-            return Step(replace(done, blocked_until=blocked), tell=True, count=("rate_limited",))
+            return Step(done._replace(blocked_until=blocked), tell=True, count=("rate_limited",))
         case "unreachable":
-            return Step(replace(done, unreachable=True), count=("unreachable",))
+            return Step(done._replace(unreachable=True), count=("unreachable",))
         case _:  # the planner decides, and asks for a back-off (backed_off); "not_modified"
             return Step(done, tell=True)  # on an edit is success, without an edit made
 
@@ -165,7 +178,7 @@ def _verdict(
 ) -> Step:
     if event.piece_id != state.guarding:
         return Step(state)  # not awaited (it timed out, or was dropped): ignored
-    return Step(replace(state, guarding=None), tell=True)
+    return Step(state._replace(guarding=None), tell=True)
 
 
 def _written_elsewhere(
@@ -173,7 +186,7 @@ def _written_elsewhere(
 ) -> Step:
     last_write = max(state.last_write_at or now, now)
     last_send = max(state.last_send_at or now, now) if event.sent else state.last_send_at
-    return Step(replace(state, last_write_at=last_write, last_send_at=last_send))
+    return Step(state._replace(last_write_at=last_write, last_send_at=last_send))
 
 
 def _answer_input(
@@ -189,7 +202,7 @@ def _answer_over(
 ) -> Step:
     if state.over:
         raise DeliveryProtocolError(f"{type(event).__name__} after the answer ended")
-    return Step(replace(state, over=True), tell=True)
+    return Step(state._replace(over=True), tell=True)
 
 
 TRANSITIONS: dict[type[Any], Callable[[ReplyState, Any, float, DeliverySettings], Step]] = {
@@ -224,25 +237,31 @@ def transition(
 # -- the engine's own steps -----------------------------------------------------------------
 
 
+def with_drafts(state: ReplyState, drafts: Drafts) -> ReplyState:
+    """``state`` with the planner's new value (its last field): nearly every input's step, built
+    without the checks of ``_replace`` (which costs three times as much)."""
+    return tuple.__new__(ReplyState, (*state[:-1], drafts))
+
+
 def backed_off(state: ReplyState, now: float, seconds: float) -> ReplyState:
     """No write before ``now + seconds`` (a refused write's back-off, as its planner asks)."""
-    return replace(state, backoff_until=max(state.backoff_until, now + seconds))
+    return state._replace(backoff_until=max(state.backoff_until, now + seconds))
 
 
 def started(state: ReplyState, write: Write) -> ReplyState:
-    return replace(state, in_flight=write)
+    return state._replace(in_flight=write)
 
 
 def guarding(state: ReplyState, piece_id: int) -> ReplyState:
-    return replace(state, guarding=piece_id)
+    return state._replace(guarding=piece_id)
 
 
 def typed(state: ReplyState, now: float) -> ReplyState:
-    return replace(state, last_typing_at=now)
+    return state._replace(last_typing_at=now)
 
 
 def gone(state: ReplyState) -> ReplyState:
-    return replace(state, unreachable=True)
+    return state._replace(unreachable=True)
 
 
 # -- queries --------------------------------------------------------------------------------

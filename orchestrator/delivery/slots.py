@@ -33,9 +33,9 @@ message.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = ["TRANSITIONS", "Slot", "SlotState", "Step", "advance"]
 
@@ -80,26 +80,28 @@ TRANSITIONS: dict[tuple[SlotState, Step], SlotState] = {
 }
 
 
-@dataclass(eq=False, slots=True)
+@dataclass(frozen=True, slots=True)
 class Slot:
-    """One message of the reply.
+    """One message of the reply (an immutable record).
 
     Attributes:
+        key: names the message among the reply's slots (a slot's identity across its values).
         state: what we know of it.
         message_id: set in ``SHOWN`` and ``UNKNOWN``.
         shown: the form it shows (the plain text, or the renderer's form of a formatted text);
             ``None`` unless ``SHOWN``.
-        version: the live draft's version it shows (see ``DraftPlanner``).
+        version: the live draft's version it shows (see :mod:`~orchestrator.delivery.drafts`).
         edits: edits it received (Matrix ``max_edits_per_message``).
         attempts: consecutive tries of its current write that timed out or were refused.
         plain: its formatted write was rejected: it is written plain.
         abandoned: a form given up on; tried again only when the desired form changes.
     """
 
+    key: int = 0
     state: SlotState = SlotState.EMPTY
     message_id: str | None = None
     shown: str | None = None
-    version: int = -1
+    version: tuple[int, int] = (-1, -1)
     edits: int = 0
     attempts: int = 0
     plain: bool = False
@@ -111,14 +113,16 @@ class Slot:
         return self.state in (SlotState.SHOWN, SlotState.UNKNOWN)
 
 
-def advance(slot: Slot, step: Step) -> None:
-    """Apply ``step`` to ``slot`` (see :data:`TRANSITIONS`).
+def advance(slot: Slot, step: Step, **changes: Any) -> Slot:
+    """``slot`` after ``step`` (see :data:`TRANSITIONS`), with ``changes`` to its other fields
+    made too (one new record); ``slot`` is left as it was.
 
     Raises:
         KeyError: the step is not allowed in the slot's state.
     """
-    slot.state = TRANSITIONS[(slot.state, step)]
-    if slot.state is SlotState.EMPTY:
-        slot.message_id, slot.shown, slot.edits = None, None, 0
-    elif slot.state is SlotState.UNKNOWN:
-        slot.shown = None
+    state = TRANSITIONS[(slot.state, step)]
+    if state is SlotState.EMPTY:
+        return replace(slot, state=state, message_id=None, shown=None, edits=0, **changes)
+    if state is SlotState.UNKNOWN:
+        return replace(slot, state=state, shown=None, **changes)
+    return replace(slot, state=state, **changes)

@@ -25,9 +25,10 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Status and Stop.** While the model works, ``assistant.threads.setStatus`` shows
   ``thinking_status`` (switched off after the first refusal: it exists only in assistant
   threads); the first typing of an answer instead posts a Stop button in the thread
-  (``stop_button``), deleted when the reply is finished. Pressed by the asker, it is ``/stop``.
+  (``stop_button``), deleted when the reply is finished. Pressed by the asker (or an admin), it
+  is ``/stop``.
 * **Approvals.** A prompt with Approve / Deny buttons (:mod:`channels.slack.controls`); only the
-  asker of the thread may answer; after ``approval_timeout_secs`` the answer is ``None``.
+  asker of the thread or an admin may answer; after ``approval_timeout_secs`` it is ``None``.
 """
 
 from __future__ import annotations
@@ -255,14 +256,14 @@ class SlackChannel(Channel):
             self._inbox.put_nowait(self._reader.stop(chat, thread, user))
 
     def _may_press(self, user: str, chat: str, thread: str | None) -> bool:
-        """Only the asker of the thread answers its buttons."""
+        """Only the asker of the thread, or an admin of the channel (``admins``, where the
+        config has them), answers its buttons."""
         asker = self._reader.asker(chat, thread) if self._reader is not None else None
-        allowed = asker is not None and asker.user == user
-        if not allowed:
-            _LOG.info(
-                "%s: a button press by %s in %s ignored: not the asker", self.name, user, chat
-            )
-        return allowed
+        admins = {str(admin) for admin in getattr(self.config, "admins", ())}
+        if (asker is not None and asker.user == user) or user in admins:
+            return True
+        _LOG.info("%s: a press by %s in %s ignored: not the asker", self.name, user, chat)
+        return False
 
     # -- primitives -----------------------------------------------------------------------
 

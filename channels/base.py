@@ -4,6 +4,8 @@ A channel adapter executes primitive writes (send, edit, delete, typing) and tur
 updates into :class:`InboundMessage`. It never decides *what* to write: the delivery engine does.
 Public methods are ``@final`` and map nothing themselves; subclasses implement the ``_``-prefixed
 primitive and raise :mod:`channels.errors` types (translating library exceptions once, there).
+The answer buttons, the command menu and the spacing of an adapter's own writes are
+:mod:`channels.controls`' (re-exported here).
 """
 
 from __future__ import annotations
@@ -14,7 +16,10 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, final
 
+from channels.controls import COMMAND_MENU, UNSPACED, AnswerControls, WriteSpacing
+
 __all__ = [
+    "COMMAND_MENU",
     "IMAGE_TYPES",
     "UNSPACED",
     "Attachment",
@@ -35,30 +40,6 @@ __all__ = [
 ]
 
 StreamMode = Literal["off", "partial", "multi_message"]
-
-
-class WriteSpacing(Protocol):
-    """The chat's spacing for writes an adapter makes on its own (architecture §3 "Spacing"):
-    the outcome edit of an approval prompt. The adapter never sleeps itself: it says when a
-    write landed and awaits :meth:`next_write` before the next one."""
-
-    def landed(self) -> None:
-        """A write to the chat just completed."""
-
-    async def next_write(self) -> None:
-        """Return once the chat's spacing allows the next write."""
-
-
-class _Unspaced:
-    def landed(self) -> None:
-        return None
-
-    async def next_write(self) -> None:
-        return None
-
-
-UNSPACED: WriteSpacing = _Unspaced()
-"""No spacing: every write may start at once."""
 
 
 def utf16_len(text: str) -> int:
@@ -158,6 +139,7 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     update_ids: tuple[int, ...] = ()
     sender_handle: str | None = None
+    context: tuple[tuple[str, str], ...] | None = None  # (role, text) of a stateless API
     quoted: Quoted | None = None
 
 
@@ -205,7 +187,7 @@ class ChannelState(Protocol):
     async def set(self, key: str, value: str) -> None: ...
 
 
-class Channel(ABC):
+class Channel(AnswerControls, ABC):
     """One configured chat network connection.
 
     Args:
@@ -228,7 +210,6 @@ class Channel(ABC):
 
     write_observer: WriteObserver | None = None
     """Set by the daemon: told of every write (metrics); ``None``: nobody listens."""
-
     approval_timeout_secs: float = 120.0
     """How long :meth:`request_approval` waits for the user's answer, in seconds (the daemon sets
     ``agent.approval_timeout_secs``)."""
@@ -280,6 +261,12 @@ class Channel(ABC):
     @property
     def show_tool_status(self) -> bool:
         return bool(getattr(self.config, "show_tool_status", False))
+
+    @property
+    def command_prefix(self) -> str:
+        """What starts a command besides ``/`` (``command_prefix`` of the config: Matrix
+        ``!``, since its clients take ``/`` for their own commands); default ``/``."""
+        return str(getattr(self.config, "command_prefix", "/"))
 
     @property
     def can_edit(self) -> bool:

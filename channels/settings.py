@@ -38,6 +38,16 @@ class ChannelSettings(Strict):
         default=False,
         description="multi_message: also send each tool status as a message, edited to ✓ or ✗",
     )
+    admins: list[str | int] = Field(
+        default_factory=list,
+        description="user ids or names who may change a group's settings and answer any "
+        "button; exempt from limits unless limits.admins_exempt is false",
+    )
+
+    def listen_problem(self, listen: str | None) -> str | None:
+        """What is wrong with ``server.listen`` for this channel, in one line (a channel served
+        by the ops server needs it), else None. Default: nothing."""
+        return None
 
 
 class StreamModeSettings(ChannelSettings):

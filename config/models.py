@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from channels.registry import ChannelConfig
+from config.controls import LimitsConfig, ModelAlias, Prices
 from config.errors import LocatedValueError
 from config.fields import Strict as _Strict
 from config.fields import check_listen as _check_listen
@@ -98,6 +99,10 @@ class ProviderConfig(_Strict):
     )
     max_connections: int = Field(
         default=1000, ge=1, description="connection pool size: replies streamed at once"
+    )
+    prices: Prices | None = Field(
+        default=None,
+        description="per million input, cached-input and output tokens: turns usage into cost",
     )
     vision: bool = Field(
         default=True,
@@ -235,6 +240,14 @@ class AgentConfig(_Strict):
         "with a note saying so",
     )
     history: HistoryConfig = Field(default_factory=HistoryConfig)
+    models: dict[str, ModelAlias] = Field(
+        default_factory=dict,
+        description="models a chat may switch to with /model NAME: {name: {provider, model}}",
+    )
+    rerun_edited: bool = Field(
+        default=False,
+        description="editing the last question runs it again into the same answer message",
+    )
 
     @model_validator(mode="after")
     def _approval_names_offered_tools(self) -> AgentConfig:
@@ -374,6 +387,9 @@ class RelaybotConfig(_Strict):
     channels: dict[str, ChannelConfig] = Field(min_length=1, description="chat networks by name")
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    limits: LimitsConfig = Field(
+        default_factory=LimitsConfig, description="budgets and rate limits per user and chat"
+    )
     speech: SpeechConfig | None = Field(
         default=None,
         description="voice notes transcribed (and answers spoken) through an OpenAI-compatible "
@@ -402,11 +418,27 @@ class RelaybotConfig(_Strict):
     def _known_providers(self) -> RelaybotConfig:
         chain = self.agent.providers
         missing = unknown_providers(self.providers, chain)
-        if missing:
-            raise LocatedValueError(
-                *(
-                    (("agent", "providers", i), unknown_provider_message(chain[i], self.providers))
-                    for i in missing
-                )
-            )
+        problems: list[tuple[tuple[str | int, ...], str]] = [
+            (("agent", "providers", i), unknown_provider_message(chain[i], self.providers))
+            for i in missing
+        ]
+        for alias, entry in self.agent.models.items():
+            if entry.provider not in self.providers:
+                message = unknown_provider_message(entry.provider, self.providers)
+                problems.append((("agent", "models", alias, "provider"), message))
+        if problems:
+            raise LocatedValueError(*problems)
+        return self
+
+    @model_validator(mode="after")
+    def _served_channels(self) -> RelaybotConfig:
+        """A channel served over HTTP (``kind: web``, ``kind: openai_api``) needs
+        ``server.listen``, and one without access control a loopback address."""
+        problems = [
+            (("channels", name), problem)
+            for name, channel in self.channels.items()
+            if (problem := channel.listen_problem(self.server.listen)) is not None
+        ]
+        if problems:
+            raise LocatedValueError(*problems)
         return self

@@ -15,6 +15,8 @@
                                    (``sqlite:///PATH``, ``postgresql://…``).
 ``relaybot runs [--limit N] [--chat ID] [--json]``  the latest rounds from the store
                                    (:mod:`orchestrator.ops.runs_cli`).
+``relaybot usage [--by user|chat] [--since DATE] [--json]``  tokens and cost per user or chat
+                                   (:mod:`orchestrator.ops.usage_cli`).
 ``relaybot --version``             print the version.
 
 Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 a piped console run could not produce
@@ -229,6 +231,9 @@ def _parser() -> argparse.ArgumentParser:
     from orchestrator.ops import runs_cli
 
     runs_cli.add_parser(sub)
+    from orchestrator.ops import usage_cli
+
+    usage_cli.add_parser(sub)
     return parser
 
 
@@ -272,6 +277,10 @@ def _main(argv: Sequence[str] | None) -> int:
         from orchestrator.ops import runs_cli
 
         return runs_cli.run(args)
+    if args.command == "usage":
+        from orchestrator.ops import usage_cli
+
+        return usage_cli.run(args)
     code = _run(args)
     return code if argv is not None else _exit_now_if_threads_hang(code)
 

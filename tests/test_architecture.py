@@ -55,6 +55,9 @@ CORES = [
     "orchestrator/policy/window.py",
     "orchestrator/policy/pieces.py",
     "channels/telegram/format.py",
+    "channels/openai_api/deltas.py",
+    "channels/openai_api/wire.py",
+    "channels/web/access.py",
 ]
 IO_MODULES = {"asyncio", "anyio", "trio", "httpx", "httpcore", "telegram", "aiohttp"}
 """Event loops and network clients. (``socket`` is not listed: the standard library loads it
@@ -187,7 +190,11 @@ def test_every_adapter_is_checked() -> None:
     adapters = {
         str(p.relative_to(REPO))
         for p in (REPO / "channels").rglob("*.py")
-        if "class " in p.read_text() and "(Channel)" in p.read_text()
+        if any(
+            isinstance(node, ast.ClassDef)
+            and any(isinstance(base, ast.Name) and base.id == "Channel" for base in node.bases)
+            for node in ast.walk(ast.parse(p.read_text()))
+        )
     }
     assert adapters == set(ADAPTERS)
 

@@ -78,6 +78,7 @@ def test_every_command_and_argument_has_a_help_text(tmp_path: Path) -> None:
         "tools",
         "doctor",
         "migrate-store",
+        "usage",
     }
     assert all(c.help for c in commands._choices_actions)
     for name, sub in _subparsers().items():

@@ -54,6 +54,8 @@ def test_check_config_accepts_the_example() -> None:
         "SLACK_BOT_TOKEN": "k",
         "SLACK_APP_TOKEN": "k",
         "MCP_SEARCH_TOKEN": "k",
+        "WEB_TOKEN": "web-token-0123456789",
+        "API_TOKEN": "api-token-0123456789",
     }
     from orchestrator.ops.config_checks import available_channel_kinds
 

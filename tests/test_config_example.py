@@ -38,6 +38,8 @@ FAKE_ENV = {
     "SLACK_BOT_TOKEN": "xoxb-fake-slack",
     "SLACK_APP_TOKEN": "xapp-fake-slack",
     "MCP_SEARCH_TOKEN": "fake-mcp-token",
+    "WEB_TOKEN": "fake-web-token-0123456789",
+    "API_TOKEN": "fake-api-token-0123456789",
 }
 
 

@@ -157,7 +157,7 @@ def test_unknown_channel_kind(tmp_path: Path) -> None:
     text = VALID.replace("kind: telegram", "kind: telgram")
     assert _errors(tmp_path, text) == [
         "FILE:10: channels.tg.kind: unknown kind "
-        "(expected one of 'telegram', 'matrix', 'discord', 'console')"
+        "(expected one of 'telegram', 'matrix', 'discord', 'console', 'web', 'openai_api')"
     ]
 
 
@@ -215,7 +215,7 @@ def test_multiple_errors_are_all_reported_sorted_by_line(tmp_path: Path) -> None
     )
     assert _errors(tmp_path, text) == [
         "FILE:5: channels.tg.colour: unknown key (expected one of: draft_update_interval_ms, "
-        "allowed_users, respond_in_groups, show_reasoning, show_tool_status, stream_mode, "
+        "allowed_users, respond_in_groups, show_reasoning, show_tool_status, admins, stream_mode, "
         "multi_message_delay_ms, kind, token, base_url, webhook, proxy, base_file_url, "
         "media_group_wait_ms)",
         "FILE:9: providers.main.api_key: environment variable MISSING_KEY is not set",

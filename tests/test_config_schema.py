@@ -70,6 +70,8 @@ def test_capability_table() -> None:
         "`stream_mode: partial` | 1000 | 40000 characters |\n"
         "| `console` | `stream_drafts`: `true` (as `partial`), `false` (as `off`) | "
         "`stream_drafts: true` | 100 | unlimited |\n"
+        "| `web` | `partial` | `partial` | 100 | unlimited |\n"
+        "| `openai_api` | `partial` | `partial` | 50 | unlimited |\n"
     )
 
 
@@ -117,6 +119,7 @@ def test_json_schema_describes_the_file() -> None:
         "channels",
         "storage",
         "server",
+        "limits",
         "speech",
     }
     assert schema["required"] == ["agent", "channels"]

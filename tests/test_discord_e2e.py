@@ -15,11 +15,13 @@ from pathlib import Path
 import anyio
 import pytest
 
+from channels.base import COMMAND_MENU
 from channels.discord.adapter import INTENT_HELP
 from config.loader import load_config_text
 from orchestrator.ops.daemon import Daemon
 from tests.discord_harness import EDIT, SEND, assert_spacing, config_text, running_bot
 from tests.peers.discord import BOT_ID, DiscordServer
+from tests.peers.discord_wire import StoredMessage
 from tests.peers.provider_server import ProviderServer
 from tests.telegram_harness import pieces_of, reply, text_stream, tool_call_stream, words
 
@@ -166,11 +168,12 @@ async def test_an_approval_is_asked_with_buttons_and_the_click_runs_the_tool(
         before = bot.channel.replies_finished
         peer.inject_message(dm, "what time is it?")
 
-        def prompt() -> bool:
-            return any(m.payload.get("components") for m in peer.messages(dm))
+        def is_prompt(message: StoredMessage) -> bool:  # the draft carries a Stop button
+            rows = message.payload.get("components") or []
+            return any(b.get("label", "").startswith("✅") for r in rows for b in r["components"])
 
-        await peer.wait_for(prompt, 10)
-        [asking] = [m for m in peer.messages(dm) if m.payload.get("components")]
+        await peer.wait_for(lambda: any(is_prompt(m) for m in peer.messages(dm)), 10)
+        [asking] = [m for m in peer.messages(dm) if is_prompt(m)]
         approve = asking.payload["components"][0]["components"][0]["custom_id"]
         peer.inject_button_click(asking.id, approve)
         with anyio.fail_after(20):
@@ -188,7 +191,11 @@ async def test_stop_as_an_application_command_ends_the_running_answer(tmp_path: 
     ) as bot:
         peer, general = bot.peer, bot.peer.channel_id
         await peer.wait_for(lambda: None in peer.commands)  # registered once connected
-        assert {c["name"] for c in peer.commands[None]} == {"stop", "reset", "help"}
+        assert {c["name"] for c in peer.commands[None]} == {name for name, _, _ in COMMAND_MENU}
+        [model] = [c for c in peer.commands[None] if c["name"] == "model"]
+        assert [(o["name"], o["type"], o["required"]) for o in model["options"]] == [
+            ("value", 3, False)
+        ]
         before = bot.channel.replies_finished
         peer.inject_message(general, f"<@{BOT_ID}> go on and on")
         await peer.wait_for(lambda: bool(peer.requests_to(SEND, general)), 10)

@@ -140,6 +140,11 @@ async def test_migrate_store_copies_sqlite_into_postgresql_once(
     old.set_state("mx", "since", "s_1")
     old.append("tg", "2", [ChatMessage("user", "older"), ChatMessage("user", "newer")])
     old.compact("tg", "2", None, 1, "a summary")
+    old.execute(
+        "INSERT INTO chat_settings (channel, chat_id, thread_id, key, value)"
+        " VALUES (%s, %s, %s, %s, %s)",
+        ("tg", "1", "", "model", "smart"),
+    )
     old.close()
     source = f"sqlite:///{path}"
 
@@ -148,11 +153,13 @@ async def test_migrate_store_copies_sqlite_into_postgresql_once(
     )
     assert code == 0
     assert capsys.readouterr().out.strip() == (
-        "copied 4 messages, 1 rounds, 1 waiting, 1 channel_state, 1 seen_updates, 1 summaries"
+        "copied 4 messages, 1 rounds, 1 waiting, 1 channel_state, 1 seen_updates, 1 summaries,"
+        " 1 chat_settings, 0 usage"
     )
     copy = await open_store(postgres_url)
     try:
         assert [m.content for m in await copy.history("tg", "1")] == ["hi", "hello"]
+        assert await copy.controls.chat_settings("tg", "1", None) == {"model": "smart"}
         assert [m.content for m in await copy.history("tg", "1", "5")] == ["in a topic"]
         assert (await copy.rounds())[0].ttft_ms == 80.0
         waiting = await copy.next_waiting("tg", "1", None)

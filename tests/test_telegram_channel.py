@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from telegram.error import BadRequest, NetworkError, RetryAfter, TimedOut
 
-from channels.base import InboundMessage, MessageRef
+from channels.base import COMMAND_MENU, InboundMessage, MessageRef
 from channels.errors import (
     ChannelRateLimited,
     ChannelStartError,
@@ -89,7 +89,7 @@ async def test_start_polls_registers_commands_and_stop_ends_polling(
     tg = TelegramChannel("tg", _config(server), inbox, timeouts=FAST)
     await tg.start()
     await server.wait_for(lambda: bool(server.calls_to("getUpdates")))
-    assert [c["command"] for c in server.commands] == ["start", "reset", "new", "help", "stop"]
+    assert [c["command"] for c in server.commands] == [name for name, _, _ in COMMAND_MENU]
     assert server.calls_to("getMe") and server.calls_to("deleteWebhook")
     await tg.stop()
     polls = len(server.calls_to("getUpdates"))

@@ -21,7 +21,7 @@ from config.loader import load_config_text
 from orchestrator.ops.daemon import Daemon
 from orchestrator.turn.tool_round import denied_error, unanswered_error
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.peers.telegram import TelegramBotApiServer
+from tests.peers.telegram import BotMessage, TelegramBotApiServer
 from tests.pipeline import sse
 from tests.telegram_harness import CHAT, Bot, fast_channels, serving
 
@@ -342,9 +342,16 @@ async def test_a_secret_in_a_failed_calls_cause_never_shows_in_its_status_line(
 # -- approvals ------------------------------------------------------------------------------
 
 
+def _is_prompt(message: BotMessage) -> bool:
+    """An approval prompt (the answer's own messages carry a Stop button)."""
+    rows = (message.reply_markup or {}).get("inline_keyboard", [])
+    return any(button["text"].startswith("✅") for row in rows for button in row)
+
+
 async def _press_when_asked(bot: Bot, answer: str) -> None:
-    await bot.peer.wait_for(lambda: any(m.reply_markup for m in bot.peer.messages(CHAT)), 15)
-    prompt = next(m for m in bot.peer.messages(CHAT) if m.reply_markup)
+    await bot.peer.wait_for(lambda: any(_is_prompt(m) for m in bot.peer.messages(CHAT)), 15)
+    prompt = next(m for m in bot.peer.messages(CHAT) if _is_prompt(m))
+    assert prompt.reply_markup is not None
     button = prompt.reply_markup["inline_keyboard"][0][0 if answer == "y" else 1]
     bot.peer.inject_callback_query(CHAT, prompt.message_id, button["callback_data"])
 
@@ -362,7 +369,7 @@ async def test_a_denied_call_is_not_run_and_the_model_is_told_the_user_denied_it
             await bot.ask("look it up", within=30)
     # The narration was delivered before the prompt, which shows the arguments; the answer
     # continues the draft.
-    prompts = [c for c in bot.peer.calls_to("sendMessage", CHAT) if "reply_markup" in c.params]
+    prompts = [c for c in bot.peer.calls_to("sendMessage", CHAT) if "✅" in str(c.params)]
     [prompt] = prompts
     shown = prompt.params["text"]
     assert shown.startswith('Run lookup with {"key": "[REDACTED:') and shown.endswith('"}?')

@@ -35,8 +35,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   or ``partial`` when the answer was complete before the first draft) allows a mention of that
   user and the reply ping. An edit never notifies on Discord, so a ``partial`` reply does not
   ping.
-* **Approvals.** A prompt with ✅/❌ buttons (:mod:`channels.discord.approval`); after
-  ``approval_timeout_secs`` (``agent.approval_timeout_secs``) the answer is ``None``.
+* **Approvals.** A prompt with ✅/❌ buttons (:mod:`channels.discord.approval`), pressed by
+  the asker or an admin; after ``approval_timeout_secs`` the answer is ``None``.
+* **Stop.** In ``partial`` a button on the answer's newest message (:mod:`.buttons`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from channels.base import (
     WriteSpacing,
 )
 from channels.discord.approval import OUTCOME, ApprovalView
+from channels.discord.buttons import DiscordStopButtons, StopButtons
 from channels.discord.commands import command_tree
 from channels.discord.errors import translate_error
 from channels.discord.inbound import InboundReader
@@ -111,7 +113,7 @@ class _Client(discord.Client):
         self._adapter._received(self, message)
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(Channel, DiscordStopButtons):
     """A Discord bot (see the module docstring).
 
     Args:
@@ -152,6 +154,8 @@ class DiscordChannel(Channel):
         self._gateway_problem: str | None = None
         self._saved_urls: tuple[str, yarl.URL] | None = None
         self._allowed_users = {str(u) for u in config.allowed_users}
+        self._stops = StopButtons()
+        self._askers: dict[str, str] = {}
 
     def health(self) -> ChannelHealth:
         """``degraded`` while the Gateway is disconnected (discord.py reconnects by itself) or
@@ -344,10 +348,6 @@ class DiscordChannel(Channel):
         if inbound is not None:
             self._inbox.put_nowait(inbound)
 
-    def _may_answer(self, user_id: int) -> bool:
-        """``allowed_users`` for button presses (the orchestrator never sees them)."""
-        return "*" in self._allowed_users or str(user_id) in self._allowed_users
-
     # -- primitives -----------------------------------------------------------------------
 
     def _messageable(self, channel_id: str) -> discord.PartialMessageable:
@@ -396,16 +396,20 @@ class DiscordChannel(Channel):
                 message_id=int(reply_to), channel_id=int(target), fail_if_not_exists=False
             )
             mentions = self._reply_mentions(reply_to, formatted)
+        view = self._stops.view_for(target, None, self._on_stop)
+        extra: dict[str, Any] = {} if view is None else {"view": view}
         if reference is None:
             sent = await self._call(
-                lambda: channel.send(text, allowed_mentions=mentions), length=len(text)
+                lambda: channel.send(text, allowed_mentions=mentions, **extra), length=len(text)
             )
         else:
             answered = reference
             sent = await self._call(
-                lambda: channel.send(text, reference=answered, allowed_mentions=mentions),
+                lambda: channel.send(text, reference=answered, allowed_mentions=mentions, **extra),
                 length=len(text),
             )
+        if self._stops.live(target):
+            self._stops.written(target, str(sent.id), button=view is not None, sent=True)
         return MessageRef(target, str(sent.id))
 
     @property
@@ -442,9 +446,17 @@ class DiscordChannel(Channel):
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
         message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))
         self._fits(text)
+        extra: dict[str, Any] = {}
+        live = self._stops.live(ref.chat_id)
+        if live:  # a message of an answer: its Stop button while the model works, then none
+            extra["view"] = self._stops.view_for(ref.chat_id, ref.message_id, self._on_stop)
         await self._call(
-            lambda: message.edit(content=text, allowed_mentions=_NO_MENTIONS), length=len(text)
+            lambda: message.edit(content=text, allowed_mentions=_NO_MENTIONS, **extra),
+            length=len(text),
         )
+        if live:
+            shown = extra["view"] is not None
+            self._stops.written(ref.chat_id, ref.message_id, button=shown, sent=False)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         message = self._messageable(ref.chat_id).get_partial_message(int(ref.message_id))
@@ -469,7 +481,12 @@ class DiscordChannel(Channel):
         """Raises ChannelError when the prompt cannot be sent."""
         channel = self._messageable(thread_id or chat_id)
         self._fits(prompt)
-        view = ApprovalView(prompt, timeout=self.approval_timeout_secs, allowed=self._may_answer)
+        view = ApprovalView(
+            prompt,
+            timeout=self.approval_timeout_secs,
+            allowed=self._may_answer,
+            refusal=self._approval_refusal(chat_id, thread_id),
+        )
         sent = await self._call(
             lambda: channel.send(prompt, view=view, allowed_mentions=_NO_MENTIONS),
             length=len(prompt),

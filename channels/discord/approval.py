@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import discord
@@ -38,13 +38,23 @@ class ApprovalView(discord.ui.View):
         prompt: the prompt's text (the outcome is appended to it).
         timeout: seconds to wait for a press.
         allowed: whether a user id may answer.
+        refusal: the orchestrator's word on a press by an allowed user (the asker or an
+            admin answers): ``None`` to take it, else the line refusing it.
     """
 
-    def __init__(self, prompt: str, *, timeout: float, allowed: Callable[[int], bool]) -> None:
+    def __init__(
+        self,
+        prompt: str,
+        *,
+        timeout: float,
+        allowed: Callable[[int], bool],
+        refusal: Callable[[discord.Interaction[Any]], Awaitable[str | None]] | None = None,
+    ) -> None:
         super().__init__(timeout=timeout)
         self.prompt = prompt
         self.answer: bool | None = None
         self._allowed = allowed
+        self._refusal = refusal
         token = secrets.token_urlsafe(9)
         for label, style, choice in (
             ("✅ Approve", discord.ButtonStyle.success, True),
@@ -72,6 +82,8 @@ class ApprovalView(discord.ui.View):
                 await interaction.response.send_message(
                     "You are not allowed to answer this request.", ephemeral=True
                 )
+            elif self._refusal is not None and (refused := await self._refusal(interaction)):
+                await interaction.response.send_message(refused, ephemeral=True)
             else:
                 self.answer = choice
                 self.stop()

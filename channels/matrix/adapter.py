@@ -38,6 +38,11 @@ device), :mod:`channels.matrix.inbound` (a sync's invites and events into inboun
   ``org.matrix.msc4357.live``, the final formatted write drops it (MSC4357).
 * **Approvals.** A prompt; a reply ``yes``/``no`` to it (or, with one prompt open in the room,
   a plain ``yes``/``no``) or a ✅/❌ reaction on it from an allowed user answers it.
+* **Stop.** A ⏹ (or 🛑) reaction on a message of the answer being written works as ``!stop``
+  when the orchestrator lets its sender press (the asker or an admin; :meth:`Channel.control`);
+  a refused press is logged. The bot adds no reaction of its own (that would be a write the
+  delivery engine does not space). Commands take the prefix ``command_prefix`` (default ``!``:
+  clients take ``/`` for their own commands).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from channels.base import (
     Rendering,
     WriteSpacing,
 )
+from channels.controls import ControlEvent
 from channels.errors import ChannelStartError, ChannelWriteFailed
 from channels.matrix.client import InviteAwareClient, build_client, call
 from channels.matrix.content import LIVE_KEY, edit_content, send_content, voice_content
@@ -114,6 +120,9 @@ class MatrixChannel(Channel):
         self.request_timeout_secs = request_timeout_secs
         self._client: InviteAwareClient | None = None
         self._inbound = MatrixInbound(name, config, on_inbound, refused=None)
+        self._inbound.on_stop = self._on_stop
+        self._answers: dict[str, tuple[str | None, str, set[str]]] = {}
+        """Answers being written, by room: (thread, asker, their event ids)."""
         self._keys = KeyKeeper(name)
         self._serving: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
@@ -317,7 +326,40 @@ class MatrixChannel(Channel):
         )
         sent = await self._room_send(client, chat_id, content)
         self._inbound.note_own(sent.event_id)
+        answer = self._answers.get(chat_id)
+        if answer is not None and answer[0] == thread_id:
+            answer[2].add(sent.event_id)
         return MessageRef(chat_id, sent.event_id)
+
+    # -- Stop by reaction (architecture §3 "Buttons") ------------------------------------------
+
+    async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
+        self._answers[chat_id] = (thread_id, asker_id, set())
+
+    async def answer_finished(
+        self,
+        chat_id: str,
+        thread_id: str | None,
+        *,
+        regenerate: bool,
+        spacing: WriteSpacing = UNSPACED,
+    ) -> None:
+        answer = self._answers.get(chat_id)
+        if answer is not None and answer[0] == thread_id:
+            del self._answers[chat_id]
+
+    async def _on_stop(self, room_id: str, sender: str, target: str) -> None:
+        answer = self._answers.get(room_id)
+        if answer is None or target not in answer[2]:
+            return  # not a message of the answer being written
+        thread_id, asker_id, _ = answer
+        handle = sender.removeprefix("@")
+        event = ControlEvent(self.name, room_id, thread_id, "stop", sender, handle, asker_id)
+        refusal = await self.control(event)
+        if refusal is not None:
+            _LOG.info(
+                "%s: a stop reaction by %s in %s refused: %s", self.name, sender, room_id, refusal
+            )
 
     @property
     def can_send_voice(self) -> bool:

@@ -26,6 +26,7 @@ __all__ = [
     "reaction_answer",
     "replied_text",
     "reply_target",
+    "stop_reaction",
     "strip_reply_fallback",
     "thread_root",
 ]
@@ -138,3 +139,18 @@ def reaction_answer(content: dict[str, Any]) -> tuple[str, bool] | None:
     if key in ("❌", "✖", "👎"):
         return target, False
     return None
+
+
+STOP_KEYS = frozenset({"⏹", "🛑"})
+"""Reaction keys that stop an answer (variation selectors ignored)."""
+
+
+def stop_reaction(content: dict[str, Any]) -> str | None:
+    """An ``m.reaction`` with ⏹ or 🛑: the event it annotates; None for any other."""
+    relation = _relation(content)
+    target, key = relation.get("event_id"), relation.get("key")
+    if relation.get("rel_type") != "m.annotation" or not isinstance(target, str):
+        return None
+    if not isinstance(key, str) or key.replace("\ufe0f", "").strip() not in STOP_KEYS:
+        return None
+    return target

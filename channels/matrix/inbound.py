@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
 
@@ -46,6 +47,7 @@ from channels.matrix.events import (
     reaction_answer,
     replied_text,
     reply_target,
+    stop_reaction,
     strip_reply_fallback,
     thread_root,
 )
@@ -91,6 +93,8 @@ class MatrixInbound:
         self.first_start_ms = 0
         """Events older than this (ms since the epoch) are never answered."""
         self._on_inbound = on_inbound
+        self.on_stop: Callable[[str, str, str], Awaitable[None]] | None = None
+        """Awaited with (room id, sender, the event reacted to) for a ⏹ reaction."""
         self._own: deque[str] = deque(maxlen=OWN_EVENTS_KEPT)
         self._refused_rooms: set[str] = set()
         self._undecryptable_rooms: set[str] = set()
@@ -190,6 +194,9 @@ class MatrixInbound:
                 )
             return
         if kind == "m.reaction":
+            stopped = stop_reaction(content)
+            if stopped is not None and self.on_stop is not None and self.allowed_user(sender):
+                await self.on_stop(room_id, sender, stopped)
             answer = reaction_answer(content)
             if answer is not None and self.allowed_user(sender):
                 self.approvals.answer(*answer)

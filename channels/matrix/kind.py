@@ -77,6 +77,12 @@ class MatrixChannelConfig(StreamModeSettings):
     max_edits_per_message: int = Field(
         default=100, ge=1, description="then no more edits; the final text is still delivered"
     )
+    command_prefix: str = Field(
+        default="!",
+        min_length=1,
+        max_length=3,
+        description="what starts a command (!model smart); / works too where the client sends it",
+    )
 
     _homeserver = field_validator("homeserver")(check_http_url)
 

@@ -9,9 +9,9 @@ The adapter executes primitive writes; the delivery engine decides what to write
   ``AIORateLimiter`` keeps the global limits with ``max_retries=0``, so every ``RetryAfter``
   reaches the engine, which honours it exactly (architecture §3 "Network errors").
 * **Start.** ``Application.initialize`` calls getMe; a rejected token or an unreachable server
-  is a :class:`ChannelStartError` with a one-line cause, never the token. ``/start``,
-  ``/reset``, ``/new``, ``/help`` and ``/stop`` are registered with setMyCommands and reach
-  the orchestrator as ordinary texts (``/reset@this_bot`` as ``/reset``).
+  is a :class:`ChannelStartError` with a one-line cause, never the token. The commands of
+  :data:`~channels.base.COMMAND_MENU` are registered with setMyCommands and reach the
+  orchestrator as ordinary texts (``/reset@this_bot`` as ``/reset``).
 * **Threads.** A message in a forum topic (``is_topic_message``) carries its
   ``message_thread_id`` as :attr:`InboundMessage.thread_id`; sends, typing and approval prompts
   pass it back, so the reply stays in the topic.
@@ -34,9 +34,17 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Health.** getUpdates goes through a watched request object: while it fails (409 Conflict
   when another instance polls, 5xx, unreachable) :meth:`TelegramChannel.health` is
   ``degraded`` with the reason, and ``/healthz`` answers 503.
-* **Approvals.** A prompt with ✅/❌ buttons; a press by an allowed user in that chat is answered
-  (answerCallbackQuery) and resolves the wait; after ``approval_timeout_secs`` the answer is
-  ``None``. The prompt is then edited to show the outcome, without buttons.
+* **Approvals.** A prompt with ✅/❌ buttons; a press by an allowed user in that chat whom the
+  orchestrator lets answer (the asker or an admin, :meth:`Channel.control`) is answered
+  (answerCallbackQuery) and resolves the wait; another is refused in the callback's answer.
+  After ``approval_timeout_secs`` the answer is ``None``. The prompt is then edited to show the
+  outcome, without buttons.
+* **Answer buttons** (:mod:`channels.telegram.buttons`). While an answer streams, each of its
+  messages carries a ⏹ Stop inline keyboard (sends and edits); when it is delivered the keyboard
+  goes and its last message gets 🔄 Regenerate, taken from the answer before: the writes after
+  the model work ended carry it, and editMessageReplyMarkup fixes what they did not. A press
+  is handed to the orchestrator as a :class:`~channels.controls.ControlEvent` and answered
+  (answerCallbackQuery) with its refusal, or "Stopping…" / "Asking again…".
 """
 
 from __future__ import annotations
@@ -52,7 +60,6 @@ from urllib.parse import urlsplit
 import anyio
 from telegram import (
     BotCommand,
-    CallbackQuery,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     InputFile,
@@ -72,6 +79,7 @@ from telegram.error import (
 from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes, TypeHandler
 
 from channels.base import (
+    COMMAND_MENU,
     UNSPACED,
     Channel,
     ChannelHealth,
@@ -82,6 +90,8 @@ from channels.base import (
 )
 from channels.base import utf16_len as _utf16_len
 from channels.errors import ChannelStartError, ChannelWriteFailed, MessageTooLong
+from channels.telegram.buttons import AnswerButtons
+from channels.telegram.controls import APPROVAL_PREFIX, TelegramButtons
 from channels.telegram.errors import quiet_rate_limiter_log, translate_error
 from channels.telegram.format import FormattedText, markdown_to_telegram, to_html
 from channels.telegram.inbound import InboundReader, PollHealth, file_base_url
@@ -92,14 +102,7 @@ __all__ = ["COMMANDS", "TelegramChannel", "TelegramTimeouts"]
 _LOG = logging.getLogger("channels.telegram")
 _T = TypeVar("_T")
 
-COMMANDS = (
-    BotCommand("start", "Start a conversation"),
-    BotCommand("reset", "Forget this conversation"),
-    BotCommand("new", "Start a new conversation (as /reset)"),
-    BotCommand("help", "List the commands"),
-    BotCommand("stop", "Stop the answer being written"),
-)
-_APPROVAL_PREFIX = "approve:"
+COMMANDS = tuple(BotCommand(name, description) for name, description, _ in COMMAND_MENU)
 _UPDATES = ["message", "callback_query"]
 
 
@@ -131,11 +134,12 @@ def _entities(part: FormattedText) -> list[MessageEntity] | None:
 @dataclass
 class _Approval:
     chat_id: str
+    thread_id: str | None
     answered: anyio.Event = field(default_factory=anyio.Event)
     answer: bool | None = None
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(Channel, TelegramButtons):
     """A Telegram bot (see the module docstring).
 
     Args:
@@ -165,6 +169,7 @@ class TelegramChannel(Channel):
         self._me: User | None = None
         self._starting: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._approvals: dict[str, _Approval] = {}
+        self._buttons = AnswerButtons()
         self._polling = PollHealth()
         self._reader = InboundReader(
             name,
@@ -310,23 +315,6 @@ class TelegramChannel(Channel):
         candidates = {str(user.id), (user.username or "").lower()} - {""}
         return "*" in names or bool(names & candidates)
 
-    async def _on_callback(self, query: CallbackQuery) -> None:
-        token, _, choice = (query.data or "").removeprefix(_APPROVAL_PREFIX).rpartition(":")
-        approval = self._approvals.get(token)
-        chat = query.message.chat.id if query.message is not None else None
-        if approval is None or approval.answered.is_set() or str(chat) != approval.chat_id:
-            reply = "This request is no longer open."
-        elif not self._allowed(query.from_user):
-            reply = "You are not allowed to answer this request."
-        else:
-            approval.answer = choice == "y"
-            approval.answered.set()
-            reply = "Approved." if approval.answer else "Denied."
-        try:
-            await query.answer(reply)
-        except TelegramError as exc:
-            _LOG.warning("%s: answerCallbackQuery failed: %s", self.name, exc)
-
     # -- primitives -----------------------------------------------------------------------
 
     def _bot(self) -> Any:
@@ -398,6 +386,7 @@ class TelegramChannel(Channel):
             text, entities, length = part.text, _entities(part), part.utf16_length
         else:
             entities, length = None, _utf16_len(text)
+        keyboard = self._buttons.markup_for(chat_id, thread_id, None)
         sent: Message = await self._call(
             lambda: bot.send_message(
                 chat_id,
@@ -405,9 +394,12 @@ class TelegramChannel(Channel):
                 entities=entities,
                 reply_parameters=reply,
                 message_thread_id=topic,
+                reply_markup=keyboard,
             ),
             length=length,
         )
+        if keyboard is not None:
+            self._buttons.written(chat_id, thread_id, str(sent.message_id), sent=True)
         return MessageRef(chat_id, str(sent.message_id))
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
@@ -417,16 +409,22 @@ class TelegramChannel(Channel):
             text, entities, length = part.text, _entities(part), part.utf16_length
         else:
             entities, length = None, _utf16_len(text)
+        keyboard = self._buttons.markup_for(ref.chat_id, None, ref.message_id)
         await self._call(
             lambda: bot.edit_message_text(
-                text, ref.chat_id, int(ref.message_id), entities=entities
+                text, ref.chat_id, int(ref.message_id), entities=entities, reply_markup=keyboard
             ),
             length=length,
         )
+        if keyboard is not None:
+            self._buttons.written(ref.chat_id, None, ref.message_id, sent=False)
+        else:
+            self._buttons.unmarked(ref.chat_id, ref.message_id)
 
     async def _delete_message(self, ref: MessageRef) -> None:
         bot = self._bot()
         await self._call(lambda: bot.delete_message(ref.chat_id, int(ref.message_id)))
+        self._buttons.deleted(ref.chat_id, ref.message_id)
 
     async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         bot = self._bot()
@@ -446,11 +444,11 @@ class TelegramChannel(Channel):
         """Raises ChannelError when the prompt cannot be sent."""
         bot = self._bot()
         token = secrets.token_urlsafe(9)
-        data = f"{_APPROVAL_PREFIX}{token}"
+        data = f"{APPROVAL_PREFIX}{token}"
         yes = InlineKeyboardButton("✅ Approve", callback_data=f"{data}:y")
         no = InlineKeyboardButton("❌ Deny", callback_data=f"{data}:n")
         buttons = InlineKeyboardMarkup([[yes, no]])
-        approval = self._approvals[token] = _Approval(chat_id)
+        approval = self._approvals[token] = _Approval(chat_id, thread_id)
         try:
             sent: Message = await self._call(
                 lambda: bot.send_message(

@@ -9,7 +9,8 @@ others serve, and so is one whose connection is lost later (``/healthz`` shows i
 a permanent cause (a rejected token) is one line naming the channel. When every channel failed
 for a permanent cause the run ends with exit code 1 and one line per channel; a channel merely
 unreachable at boot (its only one included) is retried for as long as the bot runs. Then it
-waits for SIGINT/SIGTERM — or, when the console is the only channel, for the end of its input.
+waits for SIGINT/SIGTERM — or, when the console is the only channel (web pages aside), for the
+end of its input.
 Shutdown stops taking messages, lets running turns finish for up to ``SHUTDOWN_GRACE_SECS``,
 then cuts the model work of any turn still running (its reply ends with the interrupted
 marker), stops the channels and the HTTP server, each within a bound, and returns 0.
@@ -57,15 +58,17 @@ from anyio import TASK_STATUS_IGNORED
 from anyio.abc import TaskGroup, TaskStatus
 
 from channels.base import Channel, InboundHandler, InboundMessage
+from channels.controls import ControlEvent
 from channels.registry import build_channel
 from config.models import RelaybotConfig
 from config.store_url import parse_store_url, without_password
 from orchestrator.chats.access import AccessControl
 from orchestrator.chats.dispatch import Dispatcher
+from orchestrator.chats.presses import ButtonPresses
 from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
 from orchestrator.ops.lifecycle import ChannelSupervisor
-from orchestrator.ops.ops_server import OpsServer, parse_listen
+from orchestrator.ops.ops_server import HttpEndpoint, ListsModels, OpsServer, parse_listen
 from orchestrator.ops.reload import plan_reload, read_for_reload
 from orchestrator.policy import OutboundPolicy, PolicyError
 from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
@@ -141,6 +144,7 @@ class Daemon:
             policies=self.policy,
             on_round=self._on_round,
             on_moved=self._chat_moved,
+            chains=lambda alias: self._providers.rounds_for(self.config, alias),
         )
         self._answering = Answering(
             lambda: self.config,
@@ -151,6 +155,7 @@ class Daemon:
             lambda: self._providers.vision,
             self._replies,
         )
+        self._presses = ButtonPresses(self.turns, self._store, self._on_inbound)
         self.metrics.health = lambda: {n: s.health() for n, s in self.supervisors.items()}
         self.channels: dict[str, Channel] = {}
         self.supervisors: dict[str, ChannelSupervisor] = {}
@@ -232,6 +237,23 @@ class Daemon:
             # Before any channel starts: a Ctrl-C at the console's first prompt is the console's
             # (its line kept, or the answer stopped), never Python's KeyboardInterrupt.
             await tg.start(self._watch_signals)
+        # The ops server listens before the channels start, so the addresses of the channels
+        # it serves are printed before the console's first prompt.
+        server: OpsServer | None = None
+        if self.config.server.listen:
+            host, port = parse_listen(self.config.server.listen)
+            server = OpsServer(self.metrics, host=host, port=port, endpoints=self._http_endpoints)
+            try:
+                await server.start()
+            except OSError as exc:
+                why = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio rewords it
+                print(
+                    f"relaybot: server.listen {self.config.server.listen}: cannot listen: {why}",
+                    file=sys.stderr,
+                )
+                return 1
+            log.info("metrics on http://%s:%d/metrics", server.host, server.port)
+            self._tell_addresses(server)
         for name in self.channels:
             await self._start_channel(tg, name)
         if not any(s.ever_up or s.state == "retrying" for s in self.supervisors.values()):
@@ -241,24 +263,11 @@ class Daemon:
             causes = {**unbuilt, **{n: s.cause or "" for n, s in self.supervisors.items()}}
             for name, cause in causes.items():
                 self._start_failed(name, cause)
+            if server is not None:
+                await server.stop()
             return 2  # a config error (a token, a kind): restarting would not mend it
         for name, cause in unbuilt.items():
             log.error("channel %s: cannot start: %s", name, cause)
-        server: OpsServer | None = None
-        if self.config.server.listen:
-            host, port = parse_listen(self.config.server.listen)
-            server = OpsServer(self.metrics, host=host, port=port)
-            try:
-                await server.start()
-            except OSError as exc:
-                await self._stop_channels()
-                why = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio rewords it
-                print(
-                    f"relaybot: server.listen {self.config.server.listen}: cannot listen: {why}",
-                    file=sys.stderr,
-                )
-                return 1
-            log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
             await tg.start(self._watch_reload)
         if shared is None:
@@ -331,8 +340,21 @@ class Daemon:
         channel.max_audio_bytes = self.config.agent.max_audio_bytes
         channel.approval_timeout_secs = self.config.agent.approval_timeout_secs
         channel.write_observer = self.metrics.observe_write
+
+        async def on_control(event: ControlEvent) -> str | None:
+            return await self._presses.press(channel, event)
+
+        channel.on_control = on_control
+        if isinstance(channel, ListsModels):
+            channel.served_models = self._model_names()
         self.channels[name] = channel
         return channel
+
+    def _model_names(self) -> tuple[str, ...]:
+        """The models the agent answers with, first the chain's (what an API channel lists)."""
+        config = self.config
+        names = [config.providers[p].model for p in config.agent.providers if p in config.providers]
+        return tuple(dict.fromkeys(names))
 
     async def _start_channel(self, tg: TaskGroup, name: str) -> None:
         """Start channel ``name`` under a supervisor; returns after its first start attempt."""
@@ -344,10 +366,22 @@ class Daemon:
         self.supervisors[name] = supervisor
         await tg.start(supervisor.run)
 
+    def _http_endpoints(self) -> list[HttpEndpoint]:
+        """The running channels served by the ops server (architecture §7 "Metrics")."""
+        return [c for c in self.channels.values() if isinstance(c, HttpEndpoint)]
+
+    def _tell_addresses(self, server: OpsServer) -> None:
+        """One line on stderr per channel served over HTTP: where to open it."""
+        host = f"[{server.host}]" if ":" in server.host else server.host
+        for name, channel in self.channels.items():
+            if isinstance(channel, HttpEndpoint):
+                url = f"http://{host}:{server.port}{channel.http_prefix}"
+                print(f"relaybot: channel {name} ({channel.config.kind}) at {url}", file=sys.stderr)
+
     def _input_end(self, channel: Channel) -> None:
         """A channel's input ended (the console: end of stdin); when only console channels
-        run, that ends the run (architecture §7)."""
-        if all(c.config.kind == "console" for c in self.channels.values()):
+        run, beside the local web page at most, that ends the run (architecture §7)."""
+        if all(c.config.kind in ("console", "web") for c in self.channels.values()):
             self._input_ended = not self.stopping.is_set()
             self.stopping.set()
 
@@ -482,7 +516,8 @@ class Daemon:
             log.info("%s:%s: update delivered again; answered once", name, message.chat_id)
             await channel.reply_finished(message.chat_id)
             return
-        if command_of(message.text) == "/stop":  # also while stopping: it ends a running answer
+        # /stop also while stopping: it ends a running answer
+        if command_of(message.text, channel.command_prefix) == "/stop":
             await self._answering.stop(channel, message)
             return
         # Commands queue like any message, so "/reset" acts after the answer that is running.

@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol
 
 from channels.base import InboundMessage
+from orchestrator.store.control_rows import ControlRows
 from orchestrator.store.records import ConversationRef, Draft, RoundRecord, WaitingMessage
 from providers.base import ChatMessage
 
@@ -50,6 +51,11 @@ COPY_TABLES: dict[str, tuple[str, ...]] = {
     "channel_state": ("channel", "key", "value"),
     "seen_updates": ("channel", "update_id", "seen_at"),
     "summaries": ("channel", "chat_id", "thread_id", "summary", "updated_at"),
+    "chat_settings": ("channel", "chat_id", "thread_id", "key", "value"),
+    "usage": (
+        "channel", "chat_id", "thread_id", "user_id", "provider", "model", "input_tokens",
+        "cached_tokens", "output_tokens", "cost", "estimated", "created_at",
+    ),
 }  # fmt: skip
 """Copied tables and columns, rows in their id order (``relaybot migrate-store``)."""
 
@@ -59,6 +65,9 @@ class ConversationStore(Protocol):
 
     ``shared`` is True when several instances may use the store at once (PostgreSQL): the
     daemon then queues through the store (architecture §9)."""
+
+    controls: ControlRows
+    """The chat controls' rows: per-chat settings, usage, rate counters."""
 
     @property
     def shared(self) -> bool: ...

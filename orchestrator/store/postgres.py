@@ -49,6 +49,7 @@ from psycopg import sql
 from psycopg_pool import AsyncConnectionPool
 
 from channels.base import InboundMessage
+from orchestrator.store.control_rows import ControlRows
 from orchestrator.store.interface import COPY_TABLES, ChannelStateRows
 from orchestrator.store.postgres_schema import migrate
 from orchestrator.store.records import (
@@ -94,6 +95,8 @@ class PostgresStore:
         self._lock_guard = anyio.Lock()
         self._claimed: set[ConversationRef] = set()
         self._marks = 0
+        self.controls = ControlRows(self._rows, self._exec)
+        """The chat controls' rows (settings, usage, rate counters)."""
 
     @classmethod
     async def connect(cls, conninfo: str, *, pool_size: int = 10) -> PostgresStore:
@@ -552,4 +555,5 @@ _IDENTITY_TABLES: dict[str, tuple[str, ...]] = {
     "messages": ("id",),
     "rounds": ("id",),
     "waiting": ("id",),
+    "usage": ("id",),
 }

@@ -446,6 +446,18 @@ class Store:
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
             )
 
+    # -- one statement (the chat controls' rows, :mod:`orchestrator.store.control_rows`) --
+
+    def query(self, statement: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement written with ``%s`` placeholders; its rows."""
+        with self._lock:
+            return self._db.execute(statement.replace("%s", "?"), tuple(args)).fetchall()
+
+    def execute(self, statement: str, args: Sequence[Any] = ()) -> int:
+        """Run one statement written with ``%s`` placeholders; the rows it changed."""
+        with self._lock:
+            return self._db.execute(statement.replace("%s", "?"), tuple(args)).rowcount
+
     # -- channel state (e.g. the Matrix sync token) ---------------------------------------
 
     def get_state(self, channel: str, key: str) -> str | None:

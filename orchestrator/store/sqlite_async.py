@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import anyio
 
 from channels.base import InboundMessage
+from orchestrator.store.control_rows import ControlRows
 from orchestrator.store.interface import ChannelStateRows
 from orchestrator.store.records import ConversationRef, Draft, RoundRecord, WaitingMessage
 from orchestrator.store.sqlite import Store
@@ -33,6 +34,8 @@ class AsyncStore:
         self.sync = store
         self._worker = StoreWorker()
         self._claimed: set[ConversationRef] = set()
+        self.controls = ControlRows(self._query, self._execute)
+        """The chat controls' rows (settings, usage, rate counters)."""
 
     @property
     def shared(self) -> bool:
@@ -40,6 +43,12 @@ class AsyncStore:
 
     async def _run(self, call: Callable[[], _T]) -> _T:
         return await self._worker.run(call)
+
+    async def _query(self, statement: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return await self._run(partial(self.sync.query, statement, args))
+
+    async def _execute(self, statement: str, args: Sequence[Any]) -> int:
+        return await self._run(partial(self.sync.execute, statement, args))
 
     async def history(
         self, channel: str, chat_id: str, thread_id: str | None = None

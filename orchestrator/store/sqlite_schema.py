@@ -4,7 +4,8 @@ columns added since (:func:`upgrade`, the counterpart of PostgreSQL's numbered m
 
 The steps so far: ``thread_id`` on ``messages`` and ``rounds``; ``sort_key`` on ``waiting``;
 ``message_ids`` and ``reply_to`` on ``drafts`` (migration 0002: every reply in flight is
-recorded, from before its first write)."""
+recorded, from before its first write); the tables ``chat_settings``, ``usage`` and
+``rate_counters`` of the chat controls (migrations 0004–0006), created when missing."""
 
 from __future__ import annotations
 
@@ -82,11 +83,43 @@ CREATE TABLE IF NOT EXISTS summaries (
     updated_at REAL NOT NULL,
     PRIMARY KEY (channel, chat_id, thread_id)
 );
+CREATE TABLE IF NOT EXISTS chat_settings (
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT '',
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (channel, chat_id, thread_id, key)
+);
+CREATE TABLE IF NOT EXISTS usage (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL,
+    thread_id TEXT NOT NULL DEFAULT '',
+    user_id TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    input_tokens INTEGER NOT NULL,
+    cached_tokens INTEGER NOT NULL,
+    output_tokens INTEGER NOT NULL,
+    cost REAL NOT NULL,
+    estimated INTEGER NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rate_counters (
+    scope TEXT NOT NULL,
+    window_start INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (scope, window_start)
+);
 """
 INDEXES = """
 CREATE INDEX IF NOT EXISTS messages_by_thread ON messages (channel, chat_id, thread_id, id);
 CREATE INDEX IF NOT EXISTS messages_by_time ON messages (created_at);
 CREATE INDEX IF NOT EXISTS rounds_by_time ON rounds (created_at);
+CREATE INDEX IF NOT EXISTS usage_by_user ON usage (channel, user_id, created_at);
+CREATE INDEX IF NOT EXISTS usage_by_chat ON usage (channel, chat_id, created_at);
+CREATE INDEX IF NOT EXISTS usage_by_time ON usage (created_at);
 """
 
 

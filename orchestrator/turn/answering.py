@@ -1,8 +1,9 @@
 """Answering one inbound message (architecture §5): a command (``/start`` says hello,
-``/help`` lists the commands, ``/reset`` or its alias ``/new`` forgets the conversation), or a
-turn of its conversation after its images and documents are screened and its voice note
-transcribed; then the answer also spoken when ``speech.reply`` asks, the reply's log line and
-metrics.
+``/help`` lists the commands, ``/reset`` or its alias ``/new`` forgets the conversation, the
+controls' ``/model``, ``/system``, ``/settings``, ``/status`` and ``/usage``, ``/regenerate``
+asks the last question again), or a turn of its conversation after its images and documents
+are screened, its voice note transcribed and its sender's and chat's limits checked; then the
+answer also spoken when ``speech.reply`` asks, the reply's log line and metrics.
 ``/stop`` cuts the conversation's running answer short (architecture §3 "Stop"). Notices to a
 chat (:meth:`Answering.say`) go through the outbound policy."""
 
@@ -12,12 +13,16 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol, runtime_checkable
 
 import anyio
 
 from channels.base import Channel, InboundMessage
 from channels.errors import ChannelError
 from config.models import RelaybotConfig
+from orchestrator.chats.commands import CONTROL_COMMANDS, ChatCommands
+from orchestrator.chats.roles import Roles
+from orchestrator.controls.gate import limit_refusal
 from orchestrator.metrics import Metrics
 from orchestrator.policy import OutboundPolicy
 from orchestrator.store import ConversationStore, WaitingMessage
@@ -40,12 +45,14 @@ from providers.speech import SPEECH_FORMAT, SpeechClient
 
 __all__ = [
     "HELP_TEXT",
+    "NOTHING_TO_REGENERATE",
     "NOTHING_TO_STOP",
     "RESET_COMMANDS",
     "STALE_NOTICE",
     "START_TEXT",
     "TRIM_NOTICE",
     "Answering",
+    "ReportsUsage",
     "command_of",
     "stale_notice",
 ]
@@ -57,12 +64,20 @@ HELP_TEXT = (
     "Commands:\n"
     "/stop: end the answer being written\n"
     "/reset or /new: forget this conversation and start a new one\n"
+    "/regenerate: answer the last question again\n"
+    "/model: list the models; /model NAME switches this chat to one\n"
+    "/system TEXT: this chat's system prompt; /system reset restores it\n"
+    "/settings: this chat's model and system prompt\n"
+    "/status: model, context fill, tokens today\n"
+    "/usage: your and this chat's tokens and cost\n"
     "/help: this list\n"
     "Anything else is a message to the model."
 )
 RESET_COMMANDS = frozenset({"/reset", "/new"})
 """``/new`` is an alias of ``/reset`` (the name other chat bots use)."""
 NOTHING_TO_STOP = "Nothing to stop."
+NOTHING_TO_REGENERATE = "Nothing to regenerate: this conversation has no question yet."
+REGENERATE = "/regenerate"
 TRIM_NOTICE = "Older messages of this chat are no longer sent to the model; /reset starts afresh."
 TRIM_NOTICE_STATE = "trim_noticed:"
 """The channel-state key prefix (then ``chat_id`` and ``:thread_id``) of a conversation told
@@ -70,6 +85,15 @@ TRIM_NOTICE_STATE = "trim_noticed:"
 STALE_NOTICE = (
     "Your message from {when} was not answered before the bot restarted; please send it again."
 )
+
+
+@runtime_checkable
+class ReportsUsage(Protocol):
+    """A channel that tells its client what a reply used (the OpenAI-compatible API): told
+    before :meth:`~channels.base.Channel.reply_finished`, with the tokens the providers
+    reported (0 where none did)."""
+
+    async def reply_usage(self, chat_id: str, input_tokens: int, output_tokens: int) -> None: ...
 
 
 class Answering:
@@ -109,6 +133,7 @@ class Answering:
         self._stats = stats
         self.active = 0
         self.unanswered: str | None = None
+        self._commands = ChatCommands(config, store, turns)
 
     async def say(
         self, channel: Channel, message: InboundMessage, text: str, *, reply: bool = False
@@ -193,15 +218,24 @@ class Answering:
                 await channel.reply_finished(message.chat_id)
             return
         message, documents, voice_note = screened
-        command = command_of(message.text)
-        if command in ("/start", "/help", *RESET_COMMANDS):
+        command = command_of(message.text, channel.command_prefix)
+        if command in ("/start", "/help", *RESET_COMMANDS, *CONTROL_COMMANDS):
             try:
-                await self._command(channel, message, command)
+                if command in CONTROL_COMMANDS:
+                    text = await self._commands.answer(channel, message, command)
+                    await self.say(channel, message, text)
+                else:
+                    await self._command(channel, message, command)
             finally:
                 with anyio.CancelScope(shield=True):
                     await channel.reply_finished(message.chat_id)
             return
         try:
+            asked = await self._admitted(channel, message, command)
+            if asked is None:
+                return
+            if asked is not message:  # /regenerate: the last question, without its files
+                message, documents = asked, ()
             outcome = await self._turns.run(channel, message, documents)
             speech = self._config().speech
             if outcome.outcome == "ok" and outcome.answer.strip() and speech is not None:
@@ -214,6 +248,10 @@ class Answering:
             seconds = time.monotonic() - began
             self._metrics.observe_reply(channel.name, outcome.outcome, seconds)
             totals = self._stats.take(channel.name, message.chat_id, message.thread_id)
+            if isinstance(channel, ReportsUsage):
+                await channel.reply_usage(
+                    message.chat_id, totals.input_tokens, totals.output_tokens
+                )
             fields = {
                 "channel": channel.name,
                 "chat": message.chat_id,
@@ -235,6 +273,31 @@ class Answering:
         finally:
             with anyio.CancelScope(shield=True):
                 await channel.reply_finished(message.chat_id)
+
+    async def _admitted(
+        self, channel: Channel, message: InboundMessage, command: str | None
+    ) -> InboundMessage | None:
+        """The message to answer — for ``/regenerate`` the conversation's last question, its
+        last exchange dropped from the history — or ``None`` when it is refused (said in one
+        line): nothing to regenerate, or a limit reached (architecture §5 "Budgets")."""
+        config = self._config()
+        roles = Roles(getattr(channel.config, "admins", ()))
+        refusal = await limit_refusal(
+            self._store.controls, config.limits, roles, channel.name, message, time.time()
+        )
+        if refusal is not None:
+            log.info("%s:%s: refused by a limit: %s", channel.name, message.chat_id, refusal)
+            await self.say(channel, message, refusal, reply=True)
+            return None
+        if command == REGENERATE:
+            question = await self._store.controls.drop_last_turn(
+                channel.name, message.chat_id, message.thread_id
+            )
+            if question is None:
+                await self.say(channel, message, NOTHING_TO_REGENERATE)
+                return None
+            message = replace(message, text=question, message_id=None, attachments=())
+        return message
 
     def _speech(self) -> SpeechClient | None:
         config = self._config()
@@ -310,9 +373,13 @@ def stale_notice(waiting: WaitingMessage) -> str:
     return STALE_NOTICE.format(when=when)
 
 
-def command_of(text: str) -> str | None:
-    """``/reset@BotName args`` → ``/reset``; None when the text is not a command."""
+def command_of(text: str, prefix: str = "/") -> str | None:
+    """``/reset@BotName args`` → ``/reset`` (and ``!reset`` → ``/reset`` with the channel's
+    ``prefix`` ``!``); None when the text is not a command."""
     stripped = text.strip()
-    if not stripped.startswith("/"):
+    if not stripped.startswith(("/", prefix)):
         return None
-    return stripped.split()[0].split("@", 1)[0].lower()
+    if not stripped.startswith("/"):
+        stripped = "/" + stripped[len(prefix) :]
+    word = stripped.split()[0].split("@", 1)[0].lower()
+    return word if len(word) > 1 else None

@@ -6,6 +6,10 @@ config did not change, builds the new and changed ones, and hands the next round
 a round already streaming keeps the list it began with (:meth:`RoundRunner.replace_chain
 <orchestrator.turn.rounds.RoundRunner.replace_chain>`), so the providers left behind are closed only
 by :meth:`aclose`, when the run ends.
+
+A chat that chose a model alias of ``agent.models`` (``/model NAME``) is served by
+:meth:`ProviderChain.rounds_for`: the alias's provider with the alias's model first, then the
+rest of ``agent.providers`` as its fallbacks; built once per alias and config.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ class ProviderChain:
     def __init__(self, config: RelaybotConfig, metrics: Metrics) -> None:
         self._metrics = metrics
         self._retired: list[ChainEntry] = []
+        self._aliases: dict[str, tuple[object, RoundRunner]] = {}
         self.rounds = RoundRunner(
             [_entry(config, name) for name in config.agent.providers],
             on_error=metrics.observe_provider_error,
@@ -53,6 +58,32 @@ class ProviderChain:
         self.rounds.replace_chain(chain)
         self._configured(new)
 
+    def rounds_for(self, config: RelaybotConfig, alias: str | None) -> RoundRunner:
+        """The round runner of a chat on model alias ``alias`` (``None`` or an alias
+        ``config`` does not offer: the configured chain)."""
+        entry = config.agent.models.get(alias) if alias is not None else None
+        if alias is None or entry is None:
+            return self.rounds
+        provider = config.providers[entry.provider]
+        if entry.model is not None:
+            provider = provider.model_copy(update={"model": entry.model})
+        chain = [entry.provider, *(n for n in config.agent.providers if n != entry.provider)]
+        identity = (provider, tuple(config.providers[n] for n in chain[1:]))
+        known = self._aliases.get(alias)
+        if known is not None and known[0] == identity:
+            return known[1]
+        first = ChainEntry(build_provider(entry.provider, provider), provider)
+        fallbacks = [e for e in self.rounds.chain if e.provider.name != entry.provider]
+        rounds = RoundRunner(
+            [first, *fallbacks],
+            on_error=self._metrics.observe_provider_error,
+            on_fallback=self._metrics.observe_fallback,
+        )
+        if known is not None:
+            self._retired.append(known[1].chain[0])
+        self._aliases[alias] = (identity, rounds)
+        return rounds
+
     def _configured(self, config: RelaybotConfig) -> None:
         self.vision = config.providers[config.agent.providers[0]].vision
         self._metrics.set_providers(list(config.agent.providers))
@@ -65,7 +96,8 @@ class ProviderChain:
 
     async def aclose(self) -> None:
         """Close every provider, in the chain or left behind by a reload (shielded)."""
-        for entry in (*self.rounds.chain, *self._retired):
+        aliased = [rounds.chain[0] for _, rounds in self._aliases.values()]
+        for entry in (*self.rounds.chain, *self._retired, *aliased):
             with anyio.CancelScope(shield=True):
                 await entry.provider.aclose()
 

@@ -48,6 +48,13 @@ from orchestrator.delivery.events import (
 from orchestrator.store import AsyncStore, ConversationStore, RoundRecord, Store
 from orchestrator.tools.registry import ToolRegistry
 from orchestrator.tools.tool_calls import normalise_ids
+from orchestrator.turn.chat_setup import (
+    ChainFor,
+    ChatSetup,
+    buttons_after,
+    load_setup,
+    record_usage,
+)
 from orchestrator.turn.compaction import summary_request, with_summary
 from orchestrator.turn.cut_answers import ReplyJournal
 from orchestrator.turn.history_budget import (
@@ -119,6 +126,8 @@ class TurnRunner:
         on_round: called with each round's record after it is stored (metrics).
         on_moved: awaited with (channel, old chat id, new chat id) when a reply's chat moved
             (the daemon moves the conversation's waiting messages and history).
+        chains: the round runner of a chat's model alias (``/model``); default: ``rounds``
+            for every chat.
     """
 
     def __init__(
@@ -131,8 +140,10 @@ class TurnRunner:
         policies: ReplyPolicyFactory,
         on_round: Callable[[RoundRecord], None] | None = None,
         on_moved: Callable[[str, str, str], Awaitable[None]] | None = None,
+        chains: ChainFor | None = None,
     ) -> None:
         self.on_moved = on_moved
+        self._chains: ChainFor = chains or (lambda alias: self._rounds)
         self._agent = agent
         self._rounds = rounds
         self._tools = tools
@@ -178,6 +189,7 @@ class TurnRunner:
         turn, journal = self._begin(channel, inbound, documents)
         key = conversation_key(channel.name, inbound)
         await journal.begin()  # before the reply's first write
+        await channel.answer_started(inbound.chat_id, inbound.thread_id, inbound.sender_id)
         async with anyio.create_task_group() as tg:
             tg.start_soon(turn.driver.run)
             self._running[key] = turn
@@ -186,6 +198,7 @@ class TurnRunner:
                     await self._answer(turn)
                 # The model work is over: nothing left to stop (the key moves with the chat).
                 self._release(conversation_key(channel.name, turn.inbound), turn)
+                await channel.answer_finishing(turn.inbound.chat_id, turn.inbound.thread_id)
                 if turn.scope.cancelled_caught:
                     await self._cut_short(turn)
             except Exception:
@@ -193,12 +206,14 @@ class TurnRunner:
                 turn.interrupt("the bot failed")
             finally:
                 self._release(conversation_key(channel.name, turn.inbound), turn)
-                with anyio.CancelScope(shield=True):
-                    await self._store.append(
-                        channel.name, turn.inbound.chat_id, turn.new_messages, inbound.thread_id
-                    )
+                if inbound.context is None:  # a stateless channel keeps no history
+                    with anyio.CancelScope(shield=True):
+                        await self._store.append(
+                            channel.name, turn.inbound.chat_id, turn.new_messages, inbound.thread_id
+                        )
         with anyio.CancelScope(shield=True):
             await journal.end()  # delivered or given up: nothing left to mark
+            await buttons_after(turn)
         if turn.driver.stats.unreachable and turn.outcome.outcome != "undelivered":
             # The answer was complete, its delivery was not (e.g. the one message of "off").
             turn.outcome.outcome, turn.outcome.cause = "undelivered", UNDELIVERED_CAUSE
@@ -276,12 +291,32 @@ class TurnRunner:
 
     # -- the rounds -----------------------------------------------------------------------
 
+    def running(self, key: ConversationKey) -> bool:
+        return key in self._running
+
+    def _setup(self, turn: TurnState) -> ChatSetup:
+        assert turn.setup is not None, "the turn's setup is loaded first"
+        return turn.setup
+
+    async def context_fill(
+        self, channel: str, chat_id: str, thread_id: str | None, alias: str | None
+    ) -> float:
+        """The conversation's history as a share of the prompt budget of its model (alias
+        ``alias`` of ``agent.models``, or the chain) (0..1+), estimated (``/status``)."""
+        history = await self._store.history(channel, chat_id, thread_id)
+        used = sum(estimate_message(m) for m in history)
+        return used / max(1, self._prompt_limit(self._chains(alias)))
+
     async def _answer(self, turn: TurnState) -> None:
         inbound = turn.inbound
-        turn.history = await self._store.history(
-            turn.channel.name, inbound.chat_id, inbound.thread_id
-        )
-        if self._agent.history.compaction == "summarize":
+        turn.setup = await load_setup(self._store, self._agent, self._chains, turn)
+        if inbound.context is not None:  # a stateless channel's own conversation
+            turn.history = [_context_message(role, text) for role, text in inbound.context]
+        else:
+            turn.history = await self._store.history(
+                turn.channel.name, inbound.chat_id, inbound.thread_id
+            )
+        if self._agent.history.compaction == "summarize" and inbound.context is None:
             turn.summary = await self._store.summary(
                 turn.channel.name, inbound.chat_id, inbound.thread_id
             )
@@ -313,11 +348,12 @@ class TurnRunner:
         chain (:mod:`orchestrator.turn.history_budget`); the messages left out are counted in
         ``turn.outcome.dropped_messages``."""
         extra = [ChatMessage("user", SUMMARY_REQUEST)] if summary else []
-        system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
+        setup = self._setup(turn)
+        system = ChatMessage("system", with_summary(setup.system_prompt, turn.summary))
         tools = self._tools.specs if offer_tools else ()
         messages = [*turn.history, *turn.new_messages]
         fixed = sum(estimate_message(m) for m in (system, *extra)) + estimate_tools(tools)
-        fitted = fit(messages, limit=self._prompt_limit(), fixed=fixed)
+        fitted = fit(messages, limit=self._prompt_limit(setup.rounds), fixed=fixed)
         turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, fitted.dropped)
         kept = normalise_ids(messages[fitted.start :])
         return ChatRequest(messages=(system, *kept, *extra), tools=tools), fitted.tokens
@@ -327,8 +363,9 @@ class TurnRunner:
         turns are cut down to half the budget and replaced, in the store too, by a summary the
         model writes (:mod:`orchestrator.turn.compaction`). A failed summary round leaves the
         history as it is (the request then drops what does not fit)."""
-        limit = self._prompt_limit()
-        system = ChatMessage("system", with_summary(self._agent.system_prompt, turn.summary))
+        setup = self._setup(turn)
+        limit = self._prompt_limit(setup.rounds)
+        system = ChatMessage("system", with_summary(setup.system_prompt, turn.summary))
         fixed = estimate_message(system) + estimate_tools(self._tools.specs)
         messages = [*turn.history, *turn.new_messages]
         if fit(messages, limit=limit, fixed=fixed).dropped == 0:
@@ -338,7 +375,7 @@ class TurnRunner:
             return
         request = summary_request(turn.summary, turn.history[:start], limit_tokens=limit)
         try:
-            result = await self._rounds.run(request, _Discarded())
+            result = await setup.rounds.run(request, _Discarded())
         except RoundFailed as failed:
             log.warning("could not summarize older turns in %s: %s", turn.where, failed.error)
             return
@@ -352,19 +389,19 @@ class TurnRunner:
         turn.history, turn.summary = turn.history[start:], text
         turn.outcome.dropped_messages = max(turn.outcome.dropped_messages, start)
 
-    def _prompt_limit(self) -> int:
-        """Estimated prompt tokens that fit every provider of the chain (architecture §5
-        "Context budget"), each calibrated by its own reported usage, and below the ceiling
-        learnt from a rejection."""
+    def _prompt_limit(self, rounds: RoundRunner) -> int:
+        """Estimated prompt tokens that fit every provider of the chain of ``rounds``
+        (architecture §5 "Context budget"), each calibrated by its own reported usage, and
+        below the ceiling learnt from a rejection."""
         limits = []
-        for entry in self._rounds.chain:
+        for entry in rounds.chain:
             config = entry.config
             window = context_window(config.model, config.context_window)
             reserve = answer_reserve(window, config.max_tokens)
             ratio = self._calibration.ratio(entry.provider.name)
             limits.append(prompt_limit(window, reserve, ratio))
-        if self._ceiling_chain is not self._rounds.chain:  # a reload replaced the chain
-            self._ceiling, self._ceiling_chain = _NO_CEILING, self._rounds.chain
+        if self._ceiling_chain is not rounds.chain:  # a reload or /model replaced the chain
+            self._ceiling, self._ceiling_chain = _NO_CEILING, rounds.chain
         return min([*limits, self._ceiling])
 
     async def _serve(
@@ -372,23 +409,26 @@ class TurnRunner:
     ) -> RoundResult:
         """Serve a round; a request the model rejected as too long for its context window is
         trimmed harder and sent once more. Raises :class:`RoundFailed`."""
+        rounds = self._setup(turn).rounds
         request, estimate = self._request(turn, summary, offer_tools)
+        turn.estimate = estimate
         try:
-            result = await self._rounds.run(request, sink)
+            result = await rounds.run(request, sink)
         except RoundFailed as failed:
             if not isinstance(failed.error, ContextLengthExceeded):
                 raise
             # The window is smaller than configured or estimated: requests from now on stay
             # under a share of the one rejected.
-            self._ceiling = max(1, min(self._prompt_limit(), int(estimate * SQUEEZE)))
+            self._ceiling = max(1, min(self._prompt_limit(rounds), int(estimate * SQUEEZE)))
             log.warning(
                 "context window exceeded in %s: history trimmed to %d estimated tokens",
                 turn.where,
                 self._ceiling,
             )
             request, estimate = self._request(turn, summary, offer_tools)
+            turn.estimate = estimate
             try:
-                result = await self._rounds.run(request, sink)
+                result = await rounds.run(request, sink)
             except RoundFailed as again:
                 history = [m for m in request.messages if m.role != "system"]
                 if not isinstance(again.error, ContextLengthExceeded) or len(history) > 1:
@@ -512,8 +552,21 @@ class TurnRunner:
         )
         with anyio.CancelScope(shield=True):
             turn.last_round_id = await self._store.record_round(record)
+            if turn.setup is not None:
+                last = turn.new_messages[-1] if turn.new_messages else None
+                text = last.content if last is not None and last.role == "assistant" else ""
+                await record_usage(
+                    self._store, turn, turn.setup.rounds, result, turn.estimate, text
+                )
         if self._on_round is not None:
             self._on_round(record)
+
+
+def _context_message(role: str, text: str) -> ChatMessage:
+    """One ``(role, text)`` pair of :attr:`InboundMessage.context`; an unknown role is a user's."""
+    if role == "system":
+        return ChatMessage("system", text)
+    return ChatMessage("assistant" if role == "assistant" else "user", text)
 
 
 class _Discarded:

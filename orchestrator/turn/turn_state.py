@@ -12,9 +12,17 @@ from channels.base import Channel, InboundMessage
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerInterrupted, AnswerRefused, TextEmitted
 from orchestrator.turn.round_sink import ReplyPolicyLike, RoundSink
+from orchestrator.turn.rounds import RoundRunner
 from providers.base import ChatMessage
 
-__all__ = ["ConversationKey", "TurnOutcome", "TurnState", "conversation_key"]
+__all__ = [
+    "ChatSetup",
+    "ConversationKey",
+    "ReplySpacing",
+    "TurnOutcome",
+    "TurnState",
+    "conversation_key",
+]
 
 
 ConversationKey = tuple[str, str, str | None]
@@ -23,6 +31,15 @@ ConversationKey = tuple[str, str, str | None]
 
 def conversation_key(channel: str, message: InboundMessage) -> ConversationKey:
     return (channel, message.chat_id, message.thread_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatSetup:
+    """The round runner and the system prompt of one turn, from its chat's settings
+    (:mod:`orchestrator.turn.chat_setup`)."""
+
+    rounds: RoundRunner
+    system_prompt: str
 
 
 @dataclass
@@ -68,6 +85,8 @@ class TurnState:
     last_round_id: int | None = None  # the store row of the last round recorded
     summary: str | None = None  # of the compacted turns (agent.history.compaction: summarize)
     call_numbers: itertools.count[int] = field(default_factory=itertools.count)
+    setup: ChatSetup | None = None  # the chat's model and system prompt, loaded at its start
+    estimate: int = 0  # estimated prompt tokens of the round being served
     """Numbers the reply's tool calls (its own and the provider's) for their status lines."""
 
     @property
@@ -93,3 +112,19 @@ class TurnState:
         assert self.policy.refusal is not None
         self.driver.feed(AnswerRefused(self.policy.refusal))
         self.outcome.outcome = "refused"
+
+
+class ReplySpacing:
+    """:class:`~channels.base.WriteSpacing` for writes after a delivered reply (its buttons,
+    architecture §3 "Buttons"): the first no earlier than the delivery engine allows after the
+    reply's last write, each next ``interval`` seconds after the one before (anyio's clock)."""
+
+    def __init__(self, first_at: float, interval: float) -> None:
+        self._next = first_at
+        self._interval = interval
+
+    def landed(self) -> None:
+        self._next = anyio.current_time() + self._interval
+
+    async def next_write(self) -> None:
+        await anyio.sleep(max(0.0, self._next - anyio.current_time()))

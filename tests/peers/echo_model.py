@@ -11,7 +11,9 @@ answered at length (:func:`slow_answer_to`, past the redaction holdback so draft
 :data:`SLOW_DELTAS` deltas ``slow_delay_secs`` apart (a long answer to cut); with
 ``long_answers`` every question is, ``delay_secs`` apart (the benchmark's load). Every
 request is recorded in :attr:`EchoModel.asked` as (model, question): each relaybot instance in a
-test names its own model, so the test knows which instance answers what.
+test names its own model, so the test knows which instance answers what. With ``usage``
+(prompt, completion tokens) every stream reports it in a last chunk before ``[DONE]``, as
+``stream_options.include_usage`` asks.
 """
 
 from __future__ import annotations
@@ -41,8 +43,14 @@ class EchoModel:
     """The server; ``url`` is its root (``/v1`` is the API base)."""
 
     def __init__(
-        self, *, delay_secs: float = 0.05, slow_delay_secs: float = 0.3, long_answers: bool = False
+        self,
+        *,
+        delay_secs: float = 0.05,
+        slow_delay_secs: float = 0.3,
+        long_answers: bool = False,
+        usage: tuple[int, int] | None = None,
     ) -> None:
+        self.usage = usage
         self.delay_secs = delay_secs
         self.long_answers = long_answers
         self.slow_delay_secs = slow_delay_secs
@@ -86,6 +94,11 @@ class EchoModel:
             await response.write(_event(model, {"content": piece}, None))
             await asyncio.sleep(delay)
         await response.write(_event(model, {}, "stop"))
+        if self.usage is not None:
+            prompt, completion = self.usage
+            usage = {"prompt_tokens": prompt, "completion_tokens": completion}
+            chunk = {"id": "chatcmpl-echo", "model": model, "choices": [], "usage": usage}
+            await response.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response

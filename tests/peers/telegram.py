@@ -12,9 +12,10 @@ exact descriptions (:mod:`tests.peers.telegram_wire`, which also holds :class:`A
 ``base_url`` at :attr:`TelegramBotApiServer.base_url` (the token is appended to it).
 
 Methods: getMe, logOut, close, setWebhook, deleteWebhook, getWebhookInfo, getUpdates, getFile,
-sendMessage, editMessageText, deleteMessage, sendChatAction, answerCallbackQuery, setMyCommands,
-getMyCommands, deleteMyCommands. Anything else is 404 "Not Found"; a wrong token is 401
-"Unauthorized" (python-telegram-bot raises ``InvalidToken`` for both).
+sendMessage, editMessageText, editMessageReplyMarkup, deleteMessage, sendChatAction,
+answerCallbackQuery, setMyCommands, getMyCommands, deleteMyCommands. Anything else is 404
+"Not Found"; a wrong token is 401 "Unauthorized" (python-telegram-bot raises ``InvalidToken``
+for both).
 
 Semantics kept from Telegram:
 
@@ -733,6 +734,22 @@ class TelegramBotApiServer:
         self._record_state(chat.obj["id"])
         return msg.raw
 
+    def _edit_message_reply_markup(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Replace (or, without ``reply_markup``, remove) a bot message's inline keyboard."""
+        chat = self._chat(params)
+        msg = chat.messages.get(params.get("message_id"))  # type: ignore[arg-type]
+        if msg is None:
+            raise _Rejection(EDIT_NOT_FOUND)
+        if not msg.from_bot:
+            raise _Rejection(CANT_BE_EDITED)
+        markup = params.get("reply_markup")
+        markup = markup if isinstance(markup, dict) and markup.get("inline_keyboard") else None
+        if markup == msg.reply_markup:
+            raise _Rejection(NOT_MODIFIED)
+        msg.reply_markup = markup
+        self._render(msg)
+        return msg.raw
+
     def _delete_message(self, params: dict[str, Any]) -> bool:
         chat = self._chat(params)
         msg = chat.messages.pop(params.get("message_id"), None)  # type: ignore[arg-type]
@@ -876,6 +893,7 @@ _METHODS: dict[str, Callable[[_S, dict[str, Any]], Any]] = {
     "sendmessage": _S._send_message,
     "sendvoice": _S._send_voice,
     "editmessagetext": _S._edit_message_text,
+    "editmessagereplymarkup": _S._edit_message_reply_markup,
     "deletemessage": _S._delete_message,
     "sendchataction": _S._send_chat_action,
     "answercallbackquery": _S._answer_callback_query,

@@ -51,6 +51,8 @@ def test_check_config_accepts_the_example() -> None:
         "TELEGRAM_WEBHOOK_SECRET": "k",
         "MATRIX_ACCESS_TOKEN": "k",
         "DISCORD_BOT_TOKEN": "k",
+        "SLACK_BOT_TOKEN": "k",
+        "SLACK_APP_TOKEN": "k",
         "MCP_SEARCH_TOKEN": "k",
         "WEB_TOKEN": "web-token-0123456789",
         "API_TOKEN": "api-token-0123456789",
@@ -60,7 +62,7 @@ def test_check_config_accepts_the_example() -> None:
     result = _relaybot("check-config", "config/example.yaml", env=env)
     assert result.returncode == 0, result.stderr
     # Only warnings, one per channel whose kind this version cannot start.
-    missing = {"matrix", "discord"} - available_channel_kinds()
+    missing = {"matrix", "discord", "slack"} - available_channel_kinds()
     warned = {line.split("'")[1] for line in result.stderr.splitlines()}
     assert warned == missing
     assert all(": warning: channel kind '" in line for line in result.stderr.splitlines())

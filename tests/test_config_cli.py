@@ -82,7 +82,7 @@ def test_bad_config_prints_file_line_messages_and_exits_2(
         f"{path}:4: agent.providers[1]: unknown provider 'backup' (configured: main)",
         f"{path}:6: channels.term.colour: unknown key (expected one of: "
         "draft_update_interval_ms, allowed_users, respond_in_groups, show_reasoning, "
-        "show_tool_status, kind, stream_drafts)",
+        "show_tool_status, admins, kind, stream_drafts)",
     ]
     assert SECRET[:12] not in result.stdout + result.stderr
 

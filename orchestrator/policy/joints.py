@@ -1,5 +1,5 @@
 """Joints: where a secret is split by a hard wrap or into adjacent string pieces, and the view
-of a text with them removed (architecture §4 "Reader forms").
+of a text with them removed (architecture §4, "What the reader sees is what is checked").
 
 A key wrapped onto the next line (``…AAAA\\n    BBBB…``, a Markdown hard break, quote prefixes)
 or written as adjacent string pieces (``"sk-…" + "…"``, f/r prefixes, ``.``, ``++``) reads as one

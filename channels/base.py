@@ -142,6 +142,7 @@ class InboundMessage:
     attachments: tuple[Attachment, ...] = ()
     update_ids: tuple[int, ...] = ()
     sender_handle: str | None = None
+    context: tuple[tuple[str, str], ...] | None = None  # (role, text) of a stateless API
     quoted: Quoted | None = None
     edited: bool = False
 
@@ -213,7 +214,6 @@ class Channel(AnswerControls, ABC):
 
     write_observer: WriteObserver | None = None
     """Set by the daemon: told of every write (metrics); ``None``: nobody listens."""
-
     approval_timeout_secs: float = 120.0
     """How long :meth:`request_approval` waits for the user's answer, in seconds (the daemon sets
     ``agent.approval_timeout_secs``)."""

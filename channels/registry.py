@@ -36,7 +36,10 @@ KIND_MODULES: tuple[str, ...] = (
     "channels.telegram.kind",
     "channels.matrix.kind",
     "channels.discord.kind",
+    "channels.slack.kind",
     "channels.console.kind",
+    "channels.web.kind",
+    "channels.openai_api.kind",
 )
 """The ``kind.py`` of every channel kind: the one line a new kind adds."""
 

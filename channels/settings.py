@@ -44,6 +44,11 @@ class ChannelSettings(Strict):
         "button; exempt from limits unless limits.admins_exempt is false",
     )
 
+    def listen_problem(self, listen: str | None) -> str | None:
+        """What is wrong with ``server.listen`` for this channel, in one line (a channel served
+        by the ops server needs it), else None. Default: nothing."""
+        return None
+
 
 class StreamModeSettings(ChannelSettings):
     """:class:`ChannelSettings` and the ``stream_mode`` choice of a chat network."""

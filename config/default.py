@@ -1,6 +1,7 @@
 """The embedded default config of ``relaybot run`` without a config file (architecture §7).
 
-``config/default.yaml`` holds what is fixed: the console channel only, no metrics server. What
+``config/default.yaml`` holds what is fixed: the console channel and the web page, served on a
+free loopback port (printed at start). What
 depends on the run is added here: the provider (OpenAI with ``OPENAI_API_KEY``, model
 ``$OPENAI_MODEL``, else Anthropic with ``ANTHROPIC_API_KEY``, else the built-in demo model, whose
 server address is known only once it listens) and the store's path under ``$XDG_DATA_HOME``.

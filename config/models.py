@@ -429,3 +429,16 @@ class RelaybotConfig(_Strict):
         if problems:
             raise LocatedValueError(*problems)
         return self
+
+    @model_validator(mode="after")
+    def _served_channels(self) -> RelaybotConfig:
+        """A channel served over HTTP (``kind: web``, ``kind: openai_api``) needs
+        ``server.listen``, and one without access control a loopback address."""
+        problems = [
+            (("channels", name), problem)
+            for name, channel in self.channels.items()
+            if (problem := channel.listen_problem(self.server.listen)) is not None
+        ]
+        if problems:
+            raise LocatedValueError(*problems)
+        return self

@@ -72,9 +72,11 @@ def channel_capability_table() -> str:
             modes = ", ".join(f"`{m}`" for m in typing.get_args(fields["stream_mode"].annotation))
             modes = f"`stream_mode`: {modes}"
             default = f"`stream_mode: {fields['stream_mode'].default}`"
-        else:
+        elif "stream_drafts" in fields:
             modes = "`stream_drafts`: `true` (as `partial`), `false` (as `off`)"
             default = f"`stream_drafts: {str(fields['stream_drafts'].default).lower()}`"
+        else:  # served over HTTP: always streamed as `partial`
+            modes, default = "`partial`", "`partial`"
         interval = fields["draft_update_interval_ms"].default
         rows.append(f"| `{name}` | {modes} | {default} | {interval} | {kind.describe_limit()} |")
     return "\n".join(rows) + "\n"

@@ -28,7 +28,8 @@ import httpx
 from config.models import ProviderConfig
 from providers.bounded_json import parse_json
 from providers.errors import ProviderError, ProviderServerError, ProviderTimeout
-from providers.transport import error_from_status, make_client
+from providers.status_errors import error_from_status
+from providers.transport import make_client
 from providers.transport_errors import Where, provider_error
 
 __all__ = ["LIST_TIMEOUT_SECS", "list_models", "models_url"]

@@ -30,7 +30,8 @@ import httpx
 from config.models import ProviderConfig, SpeechConfig
 from providers.bounded_json import parse_json
 from providers.errors import ProviderServerError, ProviderTimeout
-from providers.transport import error_from_status, make_client
+from providers.status_errors import error_from_status
+from providers.transport import make_client
 from providers.transport_errors import Where, provider_error
 
 __all__ = ["SPEECH_FORMAT", "SpeechClient"]

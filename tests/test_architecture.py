@@ -52,9 +52,13 @@ CORES = [
     "orchestrator/policy/catalogue.py",
     "orchestrator/policy/shapes.py",
     "orchestrator/policy/views.py",
+    "orchestrator/policy/joints.py",
     "orchestrator/policy/window.py",
     "orchestrator/policy/pieces.py",
     "channels/telegram/format.py",
+    "channels/openai_api/deltas.py",
+    "channels/openai_api/wire.py",
+    "channels/web/access.py",
 ]
 IO_MODULES = {"asyncio", "anyio", "trio", "httpx", "httpcore", "telegram", "aiohttp"}
 """Event loops and network clients. (``socket`` is not listed: the standard library loads it

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from channels.console.kind import ConsoleChannelConfig
+from channels.web.kind import WebChannelConfig
 from config.default import ANTHROPIC_MODEL, default_store_path, default_yaml_text
 from config.loader import default_config
 
@@ -46,13 +47,15 @@ def test_without_a_key_or_a_demo_server_it_refuses() -> None:
         default_config({}, demo_base_url=None)
 
 
-def test_console_only_no_metrics_server() -> None:
+def test_the_console_and_the_web_page_on_a_free_loopback_port() -> None:
     config = default_config({}, demo_base_url="http://127.0.0.1:1/v1")
-    assert list(config.channels) == ["console"]
+    assert list(config.channels) == ["console", "web"]
     console = config.channels["console"]
     assert isinstance(console, ConsoleChannelConfig)
     assert console.stream_drafts is True
-    assert config.server.listen is None
+    web = config.channels["web"]
+    assert isinstance(web, WebChannelConfig) and web.auth == "none"
+    assert config.server.listen == "127.0.0.1:0"
     assert config.agent.tools == ["current_time"]
 
 

@@ -1,5 +1,6 @@
 """Queries never change a reply's state (architecture §1 "Queries are pure"): on random scripts
-with failures, every query asked twice at every step gives equal answers, and the engine still
+with failures, in every mode (``partial``'s drafts, ``off`` / ``multi_message``'s queue), every
+query asked twice at every step gives equal answers, and the engine still
 holds the very same :class:`~orchestrator.delivery.reply_state.ReplyState` value afterwards (not
 an equal new one: a query that re-armed a timer or committed a write would store a new value).
 """
@@ -8,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 
-from orchestrator.delivery import draft_layout, draft_scan, drafts
+from orchestrator.delivery import draft_layout, draft_scan, drafts, pieces
 from orchestrator.delivery.engine import DeliveryEngine
 from orchestrator.delivery.events import Action, AnswerEnded, TextEmitted
 from orchestrator.delivery.reply_state import typing_at, write_at
@@ -37,8 +39,13 @@ def answers(engine: DeliveryEngine, now: float) -> tuple[Any, ...]:
         write_at(state, "edit", settings_),
         typing_at(state, now, settings_),
     )
-    if state.drafts is None:
-        return engine_answers
+    if state.queue is not None:
+        return (
+            *engine_answers,
+            pieces.next_kind(state.queue),
+            pieces.guard_request(state.queue),
+        )
+    assert state.drafts is not None
     text = engine._transcript
     layout = state.drafts.layout
     count = draft_layout.count(layout, text)
@@ -81,10 +88,26 @@ def test_queries_asked_twice_agree_and_leave_the_state_as_it_was(case: dict) -> 
     assert run.engine.finished
 
 
-def test_the_identity_check_can_fail() -> None:
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(scenarios(modes=("multi_message", "off")))
+def test_queue_queries_asked_twice_agree_and_leave_the_state_as_it_was(case: dict) -> None:
+    """The same for the ``off`` / ``multi_message`` queue alone (the mixed test draws a third of
+    its cases from each mode)."""
+    run = Asking(case["settings"], chat=case["chat"], latency=case["latency"])
+    run.play(case["script"], limit=10_000)
+    assert run.engine.finished
+
+
+@pytest.mark.parametrize("mode", ["partial", "multi_message", "off"])
+def test_the_identity_check_can_fail(mode: str) -> None:
     """The commands (``handle``, ``poll``) store new values, so a query that stored one would be
     seen."""
-    run = Asking(DeliverySettings(mode="partial"))
+    run = Asking(DeliverySettings(mode=mode, multi_message_unit="paragraph"))
     before = Asking.commands_changed_state
-    run.play([(0.0, TextEmitted("Hello")), (2.0, TextEmitted(" world")), (3.0, AnswerEnded())])
+    script = [(0.0, TextEmitted("Hello\n\n")), (2.0, TextEmitted(" world")), (3.0, AnswerEnded())]
+    run.play(script)
     assert Asking.commands_changed_state > before

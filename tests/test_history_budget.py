@@ -22,7 +22,7 @@ from providers.base import ChatMessage, ImagePart
 from providers.error_events import error_from_code, error_from_event
 from providers.errors import ContextLengthExceeded, ProviderBadRequest
 from providers.events import ToolCall
-from providers.transport import error_from_status
+from providers.status_errors import error_from_status
 
 # -- histories ---------------------------------------------------------------------------
 

@@ -8,18 +8,21 @@ attempts, (a) the pieces join to ``redact(full)`` and every emitted prefix is a 
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.policy import Redactor, ReplyPolicy
+from orchestrator.policy.searches import SearchMemo
 from orchestrator.policy.window import (
     HOLDBACK_BYTES,
     RESCAN_BYTES,
     RUN_LIMIT_BYTES,
     RedactionWindow,
 )
-from tests.policy_samples import Planted, texts_with_secrets, windows
+from tests.policy_samples import SAMPLES, Planted, texts_with_secrets, windows
 
 REDACTOR = Redactor()
 C18 = ["key: sk-ant-api03-", "AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHH", "IIIIJJJJ done"]
@@ -317,3 +320,27 @@ def test_a_key_right_after_a_pem_body_the_match_read_into_is_masked_whole() -> N
         out += window.flush()
         assert "ant-api03" not in out and "1111" not in out, out
     assert "ant-api03" not in Redactor().redact(text)
+
+
+def test_searches_remembered_across_scans_change_no_answer() -> None:
+    """:class:`SearchMemo` lets each scan of a growing text search a shape from where the last
+    scan's search stopped; every scan must answer as one that searches from its start."""
+    rng = random.Random(35)
+    parts = [text for _, text, _ in SAMPLES] + [
+        "plain prose, with a list:\n- one\n- two ",
+        "see https://example.org/a/b?page=2&sort=up#x and [docs](https://x.example/y) ",
+        "the key sk-ant-api0",
+        "Bearer ",
+        "token=",
+        "ghp_",
+    ]
+    for _ in range(200):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(2, 12)))
+        memo = SearchMemo()
+        start = end = 0
+        while end < len(text):
+            end = min(len(text), end + rng.randint(1, 40))
+            stop = rng.randint(start, end)
+            remembered = REDACTOR.scan(text[:end], start, stop, open_end=True, memo=memo)
+            assert remembered == REDACTOR.scan(text[:end], start, stop, open_end=True)
+            start = remembered.cut

@@ -6,13 +6,16 @@
   :mod:`~orchestrator.delivery.reply_state`: the one immutable state of a reply and the engine's
   transition table.
 - :mod:`~orchestrator.delivery.drafts` (``partial``) and :mod:`~orchestrator.delivery.pieces`
-  (``off``, ``multi_message``): the planners that decide what each message shows, the first
-  as pure functions over :mod:`~orchestrator.delivery.draft_state` (its record),
+  (``off``, ``multi_message``): the planners that decide what each message shows, both as pure
+  functions in one table each over an immutable record in the reply's state. The first over
+  :mod:`~orchestrator.delivery.draft_state` (its record),
   :mod:`~orchestrator.delivery.draft_layout` (where a draft's messages are cut, kept
   incrementally) and :mod:`~orchestrator.delivery.draft_scan` (the next write);
   :mod:`~orchestrator.delivery.slots`: the state of each message of a draft (one enum, one
-  transition table); :mod:`~orchestrator.delivery.planning`: what both share (the incremental
-  transcript, the table of failure effects, the notices).
+  transition table). The second over :mod:`~orchestrator.delivery.queue_state` (its record: the
+  messages to send) and :mod:`~orchestrator.delivery.status_messages` (the tool status messages'
+  edits). :mod:`~orchestrator.delivery.planning`: what both share (the incremental transcript,
+  the table of failure effects, the notices, the counters).
 - :mod:`~orchestrator.delivery.splitting`: where to cut a text that outgrows a message.
 - :mod:`~orchestrator.delivery.settings`: :class:`DeliverySettings`, built from a channel.
 - :mod:`~orchestrator.delivery.driver`: :class:`DeliveryDriver`, which runs an engine against a

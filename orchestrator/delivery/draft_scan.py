@@ -289,13 +289,27 @@ def next_kind(drafts: Drafts, text: Transcript, settings: DeliverySettings) -> W
     """The kind of the next write, or ``None``: a query, it keeps nothing. It may answer
     ``"edit"`` for a live draft whose text turns out to equal what it shows (module
     docstring)."""
-    live = _live_only(drafts, text)
-    if live is not None:  # the walk's most common case, without walking its steps
-        shown = live.version  # == layouts.version(...), without building the tuple per poll
-        if shown[0] == drafts.layout.version and shown[1] == text.length:
-            return None  # the live draft has not changed since it was written
-        if _edit_allowed(live, True, False, settings):
-            return "edit"
+    # The walk's most common case, inline (the engine asks on every poll): while the answer
+    # runs, nothing to delete, every frozen message clean, the live draft shown and holding
+    # text (layouts.live_has_text), it is all the walk would look at.
+    layout = drafts.layout
+    index = len(layout.cuts)
+    if (
+        drafts.clean == index
+        and not drafts.stale
+        and not drafts.ended
+        and layout.final is None
+        and index < len(drafts.slots)
+    ):
+        live = drafts.slots[index]
+        if live.state is SlotState.SHOWN and (
+            layout.status or text.visible_end > (layout.cuts[-1].cut if index else 0)
+        ):
+            shown = live.version  # == layouts.version(...), without building the tuple
+            if shown[0] == layout.version and shown[1] == text.length:
+                return None  # the live draft has not changed since it was written
+            if settings.max_edits_per_message is None or _edit_allowed(live, True, False, settings):
+                return "edit"
     for _, step in _walk(drafts, text, settings):
         match step:
             case _Guess(kind=kind):
@@ -309,21 +323,6 @@ def next_kind(drafts: Drafts, text: Transcript, settings: DeliverySettings) -> W
             case _:
                 pass  # a record
     return None
-
-
-def _live_only(drafts: Drafts, text: Transcript) -> Slot | None:
-    """The live draft's slot when it is all the walk has to look at (while the answer runs:
-    nothing to delete, every frozen message clean, the draft shown); else ``None``."""
-    layout = drafts.layout
-    index = len(layout.cuts)
-    if drafts.stale or drafts.ended or drafts.clean != index or layout.final is not None:
-        return None
-    slot = drafts.slots[index] if index < len(drafts.slots) else None
-    if slot is None or slot.state is not SlotState.SHOWN:
-        return None
-    if layout.status or text.visible_end > (layout.cuts[-1].cut if index else 0):
-        return slot  # (the live draft holds text: layouts.live_has_text)
-    return None  # no live draft: the layout counts index messages, not index + 1
 
 
 def plan(drafts: Drafts, text: Transcript, settings: DeliverySettings) -> Planned:

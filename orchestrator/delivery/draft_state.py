@@ -92,8 +92,8 @@ class Drafts(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class DraftStep:
     """What one input does to :class:`Drafts`: the new value, the names of the
-    :class:`~orchestrator.delivery.planning.Counters` that grow by one, and the back-off (in
-    seconds) a refused write asks for."""
+    :class:`~orchestrator.delivery.planning.DeliveryStats` counters that grow by one, and the
+    back-off (in seconds) a refused write asks for."""
 
     drafts: Drafts
     count: tuple[str, ...] = ()

@@ -20,18 +20,19 @@ When the engine is waiting for time to pass, the last action is
 ``SleepUntil(deadline)``: poll again at ``deadline`` or when a new event arrives. An empty list
 means: nothing to do until the next event.
 
-Everything the engine knows of the reply — the write in flight, the verdict awaited, whether
-the answer is over, every time that spaces the writes and, in ``partial``, the planner's state
-— is one immutable :class:`~orchestrator.delivery.reply_state.ReplyState`; each event's effect
-on it is a pure function looked up in one table
-(:data:`~orchestrator.delivery.reply_state.TRANSITIONS`), which also says whether the planner
-hears the event; the planner's effect is a pure function in its own table
-(:data:`~orchestrator.delivery.drafts.TRANSITIONS`). The engine keeps the current value (and the
-transcript of the text), applies the steps and stores the new value.
+Everything the engine knows of the reply — the write in flight, the verdict awaited, whether the
+answer is over, every time that spaces the writes and the mode's planner's state — is one immutable
+:class:`~orchestrator.delivery.reply_state.ReplyState`; each event's effect on it is a pure function
+looked up in one table (:data:`~orchestrator.delivery.reply_state.TRANSITIONS`), which also says
+whether the planner hears the event; the planner's effect is a pure function in its own table
+(:data:`~orchestrator.delivery.drafts.TRANSITIONS` in ``partial``,
+:data:`~orchestrator.delivery.pieces.TRANSITIONS` in ``off`` and ``multi_message``). The engine
+keeps the current value (and the transcript of the text), applies the steps and stores the new
+value.
 
 What to write is decided by the mode's planner, from the current state only (latest text wins;
 intermediate states are never queued): :mod:`~orchestrator.delivery.drafts` (``partial``) and
-:class:`~orchestrator.delivery.pieces.QueuePlanner` (``off``, ``multi_message``); their module
+:mod:`~orchestrator.delivery.pieces` (``off``, ``multi_message``); their module
 docstrings describe the layouts. The engine owns time:
 
 - *Spacing*: a write starts no earlier than ``draft_update_interval_ms`` after the previous
@@ -88,7 +89,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from orchestrator.delivery import draft_layout, draft_scan, drafts
+from orchestrator.delivery import draft_layout, draft_scan, drafts, pieces
 from orchestrator.delivery.draft_state import Drafts, new_drafts
 from orchestrator.delivery.events import (
     Action,
@@ -109,16 +110,17 @@ from orchestrator.delivery.events import (
     WriteFailed,
     WriteSucceeded,
 )
-from orchestrator.delivery.pieces import QueuePlanner
 from orchestrator.delivery.planning import (
-    Counters,
+    RESTARTED_NOTICE,
     DeliveryStats,
     Ending,
     Transcript,
     Write,
     WriteKind,
+    as_stats,
     interrupted_marker,
 )
+from orchestrator.delivery.queue_state import new_queue
 from orchestrator.delivery.reply_state import (
     DeliveryProtocolError,
     ReplyState,
@@ -129,7 +131,9 @@ from orchestrator.delivery.reply_state import (
     transition,
     typed,
     typing_at,
+    with_counts,
     with_drafts,
+    with_queue,
     write_at,
 )
 from orchestrator.delivery.settings import DeliverySettings
@@ -157,19 +161,17 @@ class DeliveryEngine:
         self._settings = settings
         self._redact_line = redact_line
         partial = settings.mode == "partial"
+        self._streams = settings.mode == "multi_message"
+        """Pieces are cut as the text comes (else ``off`` reads the text only at the end)."""
         self._transcript = Transcript(
-            functools.partial(measure, settings.limits) if partial else None
+            functools.partial(measure, settings.limits) if partial or self._streams else None,
+            visible=partial,
         )
         """The reply's visible text (appended per delta; the state holds offsets into it)."""
-        self._counters = Counters()
-        self._queue: QueuePlanner | None = None
-        """The ``off`` / ``multi_message`` planner; ``None`` in ``partial``, whose planner's
-        state is the ``drafts`` of :attr:`_state`."""
-        first = ReplyState()
         if partial:
             first = ReplyState(drafts=new_drafts(settings))
         else:
-            self._queue = QueuePlanner(settings, self._transcript, self._counters, redact_line)
+            first = ReplyState(queue=new_queue(settings, redact_line(RESTARTED_NOTICE)))
         self._state = first
         """Everything this reply's delivery knows (:mod:`~orchestrator.delivery.reply_state`)."""
 
@@ -226,15 +228,15 @@ class DeliveryEngine:
 
     @property
     def writes_sent(self) -> int:
-        return self._counters.writes_sent
+        return as_stats(self._state.counts).writes_sent
 
     @property
     def messages_created(self) -> int:
-        return self._counters.messages_created
+        return as_stats(self._state.counts).messages_created
 
     @property
     def stats(self) -> DeliveryStats:
-        return self._counters.stats()
+        return as_stats(self._state.counts)
 
     # -- input ----------------------------------------------------------------------------
 
@@ -262,8 +264,13 @@ class DeliveryEngine:
                 return
             state = self._state
             if state.drafts is None:
-                assert self._queue is not None
-                self._queue.on_text(appended)
+                queue = state.queue
+                assert queue is not None
+                if self._streams:
+                    cut = pieces.on_text(queue, appended, self._transcript, self._settings)
+                    if cut is not queue:  # else nothing completed: no record changes
+                        self._state = with_queue(state, cut)
+                        self._transcript.settle(cut.cursor)
                 return
             grown = drafts.on_text(state.drafts, appended, self._transcript, self._settings)
             if grown is not state.drafts:  # else the live draft grew within its room
@@ -310,10 +317,14 @@ class DeliveryEngine:
                 heard = event
             case _:
                 return
-        if self._queue is not None:
-            backoff = _tell_queue(self._queue, heard)
+        state = self._state
+        if state.queue is not None:
+            told = pieces.hear(state.queue, heard, self._transcript, self._settings)
+            self._state = with_queue(state, told.queue)
+            self._count(told.count)
+            self._transcript.settle(told.queue.cursor)
+            backoff = told.backoff
         else:
-            state = self._state
             assert state.drafts is not None
             step = drafts.hear(state.drafts, heard, self._transcript, self._settings)
             self._state = with_drafts(state, step.drafts)
@@ -324,9 +335,8 @@ class DeliveryEngine:
             self._state = backed_off(self._state, now, backoff)
 
     def _count(self, names: tuple[str, ...]) -> None:
-        counters = self._counters
-        for name in names:
-            setattr(counters, name, getattr(counters, name) + 1)
+        if names:
+            self._state = with_counts(self._state, names)
 
     def _settle(self, state: Drafts) -> None:
         """The text before the live draft's start is no longer read per delta (the layout's
@@ -337,40 +347,36 @@ class DeliveryEngine:
 
     def _guard_request(self) -> GuardPiece | None:
         """The verdict the planner needs now (a query)."""
-        planned = self._state.drafts
-        if planned is None:
-            assert self._queue is not None
-            return self._queue.guard_request()
-        return planned.guard
-
-    def _ask_verdict(self) -> GuardPiece | None:
-        """The verdict the planner needs now, asked for (a command): it is then awaited."""
-        request = self._guard_request()
-        if request is None:
-            return None
         state = self._state
-        if state.drafts is None:
-            assert self._queue is not None
-            self._queue.guard_started(request.piece_id)
+        if state.queue is not None:
+            return pieces.guard_request(state.queue)
+        assert state.drafts is not None
+        return state.drafts.guard
+
+    def _ask_verdict(self, request: GuardPiece) -> None:
+        """``request`` (the verdict the planner needs now) asked for (a command): it is then
+        awaited."""
+        state = self._state
+        if state.queue is not None:
+            state = with_queue(state, pieces.guard_started(state.queue, request.piece_id))
         else:
+            assert state.drafts is not None
             state = with_drafts(state, drafts.guard_started(state.drafts))
         self._state = guarding(state, request.piece_id)
-        return request
 
     def _next_kind(self) -> WriteKind | None:
         """The kind of the planner's next write (a query)."""
-        planned = self._state.drafts
-        if planned is None:
-            assert self._queue is not None
-            return self._queue.next_kind()
-        return draft_scan.next_kind(planned, self._transcript, self._settings)
+        state = self._state
+        if state.queue is not None:
+            return pieces.next_kind(state.queue)
+        assert state.drafts is not None
+        return draft_scan.next_kind(state.drafts, self._transcript, self._settings)
 
     def destination_gone(self) -> None:
         """The chat or thread is gone, found by something other than a write (the typing
         indicator): as ``WriteFailed("unreachable")``, nothing more is written."""
         if not self._state.unreachable:
             self._state = gone(self._state)
-            self._counters.unreachable += 1
 
     # -- output ---------------------------------------------------------------------------
 
@@ -382,19 +388,31 @@ class DeliveryEngine:
         state = self._state
         if state.unreachable:
             return actions
+        # The planner's queries, inline (_guard_request, _next_kind): every delta polls.
+        planned, queue = state.drafts, state.queue
         if state.guarding is None:
-            request = self._ask_verdict()
+            if planned is not None:
+                request = planned.guard
+            else:
+                assert queue is not None
+                request = pieces.guard_request(queue)
             if request is not None:
+                self._ask_verdict(request)
                 actions.append(request)
                 state = self._state
+                planned, queue = state.drafts, state.queue
         if state.in_flight is not None:
             return actions
-        wake: list[float] = []
-        kind = self._next_kind()
+        wake: float | None = None
+        if planned is not None:
+            kind = draft_scan.next_kind(planned, self._transcript, self._settings)
+        else:
+            assert queue is not None
+            kind = pieces.next_kind(queue)
         if kind is not None:
-            start_at = self._write_at(kind)
+            start_at = write_at(state, kind, self._settings)
             if now < start_at:
-                wake.append(start_at)
+                wake = start_at
             else:
                 # One plan: it may find nothing to change after all (a live draft changed back
                 # to what it shows); it records that, and looks on to the end itself.
@@ -409,17 +427,20 @@ class DeliveryEngine:
                 actions.append(SendTyping())
                 self._state = state = typed(state, now)
                 typing_due = typing_at(state, now, self._settings)
-            wake.append(typing_due)
-        if wake:
-            actions.append(SleepUntil(min(wake)))
+            if wake is None or typing_due < wake:
+                wake = typing_due
+        if wake is not None:
+            actions.append(SleepUntil(wake))
         return actions
 
     def _plan(self) -> Write | None:
         """The planner's next write, started (a command)."""
         state = self._state
-        if state.drafts is None:
-            assert self._queue is not None
-            return self._queue.plan()
+        if state.queue is not None:
+            queue, write = pieces.plan(state.queue, self._settings)
+            self._state = with_queue(state, queue)
+            return write
+        assert state.drafts is not None
         planned = draft_scan.plan(state.drafts, self._transcript, self._settings)
         self._state = with_drafts(state, planned.drafts)
         self._count(planned.count)
@@ -437,40 +458,3 @@ class DeliveryEngine:
 
     def _start(self, write: Write) -> None:
         self._state = started(self._state, write)
-        self._counters.writes_sent += 1
-        match write.kind:
-            case "edit":
-                self._counters.edits_sent += 1
-            case "delete":
-                self._counters.deletes_sent += 1
-            case _:
-                pass
-
-
-def _tell_queue(queue: QueuePlanner, heard: drafts.DraftInput) -> float:
-    """The ``off`` / ``multi_message`` planner hears ``heard``; returns the back-off a refused
-    write asks for (seconds)."""
-    match heard:
-        case TextEmitted(text=text):
-            queue.on_text(text)
-        case WriteSucceeded(message_id=message_id):
-            queue.succeeded(message_id)
-        case WriteFailed(reason="rate_limited"):
-            queue.deferred()
-        case WriteFailed(reason=reason):
-            return queue.failed(reason)
-        case PieceGuarded(piece_id=piece_id, text=text):
-            queue.guarded(piece_id, text, withheld=False)
-        case PieceWithheld(piece_id=piece_id):
-            queue.guarded(piece_id, None, withheld=True)
-        case ToolStarted(call=call, status=status):
-            queue.on_status(call, status)
-        case ToolFinished(call=call, status=status):
-            queue.on_status_finished(call, status)
-        case RoundEnded():
-            queue.on_round_ended()
-        case Restarted():
-            queue.on_restarted()
-        case Ending():
-            queue.on_end(heard)
-    return 0.0

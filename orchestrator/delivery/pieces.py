@@ -29,7 +29,7 @@ renderer says its formatted form fits, else plain.
 Tool status (``multi_message`` with ``show_tool_status``, architecture §3 "Tool status"): each
 call's ``⏳`` line is its own message; when the call finishes that message is edited to the
 finished line (``✓ name 0.4 s``, ``✗ name: cause``) by
-:class:`~orchestrator.delivery.status_messages.StatusMessages`. A line still queued is sent in
+:mod:`~orchestrator.delivery.status_messages`. A line still queued is sent in
 its finished form instead. Edits go before the next send (each spaced like any write).
 
 ``Restart``: queued pieces of the failed attempt are dropped; pieces already sent stand; when one
@@ -46,74 +46,94 @@ splits that message again with a quarter less room; a rejected formatted message
 plain, then given up; a rate limit keeps it at the head of the queue, and so does a moved chat
 (the message goes to the new chat).
 
-The text before the cursor is settled in the transcript: cutting costs the length of the text
-not yet sent (under a message), whatever the length of the answer.
+The text before the cursor is settled in the transcript (by the engine, after each step):
+cutting costs the length of the text not yet sent (under a message), whatever the length of the
+answer; a delta that completes nothing reads no text and changes no record (the transcript keeps
+the whole text's measure, the queue the measure before its cursor).
+
+State and steps: everything the planner knows of one reply is one immutable
+:class:`~orchestrator.delivery.queue_state.Queue` (in the engine's
+:class:`~orchestrator.delivery.reply_state.ReplyState`); each input is a pure function from it and
+the input to a :class:`~orchestrator.delivery.queue_state.QueueStep` (new value, counters, a
+back-off) in one table, :data:`TRANSITIONS`; :func:`next_kind` and :func:`guard_request` only
+read; :func:`plan` and :func:`guard_started` return a new value. ``text``: the transcript, read.
+
+Transition table::
+
+    input                     what it does to the value
+    ------------------------  ----------------------------------------------------------------
+    TextEmitted(appended)     multi_message: the pieces completed are queued, the cursor moves
+    ToolStarted(c, s)         multi_message + show_tool_status: c's line queued as a message
+    ToolFinished(c, s)        c's line still queued: it goes out finished; else its message's
+                              edit is due (``status_messages``)
+    RoundEnded                multi_message: the turn flushed; then a new attempt
+    Restarted                 (above); the cursor back within the text; then a new attempt
+    Ending(refused)           queued pieces dropped; the notice queued
+    Ending(ended|inter-       multi_message: the rest flushed (the marker, or a due notice,
+      rupted)                 queued); off: the whole text queued raw, the marker as its line
+    PieceGuarded(i, t)        the raw piece i replaced by t split at the room (its line after)
+    PieceWithheld(i)          the raw piece i replaced by the withheld notice
+    WriteSucceeded(id)        the item sent leaves the queue (a status line's id kept)
+    WriteFailed(r)            rate_limited: the head stays; else by ``FAILURE_EFFECTS`` (above)
 """
 
 from __future__ import annotations
 
-import itertools
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
-from orchestrator.delivery.events import GuardPiece, SendMessage, WriteFailure
+from orchestrator.delivery import status_messages as statuses
+from orchestrator.delivery.events import (
+    GuardPiece,
+    PieceGuarded,
+    PieceWithheld,
+    Restarted,
+    RoundEnded,
+    SendMessage,
+    TextEmitted,
+    ToolFinished,
+    ToolStarted,
+    WriteFailed,
+    WriteSucceeded,
+)
 from orchestrator.delivery.planning import (
     FAILURE_EFFECTS,
     MAX_ATTEMPTS,
     REFUSED_BACKOFF_SECS,
-    RESTARTED_NOTICE,
     WITHHELD_NOTICE,
-    Counters,
     Effect,
     Ending,
     Transcript,
     Write,
     WriteKind,
-    append_line,
     clip_line,
     fit_rendering,
 )
-from orchestrator.delivery.settings import DeliverySettings
-from orchestrator.delivery.splitting import (
-    Fence,
-    find_cut,
-    measure,
-    opening_fence,
-    render_chunk,
-    split_text,
+from orchestrator.delivery.queue_state import (
+    Item,
+    Queue,
+    QueueStep,
+    queue_message,
+    queue_notice,
+    queue_split,
+    shrink,
+    with_item,
+    without_item,
 )
-from orchestrator.delivery.status_messages import StatusEdit, StatusMessages
+from orchestrator.delivery.settings import DeliverySettings
+from orchestrator.delivery.splitting import Fence, find_cut, measure, opening_fence, render_chunk
+from orchestrator.delivery.status_messages import StatusEdit
 
-__all__ = ["QueuePlanner", "paragraph_end"]
-
-_MIN_ROOM = 16
-
-
-@dataclass(eq=False, slots=True)
-class _Item:
-    """One message to send. ``raw`` pieces have not been through the hook yet (``asked``: its
-    verdict was requested); ``line`` (the interrupted marker in ``off``) follows ``text`` after a
-    blank line and is never split."""
-
-    text: str
-    formatted: bool
-    attempt: int
-    piece: bool
-    raw: bool = False
-    piece_id: int = 0
-    asked: bool = False
-    plain: bool = False
-    tries: int = 0
-    line: str = ""
-    call: int | None = None
-    """The tool call whose status line this is."""
-    span: tuple[int, int] | None = None
-    """A raw piece's place in the emitted text (``GuardPiece.span``)."""
-
-    @property
-    def message(self) -> str:
-        return append_line(self.text, self.line) if self.line else self.text
+__all__ = [
+    "TRANSITIONS",
+    "guard_request",
+    "guard_started",
+    "hear",
+    "next_kind",
+    "on_text",
+    "paragraph_end",
+    "plan",
+]
 
 
 def paragraph_end(text: str, start: int, fence: Fence | None) -> tuple[int, int] | None:
@@ -152,340 +172,318 @@ def _skip_blank_lines(text: str, pos: int) -> int:
         pos = newline + 1
 
 
-def _as_is(text: str) -> str:
-    return text
+# -- cutting pieces ---------------------------------------------------------------------------
 
 
-class QueuePlanner:
-    """Plans the writes of ``off`` and ``multi_message`` modes (see the module docstring).
+def _span(queue: Queue, text: Transcript, length: int) -> tuple[int, int]:
+    """The ``length`` code points at the cursor, as offsets into the emitted text."""
+    emitted = text.emitted_offset
+    return emitted(queue.cursor), emitted(queue.cursor + length)
 
-    Args:
-        redact_line: redacts the notices it composes (the restart notice).
-    """
 
-    def __init__(
-        self,
-        settings: DeliverySettings,
-        transcript: Transcript,
-        counters: Counters,
-        redact_line: Callable[[str], str] = _as_is,
-    ) -> None:
-        self._settings = settings
-        self._limits = settings.limits
-        self._redact_line = redact_line
-        self._transcript = transcript
-        self._counters = counters
-        self._max = settings.limits.max_length
-        self._streams = settings.mode == "multi_message"
-        self._by_paragraph = settings.multi_message_unit == "paragraph"
-        self._queue: deque[_Item] = deque()
-        self._cursor = 0
-        self._fence: Fence | None = None
-        self._attempt = 0
-        self._sent_attempts: set[int] = set()
-        self._notice_due = False
-        self._piece_ids = itertools.count(1)
-        self._in_flight: _Item | StatusEdit | None = None
-        self._status = StatusMessages(settings.can_edit, counters)
-        self._live_units = 0
-        """``measure`` of the text after the cursor, kept as it grows."""
+def _advance(
+    queue: Queue, live: str, count: int, fence: Fence | None, s: DeliverySettings
+) -> Queue:
+    """The cursor ``count`` code points on; ``live`` is the text from the cursor."""
+    units = queue.cursor_units + measure(s.limits, live[:count])
+    return queue._replace(cursor=queue.cursor + count, cursor_units=units, fence=fence)
 
-    # -- cutting pieces -------------------------------------------------------------------
 
-    def _queue_message(
-        self,
-        text: str,
-        *,
-        formatted: bool,
-        piece: bool,
-        raw: bool,
-        call: int | None = None,
-        span: tuple[int, int] | None = None,
-    ) -> None:
-        if not text.strip():
-            return
-        if self._notice_due:
-            self._notice_due = False
-            notice = self._redact_line(RESTARTED_NOTICE)
-            self._queue.append(_Item(notice, False, self._attempt, piece=False))
-        piece_id = next(self._piece_ids) if raw else 0
-        self._queue.append(
-            _Item(
-                text,
-                formatted,
-                self._attempt,
-                piece=piece,
-                raw=raw,
-                piece_id=piece_id,
-                call=call,
-                span=span,
-            )
-        )
+def _queue_piece(queue: Queue, live: str, end: int, text: Transcript, s: DeliverySettings) -> Queue:
+    """``live[:end]`` (trailing whitespace dropped) queued, and the cursor past it."""
+    stop = len(live[:end].rstrip())
+    if stop > 0:
+        body, _ = render_chunk(live, 0, stop, queue.fence)
+        span = _span(queue, text, stop)
+        queue = queue_message(queue, body, formatted=True, piece=True, raw=True, span=span)
+    return _advance(queue, live, end, None, s)
 
-    def _span(self, length: int) -> tuple[int, int]:
-        """The ``length`` code points at the cursor, as offsets into the emitted text."""
-        emitted = self._transcript.emitted_offset
-        return emitted(self._cursor), emitted(self._cursor + length)
 
-    def _advance(self, live: str, count: int, fence: Fence | None) -> None:
-        """Move the cursor ``count`` code points on; ``live`` is the text from the cursor."""
-        self._cursor += count
-        self._fence = fence
-        self._live_units -= measure(self._limits, live[:count])
-        self._transcript.settle(self._cursor)
+def _fits(queue: Queue, text: Transcript, s: DeliverySettings) -> bool:
+    """The unsent text, its fence reopened, fits in one message (no text is read)."""
+    prefix = measure(s.limits, queue.fence.reopen) if queue.fence else 0
+    return prefix + text.units - queue.cursor_units <= queue.max
 
-    def _queue_piece(self, live: str, end: int) -> None:
-        """Queue ``live[:end]`` (trailing whitespace dropped) and move the cursor past it."""
-        stop = len(live[:end].rstrip())
-        if stop > 0:
-            body, _ = render_chunk(live, 0, stop, self._fence)
-            span = self._span(stop)
-            self._queue_message(body, formatted=True, piece=True, raw=True, span=span)
-        self._advance(live, end, None)
 
-    def _fits(self) -> bool:
-        """The unsent text, its fence reopened, fits in one message (no text is read)."""
-        prefix = measure(self._limits, self._fence.reopen) if self._fence else 0
-        return prefix + self._live_units <= self._max
-
-    def _cut(self, *, flush: bool, appended: str = "\n") -> None:
-        """Cut what is complete. ``appended``: the text just added; a paragraph can only have
-        completed when it holds a newline, so without one nothing is read unless it overflows."""
-        while True:
-            if not flush and self._fits() and not (self._by_paragraph and "\n" in appended):
-                return
-            live = self._transcript.tail(self._cursor)
-            if self._fence is None:
-                skip = _skip_blank_lines(live, 0)
-                if skip:
-                    self._advance(live, skip, None)
-                    live = live[skip:]
-            if self._by_paragraph:
-                found = paragraph_end(live, 0, self._fence)
-                if found is not None:
-                    self._queue_piece(live, found[0])
-                    live = live[found[0] :]
-                    self._advance(live, found[1] - found[0], None)
-                    continue
-            if not self._fits():
-                chunk = find_cut(self._limits, live, 0, len(live), self._fence, self._max)
-                body, fence = render_chunk(live, 0, chunk.cut, self._fence)
-                span = self._span(len(live[: chunk.cut].rstrip()))
-                self._queue_message(body.rstrip(), formatted=True, piece=True, raw=True, span=span)
-                self._advance(live, chunk.cut, fence)
+def _cut(
+    queue: Queue, text: Transcript, s: DeliverySettings, *, flush: bool, appended: str = "\n"
+) -> Queue:
+    """What is complete, cut. ``appended``: the text just added; a paragraph can only have
+    completed when it holds a newline, so without one nothing is read unless it overflows."""
+    by_paragraph = s.multi_message_unit == "paragraph"
+    while True:
+        if not flush and _fits(queue, text, s) and not (by_paragraph and "\n" in appended):
+            return queue
+        live = text.tail(queue.cursor)
+        if queue.fence is None:
+            skip = _skip_blank_lines(live, 0)
+            if skip:
+                queue = _advance(queue, live, skip, None, s)
+                live = live[skip:]
+        if by_paragraph:
+            found = paragraph_end(live, 0, queue.fence)
+            if found is not None:
+                queue = _queue_piece(queue, live, found[0], text, s)
+                live = live[found[0] :]
+                queue = _advance(queue, live, found[1] - found[0], None, s)
                 continue
-            if flush:
-                self._queue_piece(live, len(live))
-            return
+        if not _fits(queue, text, s):
+            chunk = find_cut(s.limits, live, 0, len(live), queue.fence, queue.max)
+            body, fence = render_chunk(live, 0, chunk.cut, queue.fence)
+            span = _span(queue, text, len(live[: chunk.cut].rstrip()))
+            body = body.rstrip()
+            queue = queue_message(queue, body, formatted=True, piece=True, raw=True, span=span)
+            queue = _advance(queue, live, chunk.cut, fence, s)
+            continue
+        if flush:
+            queue = _queue_piece(queue, live, len(live), text, s)
+        return queue
 
-    # -- events ---------------------------------------------------------------------------
 
-    def on_text(self, appended: str) -> None:
-        self._live_units += measure(self._limits, appended)
-        if self._streams:
-            self._cut(flush=False, appended=appended)
+# -- the answer -------------------------------------------------------------------------------
 
-    def on_status(self, call: int, status: str) -> None:
-        if self._streams and self._settings.show_tool_status:
-            line = clip_line(self._limits, status, self._max)
-            self._queue_message(line, formatted=False, piece=False, raw=False, call=call)
 
-    def on_status_finished(self, call: int, status: str) -> None:
-        if not (self._streams and self._settings.show_tool_status):
-            return
-        line = clip_line(self._limits, status, self._max)
-        queued = next((item for item in self._queue if item.call == call), None)
-        if queued is not None and queued is not self._in_flight:
-            queued.text = line  # not sent yet: it goes out finished
-        else:
-            self._status.finish(call, line, sending=queued is not None)
+def on_text(queue: Queue, appended: str, text: Transcript, s: DeliverySettings) -> Queue:
+    """``appended`` was added to the transcript (nearly every input: called directly). Returns
+    ``queue`` itself when nothing completed."""
+    if s.mode != "multi_message":
+        return queue
+    if queue.fence is None and text.units - queue.cursor_units <= queue.max:
+        if s.multi_message_unit != "paragraph" or "\n" not in appended:
+            return queue  # it fits and completes no paragraph (what _cut checks first)
+    return _cut(queue, text, s, flush=False, appended=appended)
 
-    def on_round_ended(self) -> None:
-        if self._streams:
-            self._cut(flush=True)
-        self._attempt += 1  # the next round is a new attempt too
 
-    def on_restarted(self) -> None:
-        current = self._attempt
-        self._queue = deque(
-            item for item in self._queue if not (item.piece and item.attempt == current)
+def _text(queue: Queue, event: TextEmitted, text: Transcript, s: DeliverySettings) -> QueueStep:
+    return QueueStep(on_text(queue, event.text, text, s))
+
+
+def _shows_status(s: DeliverySettings) -> bool:
+    return s.mode == "multi_message" and s.show_tool_status
+
+
+def _status(queue: Queue, event: ToolStarted, text: Transcript, s: DeliverySettings) -> QueueStep:
+    if not _shows_status(s):
+        return QueueStep(queue)
+    line = clip_line(s.limits, event.status, queue.max)
+    return QueueStep(
+        queue_message(queue, line, formatted=False, piece=False, raw=False, call=event.call)
+    )
+
+
+def _status_finished(
+    queue: Queue, event: ToolFinished, text: Transcript, s: DeliverySettings
+) -> QueueStep:
+    if not _shows_status(s):
+        return QueueStep(queue)
+    line = clip_line(s.limits, event.status, queue.max)
+    queued = next((item for item in queue.items if item.call == event.call), None)
+    flight = queue.in_flight
+    sending = isinstance(flight, Item) and queued is not None and flight.key == queued.key
+    if queued is not None and not sending:
+        return QueueStep(with_item(queue, queued._replace(text=line)))  # it goes out finished
+    status = statuses.finish(
+        queue.status, event.call, line, sending=queued is not None, can_edit=s.can_edit
+    )
+    return QueueStep(queue._replace(status=status))
+
+
+def _round_ended(
+    queue: Queue, event: RoundEnded, text: Transcript, s: DeliverySettings
+) -> QueueStep:
+    if s.mode == "multi_message":
+        queue = _cut(queue, text, s, flush=True)
+    return QueueStep(queue._replace(attempt=queue.attempt + 1))  # the next round: a new attempt
+
+
+def _restarted(queue: Queue, event: Restarted, text: Transcript, s: DeliverySettings) -> QueueStep:
+    current = queue.attempt
+    items = tuple(item for item in queue.items if not (item.piece and item.attempt == current))
+    cursor, fence = queue.cursor, queue.fence
+    if cursor > text.length:
+        cursor, fence = text.length, None
+    units = text.units - measure(s.limits, text.tail(cursor))
+    notice_due = queue.notice_due or current in queue.sent_attempts
+    return QueueStep(
+        queue._replace(
+            items=items,
+            notice_due=notice_due,
+            attempt=current + 1,
+            cursor=cursor,
+            cursor_units=units,
+            fence=fence,
         )
-        if current in self._sent_attempts:
-            self._notice_due = True
-        self._attempt += 1
-        if self._cursor > self._transcript.length:
-            self._cursor, self._fence = self._transcript.length, None
-        self._live_units = measure(self._limits, self._transcript.tail(self._cursor))
-        self._transcript.settle(self._cursor)
+    )
 
-    def on_end(self, ending: Ending) -> None:
-        if ending.kind == "refused":
-            self._queue = deque(item for item in self._queue if not item.piece)
-            self._notice_due = False
-            line = clip_line(self._limits, ending.line, self._max)
-            self._queue_message(line, formatted=False, piece=False, raw=False)
-            return
-        if self._streams:
-            self._cut(flush=True)
-            if ending.kind == "interrupted":
-                line = clip_line(self._limits, ending.line, self._max)
-                self._queue_message(line, formatted=False, piece=False, raw=False)
-            elif self._notice_due:
-                # The failed attempt showed something and nothing followed: still say so.
-                self._notice_due = False
-                notice = self._redact_line(RESTARTED_NOTICE)
-                self._queue.append(_Item(notice, False, self._attempt, piece=False))
-            return
-        text = self._transcript.text
-        line = clip_line(self._limits, ending.line, self._max) if ending.line else ""
-        if text.strip():
-            span = (0, self._transcript.emitted_offset(len(text)))
-            item = _Item(text, True, self._attempt, piece=True, raw=True, line=line, span=span)
-            item.piece_id = next(self._piece_ids)
-            self._queue.append(item)
-        elif line:
-            self._queue_split("", line, formatted=True, attempt=self._attempt, at=len(self._queue))
 
-    def _queue_split(
-        self, body: str, line: str, *, formatted: bool, attempt: int, at: int, piece: bool = True
-    ) -> None:
-        """Queue ``body`` split at the limit, at position ``at``; ``line`` goes after the last
-        part when it fits there, else in a message of its own."""
-        items = [
-            _Item(chunk, formatted, attempt, piece=piece)
-            for chunk in split_text(self._limits, body, self._max)
-        ]
-        if line:
-            last = items[-1] if items else None
-            if (
-                last is not None
-                and measure(self._limits, append_line(last.text, line)) <= self._max
-            ):
-                last.line = line
-            else:
-                items.append(_Item(line, formatted, attempt, piece=piece))
-        for item in reversed(items):
-            self._queue.insert(at, item)
+def _ended(queue: Queue, ending: Ending, text: Transcript, s: DeliverySettings) -> QueueStep:
+    if ending.kind == "refused":
+        queue = queue._replace(items=tuple(i for i in queue.items if not i.piece), notice_due=False)
+        line = clip_line(s.limits, ending.line, queue.max)
+        return QueueStep(queue_message(queue, line, formatted=False, piece=False, raw=False))
+    if s.mode == "multi_message":
+        queue = _cut(queue, text, s, flush=True)
+        if ending.kind == "interrupted":
+            line = clip_line(s.limits, ending.line, queue.max)
+            queue = queue_message(queue, line, formatted=False, piece=False, raw=False)
+        elif queue.notice_due:  # the failed attempt showed something and nothing followed
+            queue = queue_notice(queue)
+        return QueueStep(queue)
+    body = text.text
+    line = clip_line(s.limits, ending.line, queue.max) if ending.line else ""
+    if body.strip():
+        span = (0, text.emitted_offset(len(body)))
+        return QueueStep(
+            queue_message(queue, body, formatted=True, piece=True, raw=True, span=span, line=line)
+        )
+    if line:
+        at = len(queue.items)
+        queue = queue_split(queue, "", line, s, formatted=True, attempt=queue.attempt, at=at)
+    return QueueStep(queue)
 
-    # -- the verdicts ---------------------------------------------------------------------
 
-    def guard_request(self) -> GuardPiece | None:
-        head = self._queue[0] if self._queue else None
-        if head is None or not head.raw or head.asked:
-            return None
-        return GuardPiece(head.piece_id, head.text, head.span)
+# -- the verdicts -----------------------------------------------------------------------------
 
-    def guard_started(self, piece_id: int) -> None:
-        for item in self._queue:
-            if item.piece_id == piece_id:
-                item.asked = True
 
-    def guarded(self, piece_id: int, text: str | None, *, withheld: bool) -> None:
-        found = [i for i, item in enumerate(self._queue) if item.raw and item.piece_id == piece_id]
-        if not found:
-            return  # dropped by a restart, or a late verdict: ignored
-        index = found[0]
-        item = self._queue[index]
-        del self._queue[index]
-        if withheld:
-            self._counters.pieces_withheld += 1
-            self._queue_split(
-                WITHHELD_NOTICE, item.line, formatted=False, attempt=item.attempt, at=index
-            )
-        elif text is not None and text.strip():
-            self._queue_split(text, item.line, formatted=True, attempt=item.attempt, at=index)
-        elif item.line:
-            self._queue_split("", item.line, formatted=True, attempt=item.attempt, at=index)
+def guard_request(queue: Queue) -> GuardPiece | None:
+    """The verdict to ask for now: the head's, when it is raw and not asked yet (a query)."""
+    head = queue.items[0] if queue.items else None
+    if head is None or not head.raw or head.asked:
+        return None
+    return GuardPiece(head.piece_id, head.text, head.span)
 
-    # -- writes ---------------------------------------------------------------------------
 
-    def next_kind(self) -> WriteKind | None:
-        if self._status.due:
-            return "edit"
-        return "send" if self._queue and not self._queue[0].raw else None
+def guard_started(queue: Queue, piece_id: int) -> Queue:
+    """The verdict on ``piece_id`` was asked for."""
+    items = tuple(
+        item._replace(asked=True) if item.piece_id == piece_id else item for item in queue.items
+    )
+    return queue._replace(items=items)
 
-    def plan(self) -> Write | None:
-        if self._status.due:
-            self._in_flight, write = self._status.plan()
-            return write
-        if not self._queue or self._queue[0].raw:
-            return None  # the head awaits its verdict: nothing behind it goes first
-        item = self._queue[0]
-        if item.piece:
-            self._sent_attempts.add(item.attempt)
-        message, formatted = item.message, item.formatted and not item.plain
-        if formatted:
-            formatted, _ = fit_rendering(self._settings.rendering(message), message, self._max)
-        self._in_flight = item
-        return Write(SendMessage(message, formatted), final=True)
 
-    def _take(self) -> _Item | StatusEdit:
-        item, self._in_flight = self._in_flight, None
-        assert item is not None, "an outcome with no write in flight"
-        return item
+def _guarded(
+    queue: Queue, event: PieceGuarded | PieceWithheld, text: Transcript, s: DeliverySettings
+) -> QueueStep:
+    index = next(
+        (i for i, it in enumerate(queue.items) if it.raw and it.piece_id == event.piece_id), -1
+    )
+    if index < 0:
+        return QueueStep(queue)  # dropped by a restart, or a late verdict: ignored
+    item = queue.items[index]
+    queue = without_item(queue, item.key)
+    body = WITHHELD_NOTICE if isinstance(event, PieceWithheld) else event.text
+    if body is None or not body.strip():
+        if not item.line:
+            return QueueStep(queue)
+        body = ""
+    formatted = not isinstance(event, PieceWithheld)
+    queue = queue_split(
+        queue, body, item.line, s, formatted=formatted, attempt=item.attempt, at=index
+    )
+    return QueueStep(queue, ("pieces_withheld",) if not formatted else ())
 
-    def succeeded(self, message_id: str | None) -> None:
-        item = self._take()
-        if isinstance(item, StatusEdit):
-            self._status.succeeded(item)
-            return
-        if item.call is not None:
-            self._status.sent(item.call, message_id, item.text)
-        self._discard(item)
 
-    def failed(self, reason: WriteFailure) -> float:
-        item = self._take()
-        if isinstance(item, StatusEdit):
-            return self._status.failed(item, reason)
-        match FAILURE_EFFECTS[("send", reason)]:
-            case Effect.UNCONFIRMED:
-                self._counters.unconfirmed_sends += 1
-                self._discard(item)  # it may have landed: never send a second copy
-            case Effect.SHRINK:
-                self._shrink(item)
-            case Effect.RETRY:
-                self._counters.writes_refused += 1
-                item.tries += 1
-                if item.tries < MAX_ATTEMPTS:
-                    return REFUSED_BACKOFF_SECS[item.tries - 1]
-                self._give_up(item)
-            case Effect.MOVED:
-                pass  # it did not land: sent again, to the new chat, at once
-            case Effect.PLAIN | Effect.SHOWN:
-                if item.formatted and not item.plain:
-                    item.plain = True
-                    self._counters.plain_fallbacks += 1
-                else:
-                    self._give_up(item)
-        return 0.0
+# -- writes -----------------------------------------------------------------------------------
 
-    def _shrink(self, item: _Item) -> None:
-        room = min(self._max, measure(self._limits, item.message)) * 3 // 4
-        if room < _MIN_ROOM:
-            self._give_up(item)
-            return
-        self._max = room
-        if item in self._queue:
-            index = self._queue.index(item)
-            del self._queue[index]
-            self._queue_split(
-                item.text,
-                item.line,
-                formatted=item.formatted,
-                attempt=item.attempt,
-                at=index,
-                piece=item.piece,
-            )
 
-    def deferred(self) -> None:
-        self._take()  # it stays at the head of the queue (an edit stays pending)
+def next_kind(queue: Queue) -> WriteKind | None:
+    """The kind of the next write (a query)."""
+    if queue.status.edits:
+        return "edit"
+    return "send" if queue.items and not queue.items[0].raw else None
 
-    def _give_up(self, item: _Item) -> None:
-        self._counters.writes_given_up += 1
-        self._discard(item)
 
-    def _discard(self, item: _Item) -> None:
-        if item.call is not None:
-            self._status.dropped(item.call)
-        if item in self._queue:
-            self._queue.remove(item)
+def plan(queue: Queue, s: DeliverySettings) -> tuple[Queue, Write | None]:
+    """The next write, and the value with it in flight (a command): a status edit due first,
+    else the head of the queue (nothing while the head awaits its verdict)."""
+    if queue.status.edits:
+        edit = queue.status.edits[0]
+        return queue._replace(in_flight=edit), statuses.edit_write(edit)
+    if not queue.items or queue.items[0].raw:
+        return queue, None  # the head awaits its verdict: nothing behind it goes first
+    item = queue.items[0]
+    sent = queue.sent_attempts
+    if item.piece and item.attempt not in sent:
+        sent = sent | {item.attempt}
+    message, formatted = item.message, item.formatted and not item.plain
+    if formatted:
+        formatted, _ = fit_rendering(s.rendering(message), message, queue.max)
+    queue = queue._replace(in_flight=item, sent_attempts=sent)
+    return queue, Write(SendMessage(message, formatted), final=True)
+
+
+def _take(queue: Queue) -> tuple[Queue, Item | StatusEdit]:
+    flight = queue.in_flight
+    assert flight is not None, "an outcome with no write in flight"
+    return queue._replace(in_flight=None), flight
+
+
+def _discard(queue: Queue, item: Item) -> Queue:
+    if item.call is not None:
+        queue = queue._replace(status=statuses.dropped(queue.status, item.call))
+    return without_item(queue, item.key)
+
+
+def _succeeded(
+    queue: Queue, event: WriteSucceeded, text: Transcript, s: DeliverySettings
+) -> QueueStep:
+    queue, flight = _take(queue)
+    if isinstance(flight, StatusEdit):
+        return QueueStep(queue._replace(status=statuses.succeeded(queue.status, flight)))
+    if flight.call is not None:
+        status = statuses.sent(
+            queue.status, flight.call, event.message_id, flight.text, can_edit=s.can_edit
+        )
+        queue = queue._replace(status=status)
+    return QueueStep(_discard(queue, flight))
+
+
+def _failed(queue: Queue, event: WriteFailed, text: Transcript, s: DeliverySettings) -> QueueStep:
+    queue, flight = _take(queue)
+    if event.reason == "rate_limited":
+        return QueueStep(queue)  # it stays at the head of the queue (an edit stays due)
+    if isinstance(flight, StatusEdit):
+        status, count, backoff = statuses.failed(queue.status, flight, event.reason)
+        return QueueStep(queue._replace(status=status), count, backoff)
+    item = flight
+    match FAILURE_EFFECTS[("send", event.reason)]:
+        case Effect.UNCONFIRMED:  # it may have landed: never send a second copy
+            return QueueStep(_discard(queue, item), ("unconfirmed_sends",))
+        case Effect.SHRINK:
+            shrunk = shrink(queue, item, s)
+            if shrunk is not None:
+                return QueueStep(shrunk)
+        case Effect.RETRY:
+            tries = item.tries + 1
+            if tries < MAX_ATTEMPTS:
+                queue = with_item(queue, item._replace(tries=tries))
+                return QueueStep(queue, ("writes_refused",), REFUSED_BACKOFF_SECS[tries - 1])
+            return QueueStep(_discard(queue, item), ("writes_refused", "writes_given_up"))
+        case Effect.MOVED:
+            return QueueStep(queue)  # it did not land: sent again, to the new chat, at once
+        case Effect.PLAIN | Effect.SHOWN:
+            if item.formatted and not item.plain:
+                return QueueStep(with_item(queue, item._replace(plain=True)), ("plain_fallbacks",))
+    return QueueStep(_discard(queue, item), ("writes_given_up",))
+
+
+# -- the table --------------------------------------------------------------------------------
+
+TRANSITIONS: dict[type[Any], Callable[[Queue, Any, Transcript, DeliverySettings], QueueStep]] = {
+    TextEmitted: _text,
+    ToolStarted: _status,
+    ToolFinished: _status_finished,
+    RoundEnded: _round_ended,
+    Restarted: _restarted,
+    Ending: _ended,
+    PieceGuarded: _guarded,
+    PieceWithheld: _guarded,
+    WriteSucceeded: _succeeded,
+    WriteFailed: _failed,
+}
+"""Each input's transition (the module docstring's table)."""
+
+
+def hear(queue: Queue, event: Any, text: Transcript, settings: DeliverySettings) -> QueueStep:
+    """The step ``event`` takes from ``queue`` (:data:`TRANSITIONS`); ``text`` is read only."""
+    return TRANSITIONS[type(event)](queue, event, text, settings)

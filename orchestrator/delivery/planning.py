@@ -1,10 +1,10 @@
 """Pieces shared by the delivery engine and its two planners (architecture §3).
 
 The engine (:mod:`orchestrator.delivery.engine`) owns time, the write in flight and the event
-table; a *planner* decides the layout of one mode and says which write comes next:
-:mod:`~orchestrator.delivery.drafts` for ``partial`` (pure functions on its state, kept in the
-engine's :class:`~orchestrator.delivery.reply_state.ReplyState`),
-:class:`~orchestrator.delivery.pieces.QueuePlanner` for ``off`` and ``multi_message``. Both read
+table; a *planner* decides the layout of one mode and says which write comes next, by pure
+functions on its state (kept in the engine's
+:class:`~orchestrator.delivery.reply_state.ReplyState`): :mod:`~orchestrator.delivery.drafts`
+for ``partial``, :mod:`~orchestrator.delivery.pieces` for ``off`` and ``multi_message``. Both read
 the reply's visible text from one :class:`Transcript`, and both turn a failed write into one
 :class:`Effect` by the same table, :data:`FAILURE_EFFECTS` (architecture §3 "Network errors").
 """
@@ -14,13 +14,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
-from typing import Literal, Protocol
+from typing import Literal
 
 from channels.base import ChannelLimits, Rendering
 from orchestrator.delivery.events import (
     DeleteMessage,
     EditMessage,
-    GuardPiece,
     SendMessage,
     WriteAction,
     WriteFailure,
@@ -28,22 +27,24 @@ from orchestrator.delivery.events import (
 from orchestrator.delivery.splitting import fit_end, measure, scan_fence
 
 __all__ = [
+    "COUNTER_NAMES",
     "FAILURE_EFFECTS",
     "MAX_ATTEMPTS",
+    "NO_COUNTS",
     "PARAGRAPH_BREAK",
     "REFUSED_BACKOFF_SECS",
     "RESTARTED_NOTICE",
     "WITHHELD_NOTICE",
-    "Counters",
     "DeliveryStats",
     "Effect",
     "Ending",
-    "Planner",
     "Transcript",
     "Write",
     "WriteKind",
     "append_line",
+    "as_stats",
     "clip_line",
+    "counted",
     "fit_rendering",
     "interrupted_marker",
 ]
@@ -112,19 +113,23 @@ class Transcript:
     kept in parts and joined only when :attr:`text` is read; :meth:`tail` from ``base`` on joins
     only what follows it.
 
-    Given ``measure`` (the length of a text in the channel's unit: ``partial``'s planner reads
-    it), it also keeps :attr:`units`, the measure of the whole text, and :attr:`visible_end`,
-    where its last character that is not whitespace ends, as each append comes (so the draft's
-    immutable layout does not change per delta: it holds offsets and measures of its cuts).
+    Given ``measure`` (the length of a text in the channel's unit: ``partial``'s and
+    ``multi_message``'s planners read it), it also keeps :attr:`units`, the measure of the whole
+    text, and, with ``visible`` (``partial``), :attr:`visible_end`, where its last character that
+    is not whitespace ends, as each append comes (so the planners' immutable records do not
+    change per delta: they hold offsets and measures).
     """
 
-    def __init__(self, measure: Callable[[str], int] | None = None) -> None:
+    def __init__(
+        self, measure: Callable[[str], int] | None = None, *, visible: bool = True
+    ) -> None:
         self._measure = measure
+        self._visible = visible and measure is not None
         self.units = 0
         """The measure of the whole text (0 without ``measure``)."""
         self.visible_end = 0
         """The offset just after the last character that is not whitespace (0: none; kept only
-        with ``measure``)."""
+        with ``measure`` and ``visible``)."""
         self._settled: list[str] = []
         self._base = 0
         self._live: list[str] = []
@@ -209,9 +214,10 @@ class Transcript:
         self._live_joined = None
         if self._measure is not None:
             self.units += self._measure(text)
-            kept = text.rstrip()
-            if kept:
-                self.visible_end = self._base + self._live_length - (len(text) - len(kept))
+            if self._visible:
+                kept = text.rstrip()
+                if kept:
+                    self.visible_end = self._base + self._live_length - (len(text) - len(kept))
         return text
 
     def end_round(self) -> None:
@@ -258,24 +264,6 @@ class DeliveryStats:
         unreachable: 1 when a write found the chat or thread gone (the rest was not written).
     """
 
-    writes_sent: int
-    messages_created: int
-    edits_sent: int
-    deletes_sent: int
-    rate_limited: int
-    writes_given_up: int
-    unconfirmed_sends: int
-    plain_fallbacks: int
-    writes_refused: int = 0
-    resent_as_new: int = 0
-    pieces_withheld: int = 0
-    unreachable: int = 0
-
-
-@dataclass(slots=True)
-class Counters:
-    """Running totals kept by the engine and its planner (see ``DeliveryStats``)."""
-
     writes_sent: int = 0
     messages_created: int = 0
     edits_sent: int = 0
@@ -289,12 +277,27 @@ class Counters:
     pieces_withheld: int = 0
     unreachable: int = 0
 
-    def stats(self) -> DeliveryStats:
-        """The totals as :class:`DeliveryStats` (field by field: ``asdict`` deep-copies)."""
-        return DeliveryStats(**{name: getattr(self, name) for name in _COUNTER_NAMES})
+
+COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
+"""The counters of :class:`DeliveryStats`, in the order of a counts tuple."""
+_COUNTER_INDEX = {name: i for i, name in enumerate(COUNTER_NAMES)}
+NO_COUNTS = (0,) * len(COUNTER_NAMES)
+"""The counts of a reply that did nothing yet."""
 
 
-_COUNTER_NAMES = tuple(field.name for field in fields(DeliveryStats))
+def counted(counts: tuple[int, ...], names: tuple[str, ...]) -> tuple[int, ...]:
+    """``counts`` (in :data:`COUNTER_NAMES` order) with each counter named in ``names`` one
+    more (a name may come twice). A tuple, not a :class:`DeliveryStats`: it is built per write."""
+    if not names:
+        return counts
+    grown = list(counts)
+    for name in names:
+        grown[_COUNTER_INDEX[name]] += 1
+    return tuple(grown)
+
+
+def as_stats(counts: tuple[int, ...]) -> DeliveryStats:
+    return DeliveryStats(*counts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,29 +374,3 @@ FAILURE_EFFECTS: dict[tuple[WriteKind, WriteFailure], Effect] = {
 """By kind of write and error class (architecture §3 "Network errors"). ``rate_limited`` and
 ``unreachable`` are not here: the engine waits the first out (the planner writes its newest state
 then) and stops the reply's writes on the second."""
-
-
-class Planner(Protocol):
-    """What the engine asks of a mode's planner.
-
-    Queries (:meth:`next_kind`, :meth:`guard_request`) never change state. :meth:`plan` is called
-    only when a write may start now and commits to what it returns; exactly one of
-    :meth:`succeeded` / :meth:`failed` (which returns a back-off in seconds) / :meth:`deferred`
-    (rate limited) follows it. A :class:`GuardPiece` from :meth:`guard_request` is committed with
-    :meth:`guard_started` and answered by :meth:`guarded`.
-    """
-
-    def on_text(self, appended: str) -> None: ...
-    def on_status(self, call: int, status: str) -> None: ...
-    def on_status_finished(self, call: int, status: str) -> None: ...
-    def on_round_ended(self) -> None: ...
-    def on_restarted(self) -> None: ...
-    def on_end(self, ending: Ending) -> None: ...
-    def next_kind(self) -> WriteKind | None: ...
-    def plan(self) -> Write | None: ...
-    def succeeded(self, message_id: str | None) -> None: ...
-    def failed(self, reason: WriteFailure) -> float: ...
-    def deferred(self) -> None: ...
-    def guard_request(self) -> GuardPiece | None: ...
-    def guard_started(self, piece_id: int) -> None: ...
-    def guarded(self, piece_id: int, text: str | None, *, withheld: bool) -> None: ...

@@ -2,21 +2,23 @@
 
 Theory of operation
 -------------------
-:class:`ReplyState` is one immutable value, the one home of a reply's delivery state: whether
-the answer is over or the chat unreachable, the write in flight, the verdict awaited, the times
-that space the writes (the last write and send *completed*, a flood wait, a back-off, the last
-typing), in monotonic seconds, and, in ``partial``, the planner's state
-(:class:`~orchestrator.delivery.draft_state.Drafts`: the layout, the slots, the write it
-planned). Every decision on it is a pure function: :func:`transition` takes the state, an event
-and the time and returns a :class:`Step` — the new state, whether the mode's planner hears the
-event, and which counters grow — by one table, :data:`TRANSITIONS`; the planner's own steps are
-pure functions in its table (:data:`orchestrator.delivery.drafts.TRANSITIONS`); the queries
-(:func:`write_at`, :func:`typing_at`, the planner's ``next_kind``) only read. The engine
-(:class:`~orchestrator.delivery.engine.DeliveryEngine`) holds the current value, applies each
-step and stores the planner's new value in it. (The reply's text itself is the transcript's,
+:class:`ReplyState` is one immutable value, the one home of a reply's delivery state: whether the
+answer is over or the chat unreachable, the write in flight, the verdict awaited, the running
+totals, the times that space the writes (the last write and send *completed*, a flood wait, a
+back-off, the last typing), in monotonic seconds, and the mode's planner's state: in ``partial``
+:class:`~orchestrator.delivery.draft_state.Drafts` (the layout, the slots, the write it planned), in
+``off`` and ``multi_message`` :class:`~orchestrator.delivery.queue_state.Queue` (the messages to
+send, the cursor, the status messages). Every decision on it is a pure function: :func:`transition`
+takes the state, an event and the time and returns a :class:`Step` — the new state, whether the
+mode's planner hears the event, and which counters grow — by one table, :data:`TRANSITIONS`; the
+planner's own steps are pure functions in its table
+(:data:`orchestrator.delivery.drafts.TRANSITIONS`,
+:data:`orchestrator.delivery.pieces.TRANSITIONS`); the queries (:func:`write_at`, :func:`typing_at`,
+the planner's ``next_kind``) only read. The engine
+(:class:`~orchestrator.delivery.engine.DeliveryEngine`) holds the current value, applies each step
+and stores the planner's new value in it. (The reply's text itself is the transcript's,
 :class:`~orchestrator.delivery.planning.Transcript`, appended per delta; the state holds offsets
-into it. The ``off`` / ``multi_message`` planner still keeps its own state:
-:class:`~orchestrator.delivery.pieces.QueuePlanner`.)
+into it.)
 
 Transition table (``now``: the time the event is fed)::
 
@@ -72,7 +74,8 @@ from orchestrator.delivery.events import (
     WriteSucceeded,
     WrittenElsewhere,
 )
-from orchestrator.delivery.planning import Write, WriteKind
+from orchestrator.delivery.planning import NO_COUNTS, Write, WriteKind, counted
+from orchestrator.delivery.queue_state import Queue
 from orchestrator.delivery.settings import DeliverySettings
 
 __all__ = [
@@ -87,7 +90,9 @@ __all__ = [
     "transition",
     "typed",
     "typing_at",
+    "with_counts",
     "with_drafts",
+    "with_queue",
     "write_at",
 ]
 
@@ -112,9 +117,12 @@ class ReplyState(NamedTuple):
         blocked_until: a flood wait (``-inf``: none).
         backoff_until: a back-off after a refused write (``-inf``: none).
         last_typing_at: when typing was last sent.
+        counts: the running totals, in the order of
+            :data:`~orchestrator.delivery.planning.COUNTER_NAMES` (``as_stats`` reads them).
+        queue: ``off`` and ``multi_message``: the planner's state (the messages to send, the
+            cursor, the status messages: :mod:`~orchestrator.delivery.pieces`); else ``None``.
         drafts: ``partial`` mode: the planner's state (layout, slots, the write it planned,
-            the verdict it awaits: :mod:`~orchestrator.delivery.drafts`); ``None`` in the other
-            modes, whose planner is :class:`~orchestrator.delivery.pieces.QueuePlanner`.
+            the verdict it awaits: :mod:`~orchestrator.delivery.drafts`); else ``None``.
     """
 
     over: bool = False
@@ -126,13 +134,15 @@ class ReplyState(NamedTuple):
     blocked_until: float = -math.inf
     backoff_until: float = -math.inf
     last_typing_at: float | None = None
+    counts: tuple[int, ...] = NO_COUNTS
+    queue: Queue | None = None
     drafts: Drafts | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
     """What one event does: the new state, whether the planner hears the event, and the names
-    of the :class:`~orchestrator.delivery.planning.Counters` that grow by one."""
+    of the :class:`~orchestrator.delivery.planning.DeliveryStats` counters that grow by one."""
 
     state: ReplyState
     tell: bool = False
@@ -243,13 +253,26 @@ def with_drafts(state: ReplyState, drafts: Drafts) -> ReplyState:
     return tuple.__new__(ReplyState, (*state[:-1], drafts))
 
 
+def with_queue(state: ReplyState, queue: Queue) -> ReplyState:
+    """``state`` with the queue planner's new value (built as :func:`with_drafts` is)."""
+    return tuple.__new__(ReplyState, (*state[:-2], queue, state[-1]))
+
+
 def backed_off(state: ReplyState, now: float, seconds: float) -> ReplyState:
     """No write before ``now + seconds`` (a refused write's back-off, as its planner asks)."""
     return state._replace(backoff_until=max(state.backoff_until, now + seconds))
 
 
 def started(state: ReplyState, write: Write) -> ReplyState:
-    return state._replace(in_flight=write)
+    """``write`` in flight, counted (``writes_sent``, and ``edits_sent`` / ``deletes_sent``)."""
+    kind = write.kind
+    names = ("writes_sent",) if kind == "send" else ("writes_sent", f"{kind}s_sent")
+    return state._replace(in_flight=write, counts=counted(state.counts, names))
+
+
+def with_counts(state: ReplyState, names: tuple[str, ...]) -> ReplyState:
+    """``state`` with the counters named in ``names`` one more each."""
+    return state._replace(counts=counted(state.counts, names)) if names else state
 
 
 def guarding(state: ReplyState, piece_id: int) -> ReplyState:
@@ -261,7 +284,8 @@ def typed(state: ReplyState, now: float) -> ReplyState:
 
 
 def gone(state: ReplyState) -> ReplyState:
-    return state._replace(unreachable=True)
+    """The chat found gone other than by a write (counted as ``unreachable``)."""
+    return state._replace(unreachable=True, counts=counted(state.counts, ("unreachable",)))
 
 
 # -- queries --------------------------------------------------------------------------------
@@ -270,17 +294,25 @@ def gone(state: ReplyState) -> ReplyState:
 def write_at(state: ReplyState, kind: WriteKind, settings: DeliverySettings) -> float:
     """The earliest monotonic time a write of ``kind`` may start: the spacing after the last
     write (and, for a send, the last send), a flood wait, a back-off."""
-    at = max(state.blocked_until, state.backoff_until)
-    if state.last_write_at is not None:
-        at = max(at, state.last_write_at + settings.interval)
-    if kind == "send" and state.last_send_at is not None:
-        at = max(at, state.last_send_at + settings.send_delay)
+    # Comparisons rather than max(): the engine asks on most polls.
+    at, backoff = state.blocked_until, state.backoff_until
+    if backoff > at:
+        at = backoff
+    last = state.last_write_at
+    if last is not None and last + settings.interval > at:
+        at = last + settings.interval
+    last = state.last_send_at
+    if kind == "send" and last is not None and last + settings.send_delay > at:
+        at = last + settings.send_delay
     return at
 
 
 def typing_at(state: ReplyState, now: float, settings: DeliverySettings) -> float:
     """Typing is due at once before anything was shown, then ``typing_interval`` after the
     later of the last typing and the last write (both show the user something)."""
-    times = [t for t in (state.last_typing_at, state.last_write_at) if t is not None]
-    due = max(times) + settings.typing_interval if times else now
-    return max(due, state.blocked_until)
+    typed, wrote = state.last_typing_at, state.last_write_at
+    if typed is None or (wrote is not None and wrote > typed):
+        typed = wrote
+    due = now if typed is None else typed + settings.typing_interval
+    blocked = state.blocked_until
+    return blocked if blocked > due else due

@@ -62,23 +62,22 @@ class DeliverySettings:
             raise ValueError(f"max_length {self.limits.max_length} is too small to split into")
         if self.max_edits_per_message is not None and self.max_edits_per_message < 1:
             raise ValueError("max_edits_per_message must be at least 1")
-
-    @property
-    def interval(self) -> float:
-        """``draft_update_interval_ms`` in seconds."""
-        return self.draft_update_interval_ms / 1000
-
-    @property
-    def send_delay(self) -> float:
-        """Least time between two sends, in seconds (``multi_message_delay_ms`` applies in
-        ``multi_message`` only)."""
+        interval = self.draft_update_interval_ms / 1000
+        send_delay = interval
         if self.mode == "multi_message":
-            return max(self.interval, self.multi_message_delay_ms / 1000)
-        return self.interval
+            send_delay = max(interval, self.multi_message_delay_ms / 1000)
+        object.__setattr__(self, "interval", interval)
+        object.__setattr__(self, "send_delay", send_delay)
+        object.__setattr__(self, "typing_interval", self.typing_interval_ms / 1000)
 
-    @property
-    def typing_interval(self) -> float:
-        return self.typing_interval_ms / 1000
+    interval: float = field(init=False, repr=False, compare=False)
+    """``draft_update_interval_ms`` in seconds."""
+    send_delay: float = field(init=False, repr=False, compare=False)
+    """Least time between two sends, in seconds (``multi_message_delay_ms`` applies in
+    ``multi_message`` only)."""
+    typing_interval: float = field(init=False, repr=False, compare=False)
+    """``typing_interval_ms`` in seconds."""
+    # (Fields, not properties: the engine reads them on every poll.)
 
     def rendering(self, text: str) -> Rendering:
         """``text`` formatted: its form and length (see ``render``)."""

@@ -4,40 +4,40 @@ its finished line.
 
 Theory of operation
 -------------------
-The :class:`~orchestrator.delivery.pieces.QueuePlanner` sends a call's ``⏳`` line as its own
-message; this keeps what happens after. When the call finishes (:meth:`StatusMessages.finish`):
+The ``off`` / ``multi_message`` planner (:mod:`~orchestrator.delivery.pieces`) sends a call's
+``⏳`` line as its own message; one immutable :class:`Status` value, held in the planner's
+:class:`~orchestrator.delivery.queue_state.Queue`, keeps what happens after. When the call
+finishes (:func:`finish`):
 
 - its message was sent (its id known): an edit to the finished line is due;
 - its send is in flight: the finished line waits, and the edit is due once the send landed
-  (:meth:`StatusMessages.sent`), unless the send already carried it;
+  (:func:`sent`), unless the send already carried it;
 - its line was never sent (still queued): the planner sends it finished (latest text wins),
   nothing here.
 
 A status message is left as it stands when the channel cannot edit, when its send timed out
-(no id to edit it by: :meth:`StatusMessages.dropped`), or when its edit is given up: after
-``MAX_ATTEMPTS`` tries that timed out or were refused, or at once for any other rejection.
-Pure and synchronous, like the rest of the engine.
+(no id to edit it by: :func:`dropped`), or when its edit is given up: after ``MAX_ATTEMPTS``
+tries that timed out or were refused, or at once for any other rejection. Every function takes
+a value and returns a new one (pure and synchronous, like the rest of the engine).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from orchestrator.delivery.events import EditMessage, WriteFailure
 from orchestrator.delivery.planning import (
     FAILURE_EFFECTS,
     MAX_ATTEMPTS,
     REFUSED_BACKOFF_SECS,
-    Counters,
     Effect,
     Write,
 )
 
-__all__ = ["StatusEdit", "StatusMessages"]
+__all__ = ["Status", "StatusEdit", "dropped", "edit_write", "failed", "finish", "sent", "succeeded"]
 
 
-@dataclass(eq=False, slots=True)
-class StatusEdit:
+class StatusEdit(NamedTuple):
     """A status message to edit to its call's finished line (``tries``: attempts failed)."""
 
     call: int
@@ -46,81 +46,93 @@ class StatusEdit:
     tries: int = 0
 
 
-class StatusMessages:
-    """Status messages by call, and the edits due (see the module docstring).
+class Status(NamedTuple):
+    """The status messages of one reply (an immutable record).
 
-    Args:
-        can_edit: the channel can edit a message it sent; without, no edit is ever due.
-        counters: the engine's running totals (refused and given-up writes).
+    Attributes:
+        ids: ``(call, message id)`` of the status messages sent and not yet finished.
+        waiting: ``(call, finished line)`` of calls whose status send is in flight.
+        edits: the edits due, oldest first (one per call).
     """
 
-    def __init__(self, can_edit: bool, counters: Counters) -> None:
-        self._can_edit = can_edit
-        self._counters = counters
-        self._ids: dict[int, str] = {}
-        """The message ids of the status messages sent and not yet finished, by call."""
-        self._waiting: dict[int, str] = {}
-        """Finished lines of calls whose status send is in flight."""
-        self._edits: dict[int, StatusEdit] = {}
-        """Edits due, oldest first."""
+    ids: tuple[tuple[int, str], ...] = ()
+    waiting: tuple[tuple[int, str], ...] = ()
+    edits: tuple[StatusEdit, ...] = ()
 
-    # -- the calls --------------------------------------------------------------------------
 
-    def finish(self, call: int, line: str, *, sending: bool) -> None:
-        """Call ``call`` ended with ``line``; ``sending``: its status send is in flight. A call
-        without a message here (never sent, or left) is ignored."""
-        if sending:
-            self._waiting[call] = line
-        elif call in self._ids:
-            self._due(call, self._ids.pop(call), line)
+def _get(pairs: tuple[tuple[int, str], ...], call: int) -> str | None:
+    return next((value for key, value in pairs if key == call), None)
 
-    def sent(self, call: int, message_id: str | None, text: str) -> None:
-        """Call ``call``'s status message landed as ``text`` (``message_id`` ``None``: its send
-        timed out, assumed landed without an id)."""
-        finished = self._waiting.pop(call, None)
-        if message_id is None:
-            return
-        if finished is None:
-            self._ids[call] = message_id
-        elif finished != text:
-            self._due(call, message_id, finished)
 
-    def dropped(self, call: int) -> None:
-        """Call ``call``'s status send was given up: nothing of it is edited."""
-        self._waiting.pop(call, None)
+def _without(pairs: tuple[tuple[int, str], ...], call: int) -> tuple[tuple[int, str], ...]:
+    return tuple(pair for pair in pairs if pair[0] != call)
 
-    def _due(self, call: int, message_id: str, line: str) -> None:
-        if self._can_edit:
-            self._edits[call] = StatusEdit(call, message_id, line)
 
-    # -- the edits --------------------------------------------------------------------------
+def _due(status: Status, call: int, message_id: str, line: str, can_edit: bool) -> Status:
+    if not can_edit:
+        return status
+    edit = StatusEdit(call, message_id, line)
+    edits = status.edits
+    if any(due.call == call for due in edits):  # the newest line, in the first one's place
+        return status._replace(edits=tuple(edit if due.call == call else due for due in edits))
+    return status._replace(edits=(*edits, edit))
 
-    @property
-    def due(self) -> bool:
-        """An edit is due (a query)."""
-        return bool(self._edits)
 
-    def plan(self) -> tuple[StatusEdit, Write]:
-        """The oldest edit due, and its write (the caller keeps it as in flight)."""
-        edit = next(iter(self._edits.values()))
-        return edit, Write(EditMessage(edit.message_id, edit.text), final=True)
+def finish(status: Status, call: int, line: str, *, sending: bool, can_edit: bool) -> Status:
+    """Call ``call`` ended with ``line``; ``sending``: its status send is in flight. A call
+    without a message here (never sent, or left) is ignored."""
+    if sending:
+        return status._replace(waiting=(*_without(status.waiting, call), (call, line)))
+    message_id = _get(status.ids, call)
+    if message_id is None:
+        return status
+    return _due(status._replace(ids=_without(status.ids, call)), call, message_id, line, can_edit)
 
-    def succeeded(self, edit: StatusEdit) -> None:
-        self._edits.pop(edit.call, None)
 
-    def failed(self, edit: StatusEdit, reason: WriteFailure) -> float:
-        """The edit failed: tried again when it may have landed or was refused, up to
-        ``MAX_ATTEMPTS`` tries; otherwise, and then, the message is left. Returns the back-off
-        in seconds."""
-        effect = FAILURE_EFFECTS[("edit", reason)]
-        if effect in (Effect.UNCONFIRMED, Effect.RETRY):
-            edit.tries += 1
-            if edit.tries < MAX_ATTEMPTS:
-                if effect is Effect.RETRY:
-                    self._counters.writes_refused += 1
-                    return REFUSED_BACKOFF_SECS[edit.tries - 1]
-                return 0.0
-        if effect is not Effect.SHOWN:
-            self._counters.writes_given_up += 1
-        self._edits.pop(edit.call, None)
-        return 0.0
+def sent(status: Status, call: int, message_id: str | None, text: str, *, can_edit: bool) -> Status:
+    """Call ``call``'s status message landed as ``text`` (``message_id`` ``None``: its send
+    timed out, assumed landed without an id)."""
+    finished = _get(status.waiting, call)
+    status = dropped(status, call)
+    if message_id is None:
+        return status
+    if finished is None:
+        return status._replace(ids=(*_without(status.ids, call), (call, message_id)))
+    if finished != text:
+        return _due(status, call, message_id, finished, can_edit)
+    return status
+
+
+def dropped(status: Status, call: int) -> Status:
+    """Call ``call``'s status send was given up: nothing of it is edited."""
+    if _get(status.waiting, call) is None:
+        return status
+    return status._replace(waiting=_without(status.waiting, call))
+
+
+def edit_write(edit: StatusEdit) -> Write:
+    """The write of ``edit`` (the oldest due is ``status.edits[0]``)."""
+    return Write(EditMessage(edit.message_id, edit.text), final=True)
+
+
+def succeeded(status: Status, edit: StatusEdit) -> Status:
+    return status._replace(edits=tuple(due for due in status.edits if due.call != edit.call))
+
+
+def failed(
+    status: Status, edit: StatusEdit, reason: WriteFailure
+) -> tuple[Status, tuple[str, ...], float]:
+    """The edit failed: tried again when it may have landed or was refused, up to
+    ``MAX_ATTEMPTS`` tries; otherwise, and then, the message is left. Returns the new value,
+    the counters that grow and the back-off in seconds."""
+    effect = FAILURE_EFFECTS[("edit", reason)]
+    if effect in (Effect.UNCONFIRMED, Effect.RETRY):
+        tries = edit.tries + 1
+        if tries < MAX_ATTEMPTS:
+            edits = tuple(due._replace(tries=tries) if due is edit else due for due in status.edits)
+            status = status._replace(edits=edits)
+            if effect is Effect.RETRY:
+                return status, ("writes_refused",), REFUSED_BACKOFF_SECS[tries - 1]
+            return status, (), 0.0
+    count = () if effect is Effect.SHOWN else ("writes_given_up",)
+    return succeeded(status, edit), count, 0.0

@@ -9,9 +9,9 @@ others serve, and so is one whose connection is lost later (``/healthz`` shows i
 a permanent cause (a rejected token) is one line naming the channel. When every channel failed
 for a permanent cause the run ends with exit code 1 and one line per channel; a channel merely
 unreachable at boot (its only one included) is retried for as long as the bot runs. Then it
-waits for SIGINT/SIGTERM — or, when the console is the only channel, for the end of its input —
-and stops gracefully; SIGHUP reloads the config file (:mod:`orchestrator.ops.signals`,
-:mod:`orchestrator.ops.reload`).
+waits for SIGINT/SIGTERM — or, when the console is the only channel (web pages aside), for the
+end of its input — and stops gracefully; SIGHUP reloads the config file
+(:mod:`orchestrator.ops.signals`, :mod:`orchestrator.ops.reload`).
 
 Every message is kept in the store's waiting messages until its turn starts (architecture §5): the
 messages queued behind a running answer at shutdown are answered after the next start, once;
@@ -60,14 +60,15 @@ from orchestrator.chats.presses import ButtonPresses
 from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
 from orchestrator.ops.lifecycle import ChannelSupervisor
-from orchestrator.ops.ops_server import OpsServer, parse_listen
+from orchestrator.ops.ops_server import HttpEndpoint, ListsModels, OpsServer, parse_listen
 from orchestrator.ops.reload import plan_reload, read_for_reload
 from orchestrator.ops.signals import DELIVERY_GRACE_SECS, SHUTDOWN_GRACE_SECS, DaemonSignals
+from orchestrator.ops.waiting import queue_waiting, send_stale_notices
 from orchestrator.policy import OutboundPolicy, PolicyError
-from orchestrator.store import ConversationStore, RoundRecord, Store, WaitingMessage, store_for
+from orchestrator.store import ConversationStore, RoundRecord, Store, store_for
 from orchestrator.store.sqlite_async import AsyncStore
 from orchestrator.tools.tool_setup import build_registry, start_tools
-from orchestrator.turn.answering import Answering, command_of, stale_notice
+from orchestrator.turn.answering import Answering, command_of
 from orchestrator.turn.cut_answers import mark_cut_answers
 from orchestrator.turn.provider_chain import ProviderChain
 from orchestrator.turn.reply_stats import ReplyStats
@@ -219,13 +220,29 @@ class Daemon(DaemonSignals):
                 self._build_channel(name, channel_config)
             except NotImplementedError as exc:
                 unbuilt[name] = str(exc)
-        # A shared store's waiting messages are taken over by the sweep, by whichever instance
-        # claims their conversation (architecture §9).
-        stale = [] if shared is not None else await self._queue_waiting()
+        after = self.config.agent.stale_after_secs
+        stale = await queue_waiting(self._store, self._dispatcher, self.channels, after)
         if handle_signals:
             # Before any channel starts: a Ctrl-C at the console's first prompt is the console's
             # (its line kept, or the answer stopped), never Python's KeyboardInterrupt.
             await tg.start(self._watch_signals)
+        # The ops server listens before the channels start, so the addresses of the channels
+        # it serves are printed before the console's first prompt.
+        server: OpsServer | None = None
+        if self.config.server.listen:
+            host, port = parse_listen(self.config.server.listen)
+            server = OpsServer(self.metrics, host=host, port=port, endpoints=self._http_endpoints)
+            try:
+                await server.start()
+            except OSError as exc:
+                why = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio rewords it
+                print(
+                    f"relaybot: server.listen {self.config.server.listen}: cannot listen: {why}",
+                    file=sys.stderr,
+                )
+                return 1
+            log.info("metrics on http://%s:%d/metrics", server.host, server.port)
+            self._tell_addresses(server)
         for name in self.channels:
             await self._start_channel(tg, name)
         if not any(s.ever_up or s.state == "retrying" for s in self.supervisors.values()):
@@ -235,24 +252,11 @@ class Daemon(DaemonSignals):
             causes = {**unbuilt, **{n: s.cause or "" for n, s in self.supervisors.items()}}
             for name, cause in causes.items():
                 self._start_failed(name, cause)
+            if server is not None:
+                await server.stop()
             return 2  # a config error (a token, a kind): restarting would not mend it
         for name, cause in unbuilt.items():
             log.error("channel %s: cannot start: %s", name, cause)
-        server: OpsServer | None = None
-        if self.config.server.listen:
-            host, port = parse_listen(self.config.server.listen)
-            server = OpsServer(self.metrics, host=host, port=port)
-            try:
-                await server.start()
-            except OSError as exc:
-                await self._stop_channels()
-                why = os.strerror(exc.errno) if exc.errno else str(exc)  # asyncio rewords it
-                print(
-                    f"relaybot: server.listen {self.config.server.listen}: cannot listen: {why}",
-                    file=sys.stderr,
-                )
-                return 1
-            log.info("metrics on http://%s:%d/metrics", server.host, server.port)
         if handle_signals:
             await tg.start(self._watch_reload)
         if shared is None:
@@ -265,7 +269,7 @@ class Daemon(DaemonSignals):
             tg.start_soon(self._follow_stop_requests)
         if self.config.storage.retain_days is not None:
             tg.start_soon(self._prune, self.config.storage.retain_days)
-        await self._send_stale_notices(stale)
+        await send_stale_notices(self._store, self.channels, self._answering, stale)
         log.info("relaybot running with channels: %s", ", ".join(self.channels))
         await self.stopping.wait()
         await self._shutdown()
@@ -330,8 +334,16 @@ class Daemon(DaemonSignals):
             return await self._presses.press(channel, event)
 
         channel.on_control = on_control
+        if isinstance(channel, ListsModels):
+            channel.served_models = self._model_names()
         self.channels[name] = channel
         return channel
+
+    def _model_names(self) -> tuple[str, ...]:
+        """The models the agent answers with, first the chain's (what an API channel lists)."""
+        config = self.config
+        names = [config.providers[p].model for p in config.agent.providers if p in config.providers]
+        return tuple(dict.fromkeys(names))
 
     async def _start_channel(self, tg: TaskGroup, name: str) -> None:
         """Start channel ``name`` under a supervisor; returns after its first start attempt."""
@@ -343,10 +355,22 @@ class Daemon(DaemonSignals):
         self.supervisors[name] = supervisor
         await tg.start(supervisor.run)
 
+    def _http_endpoints(self) -> list[HttpEndpoint]:
+        """The running channels served by the ops server (architecture §7 "Metrics")."""
+        return [c for c in self.channels.values() if isinstance(c, HttpEndpoint)]
+
+    def _tell_addresses(self, server: OpsServer) -> None:
+        """One line on stderr per channel served over HTTP: where to open it."""
+        host = f"[{server.host}]" if ":" in server.host else server.host
+        for name, channel in self.channels.items():
+            if isinstance(channel, HttpEndpoint):
+                url = f"http://{host}:{server.port}{channel.http_prefix}"
+                print(f"relaybot: channel {name} ({channel.config.kind}) at {url}", file=sys.stderr)
+
     def _input_end(self, channel: Channel) -> None:
         """A channel's input ended (the console: end of stdin); when only console channels
-        run, that ends the run (architecture §7)."""
-        if all(c.config.kind == "console" for c in self.channels.values()):
+        run, beside the local web page at most, that ends the run (architecture §7)."""
+        if all(c.config.kind in ("console", "web") for c in self.channels.values()):
             self._input_ended = not self.stopping.is_set()
             self.stopping.set()
 
@@ -442,30 +466,6 @@ class Daemon(DaemonSignals):
         else:
             return
         await channel.reply_finished(message.chat_id)
-
-    async def _queue_waiting(self) -> list[WaitingMessage]:
-        """Queue the messages a previous run left waiting, oldest first, ahead of any new one
-        (architecture §5); returns the stale ones, which get a notice instead once the channels
-        run."""
-        assert self._dispatcher is not None
-        stale_after = self.config.agent.stale_after_secs
-        stale: list[WaitingMessage] = []
-        for waiting in await self._store.waiting():
-            channel = self.channels.get(waiting.message.channel)
-            if channel is None:
-                log.warning("dropping a message kept for the channel %s", waiting.message.channel)
-                await self._store.remove_waiting(waiting.id)
-            elif time.time() - waiting.received_at > stale_after:
-                stale.append(waiting)
-            elif not self._dispatcher.submit(channel, waiting.message, waiting.id):
-                await self._store.remove_waiting(waiting.id)
-        return stale
-
-    async def _send_stale_notices(self, stale: list[WaitingMessage]) -> None:
-        for waiting in stale:
-            await self._store.remove_waiting(waiting.id)
-            channel = self.channels[waiting.message.channel]
-            await self._answering.say(channel, waiting.message, stale_notice(waiting), reply=True)
 
 
 def _stdin_is_terminal() -> bool:

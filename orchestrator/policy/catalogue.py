@@ -47,23 +47,31 @@ from dataclasses import dataclass
 
 import regex
 
+from orchestrator.policy.joints import ends_in_a_joint, joined
+from orchestrator.policy.searches import (
+    CompiledShape,
+    SearchMemo,
+    TimedOut,
+    gated,
+    head_start,
+    overlapping_head,
+)
 from orchestrator.policy.shapes import (
     BUILTIN_SHAPES,
     EXTRA_PATTERN_TIMEOUT_SECS,
-    MARKER_PATTERN,
+    MARKER_OPEN,
     SecretShape,
     check_backtracking,
     compile_shape,
+    inert,
     marker,
 )
 from orchestrator.policy.views import (
     LINK_URL_CHARS,
     View,
-    ends_in_a_joint,
     folded,
     has_tokens,
     held_from,
-    joined,
     normalised,
 )
 
@@ -120,52 +128,6 @@ class Scan:
     first_hit: int | None = None
 
 
-class _Compiled:
-    __slots__ = (
-        "always",
-        "ignore_case",
-        "keywords",
-        "name",
-        "pattern",
-        "prefixes",
-        "secret",
-        "tail",
-        "timed_out",
-        "timeout",
-    )
-
-    def __init__(self, shape: SecretShape) -> None:
-        self.name = shape.name
-        self.pattern = compile_shape(shape)
-        self.secret = self.pattern.groupindex.get("secret")
-        self.ignore_case = shape.ignore_case
-        words = tuple(k.lower() if shape.ignore_case else k for k in shape.keywords)
-        self.keywords = words
-        self.prefixes = tuple({k[:i] for k in words for i in range(1, len(k))})
-        self.always = not words
-        self.timeout = shape.timeout_secs
-        self.timed_out = False
-        self.tail = regex.compile(shape.open_tail) if shape.open_tail else None
-
-    def search(self, text: str, pos: int, partial: bool) -> regex.Match[str] | None:
-        if self.timeout is None:
-            return self.pattern.search(text, pos, partial=partial)
-        # Once a pattern has run out of time, it is known to stall on some text: its later
-        # searches get a tenth of the bound, so each costs the event loop a few ms at most.
-        bound = self.timeout / 10 if self.timed_out else self.timeout
-        return self.pattern.search(text, pos, partial=partial, timeout=bound)
-
-
-class _TimedOut:
-    """A search of ``shape`` from ``start`` on that ran out of time."""
-
-    __slots__ = ("shape", "start")
-
-    def __init__(self, shape: _Compiled, start: int) -> None:
-        self.shape = shape
-        self.start = start
-
-
 class Redactor:
     """Redacts text with an ordered catalogue of shapes; sans-I/O and reusable.
 
@@ -190,7 +152,7 @@ class Redactor:
 
     def __init__(self, shapes: Iterable[SecretShape] = BUILTIN_SHAPES) -> None:
         self._shapes = tuple(shapes)
-        self._compiled = tuple(_Compiled(shape) for shape in self._shapes)
+        self._compiled = tuple(CompiledShape(shape) for shape in self._shapes)
         # The prefilter, flattened: (keyword, shape index), per case sensitivity.
         self._always = frozenset(i for i, c in enumerate(self._compiled) if c.always)
         self._probes = tuple(
@@ -199,7 +161,7 @@ class Redactor:
         self._probes_ci = tuple(
             (k, i) for i, c in enumerate(self._compiled) if c.ignore_case for k in c.keywords
         )
-        self._gated = _gated(self._probes, self._probes_ci)
+        self.gated = gated(self._probes, self._probes_ci)
         self._longest = max((len(k) for k, _ in (*self._probes, *self._probes_ci)), default=1)
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
@@ -238,19 +200,23 @@ class Redactor:
         *,
         open_end: bool,
         breaks: Sequence[int] = (),
+        memo: SearchMemo | None = None,
     ) -> Scan:
         """Redact ``text[start:stop]`` as far as it is settled.
 
         With ``open_end`` the text may continue: the scan ends before ``stop`` at the first
         possible secret that reaches the end of ``text`` (in any view), and at the start of any
         match that crosses ``stop``. ``start`` must be a settled position (no match spans it).
-        ``breaks``: raw positions that are word boundaries (sorted).
+        ``breaks``: raw positions that are word boundaries (sorted). ``memo``: what earlier
+        open scans of the same growing text learnt (:class:`SearchMemo`), used and updated.
 
         Returns:
             the output for ``text[start:cut]``; joining the outputs of consecutive scans gives
             :meth:`redact` of the whole text, whatever follows.
         """
-        hits, open_at = self._collect(text, start, stop, open_end=open_end, breaks=breaks)
+        hits, open_at = self._collect(
+            text, start, stop, open_end=open_end, breaks=breaks, memo=memo
+        )
         if open_at is not None and open_at < stop:
             stop = open_at
         else:
@@ -277,10 +243,18 @@ class Redactor:
     # -- views ------------------------------------------------------------------------------
 
     def _collect(
-        self, text: str, start: int, stop: int, *, open_end: bool, breaks: Sequence[int]
+        self,
+        text: str,
+        start: int,
+        stop: int,
+        *,
+        open_end: bool,
+        breaks: Sequence[int],
+        memo: SearchMemo | None = None,
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
         begin = _context_start(text, start)
+        unfolded = text
         text = folded(text, begin)  # space, dash and look-alike variants; every index kept
         held: int | None = None
         tokens = has_tokens(text, begin)
@@ -294,15 +268,20 @@ class Redactor:
                 tokens = has_tokens(text, begin)
         cuts = [b for b in breaks if start <= b <= len(text)] if breaks else breaks
         joints = joined(text, begin, open_end=open_end)
+        if memo is not None and not (open_end and text is unfolded):
+            memo.ruled.clear()  # only the raw text's open searches are remembered
+            memo = None
         if not tokens and not cuts and joints is None:  # the usual text: the raw view alone
             raw_hits: list[Hit] = []
             open_raw: int | None = held
-            for hit in self._hits(text, start, stop, open_end=open_end):
+            for hit in self._hits(text, start, stop, open_end=open_end, memo=memo):
                 if isinstance(hit, int):
                     open_raw = hit if open_raw is None else min(open_raw, hit)
                     break
                 raw_hits.append(hit)
             return raw_hits, open_raw
+        if memo is not None:
+            memo.ruled.clear()
         views: list[View | None] = [None]
         decoded = normalised(text, begin) if tokens else None
         if decoded is not None:
@@ -323,7 +302,7 @@ class Redactor:
                 at_joint.append(found_joints[1])
         at_break = frozenset(cuts)
         raw_text = text
-        markers = _MARKER_OPEN in text
+        markers = MARKER_OPEN in text
         found: list[tuple[int, int, Hit]] = []
         open_at: int | None = None
         timeouts = self._timeouts
@@ -351,7 +330,7 @@ class Redactor:
                         view.raw_end(hit.secret_end),
                     )
                     if hit.end <= hit.start or (
-                        markers and _inert(raw_text, hit.secret_start, hit.secret_end)
+                        markers and inert(raw_text, hit.secret_start, hit.secret_end)
                     ):
                         continue
                     if first_broken <= order < first_joined and not (
@@ -381,11 +360,11 @@ class Redactor:
 
     # -- the merge of per-shape searches ----------------------------------------------------
 
-    def _candidates(self, text: str, start: int, open_end: bool) -> list[_Compiled]:
+    def _candidates(self, text: str, start: int, open_end: bool) -> list[CompiledShape]:
         region = text[start:] if start else text
         lowered: str | None = None
         found = set(self._always)
-        for gate, probes, probes_ci in self._gated:
+        for gate, probes, probes_ci in self.gated:
             if gate and gate not in region:
                 continue  # every keyword of the group holds ``gate``
             for keyword, index in probes:
@@ -409,8 +388,8 @@ class Redactor:
         return [self._compiled[index] for index in sorted(found)]
 
     def _search(
-        self, shape: _Compiled, text: str, pos: int, partial: bool
-    ) -> regex.Match[str] | _TimedOut | None:
+        self, shape: CompiledShape, text: str, pos: int, partial: bool
+    ) -> regex.Match[str] | TimedOut | None:
         try:
             return shape.search(text, pos, partial)
         except TimeoutError:
@@ -422,26 +401,33 @@ class Redactor:
                     shape.timeout,
                 )
             self._timeouts += 1
-            return _TimedOut(shape, pos)
+            return TimedOut(shape, pos)
 
-    def _hits(self, text: str, start: int, stop: int, *, open_end: bool) -> Iterator[Hit | int]:
-        """Settled hits in order; with ``open_end`` a final ``int`` marks an open match."""
+    def _hits(
+        self, text: str, start: int, stop: int, *, open_end: bool, memo: SearchMemo | None = None
+    ) -> Iterator[Hit | int]:
+        """Settled hits in order; with ``open_end`` a final ``int`` marks an open match.
+        ``memo`` (open scans of the raw text only): where each shape's first search may begin,
+        updated with what this scan's first searches found."""
         shapes = self._candidates(text, start, open_end)
         if not shapes:
             return
         n = len(text)
-        markers = _MARKER_OPEN in text
-        heads = [self._search(shape, text, start, open_end) for shape in shapes]
+        markers = MARKER_OPEN in text
+        if memo is None:
+            heads = [self._search(shape, text, start, open_end) for shape in shapes]
+        else:
+            heads = [memo.search(self._search, shape, text, start) for shape in shapes]
         while True:
             best = -1
             for index, head in enumerate(heads):
-                if head is not None and (best < 0 or _start(head) < _start(heads[best])):
+                if head is not None and (best < 0 or head_start(head) < head_start(heads[best])):
                     best = index
             if best < 0:
                 return
             head = heads[best]
             shape = shapes[best]
-            if isinstance(head, _TimedOut):
+            if isinstance(head, TimedOut):
                 # Conservative: everything from where the search began to the stop is masked.
                 end = max(stop, head.start + 1) if stop > head.start else n
                 yield Hit(shape.name, head.start, end, head.start, end)
@@ -462,73 +448,27 @@ class Redactor:
                 secret = head.span(shape.secret) if shape.secret is not None else (begin, end)
                 if secret[0] < 0:
                     secret = (begin, end)
-                if markers and _inert(text, *secret):
+                if markers and inert(text, *secret):
                     # a marker where a secret would be (an extra pattern's hit inside one): text
                     # already redacted is never redacted again
                     heads[best] = self._search(shape, text, begin + 1, open_end)
                     continue
                 # A match of another shape that begins inside this one and runs past its end
                 # (a key right after a PEM body the match read into) is one secret with it.
-                overlapping = _overlapping(heads, best, end)
+                overlapping = overlapping_head(heads, best, end)
                 while overlapping is not None:
                     if open_end and (overlapping.partial or overlapping.end() >= n):
                         yield begin
                         return
                     end = overlapping.end()
                     secret = (secret[0], end)
-                    overlapping = _overlapping(heads, best, end)
+                    overlapping = overlapping_head(heads, best, end)
                 yield Hit(shape.name, begin, end, secret[0], secret[1])
             for index, other in enumerate(heads):
-                if isinstance(other, _TimedOut) and _start(other) < end:
+                if isinstance(other, TimedOut) and head_start(other) < end:
                     heads[index] = None  # one time-out per scan: the rest is masked already
-                elif other is not None and _start(other) < end:
+                elif other is not None and head_start(other) < end:
                     heads[index] = self._search(shapes[index], text, end, open_end)
-
-
-_GATES = ("//", "=", "_", ":", "-", ".")
-"""Substrings that gate the keyword probes (see :func:`_gated`), rare in prose first."""
-
-
-def _gated(
-    probes: Sequence[tuple[str, int]], probes_ci: Sequence[tuple[str, int]]
-) -> tuple[tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], ...]:
-    """The keyword probes in groups ``(gate, probes, case-insensitive probes)``: each keyword
-    of a group holds its gate (a run of punctuation, the same in every case), so a text
-    without the gate holds none of them and the group's probes are skipped; the group with
-    the gate ``""`` is always probed."""
-    groups: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
-    for bucket, entries in ((0, probes), (1, probes_ci)):
-        for keyword, index in entries:
-            gate = next((g for g in _GATES if g in keyword), "")
-            groups.setdefault(gate, ([], []))[bucket].append((keyword, index))
-    return tuple((gate, tuple(cs), tuple(ci)) for gate, (cs, ci) in groups.items())
-
-
-def _overlapping(
-    heads: Sequence[regex.Match[str] | _TimedOut | None], best: int, end: int
-) -> regex.Match[str] | None:
-    """A head other than ``best`` that starts before ``end`` and ends after it."""
-    for index, other in enumerate(heads):
-        if index != best and isinstance(other, regex.Match) and other.start() < end < other.end():
-            return other
-    return None
-
-
-_MARKER_OPEN = "[REDACTED:"
-_MARKER = regex.compile(MARKER_PATTERN)
-_MARKERS = regex.compile(rf"\s*(?:{MARKER_PATTERN}\s*)+")
-_MARKER_CHARS = 75  # the longest marker
-
-
-def _inert(text: str, begin: int, end: int) -> bool:
-    """Whether ``text[begin:end]`` is made of markers, or lies inside one."""
-    if _MARKERS.fullmatch(text, begin, end) is not None:
-        return True
-    opener = text.rfind(_MARKER_OPEN, max(0, begin - _MARKER_CHARS), begin + len(_MARKER_OPEN))
-    if opener < 0:
-        return False
-    inside = _MARKER.match(text, opener)
-    return inside is not None and inside.end() >= end
 
 
 def _spans(joints: Sequence[int], hit: Hit) -> bool:
@@ -549,7 +489,3 @@ def _context_start(text: str, start: int) -> int:
             if 0 <= opener < begin:
                 begin = opener - 1 if opener and text[opener - 1] == "!" else opener
     return begin
-
-
-def _start(head: regex.Match[str] | _TimedOut) -> int:
-    return head.start if isinstance(head, _TimedOut) else head.start()

@@ -19,10 +19,12 @@ import regex
 __all__ = [
     "BUILTIN_SHAPES",
     "EXTRA_PATTERN_TIMEOUT_SECS",
+    "MARKER_OPEN",
     "MARKER_PATTERN",
     "SecretShape",
     "check_backtracking",
     "compile_shape",
+    "inert",
     "marker",
 ]
 
@@ -252,3 +254,21 @@ def compile_shape(shape: SecretShape) -> regex.Pattern[str]:
     if compiled.search("") is not None:
         raise ValueError(f"secret pattern {shape.name!r}: matches the empty string")
     return compiled
+
+
+MARKER_OPEN = "[REDACTED:"
+"""How every marker begins."""
+_MARKER = regex.compile(MARKER_PATTERN)
+_MARKERS = regex.compile(rf"\s*(?:{MARKER_PATTERN}\s*)+")
+_MARKER_CHARS = 75  # the longest marker
+
+
+def inert(text: str, begin: int, end: int) -> bool:
+    """Whether ``text[begin:end]`` is made of markers, or lies inside one."""
+    if _MARKERS.fullmatch(text, begin, end) is not None:
+        return True
+    opener = text.rfind(MARKER_OPEN, max(0, begin - _MARKER_CHARS), begin + len(MARKER_OPEN))
+    if opener < 0:
+        return False
+    inside = _MARKER.match(text, opener)
+    return inside is not None and inside.end() >= end

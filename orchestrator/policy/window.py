@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
+from orchestrator.policy.searches import SearchMemo
 
 __all__ = [
     "HOLDBACK_BYTES",
@@ -160,6 +161,9 @@ class RedactionWindow:
         # an append and a byte count, the rest is done once per look (:meth:`_count`).
         self._counted = 0
         self._pending_chars = 0
+        # What the looks' searches ruled out in the held text (positions into ``_state.text``):
+        # a look searches each shape from where the last one stopped, not from ``settled``.
+        self._memo = SearchMemo()
 
     # -- the public operations ----------------------------------------------------------------
 
@@ -178,6 +182,7 @@ class RedactionWindow:
         """End of a round: emit all but a trailing possible secret start."""
         s = self._join()
         s.carried = None
+        self._memo.clear()
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True, breaks=s.breaks)
         return self._advance(scan.text, scan.cut, scan.open_at)
 
@@ -185,6 +190,7 @@ class RedactionWindow:
         """End of the reply: emit everything."""
         s = self._join()
         s.carried = None
+        self._memo.clear()
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False, breaks=s.breaks)
         return self._advance(scan.text, scan.cut, None)
 
@@ -197,6 +203,7 @@ class RedactionWindow:
         the round ends.
         """
         s = self._join()
+        self._memo.clear()
         if s.settled < len(s.text):
             s.carried = "open"
         if s.text:
@@ -211,6 +218,7 @@ class RedactionWindow:
         """Return to ``state``: what was fed since is forgotten, never emitted."""
         self._pending.clear()
         self._counted = self._pending_chars = 0
+        self._memo.clear()
         self._state = replace(state)
 
     @property
@@ -266,7 +274,9 @@ class RedactionWindow:
         ceiling = _grapheme_start(s.text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
-        scan = self._redactor.scan(s.text, s.settled, ceiling, open_end=True, breaks=s.breaks)
+        scan = self._redactor.scan(
+            s.text, s.settled, ceiling, open_end=True, breaks=s.breaks, memo=self._memo
+        )
         if s.carried and scan.cut > s.settled and scan.first_hit != s.settled:
             s.carried = "held"
             return ""
@@ -300,6 +310,7 @@ class RedactionWindow:
         if cut > _PRUNE_CHARS + CONTEXT_CHARS:
             drop = cut - CONTEXT_CHARS
             s.text = s.text[drop:]
+            self._memo.shift(drop)
             cut -= drop
             s.run_from = max(0, s.run_from - drop)
             s.breaks = tuple(b - drop for b in s.breaks)

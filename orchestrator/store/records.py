@@ -163,6 +163,8 @@ def decode_inbound(text: str) -> InboundMessage:
         for a in fields.get("attachments", ())
     )
     fields["update_ids"] = tuple(fields.get("update_ids", ()))
+    if fields.get("context") is not None:
+        fields["context"] = tuple((role, text) for role, text in fields["context"])
     quoted = fields.get("quoted")
     fields["quoted"] = Quoted(**quoted) if isinstance(quoted, dict) else None
     return InboundMessage(**fields)

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Protocol, runtime_checkable
 
 import anyio
 
@@ -52,6 +53,7 @@ __all__ = [
     "START_TEXT",
     "TRIM_NOTICE",
     "Answering",
+    "ReportsUsage",
     "command_of",
     "stale_notice",
 ]
@@ -84,6 +86,15 @@ TRIM_NOTICE_STATE = "trim_noticed:"
 STALE_NOTICE = (
     "Your message from {when} was not answered before the bot restarted; please send it again."
 )
+
+
+@runtime_checkable
+class ReportsUsage(Protocol):
+    """A channel that tells its client what a reply used (the OpenAI-compatible API): told
+    before :meth:`~channels.base.Channel.reply_finished`, with the tokens the providers
+    reported (0 where none did)."""
+
+    async def reply_usage(self, chat_id: str, input_tokens: int, output_tokens: int) -> None: ...
 
 
 class Answering:
@@ -254,6 +265,10 @@ class Answering:
             seconds = time.monotonic() - began
             self._metrics.observe_reply(channel.name, outcome.outcome, seconds)
             totals = self._stats.take(channel.name, message.chat_id, message.thread_id)
+            if isinstance(channel, ReportsUsage):
+                await channel.reply_usage(
+                    message.chat_id, totals.input_tokens, totals.output_tokens
+                )
             fields = {
                 "channel": channel.name,
                 "chat": message.chat_id,

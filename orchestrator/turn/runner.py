@@ -191,10 +191,11 @@ class TurnRunner:
                 turn.interrupt("the bot failed")
             finally:
                 self._release(conversation_key(channel.name, turn.inbound), turn)
-                with anyio.CancelScope(shield=True):
-                    await self._store.append(
-                        channel.name, turn.inbound.chat_id, turn.new_messages, inbound.thread_id
-                    )
+                if inbound.context is None:  # a stateless channel keeps no history
+                    with anyio.CancelScope(shield=True):
+                        await self._store.append(
+                            channel.name, turn.inbound.chat_id, turn.new_messages, inbound.thread_id
+                        )
         with anyio.CancelScope(shield=True):
             await journal.end()  # delivered or given up: nothing left to mark
             await buttons_after(turn)
@@ -294,10 +295,13 @@ class TurnRunner:
     async def _answer(self, turn: TurnState) -> None:
         inbound = turn.inbound
         turn.setup = await load_setup(self._store, self._agent, self._chains, turn)
-        turn.history = await self._store.history(
-            turn.channel.name, inbound.chat_id, inbound.thread_id
-        )
-        if self._agent.history.compaction == "summarize":
+        if inbound.context is not None:  # a stateless channel's own conversation
+            turn.history = [_context_message(role, text) for role, text in inbound.context]
+        else:
+            turn.history = await self._store.history(
+                turn.channel.name, inbound.chat_id, inbound.thread_id
+            )
+        if self._agent.history.compaction == "summarize" and inbound.context is None:
             turn.summary = await self._store.summary(
                 turn.channel.name, inbound.chat_id, inbound.thread_id
             )
@@ -475,3 +479,10 @@ class TurnRunner:
                 )
         if self._on_round is not None:
             self._on_round(record)
+
+
+def _context_message(role: str, text: str) -> ChatMessage:
+    """One ``(role, text)`` pair of :attr:`InboundMessage.context`; an unknown role is a user's."""
+    if role == "system":
+        return ChatMessage("system", text)
+    return ChatMessage("assistant" if role == "assistant" else "user", text)

@@ -1,0 +1,154 @@
+"""How the redactor searches one shape (architecture §4 "Leak catalogue"): a shape compiled,
+its keyword probes grouped for the prefilter, and what earlier open searches ruled out.
+
+The redactor (:mod:`~orchestrator.policy.catalogue`) merges the per-shape searches; this module
+holds what one search needs, so a change to how a pattern is searched (time bounds, partial
+matching, remembered searches) stays apart from how the views and the merge work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TypeAlias
+
+import regex
+
+from orchestrator.policy.shapes import SecretShape, compile_shape
+
+__all__ = [
+    "GATES",
+    "CompiledShape",
+    "Head",
+    "Search",
+    "SearchMemo",
+    "TimedOut",
+    "gated",
+    "head_start",
+    "overlapping_head",
+]
+
+
+class CompiledShape:
+    """A shape compiled: its pattern, its keywords for the prefilter, its time bound."""
+
+    __slots__ = (
+        "always",
+        "ignore_case",
+        "keywords",
+        "name",
+        "pattern",
+        "prefixes",
+        "secret",
+        "tail",
+        "timed_out",
+        "timeout",
+    )
+
+    def __init__(self, shape: SecretShape) -> None:
+        self.name = shape.name
+        self.pattern = compile_shape(shape)
+        self.secret = self.pattern.groupindex.get("secret")
+        self.ignore_case = shape.ignore_case
+        words = tuple(k.lower() if shape.ignore_case else k for k in shape.keywords)
+        self.keywords = words
+        self.prefixes = tuple({k[:i] for k in words for i in range(1, len(k))})
+        self.always = not words
+        self.timeout = shape.timeout_secs
+        self.timed_out = False
+        self.tail = regex.compile(shape.open_tail) if shape.open_tail else None
+
+    def search(self, text: str, pos: int, partial: bool) -> regex.Match[str] | None:
+        if self.timeout is None:
+            return self.pattern.search(text, pos, partial=partial)
+        # Once a pattern has run out of time, it is known to stall on some text: its later
+        # searches get a tenth of the bound, so each costs the event loop a few ms at most.
+        bound = self.timeout / 10 if self.timed_out else self.timeout
+        return self.pattern.search(text, pos, partial=partial, timeout=bound)
+
+
+class SearchMemo:
+    """What the open searches of one growing text have ruled out, kept across scans (the live
+    window's: its text only grows between two scans, and its front is cut off by
+    :meth:`shift`).
+
+    A partial search (``partial=True``) from ``pos`` that finds its first full or partial match
+    at ``q`` (or none: ``q`` is the text's end) proves that no match of the shape starts in
+    ``[pos, q)`` however the text continues: a start there fails before the text's end, and so
+    fails in every longer text. The next scan's search of that shape therefore begins at ``q``
+    (``ruled``), not at the scan's start: each held character is searched about once, not once
+    per scan. Time-outs are not remembered.
+    """
+
+    __slots__ = ("ruled",)
+
+    def __init__(self) -> None:
+        self.ruled: dict[CompiledShape, int] = {}
+
+    def search(self, search: Search, shape: CompiledShape, text: str, start: int) -> Head:
+        """``search(shape, text, pos, True)`` from ``start`` or from where it was ruled out."""
+        head = search(shape, text, max(start, self.ruled.get(shape, start)), True)
+        if head is None:
+            self.ruled[shape] = len(text)
+        elif isinstance(head, regex.Match):
+            self.ruled[shape] = head.start()
+        else:
+            self.ruled.pop(shape, None)
+        return head
+
+    def shift(self, drop: int) -> None:
+        """The first ``drop`` characters of the text were cut off."""
+        for shape, pos in self.ruled.items():
+            self.ruled[shape] = pos - drop
+
+    def clear(self) -> None:
+        """Forget everything (the text was replaced, or scanned otherwise)."""
+        self.ruled.clear()
+
+
+class TimedOut:
+    """A search of ``shape`` from ``start`` on that ran out of time."""
+
+    __slots__ = ("shape", "start")
+
+    def __init__(self, shape: CompiledShape, start: int) -> None:
+        self.shape = shape
+        self.start = start
+
+
+GATES = ("//", "=", "_", ":", "-", ".")
+"""Substrings that gate the keyword probes (see :func:`gated`), rare in prose first."""
+
+
+def gated(
+    probes: Sequence[tuple[str, int]], probes_ci: Sequence[tuple[str, int]]
+) -> tuple[tuple[str, tuple[tuple[str, int], ...], tuple[tuple[str, int], ...]], ...]:
+    """The keyword probes in groups ``(gate, probes, case-insensitive probes)``: each keyword
+    of a group holds its gate (a run of punctuation, the same in every case), so a text
+    without the gate holds none of them and the group's probes are skipped; the group with
+    the gate ``""`` is always probed."""
+    groups: dict[str, tuple[list[tuple[str, int]], list[tuple[str, int]]]] = {}
+    for bucket, entries in ((0, probes), (1, probes_ci)):
+        for keyword, index in entries:
+            gate = next((g for g in GATES if g in keyword), "")
+            groups.setdefault(gate, ([], []))[bucket].append((keyword, index))
+    return tuple((gate, tuple(cs), tuple(ci)) for gate, (cs, ci) in groups.items())
+
+
+def overlapping_head(
+    heads: Sequence[regex.Match[str] | TimedOut | None], best: int, end: int
+) -> regex.Match[str] | None:
+    """A head other than ``best`` that starts before ``end`` and ends after it."""
+    for index, other in enumerate(heads):
+        if index != best and isinstance(other, regex.Match) and other.start() < end < other.end():
+            return other
+    return None
+
+
+def head_start(head: regex.Match[str] | TimedOut) -> int:
+    return head.start if isinstance(head, TimedOut) else head.start()
+
+
+Head: TypeAlias = "regex.Match[str] | TimedOut | None"
+"""A shape's next match (full or partial), a search that ran out of time, or none."""
+Search: TypeAlias = Callable[[CompiledShape, str, int, bool], Head]
+"""``search(shape, text, pos, partial)``: the redactor's search of one shape."""

@@ -61,7 +61,7 @@ async def test_a_channel_answers_a_mention_once_in_its_thread(tmp_path: Path) ->
         asked = await bot.ask(f"<@{BOT_ID}> please answer", channel=peer.channel)
         thread_ts = await peer.inject_message("a reply in the thread, no mention",
                                               channel=peer.channel, thread_ts=asked)  # fmt: skip
-        await peer.wait_until(lambda: bot.channel.replies_finished >= before + 2)
+        await peer.wait_until(lambda: bot.channel.replies_finished >= before + 3)
     assert thread_ts
     [message] = bot.answers(peer.channel)
     assert message.thread_ts == asked
@@ -78,11 +78,12 @@ async def test_a_text_that_no_longer_extends_the_stream_stops_it_and_edits_the_m
     async with SlackServer() as peer, started_channel(peer) as (channel, inbox):
         asked = await peer.inject_message("weather?")
         await peer.wait_until(lambda: bool(inbox))
+        await channel.answer_started(peer.dm_channel, asked, peer.user)
         ref = await channel.send_message(peer.dm_channel, "Provider A starts", thread_id=asked)
         await channel.edit_message(ref, "Provider A starts a careful")
         await channel.edit_message(ref, "Provider B")  # the restart
         await channel.edit_message(ref, "Provider B answers.", formatted=True)
-        await channel.reply_finished(peer.dm_channel)
+        await channel.answer_finished(peer.dm_channel, asked, regenerate=False)
     [message] = peer.bot_messages(peer.dm_channel)
     assert message.appends == ["Provider A starts", " a careful"]
     assert not message.streaming and message.text == "Provider B answers."

@@ -11,8 +11,8 @@ Pure: no network, no clock.
   running process and through ``update_ids`` (a hash of the two) for the store.
 * **Conversations.** A thread is a conversation: ``thread_id`` is the thread's ts, and a
   top-level message starts a thread of its own (its ts), so the reply goes into it. The
-  reader remembers who asked in each thread (the Stop and approval buttons answer to them;
-  streaming in a channel names them as the recipient) and each user's latest thread per
+  reader remembers who asked in each thread (an approval prompt outside an answer answers to
+  them; streaming in a channel names them as the recipient) and each user's latest thread per
   channel (a slash command acts there).
 """
 
@@ -118,19 +118,6 @@ class InboundReader:
             is_direct=channel.startswith("D"),
             mentions_bot=True,
             thread_id=self._threads.get((channel, user)),
-        )
-
-    def stop(self, channel: str, thread: str | None, user: str) -> InboundMessage:
-        """The Stop button pressed by ``user``: ``/stop`` of that thread's answer."""
-        return InboundMessage(
-            channel=self.name,
-            chat_id=channel,
-            sender_id=user,
-            sender_name=user,
-            text="/stop",
-            is_direct=channel.startswith("D"),
-            mentions_bot=True,
-            thread_id=thread,
         )
 
     def asker(self, channel: str, thread: str | None) -> Asker | None:

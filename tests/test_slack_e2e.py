@@ -108,3 +108,32 @@ async def test_auto_edits_instead_where_the_workspace_refuses_streaming(tmp_path
     assert message.text == mrkdwn(answer) and not message.appends
     assert len(peer.calls("chat.startStream", ok=False)) == 1  # tried once, then edits
     assert peer.calls("chat.update")
+
+
+async def test_two_threads_answered_at_once_keep_their_own_streams(tmp_path: Path) -> None:
+    """The end of one thread's answer stops that thread's stream and Stop button only: the
+    other thread's answer, still streaming in the same channel, keeps its native stream."""
+    short = "Short and done: " + "quick " * 50
+    long = "Long and still going: " + "slow " * 150
+    replies = [
+        reply(text_stream(pieces(short, 6)), delay_secs=0.03),
+        reply(text_stream(pieces(long, 6)), delay_secs=0.04),
+    ]
+    async with running_bot(tmp_path, replies) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel
+        before = bot.channel.replies_finished
+        first = await peer.inject_message("a short one")
+        second = await peer.inject_message("a long one")
+        await peer.wait_until(lambda: bot.channel.replies_finished >= before + 2, within=30)
+    answers = {m.thread_ts: m for m in bot.answers(dm)}
+    assert set(answers) == {first, second}
+    texts = {m.text.rstrip() for m in answers.values()}
+    assert texts == {short.rstrip(), long.rstrip()}
+    for message in answers.values():
+        assert not message.streaming and message.edits == 0  # never fell back to chat.update
+        assert "".join(message.appends) == message.text
+    assert not peer.calls("chat.update")
+    assert len(peer.calls("chat.startStream")) == len(peer.calls("chat.stopStream")) == 2
+    stops = [m for m in peer.web.messages.values() if m.user != peer.user and m.blocks]
+    regenerate = [m for m in stops if not m.deleted]
+    assert sorted(m.thread_ts or "" for m in regenerate) == sorted([first, second])

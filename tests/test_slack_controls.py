@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from channels.base import COMMAND_MENU
+from channels.slack.commands import manifest_commands
 from orchestrator.chats.presses import NOT_YOURS
 from tests.peers.slack import SlackServer, StoredMessage
 from tests.peers.slack_web import Ephemeral
@@ -126,6 +128,24 @@ async def test_a_slash_command_acts_in_the_users_latest_thread(tmp_path: Path) -
     assert ack is not None and ack["payload"]["text"] == "/reset"
     notices = [m for m in bot.answers(dm) if m.text != "First answer."]
     assert notices and all(m.thread_ts == asked for m in notices)
+
+
+async def test_every_slash_command_is_acknowledged_and_reaches_the_bot_as_its_chat_command() -> (
+    None
+):
+    declared = [(entry["command"], "x" if "usage_hint" in entry else "") for entry in
+                manifest_commands()]  # fmt: skip
+    async with SlackServer() as peer, started_channel(peer) as (_channel, inbox):
+        asked = await peer.inject_message("hello")
+        await peer.wait_until(lambda: bool(inbox))
+        envelopes = [await peer.slash(command, text) for command, text in declared]
+        await peer.wait_until(lambda: len(inbox) == 1 + len(declared))
+    for envelope, (command, _) in zip(envelopes, declared, strict=True):
+        ack = peer.acked(envelope)
+        assert ack is not None and ack["payload"] == {"response_type": "ephemeral", "text": command}
+    expected = [f"/{name} x" if argument else f"/{name}" for name, _, argument in COMMAND_MENU]
+    assert [m.text for m in inbox[1:]] == expected
+    assert {m.thread_id for m in inbox[1:]} == {asked}
 
 
 async def test_typing_posts_the_stop_button_once_then_the_thinking_status() -> None:

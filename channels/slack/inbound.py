@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.base import InboundMessage
+from channels.slack.commands import chat_command
 
 __all__ = ["Asker", "InboundReader", "command_ack", "update_id"]
 
@@ -105,10 +106,11 @@ class InboundReader:
         )
 
     def command(self, payload: dict[str, Any]) -> InboundMessage:
-        """A slash command (``/reset`` …) as the text command, in the user's latest thread of
-        that channel (none yet: the channel's top level)."""
+        """A slash command (``/reset``, ``/ai-status`` …) as the chat command's text
+        (:func:`~channels.slack.commands.chat_command`), in the user's latest thread of that
+        channel (none yet: the channel's top level)."""
         channel, user = str(payload.get("channel_id")), str(payload.get("user_id"))
-        words = f"{payload.get('command', '')} {payload.get('text', '')}".strip()
+        words = chat_command(str(payload.get("command", "")), str(payload.get("text") or ""))
         return InboundMessage(
             channel=self.name,
             chat_id=channel,

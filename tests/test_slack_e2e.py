@@ -1,15 +1,20 @@
 """The Slack channel end to end: the real daemon, unmodified slack_sdk, the local Slack peer
-(architecture §3, §8). Native streaming, the edit path, threads, mention-only channels."""
+(architecture §3, §8). Native streaming, the edit path, threads (two answered at once), mention-only channels, a
+provider restart mid-stream."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from channels.slack.format import mrkdwn
 from orchestrator.policy.catalogue import Redactor
+from tests.peers.provider_server import Reply
 from tests.peers.slack import BOT_ID, SlackServer
-from tests.slack_harness import running_bot, started_channel
+from tests.pipeline import sse
+from tests.slack_harness import BACKUP_PATH, running_bot, started_channel
 from tests.telegram_harness import reply, text_stream
+from tests.test_fallback import A_TEXT, B_TEXT
 from tests.test_policy_telegram_e2e import pieces, url_answer
 
 SECRET = "QXZhunter2"
@@ -137,3 +142,32 @@ async def test_two_threads_answered_at_once_keep_their_own_streams(tmp_path: Pat
     stops = [m for m in peer.web.messages.values() if m.user != peer.user and m.blocks]
     regenerate = [m for m in stops if not m.deleted]
     assert sorted(m.thread_ts or "" for m in regenerate) == sorted([first, second])
+
+
+async def test_an_announced_restart_ends_the_stream_and_shows_only_the_new_answer(
+    tmp_path: Path,
+) -> None:
+    """Provider A streams, then dies; B serves the round (architecture §4 "Restart"), through
+    the daemon. What A streamed cannot be taken back: the stream is stopped and the message at
+    once edited to B's answer, so the chat ends showing B's alone, never A's half answer
+    standing as if complete."""
+    dies = _dies_after(A_TEXT * 4)
+    async with running_bot(tmp_path, [dies], backup=[reply(text_stream([B_TEXT]))]) as bot:
+        await bot.ask("weather?", within=30)
+    peer, dm = bot.peer, bot.peer.dm_channel
+    [message] = bot.answers(dm)
+    assert message.appends[0].startswith("Provider A")  # A was streamed...
+    assert (A_TEXT * 4).startswith("".join(message.appends))
+    assert message.text == B_TEXT and not message.streaming  # ...and only B stands
+    chat = [r for r in peer.requests if r.args.get("ts") == message.ts]
+    assert [r.method for r in chat][-2:] == ["chat.stopStream", "chat.update"]
+    assert len(bot.provider.requests_to(BACKUP_PATH)) == 1
+
+
+def _dies_after(text: str) -> Reply:
+    """A Chat Completions stream of ``text`` in pieces, then a broken body (the socket closes
+    mid-event): the provider died after its text was shown."""
+    events = [sse({"choices": [{"index": 0, "delta": {"content": p}}]}) for p in pieces(text, 40)]
+    cuts = list(itertools.accumulate(len(e) for e in events))
+    tail = b'data: {"choices":[{"index":0,"delta":{"content":" mor'
+    return Reply(body=b"".join(events) + tail, cuts=cuts, delay_secs=0.02, abort=True)

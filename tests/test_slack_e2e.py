@@ -1,6 +1,6 @@
 """The Slack channel end to end: the real daemon, unmodified slack_sdk, the local Slack peer
-(architecture §3, §8). Native streaming, the edit path, threads (two answered at once), mention-only channels, a
-provider restart mid-stream."""
+(architecture §3, §8). Native streaming, the edit path, threads (two answered at once),
+mention-only channels, a provider restart mid-stream."""
 
 from __future__ import annotations
 

@@ -156,3 +156,31 @@ async def test_a_client_that_goes_away_stops_the_answer(tmp_path: Path) -> None:
             with anyio.fail_after(10):
                 await request.wait_ended()
     assert request.client_closed  # the provider stream was closed, not read to its end
+
+
+ALIASES = """\
+  models:
+    fast: {provider: main, model: m-fast}
+    smart: {provider: main}
+"""
+
+
+async def test_the_models_are_the_aliases_and_a_request_picks_its_own(tmp_path: Path) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()])
+        async with http_daemon(provider.url, tmp_path, CHANNELS, agent=ALIASES) as port:
+            models = await client(port).models.list()
+            answer = await client(port).chat.completions.create(
+                model="fast", messages=[{"role": "user", "content": "hi"}]
+            )
+            with pytest.raises(openai.NotFoundError) as unknown:
+                await client(port).chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+    assert [m.id for m in models.data] == ["fast", "smart"]
+    assert answer.model == "fast"
+    (request,) = provider.requests_to(PATH)  # the unknown model asked nothing
+    assert request.json["model"] == "m-fast"
+    body = unknown.value.body
+    assert isinstance(body, dict) and body["code"] == "model_not_found"
+    assert body["param"] == "model" and "fast, smart" in body["message"]

@@ -89,7 +89,9 @@ class OpenAIApiChannel(Channel):
     limits = KIND.limits
     config: OpenAIApiChannelConfig
     served_models: tuple[str, ...] = ()
-    """Set by the daemon: the models the agent answers with (``GET /v1/models``)."""
+    """Set by the daemon: the models offered (``GET /v1/models``): the aliases of
+    ``agent.models`` when configured, else the chain's models. A request naming another is a
+    404 ``model_not_found``; one naming an alias is answered by that model."""
 
     def __init__(self, name: str, config: OpenAIApiChannelConfig, on_inbound: InboundHandler):
         super().__init__(name, config, on_inbound)
@@ -147,6 +149,18 @@ class OpenAIApiChannel(Channel):
             return _json(400, error_body(exc.message, "invalid_request_error", None, exc.param))
         except ValueError:  # not JSON, or not UTF-8
             return _json(400, error_body("the body is not JSON", "invalid_request_error"))
+        offered = self._models()
+        if asked.model is not None and asked.model not in offered:
+            return _json(
+                404,
+                error_body(
+                    f"The model {asked.model!r} does not exist here: use one of "
+                    f"{', '.join(offered)} (GET {self.config.path}/models)",
+                    "invalid_request_error",
+                    "model_not_found",
+                    "model",
+                ),
+            )
         chat_id = f"chatcmpl-{uuid.uuid4().hex}"
         exchange = _Exchange(self.config.show_tool_status)
         self._exchanges[chat_id] = exchange
@@ -159,12 +173,13 @@ class OpenAIApiChannel(Channel):
                     sender_name=sender,
                     text=asked.text,
                     context=asked.context,
+                    model=asked.model,
                     attachments=tuple(
                         Attachment(mime, data, len(data)) for mime, data in asked.images
                     ),
                 )
             )
-            model = asked.model or self._models()[0]
+            model = asked.model or offered[0]
             if asked.stream:
                 return await self._stream(request, chat_id, exchange, asked, model)
             while not exchange.finished:

@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import time
 import uuid
 from typing import Any
@@ -62,6 +63,7 @@ class _Exchange:
         self.changed = asyncio.Event()
         self.open_messages = 1  # the request's own; a /stop adds one
         self.usage = (0, 0)
+        self.refused: tuple[str, float] | None = None  # a limit's line, when its cap resets
 
     @property
     def finished(self) -> bool:
@@ -186,7 +188,7 @@ class OpenAIApiChannel(Channel):
                 await exchange.changed.wait()
                 exchange.take()
             if not exchange.content.text:
-                return self._unanswered()
+                return self._unanswered(exchange)
             body = completion(
                 chat_id, int(time.time()), model, exchange.content.text, exchange.usage
             )
@@ -199,7 +201,14 @@ class OpenAIApiChannel(Channel):
             self._exchanges.pop(chat_id, None)
 
     @staticmethod
-    def _unanswered() -> web.Response:
+    def _unanswered(exchange: _Exchange) -> web.Response:
+        """No text came: a limit refused the request (429 ``rate_limit_exceeded`` with
+        ``Retry-After``, seconds until its cap resets), or the bot could not answer (503)."""
+        if exchange.refused is not None:
+            line, resets_at = exchange.refused
+            response = _json(429, error_body(line, "requests", "rate_limit_exceeded"))
+            response.headers["Retry-After"] = str(max(1, math.ceil(resets_at - time.time())))
+            return response
         return _json(
             503,
             error_body(
@@ -254,7 +263,7 @@ class OpenAIApiChannel(Channel):
             elif exchange.finished:
                 break
         if response is None:
-            return self._unanswered()
+            return self._unanswered(exchange)
         await send(piece({}, "stop"))
         if asked.include_usage:
             await send(piece(None))
@@ -312,6 +321,11 @@ class OpenAIApiChannel(Channel):
         exchange = self._exchanges.get(chat_id)
         if exchange is not None:
             exchange.usage = (input_tokens, output_tokens)
+
+    async def reply_refused(self, chat_id: str, line: str, resets_at: float) -> None:
+        exchange = self._exchanges.get(chat_id)
+        if exchange is not None:
+            exchange.refused = (line, resets_at)
 
     async def reply_finished(self, chat_id: str) -> None:
         exchange = self._exchanges.get(chat_id)

@@ -139,6 +139,7 @@
     for (const c of conversations) {
       const li = document.createElement("li");
       li.dataset.id = c.id;
+      if (c.id === state.conv) li.classList.add("current");  // kept across a refresh
       li.textContent = c.title || "New chat";
       li.addEventListener("click", () => open(c.id));
       list.appendChild(li);

@@ -128,8 +128,10 @@ async def test_stop_ends_the_provider_stream(tmp_path: Path) -> None:
     assert states[-1].rstrip().endswith("⏹ Stopped.")
 
 
-async def test_with_tokens_the_page_asks_for_one_and_then_chats(tmp_path: Path) -> None:
-    channels = '  web:\n    kind: web\n    auth: tokens\n    tokens: ["${API_TOKEN}"]\n'
+async def test_with_tokens_the_page_at_its_path_asks_for_one_and_then_chats(tmp_path: Path) -> None:
+    channels = (  # served under a path of its own: its page, script and API are there
+        '  web:\n    kind: web\n    path: "/team"\n    auth: tokens\n    tokens: ["${API_TOKEN}"]\n'
+    )
     async with ProviderServer() as provider:
         provider.script(PATH, [answer_reply()])
         async with http_daemon(provider.url, tmp_path, channels) as port:
@@ -140,7 +142,7 @@ async def test_with_tokens_the_page_asks_for_one_and_then_chats(tmp_path: Path) 
                 from selenium.webdriver.support.ui import WebDriverWait
 
                 with headless_chromium() as driver:
-                    driver.get(f"http://127.0.0.1:{port}/")
+                    driver.get(f"http://127.0.0.1:{port}/team/")
                     wait = WebDriverWait(driver, 20)
                     signin = (By.ID, "signin")
                     wait.until(expected_conditions.visibility_of_element_located(signin))

@@ -106,7 +106,7 @@ class OpenAIApiChannel(Channel):
 
     @property
     def http_prefix(self) -> str:
-        return self.config.path + "/"
+        return self.config.served_prefix()
 
     async def start(self) -> None:
         return None

@@ -66,7 +66,7 @@ class WebChannel(Channel):
 
     @property
     def http_prefix(self) -> str:
-        return "/"
+        return self.config.served_prefix()
 
     async def start(self) -> None:
         self.conversations = Conversations(self.state)

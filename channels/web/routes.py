@@ -105,7 +105,7 @@ class WebRoutes:
         self._channel = channel
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
-        path = request.path
+        path = request.path[len(self._channel.config.served_prefix()) - 1 :]  # from its "/"
         if request.method == "GET" and (path == "/" or path.startswith("/static/")):
             name = "index.html" if path == "/" else path.removeprefix("/static/")
             return self._file(name)

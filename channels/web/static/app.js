@@ -6,7 +6,8 @@
 (() => {
   const md = window.markdownit({ html: false, linkify: true });
   const $ = (id) => document.getElementById(id);
-  const state = { conv: null, events: null, busy: false, token: localStorage.getItem("relaybot_token") || "" };
+  const saved = (key) => "relaybot_" + key + ":" + location.pathname;  // each page's own
+  const state = { conv: null, events: null, busy: false, token: localStorage.getItem(saved("token")) || "" };
 
   function headers(extra) {
     const h = Object.assign({ "X-Relaybot": "1" }, extra || {});
@@ -21,7 +22,7 @@
       init.body = JSON.stringify(body);
       init.headers["Content-Type"] = "application/json";
     }
-    const response = await fetch("/api/" + path, init);
+    const response = await fetch("api/" + path, init);  // under the page's own path
     if (response.status === 401) {
       $("signin").hidden = false;
       throw new Error("sign in first");
@@ -119,7 +120,7 @@
   async function open(conv) {
     if (state.events) state.events.abort();
     state.conv = conv;
-    localStorage.setItem("relaybot_conversation", conv);
+    localStorage.setItem(saved("conversation"), conv);
     document.querySelectorAll("#conversations li").forEach((li) => li.classList.toggle("current", li.dataset.id === conv));
     const controller = new AbortController();
     state.events = controller;
@@ -182,7 +183,7 @@
     notice("");
     const conversations = await refresh();
     $("signin").hidden = true;
-    const last = localStorage.getItem("relaybot_conversation");
+    const last = localStorage.getItem(saved("conversation"));
     if (conversations.some((c) => c.id === last)) await open(last);
     else if (conversations.length) await open(conversations[0].id);
     else await newChat();
@@ -197,7 +198,7 @@
   $("signin-form").addEventListener("submit", (e) => {
     e.preventDefault();
     state.token = $("token").value.trim();
-    localStorage.setItem("relaybot_token", state.token);
+    localStorage.setItem(saved("token"), state.token);
     start().catch((err) => notice(err.message));
   });
   start().catch((err) => notice(err.message));

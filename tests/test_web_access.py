@@ -4,11 +4,14 @@ would hand the orchestrator."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
@@ -205,3 +208,37 @@ def test_two_served_channels_cannot_claim_one_path(tmp_path: Path) -> None:
     assert set(load_config_text(fixed, source_name="F", environ={}).channels) == {"web", "other"}
     with pytest.raises(ConfigError, match="without a trailing slash"):
         load_config_text(fixed.replace('"/other"', '"/other/"'), source_name="F", environ={})
+
+
+def _history_rows(tmp_path: Path, conversation: str) -> int:
+    """The model's history of ``conversation`` in the daemon's store, in rows."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "relaybot.db")) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM messages WHERE chat_id = ?", (conversation,)
+        ).fetchone()
+    return int(count)
+
+
+async def test_a_deleted_conversation_leaves_the_list_the_page_and_the_store(
+    tmp_path: Path,
+) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()])
+        async with http_daemon(provider.url, tmp_path, "  web: {kind: web}\n") as port:
+            async with WebClient(f"http://127.0.0.1:{port}") as web:
+                gone = await web.new_conversation()
+                kept = await web.new_conversation()
+                await web.ask(gone, "hello")
+                before = _history_rows(tmp_path, gone)
+                deleted = await web.http.delete(f"/api/conversations/{gone}")
+                listed = (await web.http.get("/api/session")).json()["conversations"]
+                reopened = await web.http.get(f"/api/conversations/{gone}")
+                again = await web.http.delete(f"/api/conversations/{gone}")
+                for _ in range(500):  # the history goes with the /reset queued for it
+                    if not (after := _history_rows(tmp_path, gone)):
+                        break
+                    await anyio.sleep(0.02)
+    assert before == 2 and after == 0  # the question and its answer, then nothing
+    assert deleted.status_code == 200
+    assert [c["id"] for c in listed] == [kept]
+    assert reopened.status_code == 404 and again.status_code == 404

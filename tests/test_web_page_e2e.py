@@ -172,7 +172,7 @@ def _wait_for(driver: Any, script: str, until_secs: float = 30.0) -> Any:
     return value
 
 
-async def test_a_refusal_is_one_line_and_new_chats_and_the_list_still_work(
+async def test_a_refusal_is_one_line_and_new_chats_the_list_and_deleting_still_work(
     tmp_path: Path,
 ) -> None:
     limits = "limits:\n  user: {messages_per_minute: 1}\n"
@@ -180,7 +180,7 @@ async def test_a_refusal_is_one_line_and_new_chats_and_the_list_still_work(
         provider.script(PATH, [answer_reply(words_delay_secs=0.0)] * 2)
         async with http_daemon(provider.url, tmp_path, CHANNELS, policy=limits) as port:
 
-            def session() -> tuple[str, list[str], str, str]:
+            def session() -> tuple[str, list[str], str]:
                 from selenium.webdriver.common.by import By
 
                 with headless_chromium() as driver:
@@ -204,16 +204,24 @@ async def test_a_refusal_is_one_line_and_new_chats_and_the_list_still_work(
                         " && document.querySelectorAll('#conversations li').length === 2"
                         " && document.querySelectorAll('.message').length === 0",
                     )
-                    titles = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "li")]
+                    titles = [s.text for s in driver.find_elements(By.CSS_SELECTOR, "li span")]
                     driver.find_element(By.CSS_SELECTOR, f"li[data-id='{first}']").click()
                     shown = _wait_for(
                         driver,
                         "document.querySelectorAll('.message').length === 4"
                         " && document.getElementById('messages').innerText",
                     )
-                    return refusal, titles, shown, first
+                    # Deleted from the list (after the page asks): the other one opens.
+                    driver.find_element(By.CSS_SELECTOR, f"li[data-id='{first}'] .delete").click()
+                    driver.switch_to.alert.accept()
+                    _wait_for(
+                        driver,
+                        "document.querySelectorAll('#conversations li').length === 1"
+                        f" && document.querySelector('li.current')?.dataset.id !== '{first}'",
+                    )
+                    return refusal, titles, shown
 
-            refusal, titles, shown, _ = await anyio.to_thread.run_sync(session)
+            refusal, titles, shown = await anyio.to_thread.run_sync(session)
     assert refusal.startswith("⛔ You are sending more than 1 message a minute: try again in")
     assert "\n" not in refusal.strip()  # one line
     assert len(provider.requests_to(PATH)) == 1  # the refused message asked no model

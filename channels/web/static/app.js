@@ -141,7 +141,18 @@
       const li = document.createElement("li");
       li.dataset.id = c.id;
       if (c.id === state.conv) li.classList.add("current");  // kept across a refresh
-      li.textContent = c.title || "New chat";
+      const title = document.createElement("span");
+      title.textContent = c.title || "New chat";
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "delete";
+      remove.title = "Delete this conversation";
+      remove.textContent = "×";
+      remove.addEventListener("click", (e) => {
+        e.stopPropagation();
+        forget(c.id).catch((err) => notice(err.message));
+      });
+      li.append(title, remove);
       li.addEventListener("click", () => open(c.id));
       list.appendChild(li);
     }
@@ -157,6 +168,16 @@
     const created = await api("POST", "conversations");
     await refresh();
     await open(created.id);
+  }
+
+  async function forget(conv) {
+    // Delete a conversation (after asking): it leaves the list; the page opens another.
+    if (!window.confirm("Delete this conversation? Its messages and history are removed.")) return;
+    await api("DELETE", "conversations/" + conv);
+    const left = await refresh();
+    if (conv !== state.conv) return;
+    if (left.length) await open(left[0].id);
+    else await newChat();
   }
 
   async function send() {

@@ -36,6 +36,7 @@ KIND_MODULES: tuple[str, ...] = (
     "channels.telegram.kind",
     "channels.matrix.kind",
     "channels.discord.kind",
+    "channels.slack.kind",
     "channels.console.kind",
     "channels.web.kind",
     "channels.openai_api.kind",

@@ -52,6 +52,7 @@ CORES = [
     "orchestrator/policy/catalogue.py",
     "orchestrator/policy/shapes.py",
     "orchestrator/policy/views.py",
+    "orchestrator/policy/joints.py",
     "orchestrator/policy/window.py",
     "orchestrator/policy/pieces.py",
     "channels/telegram/format.py",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.cli import _parser
+from orchestrator.cli_parser import build_parser
 from tests.conftest import FIXTURES
 from tests.peers.provider_server import ProviderServer, Reply
 
@@ -62,13 +62,13 @@ def test_bare_relaybot_prints_the_help(tmp_path: Path) -> None:
 
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
-    parser = _parser()
+    parser = build_parser()
     [action] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return dict(action.choices)
 
 
 def test_every_command_and_argument_has_a_help_text(tmp_path: Path) -> None:
-    parser = _parser()
+    parser = build_parser()
     [commands] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert {c.dest for c in commands._choices_actions} == {
         "run",

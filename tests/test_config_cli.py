@@ -51,6 +51,8 @@ def test_check_config_accepts_the_example() -> None:
         "TELEGRAM_WEBHOOK_SECRET": "k",
         "MATRIX_ACCESS_TOKEN": "k",
         "DISCORD_BOT_TOKEN": "k",
+        "SLACK_BOT_TOKEN": "k",
+        "SLACK_APP_TOKEN": "k",
         "MCP_SEARCH_TOKEN": "k",
         "WEB_TOKEN": "web-token-0123456789",
         "API_TOKEN": "api-token-0123456789",
@@ -60,7 +62,7 @@ def test_check_config_accepts_the_example() -> None:
     result = _relaybot("check-config", "config/example.yaml", env=env)
     assert result.returncode == 0, result.stderr
     # Only warnings, one per channel whose kind this version cannot start.
-    missing = {"matrix", "discord"} - available_channel_kinds()
+    missing = {"matrix", "discord", "slack"} - available_channel_kinds()
     warned = {line.split("'")[1] for line in result.stderr.splitlines()}
     assert warned == missing
     assert all(": warning: channel kind '" in line for line in result.stderr.splitlines())
@@ -80,7 +82,7 @@ def test_bad_config_prints_file_line_messages_and_exits_2(
         f"{path}:4: agent.providers[1]: unknown provider 'backup' (configured: main)",
         f"{path}:6: channels.term.colour: unknown key (expected one of: "
         "draft_update_interval_ms, allowed_users, respond_in_groups, show_reasoning, "
-        "show_tool_status, kind, stream_drafts)",
+        "show_tool_status, admins, kind, stream_drafts)",
     ]
     assert SECRET[:12] not in result.stdout + result.stderr
 

@@ -35,6 +35,8 @@ FAKE_ENV = {
     "TELEGRAM_WEBHOOK_SECRET": "fake-webhook-secret",
     "MATRIX_ACCESS_TOKEN": "syt_fake",
     "DISCORD_BOT_TOKEN": "fake.discord.token",
+    "SLACK_BOT_TOKEN": "xoxb-fake-slack",
+    "SLACK_APP_TOKEN": "xapp-fake-slack",
     "MCP_SEARCH_TOKEN": "fake-mcp-token",
     "WEB_TOKEN": "fake-web-token-0123456789",
     "API_TOKEN": "fake-api-token-0123456789",

@@ -66,6 +66,8 @@ def test_capability_table() -> None:
         "`stream_mode: multi_message` | 1500 | 4000 characters |\n"
         "| `discord` | `stream_mode`: `off`, `partial`, `multi_message` | "
         "`stream_mode: partial` | 1000 | 2000 characters |\n"
+        "| `slack` | `stream_mode`: `off`, `partial`, `multi_message` | "
+        "`stream_mode: partial` | 1000 | 40000 characters |\n"
         "| `console` | `stream_drafts`: `true` (as `partial`), `false` (as `off`) | "
         "`stream_drafts: true` | 100 | unlimited |\n"
         "| `web` | `partial` | `partial` | 100 | unlimited |\n"

@@ -8,7 +8,8 @@ import io
 import anyio
 
 from channels.base import InboundMessage, MessageRef
-from channels.console.adapter import BOT_COMMANDS, HELP_TEXT, QUIT_WINDOW_SECS, ConsoleChannel
+from channels.console.adapter import QUIT_WINDOW_SECS, ConsoleChannel
+from channels.console.commands import BOT_COMMANDS, HELP_TEXT
 from channels.console.kind import ConsoleChannelConfig
 
 
@@ -104,7 +105,10 @@ async def test_help_and_unknown_commands_are_answered_here_and_bot_commands_go_o
         received.append(message.text)
         await channel.reply_finished(message.chat_id)
 
-    lines = "/help\n/HELP@bot\n/frobnicate x\n/reset\n/stop\n/start\n//frobnicate\n/usr/bin is\n"
+    lines = (
+        "/help\n/HELP@bot\n/frobnicate x\n/reset\n/stop\n/start\n//frobnicate\n/usr/bin is\n"
+        "/model smart\n/system be brief\n/usage\n"
+    )
     channel = ConsoleChannel(
         "term",
         ConsoleChannelConfig(kind="console"),
@@ -114,13 +118,17 @@ async def test_help_and_unknown_commands_are_answered_here_and_bot_commands_go_o
     )
     with anyio.fail_after(5):
         await channel.serve()
-    assert received == ["/reset", "/stop", "/start", "/frobnicate", "/usr/bin is"]
+    assert received == [
+        "/reset", "/stop", "/start", "/frobnicate", "/usr/bin is", "/model smart",
+        "/system be brief", "/usage",
+    ]  # fmt: skip
     out = stdout.getvalue()
     assert out.count(HELP_TEXT) == 2
     for item in ("/help", "/reset", "/stop", "Ctrl-C", "Ctrl-D"):
         assert item in HELP_TEXT
     assert "unknown command /frobnicate" in out
     assert BOT_COMMANDS <= {line.split()[0] for line in HELP_TEXT.splitlines() if "/" in line}
+    assert {"/model", "/system", "/settings", "/status", "/usage", "/new"} <= BOT_COMMANDS
 
 
 async def test_ctrl_c_is_stop_while_an_answer_runs_and_a_second_one_within_2_s_quits() -> None:

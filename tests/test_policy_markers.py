@@ -351,12 +351,12 @@ def test_the_joint_patterns_stay_linear_on_long_runs() -> None:
     """An answer of 100,000 spaces after a quote or a line break: the joint search runs in
     one pass (bounded, atomic repeats). A pattern that backtracks would take minutes; the bound
     here is a thousand times what one pass takes."""
-    from orchestrator.policy import views
+    from orchestrator.policy import joints
 
     for text in ('a"' + " " * 100_000 + "x", "a\n" * 50_000, "a'+" * 30_000, "a\u2028 " * 30_000):
-        for pattern in (views._JOINT, views._OPEN_JOINT):
+        for pattern in (joints._JOINT, joints._OPEN_JOINT):
             pattern.search(text, timeout=2.0)
-            pattern.search(text, max(0, len(text) - views.OPEN_JOINT_CHARS), timeout=2.0)
+            pattern.search(text, max(0, len(text) - joints.OPEN_JOINT_CHARS), timeout=2.0)
 
 
 def test_a_key_then_a_sentence_on_the_next_line_keeps_the_sentence() -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import getpass
 import io
-import re
 import sys
 import termios
 import threading
@@ -55,6 +54,7 @@ from channels.base import (
     Rendering,
     WriteSpacing,
 )
+from channels.console.commands import is_stop, local_answer
 from channels.console.input import (
     Question,
     in_daemon_thread,
@@ -66,35 +66,16 @@ from channels.console.input import (
 )
 from channels.console.kind import KIND, ConsoleChannelConfig
 
-__all__ = ["BOT_COMMANDS", "HELP_TEXT", "QUIT_WINDOW_SECS", "ConsoleChannel"]
+__all__ = ["QUIT_WINDOW_SECS", "ConsoleChannel"]
 
 CHAT_ID = "console"
 QUIT_WINDOW_SECS = 2.0
 """A second Ctrl-C within this many seconds of the first quits, answer running or not."""
 
-BOT_COMMANDS = frozenset({"/start", "/reset", "/new", "/stop"})
-"""Commands passed on to the bot (the daemon answers them); ``/help`` is answered here."""
-
-HELP_TEXT = """\
-Commands:
-  /help     this list
-  /reset    forget this conversation (its messages are deleted from the store)
-  /new      the same as /reset
-  /stop     stop the running answer
-  /start    say hello
-Keys:
-  Enter         send the line
-  Ctrl-C        stop the running answer (at an empty prompt, or twice in 2 s: quit)
-  Ctrl-D        quit (at an empty prompt)
-  Up, Down      earlier lines (history); Ctrl-R searches them
-  Ctrl-U        delete the line; Ctrl-L clears the screen
-A line starting with // is sent as text starting with /."""
-
 _PLAIN_PROMPT = "you> "
 _COLOUR_PROMPT = "\001\033[1;36m\002you>\001\033[0m\002 "
 """Bold cyan ``you>``; readline gives no width to what is between ``\\001`` and ``\\002``
 (RL_PROMPT_START_IGNORE, RL_PROMPT_END_IGNORE), so it redraws the prompt in the right place."""
-_COMMAND = re.compile(r"/(?P<name>[A-Za-z0-9_]+)(?:@\S*)?")
 
 
 class ConsoleChannel(Channel):
@@ -177,7 +158,7 @@ class ConsoleChannel(Channel):
                 continue
             if text.startswith("//"):
                 text = text[1:]
-            elif (local := _local_answer(text)) is not None:
+            elif (local := local_answer(text)) is not None:
                 self._print_local(local)
                 continue
             await self._pass_on(text)
@@ -240,7 +221,7 @@ class ConsoleChannel(Channel):
                 return
             text = line.strip()
             self._show_typed(text)
-            if _is_stop(text):
+            if is_stop(text):
                 await self._pass_on("/stop")
             elif self._question is not None:
                 self._question.answer(text)
@@ -477,24 +458,6 @@ class ConsoleChannel(Channel):
             self._console.file.write(text + "\n")
             self._console.file.flush()
         self._begin_reply()
-
-
-def _is_stop(text: str) -> bool:
-    match = _COMMAND.fullmatch(text.split(maxsplit=1)[0]) if text else None
-    return match is not None and match.group("name").lower() == "stop"
-
-
-def _local_answer(text: str) -> str | None:
-    """The answer to ``text`` made by the console itself, or None when it goes to the bot."""
-    match = _COMMAND.fullmatch(text.split(maxsplit=1)[0])
-    if match is None:
-        return None  # not a command: a message (also "/usr/bin is ...")
-    command = "/" + match.group("name").lower()
-    if command == "/help":
-        return HELP_TEXT
-    if command in BOT_COMMANDS:
-        return None
-    return f"unknown command {command} — /help lists the commands (//text sends /text)"
 
 
 def _user_name() -> str:

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import regex
 
+from orchestrator.policy.joints import ends_in_a_joint, joined
 from orchestrator.policy.searches import (
     CompiledShape,
     SearchMemo,
@@ -68,11 +69,9 @@ from orchestrator.policy.shapes import (
 from orchestrator.policy.views import (
     LINK_URL_CHARS,
     View,
-    ends_in_a_joint,
     folded,
     has_tokens,
     held_from,
-    joined,
     normalised,
 )
 

@@ -51,6 +51,7 @@ from psycopg_pool import AsyncConnectionPool
 from channels.base import InboundMessage
 from orchestrator.store.control_rows import ControlRows
 from orchestrator.store.interface import COPY_TABLES, ChannelStateRows
+from orchestrator.store.postgres_claims import STOP_CHANNEL, Claims, stop_requests
 from orchestrator.store.postgres_schema import migrate
 from orchestrator.store.records import (
     SEEN_UPDATES_KEPT,
@@ -76,8 +77,6 @@ __all__ = ["PostgresStore"]
 log = logging.getLogger(__name__)
 
 _PRUNE_SEEN_EVERY = 64
-STOP_CHANNEL = "relaybot_stop"
-"""The NOTIFY channel of ``/stop`` requests (JSON ``[channel, chat_id, thread_id]``)."""
 _HISTORY_LIMIT = 200
 _DRAFT_COLUMNS = "channel, chat_id, thread_id, message_id, text, formatted, message_ids, reply_to"
 _Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -91,9 +90,7 @@ class PostgresStore:
         self._conninfo = conninfo
         self._pool_size = max(1, pool_size)
         self._pool_or_none: AsyncConnectionPool[_Conn] | None = None
-        self._locks_or_none: _Conn | None = None
-        self._lock_guard = anyio.Lock()
-        self._claimed: set[ConversationRef] = set()
+        self._claims = Claims(conninfo)
         self._marks = 0
         self.controls = ControlRows(self._rows, self._exec)
         """The chat controls' rows (settings, usage, rate counters)."""
@@ -110,7 +107,7 @@ class PostgresStore:
         the schema migrations. Raises ``psycopg.Error`` (e.g. ``OperationalError`` when the
         server cannot be reached) and
         :class:`~orchestrator.store.postgres_schema.SchemaTooNew`."""
-        locks = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        locks = await self._claims.open()
         try:
             await migrate(locks)
             pool: AsyncConnectionPool[_Conn] = AsyncConnectionPool(
@@ -122,19 +119,14 @@ class PostgresStore:
             )
             await pool.open(wait=True, timeout=30.0)
         except BaseException:
-            await locks.close()
+            await self._claims.aclose()
             raise
-        self._pool_or_none, self._locks_or_none = pool, locks
+        self._pool_or_none = pool
 
     @property
     def _pool(self) -> AsyncConnectionPool[_Conn]:
         assert self._pool_or_none is not None, "open() the store first"
         return self._pool_or_none
-
-    @property
-    def _locks(self) -> _Conn:
-        assert self._locks_or_none is not None, "open() the store first"
-        return self._locks_or_none
 
     @property
     def shared(self) -> bool:
@@ -144,8 +136,7 @@ class PostgresStore:
         with anyio.CancelScope(shield=True):
             if self._pool_or_none is not None:
                 await self._pool_or_none.close()
-            if self._locks_or_none is not None:
-                await self._locks_or_none.close()
+            await self._claims.aclose()
 
     async def _rows(self, query: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         async with self._pool.connection() as conn:
@@ -427,42 +418,13 @@ class PostgresStore:
         )
         return [row_to_draft(row) for row in rows]
 
-    # -- claims -----------------------------------------------------------------------------------
+    # -- claims and /stop across instances (orchestrator.store.postgres_claims) ----------------
 
     async def try_claim(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
-        key = (channel, chat_id, thread_id)
-        async with self._lock_guard:
-            if key in self._claimed:
-                return False
-            row = None
-            for attempt in range(2):
-                conn = await self._lock_connection()
-                try:
-                    cursor = await conn.execute(
-                        b"SELECT pg_try_advisory_lock(%s)", (lock_key(*key),)
-                    )
-                    row = await cursor.fetchone()
-                    break
-                except psycopg.OperationalError:
-                    await conn.close()  # the session ended: reconnect once
-                    if attempt:
-                        raise
-            if row is None or not row[0]:
-                return False
-            self._claimed.add(key)
-            return True
+        return await self._claims.try_claim((channel, chat_id, thread_id))
 
     async def release(self, channel: str, chat_id: str, thread_id: str | None) -> None:
-        key = (channel, chat_id, thread_id)
-        with anyio.CancelScope(shield=True):
-            async with self._lock_guard:
-                if key not in self._claimed:
-                    return
-                self._claimed.discard(key)
-                try:
-                    await self._locks.execute(b"SELECT pg_advisory_unlock(%s)", (lock_key(*key),))
-                except psycopg.OperationalError as exc:
-                    log.warning("store: releasing a conversation failed: %s", exc)
+        await self._claims.release((channel, chat_id, thread_id))
 
     async def claimed(self, channel: str, chat_id: str, thread_id: str | None) -> bool:
         # A bigint advisory lock shows in pg_locks as classid (high 32 bits), objid (low 32
@@ -476,51 +438,12 @@ class PostgresStore:
         )
         return bool(rows[0][0])
 
-    async def _lock_connection(self) -> _Conn:
-        """The lock connection, reconnected when it was lost (its locks are gone then: the
-        claims this instance held are forgotten, and logged)."""
-        if not self._locks.closed and not self._locks.broken:
-            return self._locks
-        if self._claimed:
-            log.error(
-                "store: the lock connection was lost; %d conversation claim(s) released",
-                len(self._claimed),
-            )
-            self._claimed.clear()
-        self._locks_or_none = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-        return self._locks_or_none
-
-    # -- /stop across instances -----------------------------------------------------------------
-
     async def request_stop(self, channel: str, chat_id: str, thread_id: str | None) -> None:
         payload = json.dumps([channel, chat_id, thread_id])
         await self._exec("SELECT pg_notify(%s, %s)", (STOP_CHANNEL, payload))
 
-    async def stop_requests(self) -> AsyncIterator[ConversationRef]:
-        while True:
-            try:
-                conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-            except psycopg.OperationalError as exc:
-                log.warning("store: cannot listen for /stop requests: %s", exc)
-                await anyio.sleep(5.0)
-                continue
-            try:
-                await conn.execute(f"LISTEN {STOP_CHANNEL}".encode())
-                async for note in conn.notifies():
-                    try:
-                        channel, chat_id, thread_id = json.loads(note.payload)
-                    except ValueError:
-                        continue
-                    yield (
-                        str(channel),
-                        str(chat_id),
-                        None if thread_id is None else str(thread_id),
-                    )
-            except psycopg.OperationalError as exc:
-                log.warning("store: listening for /stop requests stopped: %s", exc)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await conn.close()
+    def stop_requests(self) -> AsyncIterator[ConversationRef]:
+        return stop_requests(self._conninfo)
 
     # -- retention and copying ----------------------------------------------------------------
 

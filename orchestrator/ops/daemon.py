@@ -351,8 +351,11 @@ class Daemon:
         return channel
 
     def _model_names(self) -> tuple[str, ...]:
-        """The models the agent answers with, first the chain's (what an API channel lists)."""
+        """What an API channel lists: the aliases of ``agent.models`` when configured (a
+        request naming one is answered by it), else the models of the chain, first first."""
         config = self.config
+        if config.agent.models:
+            return tuple(config.agent.models)
         names = [config.providers[p].model for p in config.agent.providers if p in config.providers]
         return tuple(dict.fromkeys(names))
 

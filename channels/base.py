@@ -143,6 +143,7 @@ class InboundMessage:
     update_ids: tuple[int, ...] = ()
     sender_handle: str | None = None
     context: tuple[tuple[str, str], ...] | None = None  # (role, text) of a stateless API
+    model: str | None = None  # an alias of agent.models the request names (a stateless API)
     quoted: Quoted | None = None
     edited: bool = False
 

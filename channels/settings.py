@@ -49,6 +49,11 @@ class ChannelSettings(Strict):
         by the ops server needs it), else None. Default: nothing."""
         return None
 
+    def served_prefix(self) -> str | None:
+        """The path prefix the ops server routes to this channel (``"/"``, ``"/v1/"``), or
+        None when it is not served over HTTP; two channels may not share one."""
+        return None
+
 
 class StreamModeSettings(ChannelSettings):
     """:class:`ChannelSettings` and the ``stream_mode`` choice of a chat network."""

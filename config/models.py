@@ -433,12 +433,25 @@ class RelaybotConfig(_Strict):
     @model_validator(mode="after")
     def _served_channels(self) -> RelaybotConfig:
         """A channel served over HTTP (``kind: web``, ``kind: openai_api``) needs
-        ``server.listen``, and one without access control a loopback address."""
-        problems = [
+        ``server.listen``, one without access control a loopback address, and a path of its
+        own."""
+        problems: list[tuple[tuple[str | int, ...], str]] = [
             (("channels", name), problem)
             for name, channel in self.channels.items()
             if (problem := channel.listen_problem(self.server.listen)) is not None
         ]
+        served: dict[str, str] = {}
+        for name, channel in self.channels.items():
+            prefix = channel.served_prefix()
+            if prefix is None:
+                continue
+            if prefix in served:
+                problem = (
+                    f"channel {served[prefix]!r} is already served at {prefix}: give one of "
+                    "them another path"
+                )
+                problems.append((("channels", name, "path"), problem))
+            served.setdefault(prefix, name)
         if problems:
             raise LocatedValueError(*problems)
         return self

@@ -96,6 +96,7 @@ def daemon_config(
     agent: str = "",
     tools: str = "[current_time]",
     listen: str | None = None,
+    providers: str = "[main]",
 ) -> str:
     """The YAML of a daemon with the ``main`` ``openai_chat`` provider at ``provider_url`` and
     its store in ``tmp_path``.
@@ -107,6 +108,8 @@ def daemon_config(
         agent: more keys of ``agent`` (lines indented 2).
         tools: the value of ``agent.tools``.
         listen: ``server.listen`` (``HOST:PORT``), ``None`` for no server.
+        providers: the value of ``agent.providers`` (more providers: lines indented 2 in
+            ``provider``).
     """
     return f"""\
 {policy}providers:
@@ -116,7 +119,7 @@ def daemon_config(
     api_key: local-test-key
     model: m
 {provider}agent:
-  providers: [main]
+  providers: {providers}
   tools: {tools}
 {agent}channels:
 {channels}storage:

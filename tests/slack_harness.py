@@ -27,9 +27,11 @@ from tests.channel_harness import PATH, CountsReplies, daemon_config, daemon_run
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.peers.slack import SlackServer, StoredMessage
 
-__all__ = ["SIGNING_SECRET", "ObservedSlackChannel", "SlackBot", "running_bot"]
+__all__ = ["BACKUP_PATH", "SIGNING_SECRET", "ObservedSlackChannel", "SlackBot", "running_bot"]
 
 SIGNING_SECRET = "peer-signing-secret"
+BACKUP_PATH = "/b/chat/completions"
+"""Where the ``backup`` provider of :func:`running_bot` posts on the provider server."""
 
 
 class ObservedSlackChannel(CountsReplies, SlackChannel):
@@ -82,13 +84,20 @@ async def running_bot(
     agent_extra: str = "",
     policy: str = "",
     events_listen: str | None = None,
+    backup: Sequence[Reply] = (),
 ) -> AsyncIterator[SlackBot]:
     """The daemon serving the ``sl`` channel, its provider scripted with ``replies``;
     ``extra`` is more YAML under the channel (indented four spaces), ``agent_extra`` under
     ``agent`` (two spaces). With ``events_listen`` the channel takes the Events API over HTTP
-    there (signing secret :data:`SIGNING_SECRET`) instead of Socket Mode."""
+    there (signing secret :data:`SIGNING_SECRET`) instead of Socket Mode. With ``backup``
+    replies a second provider ``backup`` (at :data:`BACKUP_PATH`) is the fallback of ``main``."""
     async with SlackServer() as peer, ProviderServer() as provider:
         provider.script(PATH, list(replies))
+        fallback = ""
+        if backup:
+            provider.script(BACKUP_PATH, list(backup))
+            fallback = (f'  backup:\n    kind: openai_chat\n    base_url: "{provider.url}/b"\n'
+                        "    api_key: local-test-key\n    model: m\n")  # fmt: skip
         transport = f'    app_token: "{peer.app_token}"\n'
         if events_listen is not None:
             transport = (
@@ -105,7 +114,10 @@ async def running_bot(
     multi_message_delay_ms: {interval_ms}
     allowed_users: ["*"]
 {extra}"""
-        text = daemon_config(provider.url, tmp_path, channel, agent=agent_extra, policy=policy)
+        text = daemon_config(
+            provider.url, tmp_path, channel, agent=agent_extra, policy=policy, provider=fallback,
+            providers="[main, backup]" if backup else "[main]",
+        )  # fmt: skip
         config = load_config_text(text, source_name="e2e.yaml", environ={})
         daemon = Daemon(config, storage_path=tmp_path / "relaybot.db", channel_factory=_observed)
 

@@ -157,7 +157,7 @@ def test_unknown_channel_kind(tmp_path: Path) -> None:
     text = VALID.replace("kind: telegram", "kind: telgram")
     assert _errors(tmp_path, text) == [
         "FILE:10: channels.tg.kind: unknown kind "
-        "(expected one of 'telegram', 'matrix', 'discord', 'console', 'web', 'openai_api')"
+        "(expected one of 'telegram', 'matrix', 'discord', 'slack', 'console', 'web', 'openai_api')"
     ]
 
 

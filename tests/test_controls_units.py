@@ -12,7 +12,15 @@ from hypothesis import strategies as st
 
 from config.controls import LimitSet, Prices
 from orchestrator.chats.roles import Presser, Roles, may_change_settings, may_press
-from orchestrator.controls.budgets import Spent, minute_window, next_month, refusal, resets_in
+from orchestrator.controls.budgets import (
+    Spent,
+    minute_window,
+    next_day,
+    next_month,
+    rate_refusal,
+    refusal,
+    resets_in,
+)
 from orchestrator.controls.usage import (
     cost_of,
     day_start,
@@ -90,13 +98,16 @@ def test_periods_are_utc_days_and_calendar_months() -> None:
 def test_a_reached_cap_is_refused_with_when_it_resets() -> None:
     spent = Spent(UsageTotals(600, 0, 400, 0.5, 0, 3), UsageTotals(600, 0, 400, 12.0, 0, 30))
     day = refusal("user", LimitSet(tokens_per_day=1000), spent, NOW)
-    assert day == (
+    assert day is not None and day.line == (
         "⛔ Your daily token limit (1,000) is used up: it resets in 2 h 30 min (at 00:00 UTC)."
     )
+    assert day.resets_at == next_day(NOW)
     assert refusal("user", LimitSet(tokens_per_day=1001), spent, NOW) is None
     month = refusal("chat", LimitSet(cost_per_month=10), spent, NOW)
-    assert month is not None and month.startswith("⛔ This chat's monthly budget ($10.00)")
-    assert "(on 2027-01-01)" in month
+    assert month is not None and month.line.startswith("⛔ This chat's monthly budget ($10.00)")
+    assert "(on 2027-01-01)" in month.line and month.resets_at == next_month(NOW)
+    rate = rate_refusal("user", 2, NOW + 15)
+    assert rate.line.endswith("a minute: try again in 45 s.") and rate.resets_at == NOW + 60
     assert refusal("chat", LimitSet(), spent, NOW) is None
 
 

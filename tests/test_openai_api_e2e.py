@@ -12,6 +12,9 @@ import httpx
 import openai
 import pytest
 
+from channels.web.access import token_identity
+from orchestrator.cli import main
+from tests.channel_harness import daemon_config
 from tests.peers.provider_server import ProviderServer
 from tests.web_harness import (
     ANSWER_HEAD,
@@ -156,3 +159,84 @@ async def test_a_client_that_goes_away_stops_the_answer(tmp_path: Path) -> None:
             with anyio.fail_after(10):
                 await request.wait_ended()
     assert request.client_closed  # the provider stream was closed, not read to its end
+
+
+ALIASES = """\
+  models:
+    fast: {provider: main, model: m-fast}
+    smart: {provider: main}
+"""
+
+
+async def test_the_models_are_the_aliases_and_a_request_picks_its_own(tmp_path: Path) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()])
+        async with http_daemon(provider.url, tmp_path, CHANNELS, agent=ALIASES) as port:
+            models = await client(port).models.list()
+            answer = await client(port).chat.completions.create(
+                model="fast", messages=[{"role": "user", "content": "hi"}]
+            )
+            with pytest.raises(openai.NotFoundError) as unknown:
+                await client(port).chat.completions.create(
+                    model="m", messages=[{"role": "user", "content": "hi"}]
+                )
+    assert [m.id for m in models.data] == ["fast", "smart"]
+    assert answer.model == "fast"
+    (request,) = provider.requests_to(PATH)  # the unknown model asked nothing
+    assert request.json["model"] == "m-fast"
+    body = unknown.value.body
+    assert isinstance(body, dict) and body["code"] == "model_not_found"
+    assert body["param"] == "model" and "fast, smart" in body["message"]
+
+
+DAILY_CAP = "limits:\n  user: {tokens_per_day: 50}\n"
+RATE_CAP = "limits:\n  user: {messages_per_minute: 1}\n"
+HI = [{"role": "user", "content": "hi"}]
+
+
+async def test_a_token_over_its_daily_budget_gets_429_and_its_usage_is_listed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()] * 2)
+        async with http_daemon(provider.url, tmp_path, CHANNELS, policy=DAILY_CAP) as port:
+            first = await client(port).chat.completions.create(model="m", messages=HI)
+            with pytest.raises(openai.RateLimitError) as refused:
+                await client(port).chat.completions.create(model="m", messages=HI, stream=True)
+        config = tmp_path / "relaybot.yaml"
+        config.write_text(
+            daemon_config(provider.url, tmp_path, CHANNELS, policy=DAILY_CAP, listen="127.0.0.1:1")
+        )
+    assert first.usage is not None and first.usage.total_tokens == 60  # over the cap of 50
+    assert len(provider.requests_to(PATH)) == 1  # the refused request asked no model
+    assert refused.value.status_code == 429
+    body = refused.value.body
+    assert isinstance(body, dict) and body["code"] == "rate_limit_exceeded"
+    assert body["message"].startswith("⛔ Your daily token limit (50) is used up")
+    assert 0 < int(refused.value.response.headers["Retry-After"]) <= 86_400
+    monkeypatch.setenv("API_TOKEN", TOKEN)
+    capsys.readouterr()
+    argv = ["usage", "--config", str(config), "--by", "user", "--json"]
+    assert await anyio.to_thread.run_sync(main, argv) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["key"], r["input_tokens"], r["output_tokens"]) for r in rows] == [
+        (token_identity(TOKEN), 31, 29)
+    ]
+
+
+async def test_a_token_over_its_message_rate_gets_429_with_retry_after(tmp_path: Path) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()] * 2)
+        async with http_daemon(provider.url, tmp_path, CHANNELS, policy=RATE_CAP) as port:
+            await client(port).chat.completions.create(model="m", messages=HI)
+            async with httpx.AsyncClient(timeout=30) as raw:
+                refused = await raw.post(
+                    f"http://127.0.0.1:{port}/v1/chat/completions",
+                    headers={"Authorization": f"Bearer {TOKEN}"},
+                    json={"model": "m", "messages": HI},
+                )
+    assert len(provider.requests_to(PATH)) == 1
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "rate_limit_exceeded"
+    assert "more than 1 message a minute" in refused.json()["error"]["message"]
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60

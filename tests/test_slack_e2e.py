@@ -1,15 +1,20 @@
 """The Slack channel end to end: the real daemon, unmodified slack_sdk, the local Slack peer
-(architecture §3, §8). Native streaming, the edit path, threads, mention-only channels."""
+(architecture §3, §8). Native streaming, the edit path, threads (two answered at once),
+mention-only channels, a provider restart mid-stream."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 from channels.slack.format import mrkdwn
 from orchestrator.policy.catalogue import Redactor
+from tests.peers.provider_server import Reply
 from tests.peers.slack import BOT_ID, SlackServer
-from tests.slack_harness import running_bot, started_channel
+from tests.pipeline import sse
+from tests.slack_harness import BACKUP_PATH, running_bot, started_channel
 from tests.telegram_harness import reply, text_stream
+from tests.test_fallback import A_TEXT, B_TEXT
 from tests.test_policy_telegram_e2e import pieces, url_answer
 
 SECRET = "QXZhunter2"
@@ -61,7 +66,7 @@ async def test_a_channel_answers_a_mention_once_in_its_thread(tmp_path: Path) ->
         asked = await bot.ask(f"<@{BOT_ID}> please answer", channel=peer.channel)
         thread_ts = await peer.inject_message("a reply in the thread, no mention",
                                               channel=peer.channel, thread_ts=asked)  # fmt: skip
-        await peer.wait_until(lambda: bot.channel.replies_finished >= before + 2)
+        await peer.wait_until(lambda: bot.channel.replies_finished >= before + 3)
     assert thread_ts
     [message] = bot.answers(peer.channel)
     assert message.thread_ts == asked
@@ -78,11 +83,12 @@ async def test_a_text_that_no_longer_extends_the_stream_stops_it_and_edits_the_m
     async with SlackServer() as peer, started_channel(peer) as (channel, inbox):
         asked = await peer.inject_message("weather?")
         await peer.wait_until(lambda: bool(inbox))
+        await channel.answer_started(peer.dm_channel, asked, peer.user)
         ref = await channel.send_message(peer.dm_channel, "Provider A starts", thread_id=asked)
         await channel.edit_message(ref, "Provider A starts a careful")
         await channel.edit_message(ref, "Provider B")  # the restart
         await channel.edit_message(ref, "Provider B answers.", formatted=True)
-        await channel.reply_finished(peer.dm_channel)
+        await channel.answer_finished(peer.dm_channel, asked, regenerate=False)
     [message] = peer.bot_messages(peer.dm_channel)
     assert message.appends == ["Provider A starts", " a careful"]
     assert not message.streaming and message.text == "Provider B answers."
@@ -107,3 +113,61 @@ async def test_auto_edits_instead_where_the_workspace_refuses_streaming(tmp_path
     assert message.text == mrkdwn(answer) and not message.appends
     assert len(peer.calls("chat.startStream", ok=False)) == 1  # tried once, then edits
     assert peer.calls("chat.update")
+
+
+async def test_two_threads_answered_at_once_keep_their_own_streams(tmp_path: Path) -> None:
+    """The end of one thread's answer stops that thread's stream and Stop button only: the
+    other thread's answer, still streaming in the same channel, keeps its native stream."""
+    short = "Short and done: " + "quick " * 50
+    long = "Long and still going: " + "slow " * 150
+    replies = [
+        reply(text_stream(pieces(short, 6)), delay_secs=0.03),
+        reply(text_stream(pieces(long, 6)), delay_secs=0.04),
+    ]
+    async with running_bot(tmp_path, replies) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel
+        before = bot.channel.replies_finished
+        first = await peer.inject_message("a short one")
+        second = await peer.inject_message("a long one")
+        await peer.wait_until(lambda: bot.channel.replies_finished >= before + 2, within=30)
+    answers = {m.thread_ts: m for m in bot.answers(dm)}
+    assert set(answers) == {first, second}
+    texts = {m.text.rstrip() for m in answers.values()}
+    assert texts == {short.rstrip(), long.rstrip()}
+    for message in answers.values():
+        assert not message.streaming and message.edits == 0  # never fell back to chat.update
+        assert "".join(message.appends) == message.text
+    assert not peer.calls("chat.update")
+    assert len(peer.calls("chat.startStream")) == len(peer.calls("chat.stopStream")) == 2
+    stops = [m for m in peer.web.messages.values() if m.user != peer.user and m.blocks]
+    regenerate = [m for m in stops if not m.deleted]
+    assert sorted(m.thread_ts or "" for m in regenerate) == sorted([first, second])
+
+
+async def test_an_announced_restart_ends_the_stream_and_shows_only_the_new_answer(
+    tmp_path: Path,
+) -> None:
+    """Provider A streams, then dies; B serves the round (architecture §4 "Restart"), through
+    the daemon. What A streamed cannot be taken back: the stream is stopped and the message at
+    once edited to B's answer, so the chat ends showing B's alone, never A's half answer
+    standing as if complete."""
+    dies = _dies_after(A_TEXT * 4)
+    async with running_bot(tmp_path, [dies], backup=[reply(text_stream([B_TEXT]))]) as bot:
+        await bot.ask("weather?", within=30)
+    peer, dm = bot.peer, bot.peer.dm_channel
+    [message] = bot.answers(dm)
+    assert message.appends[0].startswith("Provider A")  # A was streamed...
+    assert (A_TEXT * 4).startswith("".join(message.appends))
+    assert message.text == B_TEXT and not message.streaming  # ...and only B stands
+    chat = [r for r in peer.requests if r.args.get("ts") == message.ts]
+    assert [r.method for r in chat][-2:] == ["chat.stopStream", "chat.update"]
+    assert len(bot.provider.requests_to(BACKUP_PATH)) == 1
+
+
+def _dies_after(text: str) -> Reply:
+    """A Chat Completions stream of ``text`` in pieces, then a broken body (the socket closes
+    mid-event): the provider died after its text was shown."""
+    events = [sse({"choices": [{"index": 0, "delta": {"content": p}}]}) for p in pieces(text, 40)]
+    cuts = list(itertools.accumulate(len(e) for e in events))
+    tail = b'data: {"choices":[{"index":0,"delta":{"content":" mor'
+    return Reply(body=b"".join(events) + tail, cuts=cuts, delay_secs=0.02, abort=True)

@@ -1,13 +1,18 @@
 """The Slack channel's pure parts: native-stream steps (appends concatenate to the text, a
-failed step repeats nothing), the inbound reader, mrkdwn and the config's checks."""
+failed step repeats nothing), the inbound reader, the slash commands, mrkdwn and the config's
+checks."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from channels.base import COMMAND_MENU
+from channels.slack.commands import chat_command, manifest_commands, readme_table
 from channels.slack.controls import APPROVE, DENY, SECTION_MAX, approval_blocks
 from channels.slack.format import escape, mrkdwn, rendering
 from channels.slack.inbound import InboundReader, update_id
@@ -102,3 +107,20 @@ def test_the_config_wants_slack_ids_and_one_transport() -> None:
         SlackChannelConfig.model_validate({**base})
     with pytest.raises(ValidationError, match="required with signing_secret"):
         SlackChannelConfig.model_validate({**base, "signing_secret": "s"})
+
+
+def test_every_menu_command_is_a_slash_command_and_the_readme_lists_them() -> None:
+    declared = [entry["command"] for entry in manifest_commands()]
+    assert [chat_command(command) for command in declared] == [
+        f"/{name}" for name, _, _ in COMMAND_MENU
+    ]
+    assert "/status" not in declared  # Slack's own
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- slack-commands:start -->\n")[1].split("\n<!-- slack-commands:end")[0]
+    assert table == readme_table()
+
+
+def test_a_prefixed_slash_command_is_the_menu_command() -> None:
+    assert chat_command("/gpt-model", " smart ") == "/model smart"
+    assert chat_command("/system", "be brief") == "/system be brief"
+    assert chat_command("/my-own") == "/my-own"  # not in the menu: as it is

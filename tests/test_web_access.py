@@ -4,19 +4,25 @@ would hand the orchestrator."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
 from channels.base import InboundMessage
 from channels.web.adapter import WebChannel
 from channels.web.kind import WebChannelConfig
+from config.errors import ConfigError
+from config.loader import load_config_text
 from orchestrator.metrics import Metrics
 from orchestrator.ops.ops_server import OpsServer
+from tests.channel_harness import daemon_config
 from tests.peers.provider_server import ProviderServer
 from tests.web_harness import SECRET, WebClient, answer_reply, http_daemon, tool_call_reply
 
@@ -157,3 +163,82 @@ async def test_an_uploaded_document_reaches_the_model(tmp_path: Path) -> None:
     (request,) = provider.requests_to(PATH)
     sent = str(request.json["messages"])
     assert "The launch code is blue." in sent and "notes.txt" in sent
+
+
+async def test_two_pages_at_two_paths_each_serve_their_own_conversations() -> None:
+    def on_inbound(message: InboundMessage) -> Any:
+        raise AssertionError(message)
+
+    root = WebChannel("web", WebChannelConfig(kind="web"), on_inbound)
+    team = WebChannel("team", WebChannelConfig(kind="web", path="/team"), on_inbound)
+    for channel in (root, team):
+        await channel.start()
+    server = OpsServer(Metrics(), endpoints=lambda: [root, team])
+    await server.start()
+    try:
+        url = f"http://127.0.0.1:{server.port}"
+        async with httpx.AsyncClient() as http:
+            pages = [(await http.get(url + p)).text for p in ("/", "/team/")]
+            script = await http.get(url + "/team/static/app.js")
+        async with WebClient(url) as at_root, WebClient(url + "/team") as at_team:
+            ours = await at_team.new_conversation()
+            listed = (await at_team.http.get("/api/session")).json()["conversations"]
+            await at_root.new_conversation()
+            elsewhere = await at_root.http.get(f"/api/conversations/{ours}")
+    finally:
+        for channel in (root, team):
+            await channel.stop()
+        await server.stop()
+    assert all('src="static/app.js"' in page for page in pages)  # relative: under each path
+    assert script.status_code == 200 and "text/javascript" in script.headers["content-type"]
+    assert [c["id"] for c in listed] == [ours]
+    assert elsewhere.status_code == 404  # the root page does not know the team's conversation
+    assert str(at_team.http.base_url).endswith("/team/")
+
+
+def test_two_served_channels_cannot_claim_one_path(tmp_path: Path) -> None:
+    channels = "  web:\n    kind: web\n  other:\n    kind: web\n"
+    text = daemon_config("http://127.0.0.1:1", tmp_path, channels, listen="127.0.0.1:9464")
+    with pytest.raises(ConfigError) as refused:
+        load_config_text(text, source_name="F", environ={})
+    assert "channel 'web' is already served at /: give one of them another path" in str(
+        refused.value
+    )
+    fixed = text.replace(channels, channels + '    path: "/other"\n')
+    assert set(load_config_text(fixed, source_name="F", environ={}).channels) == {"web", "other"}
+    with pytest.raises(ConfigError, match="without a trailing slash"):
+        load_config_text(fixed.replace('"/other"', '"/other/"'), source_name="F", environ={})
+
+
+def _history_rows(tmp_path: Path, conversation: str) -> int:
+    """The model's history of ``conversation`` in the daemon's store, in rows."""
+    with contextlib.closing(sqlite3.connect(tmp_path / "relaybot.db")) as db:
+        (count,) = db.execute(
+            "SELECT count(*) FROM messages WHERE chat_id = ?", (conversation,)
+        ).fetchone()
+    return int(count)
+
+
+async def test_a_deleted_conversation_leaves_the_list_the_page_and_the_store(
+    tmp_path: Path,
+) -> None:
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply()])
+        async with http_daemon(provider.url, tmp_path, "  web: {kind: web}\n") as port:
+            async with WebClient(f"http://127.0.0.1:{port}") as web:
+                gone = await web.new_conversation()
+                kept = await web.new_conversation()
+                await web.ask(gone, "hello")
+                before = _history_rows(tmp_path, gone)
+                deleted = await web.http.delete(f"/api/conversations/{gone}")
+                listed = (await web.http.get("/api/session")).json()["conversations"]
+                reopened = await web.http.get(f"/api/conversations/{gone}")
+                again = await web.http.delete(f"/api/conversations/{gone}")
+                for _ in range(500):  # the history goes with the /reset queued for it
+                    if not (after := _history_rows(tmp_path, gone)):
+                        break
+                    await anyio.sleep(0.02)
+    assert before == 2 and after == 0  # the question and its answer, then nothing
+    assert deleted.status_code == 200
+    assert [c["id"] for c in listed] == [kept]
+    assert reopened.status_code == 404 and again.status_code == 404

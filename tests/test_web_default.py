@@ -36,7 +36,7 @@ async def test_the_default_prints_the_page_address_and_the_page_answers(tmp_path
         (url,) = [m.group(1) for line in lines if (m := ADDRESS.match(line))]
         async with httpx.AsyncClient() as plain:
             page = await plain.get(url)
-        assert page.status_code == 200 and "/static/app.js" in page.text
+        assert page.status_code == 200 and "static/app.js" in page.text
         async with WebClient(url) as client:
             conversation = await client.new_conversation()
             events = await client.ask(conversation, "hello")

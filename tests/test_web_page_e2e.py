@@ -64,7 +64,10 @@ def _watch(driver: Any, until_secs: float = 60.0) -> tuple[list[str], list[str]]
         if text and (not states or states[-1] != text):
             states.append(text)
         busy = driver.execute_script("return document.body.dataset.busy")
-        if states and busy == "0":
+        if states and busy == "0":  # sampled once more: the answer may have ended since
+            doms.append(driver.execute_script("return document.documentElement.outerHTML"))
+            if (text := _bot_text(driver)) != states[-1]:
+                states.append(text)
             return doms, states
         time.sleep(SAMPLE_SECS)
     raise TimeoutError(f"the answer did not end; seen: {states[-1:]}")
@@ -125,8 +128,10 @@ async def test_stop_ends_the_provider_stream(tmp_path: Path) -> None:
     assert states[-1].rstrip().endswith("⏹ Stopped.")
 
 
-async def test_with_tokens_the_page_asks_for_one_and_then_chats(tmp_path: Path) -> None:
-    channels = '  web:\n    kind: web\n    auth: tokens\n    tokens: ["${API_TOKEN}"]\n'
+async def test_with_tokens_the_page_at_its_path_asks_for_one_and_then_chats(tmp_path: Path) -> None:
+    channels = (  # served under a path of its own: its page, script and API are there
+        '  web:\n    kind: web\n    path: "/team"\n    auth: tokens\n    tokens: ["${API_TOKEN}"]\n'
+    )
     async with ProviderServer() as provider:
         provider.script(PATH, [answer_reply()])
         async with http_daemon(provider.url, tmp_path, channels) as port:
@@ -137,7 +142,7 @@ async def test_with_tokens_the_page_asks_for_one_and_then_chats(tmp_path: Path) 
                 from selenium.webdriver.support.ui import WebDriverWait
 
                 with headless_chromium() as driver:
-                    driver.get(f"http://127.0.0.1:{port}/")
+                    driver.get(f"http://127.0.0.1:{port}/team/")
                     wait = WebDriverWait(driver, 20)
                     signin = (By.ID, "signin")
                     wait.until(expected_conditions.visibility_of_element_located(signin))
@@ -156,3 +161,69 @@ async def test_with_tokens_the_page_asks_for_one_and_then_chats(tmp_path: Path) 
             listed_before, states = await anyio.to_thread.run_sync(session)
     assert not listed_before  # nothing of the API before the token
     assert ANSWER_TAIL.strip() in states[-1] and SECRET[:12] not in states[-1]
+
+
+def _wait_for(driver: Any, script: str, until_secs: float = 30.0) -> Any:
+    """Poll ``script`` (a JavaScript expression) until it is truthy; returns its value."""
+    deadline = time.monotonic() + until_secs
+    while not (value := driver.execute_script("return " + script)):
+        assert time.monotonic() < deadline, f"never true: {script}"
+        time.sleep(SAMPLE_SECS)
+    return value
+
+
+async def test_a_refusal_is_one_line_and_new_chats_the_list_and_deleting_still_work(
+    tmp_path: Path,
+) -> None:
+    limits = "limits:\n  user: {messages_per_minute: 1}\n"
+    async with ProviderServer() as provider:
+        provider.script(PATH, [answer_reply(words_delay_secs=0.0)] * 2)
+        async with http_daemon(provider.url, tmp_path, CHANNELS, policy=limits) as port:
+
+            def session() -> tuple[str, list[str], str]:
+                from selenium.webdriver.common.by import By
+
+                with headless_chromium() as driver:
+                    _open_page(driver, port)
+                    _ask(driver, "What is my key?")
+                    _watch(driver)
+                    _ask(driver, "And again?")
+                    refusal = _wait_for(
+                        driver,
+                        "[...document.querySelectorAll('.message.bot')]"
+                        ".map(e => e.innerText).find(t => t.startsWith('⛔'))",
+                    )
+                    _wait_for(driver, "document.body.dataset.busy === '0'")
+                    first = driver.find_element(By.CSS_SELECTOR, "li.current").get_attribute(
+                        "data-id"
+                    )
+                    _ask(driver, "/new")
+                    _wait_for(
+                        driver,
+                        f"document.querySelector('li.current')?.dataset.id !== '{first}'"
+                        " && document.querySelectorAll('#conversations li').length === 2"
+                        " && document.querySelectorAll('.message').length === 0",
+                    )
+                    titles = [s.text for s in driver.find_elements(By.CSS_SELECTOR, "li span")]
+                    driver.find_element(By.CSS_SELECTOR, f"li[data-id='{first}']").click()
+                    shown = _wait_for(
+                        driver,
+                        "document.querySelectorAll('.message').length === 4"
+                        " && document.getElementById('messages').innerText",
+                    )
+                    # Deleted from the list (after the page asks): the other one opens.
+                    driver.find_element(By.CSS_SELECTOR, f"li[data-id='{first}'] .delete").click()
+                    driver.switch_to.alert.accept()
+                    _wait_for(
+                        driver,
+                        "document.querySelectorAll('#conversations li').length === 1"
+                        f" && document.querySelector('li.current')?.dataset.id !== '{first}'",
+                    )
+                    return refusal, titles, shown
+
+            refusal, titles, shown = await anyio.to_thread.run_sync(session)
+    assert refusal.startswith("⛔ You are sending more than 1 message a minute: try again in")
+    assert "\n" not in refusal.strip()  # one line
+    assert len(provider.requests_to(PATH)) == 1  # the refused message asked no model
+    assert titles == ["New chat", "What is my key?"]  # the new one first, the old one kept
+    assert "What is my key?" in shown and "And again?" in shown and refusal in shown

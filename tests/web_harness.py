@@ -90,12 +90,16 @@ def answer_reply(*, words_delay_secs: float = 0.03, repeat: int = 1, code: str =
 
 @asynccontextmanager
 async def http_daemon(
-    provider_url: str, tmp_path: Path, channels: str, *, agent: str = ""
+    provider_url: str, tmp_path: Path, channels: str, *, agent: str = "", policy: str = ""
 ) -> AsyncIterator[int]:
     """The daemon with ``channels`` (YAML lines under ``channels:``) and the ops server on a
-    free port of 127.0.0.1, ``API_TOKEN`` set to :data:`TOKEN`; yields the port."""
+    free port of 127.0.0.1, ``API_TOKEN`` set to :data:`TOKEN`; yields the port. ``agent`` and
+    ``policy`` are as :func:`~tests.channel_harness.daemon_config` takes them."""
     port = free_port()
-    text = daemon_config(provider_url, tmp_path, channels, listen=f"127.0.0.1:{port}", agent=agent)
+    listen = f"127.0.0.1:{port}"
+    text = daemon_config(
+        provider_url, tmp_path, channels, listen=listen, agent=agent, policy=policy
+    )
     config = load_config_text(text, source_name="web.yaml", environ={"API_TOKEN": TOKEN})
     daemon = Daemon(config, storage_path=tmp_path / "relaybot.db")
 

@@ -18,6 +18,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 import time
 import uuid
 from typing import Any
@@ -62,6 +63,7 @@ class _Exchange:
         self.changed = asyncio.Event()
         self.open_messages = 1  # the request's own; a /stop adds one
         self.usage = (0, 0)
+        self.refused: tuple[str, float] | None = None  # a limit's line, when its cap resets
 
     @property
     def finished(self) -> bool:
@@ -89,7 +91,9 @@ class OpenAIApiChannel(Channel):
     limits = KIND.limits
     config: OpenAIApiChannelConfig
     served_models: tuple[str, ...] = ()
-    """Set by the daemon: the models the agent answers with (``GET /v1/models``)."""
+    """Set by the daemon: the models offered (``GET /v1/models``): the aliases of
+    ``agent.models`` when configured, else the chain's models. A request naming another is a
+    404 ``model_not_found``; one naming an alias is answered by that model."""
 
     def __init__(self, name: str, config: OpenAIApiChannelConfig, on_inbound: InboundHandler):
         super().__init__(name, config, on_inbound)
@@ -102,7 +106,7 @@ class OpenAIApiChannel(Channel):
 
     @property
     def http_prefix(self) -> str:
-        return self.config.path + "/"
+        return self.config.served_prefix()
 
     async def start(self) -> None:
         return None
@@ -147,6 +151,18 @@ class OpenAIApiChannel(Channel):
             return _json(400, error_body(exc.message, "invalid_request_error", None, exc.param))
         except ValueError:  # not JSON, or not UTF-8
             return _json(400, error_body("the body is not JSON", "invalid_request_error"))
+        offered = self._models()
+        if asked.model is not None and asked.model not in offered:
+            return _json(
+                404,
+                error_body(
+                    f"The model {asked.model!r} does not exist here: use one of "
+                    f"{', '.join(offered)} (GET {self.config.path}/models)",
+                    "invalid_request_error",
+                    "model_not_found",
+                    "model",
+                ),
+            )
         chat_id = f"chatcmpl-{uuid.uuid4().hex}"
         exchange = _Exchange(self.config.show_tool_status)
         self._exchanges[chat_id] = exchange
@@ -159,19 +175,20 @@ class OpenAIApiChannel(Channel):
                     sender_name=sender,
                     text=asked.text,
                     context=asked.context,
+                    model=asked.model,
                     attachments=tuple(
                         Attachment(mime, data, len(data)) for mime, data in asked.images
                     ),
                 )
             )
-            model = asked.model or self._models()[0]
+            model = asked.model or offered[0]
             if asked.stream:
                 return await self._stream(request, chat_id, exchange, asked, model)
             while not exchange.finished:
                 await exchange.changed.wait()
                 exchange.take()
             if not exchange.content.text:
-                return self._unanswered()
+                return self._unanswered(exchange)
             body = completion(
                 chat_id, int(time.time()), model, exchange.content.text, exchange.usage
             )
@@ -184,7 +201,14 @@ class OpenAIApiChannel(Channel):
             self._exchanges.pop(chat_id, None)
 
     @staticmethod
-    def _unanswered() -> web.Response:
+    def _unanswered(exchange: _Exchange) -> web.Response:
+        """No text came: a limit refused the request (429 ``rate_limit_exceeded`` with
+        ``Retry-After``, seconds until its cap resets), or the bot could not answer (503)."""
+        if exchange.refused is not None:
+            line, resets_at = exchange.refused
+            response = _json(429, error_body(line, "requests", "rate_limit_exceeded"))
+            response.headers["Retry-After"] = str(max(1, math.ceil(resets_at - time.time())))
+            return response
         return _json(
             503,
             error_body(
@@ -239,7 +263,7 @@ class OpenAIApiChannel(Channel):
             elif exchange.finished:
                 break
         if response is None:
-            return self._unanswered()
+            return self._unanswered(exchange)
         await send(piece({}, "stop"))
         if asked.include_usage:
             await send(piece(None))
@@ -297,6 +321,11 @@ class OpenAIApiChannel(Channel):
         exchange = self._exchanges.get(chat_id)
         if exchange is not None:
             exchange.usage = (input_tokens, output_tokens)
+
+    async def reply_refused(self, chat_id: str, line: str, resets_at: float) -> None:
+        exchange = self._exchanges.get(chat_id)
+        if exchange is not None:
+            exchange.refused = (line, resets_at)
 
     async def reply_finished(self, chat_id: str) -> None:
         exchange = self._exchanges.get(chat_id)

@@ -56,6 +56,9 @@ class OpenAIApiChannelConfig(ChannelSettings):
             raise ValueError('expected an absolute path without a trailing slash, e.g. "/v1"')
         return path
 
+    def served_prefix(self) -> str:
+        return self.path + "/"
+
     def listen_problem(self, listen: str | None) -> str | None:
         if listen is None:
             return "the API is served on server.listen: set it (e.g. 127.0.0.1:9464)"

@@ -18,17 +18,15 @@ The adapter executes primitive writes; the delivery engine decides what to write
 * **Writes.** ``partial`` streams natively (:mod:`channels.slack.stream`): the draft's send is
   ``chat.startStream`` in the asker's thread (in a channel with ``recipient_user_id`` /
   ``recipient_team_id``), its edits ``chat.appendStream``, the final formatted edit
-  ``chat.stopStream``; :meth:`reply_finished` stops what is still open in that chat. With
+  ``chat.stopStream``; the answer's end stops what is still open in its thread. With
   ``native_streaming: off`` — or ``auto`` once the workspace refused streaming — drafts are
   ``chat.postMessage`` + ``chat.update``. Formatted text is mrkdwn, plain text escaped and sent
   with ``mrkdwn: false`` (:mod:`channels.slack.format`). Errors: :mod:`channels.slack.errors`.
-* **Status and Stop.** While the model works, ``assistant.threads.setStatus`` shows
+* **Status.** While the model works, ``assistant.threads.setStatus`` shows
   ``thinking_status`` (switched off after the first refusal: it exists only in assistant
-  threads); the first typing of an answer instead posts a Stop button in the thread
-  (``stop_button``), deleted when the reply is finished. Pressed by the asker (or an admin), it
-  is ``/stop``.
-* **Approvals.** A prompt with Approve / Deny buttons (:mod:`channels.slack.controls`); only the
-  asker of the thread or an admin may answer; after ``approval_timeout_secs`` it is ``None``.
+  threads); the first typing of an answer instead posts its Stop button.
+* **Buttons and approvals.** Stop, Regenerate and Approve / Deny, each press decided by the
+  orchestrator (:mod:`channels.slack.answers`).
 """
 
 from __future__ import annotations
@@ -47,14 +45,12 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.web.async_slack_response import AsyncSlackResponse
 
 from channels.base import (
-    UNSPACED,
     Channel,
     ChannelHealth,
     InboundHandler,
     InboundMessage,
     MessageRef,
     Rendering,
-    WriteSpacing,
 )
 from channels.errors import (
     ChannelError,
@@ -64,8 +60,8 @@ from channels.errors import (
     MessageNotModified,
     MessageTooLong,
 )
+from channels.slack.answers import SlackControls
 from channels.slack.buttons import Buttons
-from channels.slack.controls import OUTCOME, approval_blocks, section, stop_blocks
 from channels.slack.errors import (
     AUTH_ERRORS,
     NETWORK_ERRORS,
@@ -84,7 +80,7 @@ __all__ = ["SlackChannel"]
 _LOG = logging.getLogger("channels.slack")
 
 
-class SlackChannel(Channel):
+class SlackChannel(SlackControls, Channel):
     """A Slack app (see the module docstring).
 
     Args:
@@ -121,7 +117,8 @@ class SlackChannel(Channel):
         self._streams: dict[tuple[str, str], Stream] = {}
         self._native = config.native_streaming != "off"
         self._status = bool(config.thinking_status)
-        self._buttons = Buttons(self._may_press, self._stop_pressed)
+        self._buttons = Buttons()
+        self._presses: set[asyncio.Task[None]] = set()
 
     def health(self) -> ChannelHealth:
         """``degraded`` while the Socket Mode connection is down (slack_sdk reconnects)."""
@@ -213,6 +210,8 @@ class SlackChannel(Channel):
         if socket is not None:
             await socket.close()  # type: ignore[no-untyped-call]
         self._buttons.cancel()
+        for task in list(self._presses):
+            task.cancel()
 
     # -- inbound --------------------------------------------------------------------------
 
@@ -248,22 +247,8 @@ class SlackChannel(Channel):
             self._inbox.put_nowait(reader.command(payload))
             return command_ack(payload)
         elif kind == "interactive" and payload.get("type") == "block_actions":
-            self._buttons.pressed(payload)
+            self._block_actions(payload)
         return None
-
-    def _stop_pressed(self, chat: str, thread: str | None, user: str) -> None:
-        if self._reader is not None:
-            self._inbox.put_nowait(self._reader.stop(chat, thread, user))
-
-    def _may_press(self, user: str, chat: str, thread: str | None) -> bool:
-        """Only the asker of the thread, or an admin of the channel (``admins``, where the
-        config has them), answers its buttons."""
-        asker = self._reader.asker(chat, thread) if self._reader is not None else None
-        admins = {str(admin) for admin in getattr(self.config, "admins", ())}
-        if (asker is not None and asker.user == user) or user in admins:
-            return True
-        _LOG.info("%s: a press by %s in %s ignored: not the asker", self.name, user, chat)
-        return False
 
     # -- primitives -----------------------------------------------------------------------
 
@@ -320,9 +305,11 @@ class SlackChannel(Channel):
         return MessageRef(chat_id, str(sent["ts"]))
 
     def _streams_here(self, chat: str, thread: str | None, text: str, formatted: bool) -> bool:
-        """A ``partial`` draft (plain) in a thread, where streaming is on and the recipient
-        is known (a channel needs the asker)."""
+        """A ``partial`` draft (plain) of an answer in a thread, where streaming is on and
+        the recipient is known (a channel needs the asker)."""
         if not (self._native and self.stream_mode == "partial" and thread and not formatted):
+            return False
+        if not self._buttons.live((chat, thread)):  # a command's reply: one message
             return False
         if not text.strip() or len(text) > SLACK_MAX_STREAM_TEXT:
             return False
@@ -351,7 +338,7 @@ class SlackChannel(Channel):
         except NETWORK_ERRORS as exc:
             raise translate_error(exc, limit=self.limits.max_length, length=len(text)) from exc
         ts = str(started["ts"])
-        self._streams[(chat, ts)] = Stream(text)
+        self._streams[(chat, ts)] = Stream(text, thread=thread)
         return MessageRef(chat, ts)
 
     async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
@@ -413,20 +400,9 @@ class SlackChannel(Channel):
 
     async def _send_typing(self, chat_id: str, *, thread_id: str | None = None) -> None:
         """The Stop button on an answer's first typing (one write), the thinking status after."""
-        web = self._client()
-        place = (chat_id, thread_id)
-        token = self._buttons.stop_token(place) if self.config.stop_button and thread_id else None
-        if token is not None:
-            sent = await self._call(
-                lambda: web.chat_postMessage(
-                    channel=chat_id,
-                    thread_ts=thread_id,
-                    text="Stop the answer",
-                    blocks=stop_blocks(token),
-                )
-            )
-            self._buttons.stop_sent(place, str(sent["ts"]))
+        if await self._post_stop(chat_id, thread_id):
             return
+        web = self._client()
         if not (self._status and thread_id):
             return
         status = self.config.thinking_status
@@ -443,57 +419,10 @@ class SlackChannel(Channel):
             raise translate_error(exc, limit=self.limits.max_length) from exc
 
     async def reply_finished(self, chat_id: str) -> None:
-        """Stop the streams still open in ``chat_id`` and remove its Stop buttons."""
+        """Stop the streams still open in ``chat_id`` outside a live answer (the answer's own
+        are stopped by :meth:`answer_finished`, per thread)."""
         await super().reply_finished(chat_id)
-        web = self._web
-        if web is None:
-            return
-        for (chat, ts), stream in list(self._streams.items()):
-            if chat == chat_id:
-                del self._streams[(chat, ts)]
-                if stream.open:
-                    with contextlib.suppress(*NETWORK_ERRORS):
-                        await web.chat_stopStream(channel=chat, ts=ts)
-        for control in self._buttons.finished(chat_id):
-            with contextlib.suppress(*NETWORK_ERRORS):
-                await web.chat_delete(channel=chat_id, ts=control)
-
-    async def _request_approval(
-        self,
-        chat_id: str,
-        prompt: str,
-        *,
-        thread_id: str | None = None,
-        spacing: WriteSpacing = UNSPACED,
-    ) -> bool | None:
-        """Raises ChannelError when the prompt cannot be sent."""
-        web = self._client()
-        text = escape(prompt)
-        token, answer = self._buttons.open_approval((chat_id, thread_id))
-        try:
-            sent = await self._call(
-                lambda: web.chat_postMessage(
-                    channel=chat_id,
-                    thread_ts=thread_id,
-                    text=text,
-                    blocks=approval_blocks(text, token),
-                ),
-                length=len(text),
-            )
-            spacing.landed()
-            try:
-                result: bool | None = await asyncio.wait_for(answer, self.approval_timeout_secs)
-            except TimeoutError:
-                result = None
-        finally:
-            self._buttons.close_approval(token)
-        shown = f"{text}\n\n{OUTCOME[result]}"
-        try:  # show the outcome and remove the buttons
-            await spacing.next_write()
-            await web.chat_update(
-                channel=chat_id, ts=str(sent["ts"]), text=shown, blocks=[section(shown)]
-            )
-            spacing.landed()
-        except NETWORK_ERRORS as exc:
-            _LOG.warning("%s: could not update the approval prompt: %s", self.name, exc)
-        return result
+        live = self._buttons.live
+        await self._stop_streams(
+            lambda key, stream: key[0] == chat_id and not live((chat_id, stream.thread))
+        )

@@ -1,24 +1,30 @@
 """Block Kit controls (https://docs.slack.dev/reference/block-kit): the approval prompt with
-Approve / Deny buttons and the Stop button of a running answer, and the presses waited for.
-Pure: building blocks and matching presses.
+Approve / Deny buttons, the Stop button of a running answer and the Regenerate button of the
+last one. Pure: building blocks.
 
-A button's ``action_id`` names the control (:data:`APPROVE`, :data:`DENY`, :data:`STOP`) and
-its ``value`` the prompt it belongs to (a fresh token per prompt), so a press of an old
-prompt's button answers nothing. Who may press is the caller's decision (the asker of the
-thread; see :mod:`channels.slack.adapter`).
+A button's ``action_id`` names the control (:data:`APPROVE`, :data:`DENY`, :data:`STOP`,
+:data:`REGENERATE`) and its ``value`` the prompt or answer it belongs to (a fresh token each),
+so a press of an old button answers nothing (:mod:`channels.slack.buttons`). Who may press is
+the orchestrator's decision (the asker or an admin).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from channels.controls import REGENERATE_LABEL, STOP_LABEL
+
 __all__ = [
     "APPROVE",
     "DENY",
+    "NOT_ALLOWED",
+    "NO_LONGER_ACTIVE",
     "OUTCOME",
+    "REGENERATE",
     "SECTION_MAX",
     "STOP",
     "approval_blocks",
+    "regenerate_blocks",
     "section",
     "stop_blocks",
 ]
@@ -26,6 +32,9 @@ __all__ = [
 APPROVE = "relaybot_approve"
 DENY = "relaybot_deny"
 STOP = "relaybot_stop"
+REGENERATE = "relaybot_regenerate"
+NO_LONGER_ACTIVE = "This button is no longer active."
+NOT_ALLOWED = "You are not allowed to use this button."
 SECTION_MAX = 3000
 """Maximum ``text`` of a section block, in characters (Block Kit, section)."""
 
@@ -66,4 +75,9 @@ def approval_blocks(prompt: str, token: str) -> list[dict[str, Any]]:
 
 def stop_blocks(token: str) -> list[dict[str, Any]]:
     """The Stop button of a running answer."""
-    return [{"type": "actions", "elements": [_button("Stop", STOP, token, "danger")]}]
+    return [{"type": "actions", "elements": [_button(STOP_LABEL, STOP, token, "danger")]}]
+
+
+def regenerate_blocks(token: str) -> list[dict[str, Any]]:
+    """The Regenerate button of the last answer."""
+    return [{"type": "actions", "elements": [_button(REGENERATE_LABEL, REGENERATE, token)]}]

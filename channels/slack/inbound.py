@@ -11,8 +11,8 @@ Pure: no network, no clock.
   running process and through ``update_ids`` (a hash of the two) for the store.
 * **Conversations.** A thread is a conversation: ``thread_id`` is the thread's ts, and a
   top-level message starts a thread of its own (its ts), so the reply goes into it. The
-  reader remembers who asked in each thread (the Stop and approval buttons answer to them;
-  streaming in a channel names them as the recipient) and each user's latest thread per
+  reader remembers who asked in each thread (an approval prompt outside an answer answers to
+  them; streaming in a channel names them as the recipient) and each user's latest thread per
   channel (a slash command acts there).
 """
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.base import InboundMessage
+from channels.slack.commands import chat_command
 
 __all__ = ["Asker", "InboundReader", "command_ack", "update_id"]
 
@@ -105,10 +106,11 @@ class InboundReader:
         )
 
     def command(self, payload: dict[str, Any]) -> InboundMessage:
-        """A slash command (``/reset`` …) as the text command, in the user's latest thread of
-        that channel (none yet: the channel's top level)."""
+        """A slash command (``/reset``, ``/ai-status`` …) as the chat command's text
+        (:func:`~channels.slack.commands.chat_command`), in the user's latest thread of that
+        channel (none yet: the channel's top level)."""
         channel, user = str(payload.get("channel_id")), str(payload.get("user_id"))
-        words = f"{payload.get('command', '')} {payload.get('text', '')}".strip()
+        words = chat_command(str(payload.get("command", "")), str(payload.get("text") or ""))
         return InboundMessage(
             channel=self.name,
             chat_id=channel,
@@ -118,19 +120,6 @@ class InboundReader:
             is_direct=channel.startswith("D"),
             mentions_bot=True,
             thread_id=self._threads.get((channel, user)),
-        )
-
-    def stop(self, channel: str, thread: str | None, user: str) -> InboundMessage:
-        """The Stop button pressed by ``user``: ``/stop`` of that thread's answer."""
-        return InboundMessage(
-            channel=self.name,
-            chat_id=channel,
-            sender_id=user,
-            sender_name=user,
-            text="/stop",
-            is_direct=channel.startswith("D"),
-            mentions_bot=True,
-            thread_id=thread,
         )
 
     def asker(self, channel: str, thread: str | None) -> Asker | None:

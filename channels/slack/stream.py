@@ -34,10 +34,12 @@ __all__ = ["Append", "Close", "Step", "Stop", "Stream", "Unchanged", "Update", "
 
 @dataclass(slots=True)
 class Stream:
-    """A streaming message: the ``markdown_text`` Slack has of it, and whether it is open."""
+    """A streaming message: the ``markdown_text`` Slack has of it, whether it is open, and
+    the thread it answers in."""
 
     shown: str
     open: bool = True
+    thread: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,7 @@ class WebChannel(Channel):
         self._feeds: dict[str, set[asyncio.Queue[dict[str, Any] | None]]] = {}
         self._open_messages: dict[str, int] = {}  # per chat: messages handed on, not finished
         self._approvals: dict[str, tuple[str, asyncio.Future[bool]]] = {}
+        self._deleted: set[str] = set()  # conversations deleted since start: nothing is kept
         self.conversations = Conversations(None)
         self._routes = WebRoutes(self)
 
@@ -66,7 +67,7 @@ class WebChannel(Channel):
 
     @property
     def http_prefix(self) -> str:
-        return "/"
+        return self.config.served_prefix()
 
     async def start(self) -> None:
         self.conversations = Conversations(self.state)
@@ -121,6 +122,18 @@ class WebChannel(Channel):
         self.publish(chat_id, {"type": "busy", "busy": True})
         await self._on_inbound(message)
 
+    async def forget(self, browser: str, chat_id: str, user: str) -> None:
+        """Delete a conversation (not busy): out of the browser's list, its transcript gone,
+        and the model's history too (``/reset``, whose reply is not kept)."""
+        self._deleted.add(chat_id)
+        await self.conversations.forget(browser, chat_id)
+        self._open_messages[chat_id] = self._open_messages.get(chat_id, 0) + 1
+        await self._on_inbound(
+            InboundMessage(
+                channel=self.name, chat_id=chat_id, sender_id=user, sender_name=user, text="/reset"
+            )
+        )
+
     def approval_chat(self, approval_id: str) -> str | None:
         """The conversation prompt ``approval_id`` was asked in, while it is open."""
         entry = self._approvals.get(approval_id)
@@ -137,6 +150,8 @@ class WebChannel(Channel):
     # -- the engine's writes ------------------------------------------------------------------
 
     async def _write(self, chat_id: str, message_id: str, text: str, kind: str) -> None:
+        if chat_id in self._deleted:
+            return
         transcript = await self.conversations.transcript(chat_id)
         transcript.write(message_id, "bot", text)
         self.publish(chat_id, {"type": kind, "id": message_id, "text": text})
@@ -158,6 +173,8 @@ class WebChannel(Channel):
         await self._write(ref.chat_id, ref.message_id, text, "edit")
 
     async def _delete_message(self, ref: MessageRef) -> None:
+        if ref.chat_id in self._deleted:
+            return
         (await self.conversations.transcript(ref.chat_id)).remove(ref.message_id)
         self.publish(ref.chat_id, {"type": "delete", "id": ref.message_id})
 
@@ -188,5 +205,7 @@ class WebChannel(Channel):
             self._open_messages[chat_id] = left
             return
         self._open_messages.pop(chat_id, None)
+        if chat_id in self._deleted:
+            return
         await self.conversations.save(chat_id)
         self.publish(chat_id, {"type": "busy", "busy": False})

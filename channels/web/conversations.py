@@ -92,6 +92,13 @@ class Conversations:
                 await self._state.set(f"convs:{browser}", json.dumps(listed))
                 return
 
+    async def forget(self, browser: str, conversation: str) -> None:
+        """Delete ``conversation``: out of the browser's list, its transcript emptied."""
+        listed = [c for c in await self.listed(browser) if c["id"] != conversation]
+        await self._state.set(f"convs:{browser}", json.dumps(listed))
+        await self._state.set(f"conv:{conversation}", "")
+        self._open.pop(conversation, None)
+
     async def transcript(self, conversation: str) -> Transcript:
         if conversation not in self._open:
             raw = await self._state.get(f"conv:{conversation}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from channels.base import ChannelLimits
 from channels.kind import UNLIMITED, ChannelKind
@@ -20,9 +20,9 @@ MIN_TOKEN_CHARS = 16
 
 
 class WebChannelConfig(ChannelSettings):
-    """A chat page at ``/`` of the ops server (``server.listen``), for a browser. Access:
-    ``auth: none`` (a loopback ``server.listen`` only), ``tokens`` (the page asks for one) or
-    ``trusted_user_header`` (a reverse proxy in front names the user)."""
+    """A chat page at ``path`` (default ``/``) of the ops server (``server.listen``), for a
+    browser. Access: ``auth: none`` (a loopback ``server.listen`` only), ``tokens`` (the page
+    asks for one) or ``trusted_user_header`` (a reverse proxy in front names the user)."""
 
     kind: Literal["web"]
     auth: Literal["none", "tokens", "trusted_user_header"] = Field(
@@ -38,6 +38,11 @@ class WebChannelConfig(ChannelSettings):
         description="with auth: trusted_user_header, the header the proxy sets (X-Forwarded-User)",
     )
     title: str = Field(default="relaybot", description="the page's title")
+    path: str = Field(
+        default="/",
+        description='where the page is served: "/", or a path such as "/team" (the page is then '
+        "at /team/); two web channels need two paths",
+    )
     draft_update_interval_ms: int = Field(
         default=100, ge=50, description="milliseconds between updates of a streaming answer"
     )
@@ -56,6 +61,16 @@ class WebChannelConfig(ChannelSettings):
         if self.auth == "trusted_user_header" and not self.trusted_user_header:
             raise ValueError("auth: trusted_user_header needs trusted_user_header: HEADER-NAME")
         return self
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, path: str) -> str:
+        if path != "/" and (not path.startswith("/") or path.endswith("/") or "//" in path):
+            raise ValueError('expected "/" or an absolute path without a trailing slash: "/team"')
+        return path
+
+    def served_prefix(self) -> str:
+        return "/" if self.path == "/" else self.path + "/"
 
     def listen_problem(self, listen: str | None) -> str | None:
         if listen is None:

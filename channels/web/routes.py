@@ -1,7 +1,8 @@
 """The web chat's HTTP side (aiohttp handlers on the ops server): the page, its static files,
 and the JSON API the page's script calls.
 
-Routes (all under ``/``; ``{c}`` is a conversation id of the caller's browser):
+Routes (all under the channel's ``path``, ``/`` by default; ``{c}`` is a conversation id of the
+caller's browser):
 
 | route | what |
 | --- | --- |
@@ -12,6 +13,7 @@ Routes (all under ``/``; ``{c}`` is a conversation id of the caller's browser):
 | ``GET /api/conversations/{c}/events`` | its events as Server-Sent Events (WHATWG HTML §9.2) |
 | ``POST /api/conversations/{c}/messages`` | JSON ``{"text"}``, or multipart ``text``, ``file``s |
 | ``POST /api/conversations/{c}/stop`` | ``/stop`` of its running answer |
+| ``DELETE /api/conversations/{c}`` | delete it: list, transcript and history (409 while busy) |
 | ``POST /api/approvals/{id}`` | ``{"approved": true|false}``: the answer to an approval prompt |
 
 Access (architecture §3 "Access"): ``auth: none`` (loopback only: the request's ``Host`` must
@@ -93,6 +95,8 @@ class WebChat(Protocol):
 
     async def hand_on(self, message: InboundMessage) -> None: ...
 
+    async def forget(self, browser: str, chat_id: str, user: str) -> None: ...
+
     def approval_chat(self, approval_id: str) -> str | None: ...
 
     def answer_approval(self, approval_id: str, approved: bool) -> bool: ...
@@ -105,7 +109,7 @@ class WebRoutes:
         self._channel = channel
 
     async def serve(self, request: web.Request) -> web.StreamResponse:
-        path = request.path
+        path = request.path[len(self._channel.config.served_prefix()) - 1 :]  # from its "/"
         if request.method == "GET" and (path == "/" or path.startswith("/static/")):
             name = "index.html" if path == "/" else path.removeprefix("/static/")
             return self._file(name)
@@ -194,6 +198,11 @@ class WebRoutes:
             return web.json_response(
                 {"messages": transcript.messages, "busy": self._channel.busy(conversation)}
             )
+        if route == ("DELETE", ()):
+            if self._channel.busy(conversation):
+                return _error(409, "an answer is running here: stop it first")
+            await self._channel.forget(owner, conversation, user)
+            return web.json_response({"ok": True})
         if route == ("GET", ("events",)):
             return await self._events(request, conversation)
         if route == ("POST", ("messages",)):

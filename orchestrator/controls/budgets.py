@@ -23,6 +23,7 @@ from orchestrator.controls.usage import format_cost
 from orchestrator.store.control_rows import UsageTotals
 
 __all__ = [
+    "Refusal",
     "Spent",
     "minute_window",
     "next_day",
@@ -41,6 +42,15 @@ class Spent:
 
     today: UsageTotals
     month: UsageTotals
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A message a cap refuses: the one ``line`` saying so, and when the cap resets
+    (``resets_at``, Unix seconds; a served API's ``Retry-After``)."""
+
+    line: str
+    resets_at: float
 
 
 def minute_window(now: float) -> int:
@@ -75,28 +85,36 @@ def resets_in(seconds: float) -> str:
 _WHO = {"user": "Your", "chat": "This chat's"}
 
 
-def refusal(scope: Scope, limits: LimitSet, spent: Spent, now: float) -> str | None:
-    """The line refusing a message when ``spent`` reached a cap of ``limits``; ``None`` when
+def refusal(scope: Scope, limits: LimitSet, spent: Spent, now: float) -> Refusal | None:
+    """The refusal of a message when ``spent`` reached a cap of ``limits``; ``None`` when
     every cap still has room. The message-rate cap is the store's (:func:`rate_refusal`)."""
     who = _WHO[scope]
     if limits.tokens_per_day is not None and spent.today.tokens >= limits.tokens_per_day:
-        when = time.strftime("%H:%M UTC", time.gmtime(next_day(now)))
-        return (
+        reset = next_day(now)
+        when = time.strftime("%H:%M UTC", time.gmtime(reset))
+        return Refusal(
             f"⛔ {who} daily token limit ({limits.tokens_per_day:,}) is used up: it resets "
-            f"{resets_in(next_day(now) - now)} (at {when})."
+            f"{resets_in(reset - now)} (at {when}).",
+            reset,
         )
     if limits.cost_per_month is not None and spent.month.cost >= limits.cost_per_month:
-        day = time.strftime("%Y-%m-%d", time.gmtime(next_month(now)))
-        return (
+        reset = next_month(now)
+        day = time.strftime("%Y-%m-%d", time.gmtime(reset))
+        return Refusal(
             f"⛔ {who} monthly budget ({format_cost(limits.cost_per_month)}) is used up: it "
-            f"resets {resets_in(next_month(now) - now)} (on {day})."
+            f"resets {resets_in(reset - now)} (on {day}).",
+            reset,
         )
     return None
 
 
-def rate_refusal(scope: Scope, limit: int, now: float) -> str:
-    """The line refusing a message over ``messages_per_minute``."""
+def rate_refusal(scope: Scope, limit: int, now: float) -> Refusal:
+    """The refusal of a message over ``messages_per_minute`` (it resets with the minute)."""
     who = {"user": "You are", "chat": "This chat is"}[scope]
-    reset = minute_window(now) + 60 - now
+    reset = minute_window(now) + 60
     messages = "message" if limit == 1 else "messages"
-    return f"⛔ {who} sending more than {limit} {messages} a minute: try again {resets_in(reset)}."
+    return Refusal(
+        f"⛔ {who} sending more than {limit} {messages} a minute: try again "
+        f"{resets_in(reset - now)}.",
+        reset,
+    )

@@ -7,7 +7,14 @@ from __future__ import annotations
 from channels.base import InboundMessage
 from config.controls import LimitsConfig, LimitSet
 from orchestrator.chats.roles import Presser, Roles
-from orchestrator.controls.budgets import Scope, Spent, minute_window, rate_refusal, refusal
+from orchestrator.controls.budgets import (
+    Refusal,
+    Scope,
+    Spent,
+    minute_window,
+    rate_refusal,
+    refusal,
+)
 from orchestrator.controls.usage import day_start, month_start
 from orchestrator.store.control_rows import ControlRows
 
@@ -28,9 +35,9 @@ async def limit_refusal(
     channel: str,
     message: InboundMessage,
     now: float,
-) -> str | None:
-    """The line refusing ``message`` (a cap of its sender or chat is reached), or ``None``:
-    it may be answered, and it was counted against its minute."""
+) -> Refusal | None:
+    """The refusal of ``message`` (a cap of its sender or chat is reached: its line and when
+    the cap resets), or ``None``: it may be answered, and it was counted against its minute."""
     if limits.admins_exempt and roles.is_admin(Presser(message.sender_id, message.sender_handle)):
         return None
     scopes: list[tuple[Scope, LimitSet, dict[str, str]]] = [
@@ -44,9 +51,9 @@ async def limit_refusal(
         month = today
         if caps.cost_per_month is not None:
             month = await rows.usage_totals(month_start(now), channel=channel, **who)
-        line = refusal(scope, caps, Spent(today, month), now)
-        if line is not None:
-            return line
+        refused = refusal(scope, caps, Spent(today, month), now)
+        if refused is not None:
+            return refused
     for scope, caps, who in scopes:
         if caps.messages_per_minute is None:
             continue

@@ -220,8 +220,7 @@ class Daemon(DaemonSignals):
                 self._build_channel(name, channel_config)
             except NotImplementedError as exc:
                 unbuilt[name] = str(exc)
-        after = self.config.agent.stale_after_secs
-        stale = await queue_waiting(self._store, self._dispatcher, self.channels, after)
+        stale = await queue_waiting(self._store, self._dispatcher, self.channels, self.config.agent)
         if handle_signals:
             # Before any channel starts: a Ctrl-C at the console's first prompt is the console's
             # (its line kept, or the answer stopped), never Python's KeyboardInterrupt.
@@ -340,8 +339,11 @@ class Daemon(DaemonSignals):
         return channel
 
     def _model_names(self) -> tuple[str, ...]:
-        """The models the agent answers with, first the chain's (what an API channel lists)."""
+        """What an API channel lists: the aliases of ``agent.models`` when configured (a
+        request naming one is answered by it), else the models of the chain, first first."""
         config = self.config
+        if config.agent.models:
+            return tuple(config.agent.models)
         names = [config.providers[p].model for p in config.agent.providers if p in config.providers]
         return tuple(dict.fromkeys(names))
 

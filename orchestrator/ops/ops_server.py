@@ -50,8 +50,9 @@ class HttpEndpoint(Protocol):
 
 @runtime_checkable
 class ListsModels(Protocol):
-    """A served channel that tells its clients the models the agent answers with
-    (``GET /v1/models``); the daemon sets :attr:`served_models` when it builds the channel."""
+    """A served channel that tells its clients the models offered (``GET /v1/models``: the
+    aliases of ``agent.models``, else the chain's models); the daemon sets :attr:`served_models`
+    when it builds the channel."""
 
     served_models: tuple[str, ...]
 

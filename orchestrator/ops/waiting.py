@@ -10,6 +10,7 @@ import logging
 import time
 
 from channels.base import Channel
+from config.models import AgentConfig
 from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.store import ConversationStore, WaitingMessage
@@ -24,7 +25,7 @@ async def queue_waiting(
     store: ConversationStore,
     dispatcher: Dispatcher | SharedDispatcher | None,
     channels: dict[str, Channel],
-    stale_after_secs: float,
+    agent: AgentConfig,
 ) -> list[WaitingMessage]:
     """Queue the waiting messages, oldest first; returns the stale ones (a message for a
     channel no longer configured is dropped, with one line). With a shared store's dispatcher,
@@ -39,7 +40,7 @@ async def queue_waiting(
         if channel is None:
             log.warning("dropping a message kept for the channel %s", waiting.message.channel)
             await store.remove_waiting(waiting.id)
-        elif time.time() - waiting.received_at > stale_after_secs:
+        elif time.time() - waiting.received_at > agent.stale_after_secs:
             stale.append(waiting)
         elif not dispatcher.submit(channel, waiting.message, waiting.id):
             await store.remove_waiting(waiting.id)

@@ -53,6 +53,7 @@ __all__ = [
     "START_TEXT",
     "TRIM_NOTICE",
     "Answering",
+    "AnswersRefusals",
     "ReportsUsage",
     "command_of",
     "stale_notice",
@@ -95,6 +96,16 @@ class ReportsUsage(Protocol):
     reported (0 where none did)."""
 
     async def reply_usage(self, chat_id: str, input_tokens: int, output_tokens: int) -> None: ...
+
+
+@runtime_checkable
+class AnswersRefusals(Protocol):
+    """A channel whose client is told a limit's refusal otherwise than by a message (the
+    OpenAI-compatible API: an HTTP 429): told before
+    :meth:`~channels.base.Channel.reply_finished`, with the refusal's line and when its cap
+    resets (Unix seconds)."""
+
+    async def reply_refused(self, chat_id: str, line: str, resets_at: float) -> None: ...
 
 
 class Answering:
@@ -303,8 +314,12 @@ class Answering:
             self._store.controls, config.limits, roles, channel.name, message, time.time()
         )
         if refusal is not None:
-            log.info("%s:%s: refused by a limit: %s", channel.name, message.chat_id, refusal)
-            await self.say(channel, message, refusal, reply=True)
+            line = refusal.line
+            log.info("%s:%s: refused by a limit: %s", channel.name, message.chat_id, line)
+            if isinstance(channel, AnswersRefusals):
+                await channel.reply_refused(message.chat_id, line, refusal.resets_at)
+            else:
+                await self.say(channel, message, line, reply=True)
             return None
         if message.edited:  # agent.rerun_edited: the edited last question replaces the old
             await self._store.controls.drop_last_turn(

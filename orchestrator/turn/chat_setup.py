@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 
 from config.models import AgentConfig
-from orchestrator.controls.settings import model_alias, system_prompt
+from orchestrator.controls.settings import MODEL, model_alias, system_prompt
 from orchestrator.controls.usage import estimate_tokens, round_usage
 from orchestrator.store import ConversationStore
 from orchestrator.turn.rounds import RoundResult, RoundRunner
@@ -24,11 +24,14 @@ ChainFor = Callable[[str | None], RoundRunner]
 async def load_setup(
     store: ConversationStore, agent: AgentConfig, chains: ChainFor, turn: TurnState
 ) -> ChatSetup:
-    """The turn's setup from its conversation's settings in the store."""
+    """The turn's setup from its conversation's settings in the store; a model the message
+    itself names (:attr:`~channels.base.InboundMessage.model`) overrides the chat's."""
     inbound = turn.inbound
     settings = await store.controls.chat_settings(
         turn.channel.name, inbound.chat_id, inbound.thread_id
     )
+    if inbound.model is not None:  # the request's own (a stateless API): it wins
+        settings = {**settings, MODEL: inbound.model}
     return ChatSetup(chains(model_alias(settings, agent)), system_prompt(settings, agent))
 
 

@@ -18,6 +18,7 @@ Semantics kept from Slack (https://docs.slack.dev/reference/methods):
   streaming is ``message_not_in_streaming_state``. A streaming message cannot be updated
   (``cant_update_message``) until it is stopped.
 * ``assistant.threads.setStatus`` records the status of (channel, thread).
+* ``chat.postEphemeral`` records the line shown to one user (:attr:`WebApi.ephemerals`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,16 @@ class StoredMessage:
     recipient: tuple[str, str] | None = None
 
 
+@dataclass(frozen=True)
+class Ephemeral:
+    """A ``chat.postEphemeral`` message: shown to ``user`` alone in ``channel``."""
+
+    channel: str
+    user: str
+    text: str
+    thread_ts: str | None
+
+
 class WebApi:
     """The world (channels the bot is in, messages) and the methods acting on it."""
 
@@ -86,6 +97,8 @@ class WebApi:
         """Known channel ids, and whether the bot is a member."""
         self.messages: dict[tuple[str, str], StoredMessage] = {}
         self.statuses: list[tuple[str, str, str]] = []
+        self.ephemerals: list[Ephemeral] = []
+        """``chat.postEphemeral`` messages, in order (shown to their user alone, never stored)."""
         self._clock = itertools.count(1)
         self.socket_url = ""
 
@@ -222,6 +235,17 @@ class WebApi:
         message.streaming = False
         return {"channel": message.channel, "ts": message.ts, "message": {"text": message.text}}
 
+    def post_ephemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        channel = self._channel(args)
+        user, text = str(args.get("user") or ""), self._text(args, "text", MAX_TEXT)
+        if not user:
+            raise ApiError("user_not_in_channel")
+        if not text and not self._blocks(args):
+            raise ApiError("no_text")
+        thread = args.get("thread_ts")
+        self.ephemerals.append(Ephemeral(channel, user, text, str(thread) if thread else None))
+        return {"message_ts": self.next_ts()}
+
     def set_status(self, args: dict[str, Any]) -> dict[str, Any]:
         channel = self._channel(args, "channel_id")
         self.statuses.append((channel, str(args.get("thread_ts")), str(args.get("status"))))
@@ -234,6 +258,7 @@ _METHODS = {
     "chat.postMessage": WebApi.post_message,
     "chat.update": WebApi.update,
     "chat.delete": WebApi.delete,
+    "chat.postEphemeral": WebApi.post_ephemeral,
     "chat.startStream": WebApi.start_stream,
     "chat.appendStream": WebApi.append_stream,
     "chat.stopStream": WebApi.stop_stream,

@@ -6,7 +6,8 @@
 (() => {
   const md = window.markdownit({ html: false, linkify: true });
   const $ = (id) => document.getElementById(id);
-  const state = { conv: null, events: null, busy: false, token: localStorage.getItem("relaybot_token") || "" };
+  const saved = (key) => "relaybot_" + key + ":" + location.pathname;  // each page's own
+  const state = { conv: null, events: null, busy: false, token: localStorage.getItem(saved("token")) || "" };
 
   function headers(extra) {
     const h = Object.assign({ "X-Relaybot": "1" }, extra || {});
@@ -21,7 +22,7 @@
       init.body = JSON.stringify(body);
       init.headers["Content-Type"] = "application/json";
     }
-    const response = await fetch("/api/" + path, init);
+    const response = await fetch("api/" + path, init);  // under the page's own path
     if (response.status === 401) {
       $("signin").hidden = false;
       throw new Error("sign in first");
@@ -119,7 +120,7 @@
   async function open(conv) {
     if (state.events) state.events.abort();
     state.conv = conv;
-    localStorage.setItem("relaybot_conversation", conv);
+    localStorage.setItem(saved("conversation"), conv);
     document.querySelectorAll("#conversations li").forEach((li) => li.classList.toggle("current", li.dataset.id === conv));
     const controller = new AbortController();
     state.events = controller;
@@ -139,7 +140,19 @@
     for (const c of conversations) {
       const li = document.createElement("li");
       li.dataset.id = c.id;
-      li.textContent = c.title || "New chat";
+      if (c.id === state.conv) li.classList.add("current");  // kept across a refresh
+      const title = document.createElement("span");
+      title.textContent = c.title || "New chat";
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "delete";
+      remove.title = "Delete this conversation";
+      remove.textContent = "×";
+      remove.addEventListener("click", (e) => {
+        e.stopPropagation();
+        forget(c.id).catch((err) => notice(err.message));
+      });
+      li.append(title, remove);
       li.addEventListener("click", () => open(c.id));
       list.appendChild(li);
     }
@@ -155,6 +168,16 @@
     const created = await api("POST", "conversations");
     await refresh();
     await open(created.id);
+  }
+
+  async function forget(conv) {
+    // Delete a conversation (after asking): it leaves the list; the page opens another.
+    if (!window.confirm("Delete this conversation? Its messages and history are removed.")) return;
+    await api("DELETE", "conversations/" + conv);
+    const left = await refresh();
+    if (conv !== state.conv) return;
+    if (left.length) await open(left[0].id);
+    else await newChat();
   }
 
   async function send() {
@@ -181,7 +204,7 @@
     notice("");
     const conversations = await refresh();
     $("signin").hidden = true;
-    const last = localStorage.getItem("relaybot_conversation");
+    const last = localStorage.getItem(saved("conversation"));
     if (conversations.some((c) => c.id === last)) await open(last);
     else if (conversations.length) await open(conversations[0].id);
     else await newChat();
@@ -196,7 +219,7 @@
   $("signin-form").addEventListener("submit", (e) => {
     e.preventDefault();
     state.token = $("token").value.trim();
-    localStorage.setItem("relaybot_token", state.token);
+    localStorage.setItem(saved("token"), state.token);
     start().catch((err) => notice(err.message));
   });
   start().catch((err) => notice(err.message));

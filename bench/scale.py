@@ -58,6 +58,17 @@ def _rss_kb() -> int:
         return int(f.read().split()[1]) * resource.getpagesize() // 1024
 
 
+def _peak_rss_kb() -> int:
+    """This process's peak RSS since its program started (``VmHWM``, per address space).
+    Not ``ru_maxrss``: Linux carries that across ``execve``, so a run started by a parent
+    that had grown (``python -m bench`` after its pipeline section) would read the parent's."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def _pct(values: list[float], q: int) -> float:
     if not values:
         return float("nan")
@@ -114,7 +125,7 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
             for i in range(n):
                 group.start_soon(conversation, i)
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
-        peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        peak_kb = _peak_rss_kb()
         await provider.aclose()
         store.close()
     if outcomes and not channel.first_write:

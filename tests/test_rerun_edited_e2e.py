@@ -1,7 +1,8 @@
-"""``agent.rerun_edited`` through the Telegram wire server and the provider server (architecture
-§5 "Chat controls"): editing the last question (an ``edited_message`` update) answers it again
-into the same answer message, the history's last question and answer replaced; an edit of an
-older question, or any edit with the key off (the default), is ignored."""
+"""``agent.rerun_edited`` through the Telegram and Discord wire servers and the provider server
+(architecture §5 "Chat controls"): editing the last question (a Telegram ``edited_message``
+update, a Discord MESSAGE_UPDATE) answers it again into the same answer message, the history's
+last question and answer replaced; an edit of an older question, or any edit with the key off
+(the default), is ignored."""
 
 from __future__ import annotations
 
@@ -12,11 +13,18 @@ import pytest
 
 from channels.controls import REGENERATE_LABEL
 from tests.controls_harness import PATH, USER, ControlsBot, controls_bot
+from tests.discord_harness import running_bot as discord_bot
+from tests.peers.discord_wire import StoredMessage
 from tests.telegram_harness import reply, text_stream
 
 pytestmark = pytest.mark.anyio
 
 RERUN = "  rerun_edited: true\n"
+
+
+def _labels(message: StoredMessage) -> list[str]:
+    rows = message.payload.get("components") or []
+    return [button["label"] for row in rows for button in row["components"]]
 
 
 def _sent(bot: ControlsBot) -> list[str]:
@@ -72,3 +80,40 @@ async def test_an_edit_is_ignored_by_default(tmp_path: Path) -> None:
         await _edit_then_ask(bot, "first?", "first, edited?", "second?")
         assert len(bot.requests()) == 2
         assert _sent(bot) == ["first?", "ok", "second?"]
+
+
+async def test_discord_an_edited_last_question_is_answered_again_in_the_same_message(
+    tmp_path: Path,
+) -> None:
+    replies = [reply(text_stream(["four"])), reply(text_stream(["five"]))]
+    replies.append(reply(text_stream(["ok"])))
+    async with discord_bot(tmp_path, replies, agent_extra=RERUN) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel_id
+        question = await bot.ask("two and two?")
+        [answer] = peer.messages(dm)
+        before = bot.channel.replies_finished
+        peer.inject_edit(int(question["id"]), "two and three?")
+        with anyio.fail_after(20):
+            await bot.channel.wait_replies(before + 1)
+        await peer.wait_for(lambda: _labels(peer.message(answer.id)) == [REGENERATE_LABEL], 10)
+        [rewritten] = peer.messages(dm)
+        assert (rewritten.id, rewritten.content) == (answer.id, "five")
+        await bot.ask("and more?")
+        contents = [m["content"] for m in bot.provider.requests[-1].json["messages"][1:]]
+        assert contents == ["two and three?", "five", "and more?"]
+
+
+async def test_discord_an_edit_is_ignored_by_default(tmp_path: Path) -> None:
+    replies = [reply(text_stream(["four"])), reply(text_stream(["ok"]))]
+    async with discord_bot(tmp_path, replies) as bot:
+        peer, dm = bot.peer, bot.peer.dm_channel_id
+        question = await bot.ask("two and two?")
+        before = bot.channel.replies_finished
+        peer.inject_edit(int(question["id"]), "two and three?")
+        peer.inject_message(dm, "and more?")
+        with anyio.fail_after(20):  # each ends a reply of the channel, in order
+            await bot.channel.wait_replies(before + 2)
+        assert len(bot.provider.requests) == 2
+        contents = [m["content"] for m in bot.provider.requests[-1].json["messages"][1:]]
+        assert contents == ["two and two?", "four", "and more?"]
+        assert [m.content for m in peer.messages(dm)] == ["four", "ok"]

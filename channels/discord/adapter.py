@@ -112,6 +112,10 @@ class _Client(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         self._adapter._received(self, message)
 
+    async def on_message_edit(self, before: discord.Message, after: discord.Message) -> None:
+        if before.content != after.content:  # not an embed unfurled (MESSAGE_UPDATE too)
+            self._adapter._received(self, after, edited=True)
+
 
 class DiscordChannel(Channel, DiscordAnswerButtons):
     """A Discord bot (see the module docstring).
@@ -324,11 +328,11 @@ class DiscordChannel(Channel, DiscordAnswerButtons):
             except Exception:
                 _LOG.exception("%s: handling a message failed", self.name)
 
-    def _received(self, client: discord.Client, message: discord.Message) -> None:
-        """MESSAGE_CREATE (synchronous: order of arrival is kept by the queue)."""
+    def _received(self, client: _Client, message: discord.Message, edited: bool = False) -> None:
+        """MESSAGE_CREATE or a user's edit of it (synchronous: the queue keeps the order)."""
         if client.user is None:
             return
-        inbound = self._reader.message(message, client.user.id)
+        inbound = self._reader.message(message, client.user.id, edited=edited)
         if self._reader.content_missing and not self._warned_empty:
             self._warned_empty = True
             _LOG.warning("%s: %s", self.name, EMPTY_CONTENT_HELP)
@@ -389,6 +393,8 @@ class DiscordChannel(Channel, DiscordAnswerButtons):
         target = thread_id or chat_id
         channel = self._messageable(target)
         self._fits(text)
+        if (rewritten := self._buttons.rewrite(target)) is not None:  # agent.rerun_edited
+            return await self._rewrite(MessageRef(target, rewritten), text, formatted=formatted)
         reference: discord.MessageReference | None = None
         mentions = _NO_MENTIONS
         if reply_to is not None:

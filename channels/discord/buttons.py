@@ -30,7 +30,7 @@ from typing import Any
 import aiohttp
 import discord
 
-from channels.base import UNSPACED, StreamMode, WriteSpacing
+from channels.base import UNSPACED, MessageRef, StreamMode, WriteSpacing
 from channels.controls import (
     REGENERATE_LABEL,
     STOP_LABEL,
@@ -104,14 +104,28 @@ class AnswerButtons:
     def __init__(self) -> None:
         self._live: dict[str, _Answer] = {}  # by the conversation's Discord channel id
         self._last: dict[str, _Last] = {}
+        self._rewrites: dict[str, str] = {}  # agent.rerun_edited, by Discord channel id
+
+    def rerun(self, target: str) -> None:
+        """The next answer in ``target`` answers its last question again: its first send
+        edits the last answer's last message instead (if there is one)."""
+        last = self._last.get(target)
+        if last is not None:
+            self._rewrites[target] = last.message_id
+
+    def rewrite(self, target: str) -> str | None:
+        """The message a send to ``target`` edits instead, once (see :meth:`rerun`)."""
+        return self._rewrites.pop(target, None)
 
     def start(self, chat_id: str, thread_id: str | None, asker_id: str) -> str | None:
         """An answer starts (``partial`` mode only); returns the message whose Regenerate
-        button must go (or None)."""
+        button must go (or None; not the message a rerun writes into, see :meth:`rerun`)."""
         target = thread_id or chat_id
         self._live[target] = _Answer(chat_id, thread_id, asker_id, secrets.token_urlsafe(9))
         previous = self._last.pop(target, None)
-        return previous.message_id if previous is not None else None
+        if previous is None or self._rewrites.get(target) == previous.message_id:
+            return None
+        return previous.message_id
 
     def finishing(self, chat_id: str, thread_id: str | None) -> None:
         """The answer's model work is over: its newest message's writes carry Regenerate."""
@@ -193,6 +207,22 @@ class DiscordAnswerButtons(AnswerControls):
     def _may_answer(self, user_id: int) -> bool:
         """``allowed_users`` for button presses (the orchestrator then decides)."""
         return "*" in self._allowed_users or str(user_id) in self._allowed_users
+
+    async def _edit_message(self, ref: MessageRef, text: str, *, formatted: bool) -> None:
+        raise NotImplementedError  # the adapter's
+
+    async def answer_rerun(self, chat_id: str, thread_id: str | None) -> None:
+        """The rerun answer's first send edits the last answer's last message (known in
+        ``partial`` mode, where it carries Regenerate; elsewhere a new message goes below)."""
+        if self.stream_mode == "partial":
+            self._buttons.rerun(thread_id or chat_id)
+
+    async def _rewrite(self, ref: MessageRef, text: str, *, formatted: bool) -> MessageRef:
+        """A send written into the last answer's message ``ref`` instead: it becomes the
+        answer's newest message, carrying its button."""
+        self._buttons.written(ref.chat_id, ref.message_id, None, sent=True)
+        await self._edit_message(ref, text, formatted=formatted)
+        return ref
 
     async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
         self._askers[thread_id or chat_id] = asker_id  # an approval prompt belongs to it

@@ -7,6 +7,8 @@
 * our own messages, other bots' and webhooks', system messages (pins, thread starts, joins) and
   messages without text or files;
 * a message id seen before (a replayed MESSAGE_CREATE): the last :data:`SEEN_IDS` are kept;
+  a user's edit of its content (a MESSAGE_UPDATE) is read again, marked ``edited``, with the
+  snowflake of its ``edited_timestamp`` as its update id (``agent.rerun_edited``);
 * guild messages outside ``allowed_guilds`` / ``allowed_channels`` (a thread counts as its
   parent channel). DMs are never filtered here; ``allowed_users`` and ``respond_in_groups`` are
   the orchestrator's.
@@ -97,12 +99,16 @@ class InboundReader:
             return False
         return not self._channels or bool({chat_id, channel_id} & self._channels)
 
-    def message(self, message: discord.Message, me: int) -> InboundMessage | None:
-        """MESSAGE_CREATE → an inbound message, or None (module docstring). ``me``: our id."""
+    def message(
+        self, message: discord.Message, me: int, *, edited: bool = False
+    ) -> InboundMessage | None:
+        """MESSAGE_CREATE → an inbound message, or None (module docstring). ``me``: our id.
+        ``edited``: a user's edit of its content (a MESSAGE_UPDATE), marked ``edited`` (answered
+        again only under ``agent.rerun_edited``), seen once per edit."""
         author = message.author
         if author.id == me or author.bot or message.webhook_id is not None:
             return None
-        if message.type not in _TEXT_TYPES or message.id in self._seen:
+        if message.type not in _TEXT_TYPES or (message.id in self._seen and not edited):
             return None
         self._seen[message.id] = author.id
         while len(self._seen) > SEEN_IDS:
@@ -138,9 +144,10 @@ class InboundReader:
             is_direct=message.guild is None,
             mentions_bot=mentions,
             thread_id=thread_id,
-            update_ids=(message.id,),  # the store answers each message once, across restarts
+            update_ids=(_update_id(message) if edited else message.id,),  # answered once each
             quoted=_quoted(resolved, me),
             attachments=files,
+            edited=edited,
         )
 
     async def fetch(self, inbound: InboundMessage, bounds: dict[str, int]) -> InboundMessage:
@@ -187,3 +194,8 @@ class InboundReader:
             thread_id=thread_id,
             update_ids=(interaction.id,),
         )
+
+
+def _update_id(edit: discord.Message) -> int:
+    """The id the store sees an edit by, across restarts: a snowflake of the edit's time."""
+    return discord.utils.time_snowflake(edit.edited_at or discord.utils.utcnow())

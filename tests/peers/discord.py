@@ -307,6 +307,11 @@ class DiscordServer:
             channel_id, content, author_id=author_id, reply_to=reply_to, attachments=attachments
         )
 
+    def inject_edit(self, message_id: int, content: str) -> dict[str, Any]:
+        """The user who posted ``message_id`` edits it to ``content`` (MESSAGE_UPDATE with
+        the whole message, as Discord sends a user's edit). Returns the message object."""
+        return self.world.user_edit(message_id, content)
+
     def _attachment(self, channel_id: int, file: UploadedFile) -> dict[str, Any]:
         """https://discord.com/developers/docs/resources/message#attachment-object"""
         attachment_id = snowflakes()

@@ -205,6 +205,16 @@ class World:
         self.announce("MESSAGE_CREATE", msg, gated=not mentions_bot)
         return msg.payload
 
+    def user_edit(self, message_id: int, content: str) -> dict[str, Any]:
+        """The author of user message ``message_id`` edits its content: MESSAGE_UPDATE."""
+        msg = self.messages_by_id[message_id]
+        msg.payload["content"] = content
+        msg.payload["edited_timestamp"] = now_iso()
+        msg.edits += 1
+        self.changed()
+        self.announce("MESSAGE_UPDATE", msg, gated=BOT_ID not in msg.pinged_users)
+        return msg.payload
+
     def bot_send(self, channel_id: int, body: dict[str, Any]) -> dict[str, Any]:
         """POST /channels/{id}/messages. Raises ApiError (10003, 50035, 50006)."""
         self.channel(channel_id)

@@ -1,12 +1,13 @@
-"""``agent.rerun_edited`` through the Telegram and Discord wire servers and the provider server
-(architecture §5 "Chat controls"): editing the last question (a Telegram ``edited_message``
-update, a Discord MESSAGE_UPDATE) answers it again into the same answer message, the history's
-last question and answer replaced; an edit of an older question, or any edit with the key off
-(the default), is ignored."""
+"""``agent.rerun_edited`` through the Telegram and Discord wire servers, Synapse and the provider
+server (architecture §5 "Chat controls"): editing the last question (a Telegram
+``edited_message`` update, a Discord MESSAGE_UPDATE, a Matrix ``m.replace``) answers it again
+into the same answer message, the history's last question and answer replaced; an edit of an
+older question, or any edit with the key off (the default), is ignored."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -14,7 +15,11 @@ import pytest
 from channels.controls import REGENERATE_LABEL
 from tests.controls_harness import PATH, USER, ControlsBot, controls_bot
 from tests.discord_harness import running_bot as discord_bot
+from tests.matrix_harness import PATH as MATRIX_PATH
+from tests.matrix_harness import matrix_world, running_bot
 from tests.peers.discord_wire import StoredMessage
+from tests.peers.matrix_client import resolve_edits
+from tests.peers.synapse import SynapseHomeserver
 from tests.telegram_harness import reply, text_stream
 
 pytestmark = pytest.mark.anyio
@@ -117,3 +122,36 @@ async def test_discord_an_edit_is_ignored_by_default(tmp_path: Path) -> None:
         contents = [m["content"] for m in bot.provider.requests[-1].json["messages"][1:]]
         assert contents == ["two and two?", "four", "and more?"]
         assert [m.content for m in peer.messages(dm)] == ["four", "ok"]
+
+
+def _matrix_edit(event_id: str, text: str) -> dict[str, Any]:
+    """An ``m.replace`` edit of ``event_id`` to ``text`` (spec "Event replacements")."""
+    return {
+        "msgtype": "m.text",
+        "body": f"* {text}",
+        "m.new_content": {"msgtype": "m.text", "body": text},
+        "m.relates_to": {"rel_type": "m.replace", "event_id": event_id},
+    }
+
+
+async def test_matrix_an_edited_last_question_is_answered_again_in_the_same_message(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    replies = [reply(text_stream(["four"])), reply(text_stream(["five"]))]
+    replies.append(reply(text_stream(["ok"])))
+    async with (
+        matrix_world(synapse, tmp_path, replies) as world,
+        running_bot(world, agent=RERUN),
+    ):
+        question = await world.ask("two and two?")
+        [answer] = resolve_edits(await world.bot_events())
+        before = world.channel.replies_finished
+        await world.send(_matrix_edit(question, "two and three?"))
+        with anyio.fail_after(30):
+            await world.channel.wait_replies(before + 1)
+        shown = resolve_edits(await world.bot_events())
+        assert {key: event["body"] for key, event in shown.items()} == {answer: "five"}
+        await world.ask("and more?")
+        last = world.provider.requests_to(MATRIX_PATH)[-1]
+        contents = [m["content"] for m in last.json["messages"][1:]]
+        assert contents == ["two and three?", "five", "and more?"]

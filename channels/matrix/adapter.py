@@ -312,6 +312,10 @@ class MatrixChannel(Channel, MatrixControls):
         thread_id: str | None = None,
     ) -> MessageRef:
         client = self._connected()
+        if (rewritten := self._rewrite(chat_id, thread_id)) is not None:  # agent.rerun_edited
+            await self._edit_message(MessageRef(chat_id, rewritten), text, formatted=formatted)
+            self._sent(chat_id, thread_id, rewritten)
+            return MessageRef(chat_id, rewritten)
         room = client.rooms.get(chat_id)
         content = send_content(
             text,

@@ -56,6 +56,19 @@ def is_edit(content: dict[str, Any]) -> bool:
     return _relation(content).get("rel_type") == "m.replace"
 
 
+def edited_text(content: dict[str, Any]) -> tuple[str, str] | None:
+    """An ``m.replace`` edit of a text message: (the edited event's id, its new body from
+    ``m.new_content``); None otherwise (spec "Event replacements")."""
+    relation, new = _relation(content), content.get("m.new_content")
+    target = relation.get("event_id")
+    if relation.get("rel_type") != "m.replace" or not isinstance(target, str):
+        return None
+    if not isinstance(new, dict) or new.get("msgtype") != "m.text":
+        return None
+    body = new.get("body")
+    return (target, body) if isinstance(body, str) else None
+
+
 def reply_target(content: dict[str, Any]) -> str | None:
     """The event id this message replies to; None when it replies to nothing, or only as a
     thread's fallback (``is_falling_back``)."""

@@ -8,9 +8,10 @@ specifics", "Access").
   the cause (:func:`channels.matrix.crypto.refusal_cause`), once per room.
 * **Events**: our own are noted (a reply to one of them addresses the bot) and never answered;
   events from before the bot first started are skipped. ``m.text`` messages (not ``m.notice``:
-  other bots', not edits) and ``m.file``/``m.audio``/``m.image`` (their file downloaded and
-  decrypted within ``bounds``, :mod:`channels.matrix.media`; the caption as the text) become an
-  :class:`InboundMessage`: ``chat_id`` the room id,
+  other bots'; an ``m.replace`` of one is its original's id with the new text, marked
+  ``edited``, outside threads: ``agent.rerun_edited``) and ``m.file``/``m.audio``/``m.image``
+  (their file downloaded and decrypted within ``bounds``, :mod:`channels.matrix.media`; the
+  caption as the text) become an :class:`InboundMessage`: ``chat_id`` the room id,
   ``sender_id`` the MXID and ``sender_handle`` the MXID without ``@`` (the homeserver verifies
   it; ``sender_name`` is the display name, shown only), ``is_direct`` for rooms of at most two
   members, ``mentions_bot`` for ``m.mentions``, the MXID or display name in the body, or a reply
@@ -46,6 +47,7 @@ from channels.matrix.approvals import Approvals
 from channels.matrix.client import InviteAwareClient
 from channels.matrix.events import (
     control_reaction,
+    edited_text,
     is_edit,
     mentions_user,
     reaction_answer,
@@ -217,7 +219,10 @@ class MatrixInbound:
                 await self._approve(room_id, sender, answer)
             return
         msgtype = content.get("msgtype")
-        if kind != "m.room.message" or msgtype not in _TAKEN or is_edit(content):
+        edit = edited_text(content) if kind == "m.room.message" else None
+        if edit is not None:  # agent.rerun_edited: the edited message's new text, marked edited
+            content = {**content, "body": edit[1], "m.relates_to": {}}
+        elif kind != "m.room.message" or msgtype not in _TAKEN or is_edit(content):
             return
         body = content.get("body")
         if not isinstance(body, str):
@@ -247,13 +252,14 @@ class MatrixInbound:
                 sender_name=(matrix_room.user_name(sender) if matrix_room else None) or sender,
                 sender_handle=sender.removeprefix("@"),  # the MXID, verified by the homeserver
                 text=text,
-                message_id=str(event.get("event_id")),
+                message_id=edit[0] if edit is not None else str(event.get("event_id")),
                 is_direct=members <= 2,
                 mentions_bot=(replied is not None and replied in self._own)
                 or mentions_user(content, text, self.config.user_id, self.display_name),
                 thread_id=thread_root(content),
                 quoted=await self._quoted(client, room_id, replied),
                 attachments=attachments,
+                edited=edit is not None,
             )
         )
 

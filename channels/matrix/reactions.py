@@ -13,13 +13,15 @@ only a reaction on one of those counts. Each press becomes a
 ``@``); a refusal — anyone but the asker or an admin — is said in the conversation in one visible
 line (Matrix has no message for one user alone), an ``m.notice``, through the adapter's own send.
 The bot adds no reaction of its own: that would be a write the delivery engine does not space.
+:meth:`MatrixControls.answer_rerun` (``agent.rerun_edited``) has the next answer's first send
+edit the conversation's last answer's last event instead.
 """
 
 from __future__ import annotations
 
 import logging
 
-from channels.base import UNSPACED, WriteSpacing
+from channels.base import UNSPACED, StreamMode, WriteSpacing
 from channels.controls import AnswerControls, ControlAction, ControlEvent
 from channels.errors import ChannelError
 from channels.matrix.inbound import MatrixInbound
@@ -42,6 +44,11 @@ class MatrixControls(AnswerControls):
         """Answers being written, by room."""
         self._last_answers: dict[tuple[str, str | None], _Answer] = {}
         """The last answer of each conversation, (room, thread)."""
+        self._newest: dict[tuple[str, str | None], str] = {}
+        """The last message sent of each conversation's answer, (room, thread)."""
+        self._rewrites: dict[tuple[str, str | None], str] = {}
+        """The message the next answer's first send edits instead (``agent.rerun_edited``;
+        taken by that send, :meth:`_rewrite`)."""
         self._inbound.on_control = self._on_control
         self._inbound.may_approve = self._may_approve
 
@@ -53,6 +60,22 @@ class MatrixControls(AnswerControls):
         answer = self._answers.get(room_id)
         if answer is not None and answer[0] == thread_id:
             answer[2].add(event_id)
+            self._newest[(room_id, thread_id)] = event_id
+
+    @property
+    def stream_mode(self) -> StreamMode:
+        raise NotImplementedError  # the adapter's (channels.base.Channel)
+
+    async def answer_rerun(self, chat_id: str, thread_id: str | None) -> None:
+        """The rerun answer's first send edits the last answer's last message (``partial``
+        mode; elsewhere a new message goes below)."""
+        last = self._newest.get((chat_id, thread_id))
+        if self.stream_mode == "partial" and (chat_id, thread_id) in self._last_answers and last:
+            self._rewrites[(chat_id, thread_id)] = last
+
+    def _rewrite(self, room_id: str, thread_id: str | None) -> str | None:
+        """The message a send to the conversation edits instead, once (:meth:`answer_rerun`)."""
+        return self._rewrites.pop((room_id, thread_id), None)
 
     async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
         self._answers[chat_id] = (thread_id, asker_id, set())

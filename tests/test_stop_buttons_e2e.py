@@ -15,6 +15,7 @@ import nio
 import pytest
 
 from channels.controls import REGENERATE_LABEL, STOP_LABEL
+from channels.matrix.reactions import STOP_KEY
 from orchestrator.chats.presses import NOT_YOURS
 from orchestrator.turn.runner import STOPPED_MARKER
 from tests.discord_harness import running_bot as discord_bot
@@ -121,6 +122,46 @@ async def test_matrix_stop_reaction_ends_the_stream(
         shown = resolve_edits(await world.bot_events())
     [final] = [event["body"] for event in shown.values()]
     assert final.endswith(STOPPED_MARKER) and "word59" not in final
+
+
+async def _redacted(world: World, event_id: str) -> bool:
+    """Whether the room's timeline holds a redaction of ``event_id`` (top-level ``redacts``,
+    or in the content from room version 11)."""
+    return any(
+        e["type"] == "m.room.redaction"
+        and event_id in (e.get("redacts"), e.get("content", {}).get("redacts"))
+        for e in await world.timeline()
+    )
+
+
+async def test_matrix_bot_shows_its_own_stop_reaction_while_streaming_and_redacts_it(
+    synapse: SynapseHomeserver, tmp_path: Path
+) -> None:
+    async with matrix_world(synapse, tmp_path, [SLOW]) as world, running_bot(world):
+        before = world.channel.replies_finished
+        await world.send({"msgtype": "m.text", "body": "tell me a long story"})
+        bot = world.bot_user.user_id
+
+        async def own_stops() -> list[dict[str, Any]]:
+            return [
+                e
+                for e in await world.timeline()
+                if e["sender"] == bot and e["type"] == "m.reaction"
+            ]
+
+        with anyio.fail_after(20):
+            while not (marks := await own_stops()):  # noqa: ASYNC110 - polled
+                await anyio.sleep(0.1)
+        assert world.channel.replies_finished == before  # shown while the answer streams
+        [mark] = marks
+        [first, *_] = await world.bot_events()
+        relation = mark["content"]["m.relates_to"]
+        assert (relation["event_id"], relation["key"]) == (first["event_id"], STOP_KEY)
+        with anyio.fail_after(30):
+            await world.channel.wait_replies(before + 1)
+        with anyio.fail_after(20):
+            while not await _redacted(world, mark["event_id"]):  # noqa: ASYNC110 - polled
+                await anyio.sleep(0.1)
 
 
 def _reaction(event_id: str, key: str) -> dict[str, Any]:

@@ -40,9 +40,9 @@ device), :mod:`channels.matrix.inbound` (a sync's invites and events into inboun
   a plain ``yes``/``no``) or a ✅/❌ reaction on it from an allowed user answers it.
 * **Stop.** A ⏹ (or 🛑) reaction on a message of the answer being written works as ``!stop``
   when the orchestrator lets its sender press (the asker or an admin; :meth:`Channel.control`);
-  a refused press is logged. The bot adds no reaction of its own (that would be a write the
-  delivery engine does not space). Commands take the prefix ``command_prefix`` (default ``!``:
-  clients take ``/`` for their own commands).
+  a refused press is said in one ``m.notice``. In ``partial`` the bot puts its own ⏹ on the
+  answer's first message and redacts it at the end (:mod:`.reactions`). Commands take the
+  prefix ``command_prefix`` (default ``!``: clients take ``/`` for their own commands).
 """
 
 from __future__ import annotations
@@ -289,17 +289,17 @@ class MatrixChannel(Channel, MatrixControls):
         notice = self.config.notice_previews and not formatted and self.stream_mode == "partial"
         return "m.notice" if notice else "m.text"
 
-    async def _room_send(self, client: InviteAwareClient, room_id: str, content: Any) -> Any:
-        """Send one ``m.room.message``: encrypted into an encrypted room (never plaintext), the
-        keys brought up to date first."""
+    async def _room_send(
+        self, client: InviteAwareClient, room_id: str, content: Any, kind: str = "m.room.message"
+    ) -> Any:
+        """Send one event (``m.room.message``, or an ``m.reaction``): encrypted into an encrypted
+        room (never plaintext), the keys brought up to date first."""
         room = client.rooms.get(room_id)
         if room is not None and room.encrypted:
             if self._inbound.refused is not None:
                 raise ChannelWriteFailed(f"{room_id} is encrypted: {self._inbound.refused}")
             await call(self._keys.refresh(client))
-        request = client.room_send(
-            room_id, "m.room.message", content, ignore_unverified_devices=True
-        )
+        request = client.room_send(room_id, kind, content, ignore_unverified_devices=True)
         return await call(request, length=len(content.get("body", "")))
 
     async def _send_message(
@@ -315,6 +315,7 @@ class MatrixChannel(Channel, MatrixControls):
         if (rewritten := self._rewrite(chat_id, thread_id)) is not None:  # agent.rerun_edited
             await self._edit_message(MessageRef(chat_id, rewritten), text, formatted=formatted)
             self._sent(chat_id, thread_id, rewritten)
+            await self._mark_stop(chat_id, thread_id, rewritten)
             return MessageRef(chat_id, rewritten)
         room = client.rooms.get(chat_id)
         content = send_content(
@@ -329,6 +330,7 @@ class MatrixChannel(Channel, MatrixControls):
         sent = await self._room_send(client, chat_id, content)
         self._inbound.note_own(sent.event_id)
         self._sent(chat_id, thread_id, sent.event_id)
+        await self._mark_stop(chat_id, thread_id, sent.event_id)
         return MessageRef(chat_id, sent.event_id)
 
     async def _notice(self, room_id: str, text: str, thread_id: str | None) -> None:

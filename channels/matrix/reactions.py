@@ -12,7 +12,9 @@ only a reaction on one of those counts. Each press becomes a
 :class:`~channels.controls.ControlEvent` (the presser's MXID, its handle the MXID without
 ``@``); a refusal — anyone but the asker or an admin — is said in the conversation in one visible
 line (Matrix has no message for one user alone), an ``m.notice``, through the adapter's own send.
-The bot adds no reaction of its own: that would be a write the delivery engine does not space.
+The bot shows what to press: its own ⏹ reaction on the answer's first message (``partial`` mode),
+sent as part of that message's send (so the delivery engine's spacing counts from after it),
+and redacted when the answer ends, after the chat's spacing (``answer_finished``).
 :meth:`MatrixControls.answer_rerun` (``agent.rerun_edited``) has the next answer's first send
 edit the conversation's last answer's last event instead.
 """
@@ -20,15 +22,20 @@ edit the conversation's last answer's last event instead.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from channels.base import UNSPACED, StreamMode, WriteSpacing
 from channels.controls import AnswerControls, ControlAction, ControlEvent
 from channels.errors import ChannelError
+from channels.matrix.client import call
 from channels.matrix.inbound import MatrixInbound
 
 __all__ = ["MatrixControls"]
 
 _LOG = logging.getLogger("channels.matrix")
+
+STOP_KEY = "⏹️"
+"""The key of the bot's own Stop reaction (U+23F9 with the emoji variation selector)."""
 
 _Answer = tuple[str | None, str, set[str]]
 """(thread id, asker id, the event ids of its messages)."""
@@ -49,6 +56,8 @@ class MatrixControls(AnswerControls):
         self._rewrites: dict[tuple[str, str | None], str] = {}
         """The message the next answer's first send edits instead (``agent.rerun_edited``;
         taken by that send, :meth:`_rewrite`)."""
+        self._stop_marks: dict[str, str] = {}
+        """The bot's own ⏹ reaction on the answer being written, by room."""
         self._inbound.on_control = self._on_control
         self._inbound.may_approve = self._may_approve
 
@@ -77,6 +86,46 @@ class MatrixControls(AnswerControls):
         """The message a send to the conversation edits instead, once (:meth:`answer_rerun`)."""
         return self._rewrites.pop((room_id, thread_id), None)
 
+    def _connected(self) -> Any:
+        raise NotImplementedError  # the adapter's: the logged-in client
+
+    async def _room_send(
+        self, client: Any, room_id: str, content: Any, kind: str = "m.room.message"
+    ) -> Any:
+        raise NotImplementedError  # the adapter's: one event, encrypted where the room is
+
+    async def _mark_stop(self, room_id: str, thread_id: str | None, event_id: str) -> None:
+        """The answer's first message ``event_id`` gets the bot's own ⏹ reaction (``partial``
+        mode; a failure is logged: the user's ⏹ works all the same)."""
+        answer = self._answers.get(room_id)
+        if self.stream_mode != "partial" or answer is None or answer[0] != thread_id:
+            return
+        if room_id in self._stop_marks:
+            return
+        self._stop_marks[room_id] = ""  # one per answer, even while it is being sent
+        relation = {"rel_type": "m.annotation", "event_id": event_id, "key": STOP_KEY}
+        try:
+            sent = await self._room_send(
+                self._connected(), room_id, {"m.relates_to": relation}, "m.reaction"
+            )
+        except ChannelError as exc:
+            _LOG.warning("%s: could not add ⏹ to %s: %s", self.name, event_id, exc)
+            return
+        self._stop_marks[room_id] = sent.event_id
+
+    async def _unmark_stop(self, room_id: str, spacing: WriteSpacing) -> None:
+        """Redact the answer's ⏹ reaction, after the chat's spacing."""
+        mark = self._stop_marks.pop(room_id, None)
+        if not mark:
+            return
+        await spacing.next_write()
+        try:
+            await call(self._connected().room_redact(room_id, mark))
+        except ChannelError as exc:
+            _LOG.warning("%s: could not take ⏹ away in %s: %s", self.name, room_id, exc)
+            return
+        spacing.landed()
+
     async def answer_started(self, chat_id: str, thread_id: str | None, asker_id: str) -> None:
         self._answers[chat_id] = (thread_id, asker_id, set())
 
@@ -93,6 +142,7 @@ class MatrixControls(AnswerControls):
             del self._answers[chat_id]
             if regenerate and answer[2]:
                 self._last_answers[(chat_id, thread_id)] = answer
+            await self._unmark_stop(chat_id, spacing)
 
     def _reacted(self, room_id: str, target: str, action: ControlAction) -> _Answer | None:
         """The answer whose message ``target`` the reaction names: the one being written

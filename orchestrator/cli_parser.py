@@ -10,12 +10,13 @@ __all__ = ["build_parser"]
 
 
 _DESCRIPTION = """\
-relaybot streams large-language-model answers into chat channels (Telegram, the terminal):
-throttled in-place edits or one message per paragraph, tool calls between model turns, and no
-secret ever visible.
+relaybot streams large-language-model answers into chat channels (Telegram, Matrix, Discord,
+Slack, a web page, an OpenAI-compatible API, the terminal): throttled in-place edits or one
+message per paragraph, tool calls between model turns, and no secret ever visible.
 
-Start with `relaybot run`: with no config file it chats in this terminal, with OpenAI when
-OPENAI_API_KEY is set, else Anthropic when ANTHROPIC_API_KEY is set, else a built-in demo model.
+Start with `relaybot run`: with no config file it chats in this terminal and on a web page on
+this machine (its address is printed), with OpenAI when OPENAI_API_KEY is set, else Anthropic
+when ANTHROPIC_API_KEY is set, else a built-in demo model.
 """
 
 _EPILOG = """\
@@ -34,7 +35,8 @@ providers restart, the others keep their running answers; a file that does not v
 logged in one line and the running config stays.
 
 Without --config and RELAYBOT_CONFIG no file is looked up: the embedded default runs the console
-channel (this terminal; /help lists its commands and keys) with
+channel (this terminal; /help lists its commands and keys) and a web page on a free loopback
+port (its address is printed) with
   OpenAI     when OPENAI_API_KEY is set (model $OPENAI_MODEL, default gpt-4.1-mini;
              OPENAI_BASE_URL overrides the API, and without OPENAI_MODEL the first model
              that server lists is used and named on stderr),

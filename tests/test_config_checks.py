@@ -281,3 +281,21 @@ def test_a_check_waits_for_its_section_to_be_valid() -> None:
             text + "  t: {kind: console}\n", source_name="F", environ={}, checks=RUN_CHECKS
         )
     assert [str(e) for e in caught.value.errors] == ["F:5: agent.tools: expected a list"]
+
+
+def test_only_kinds_closed_by_default_are_warned_of_an_absent_allowed_users() -> None:
+    """The console, the web page and the API let everyone in when ``allowed_users`` is absent
+    (their model's default is ``["*"]``: the terminal's user, the page's and the API's own
+    sign-in); a chat network's channel without it, or with an empty list, answers nobody."""
+    from orchestrator.ops.config_checks import _open_to_nobody
+
+    channels = {
+        "term": {"kind": "console"},
+        "web": {"kind": "web"},
+        "api": {"kind": "openai_api"},
+        "tg": {"kind": "telegram"},
+        "sl": {"kind": "slack", "allowed_users": []},
+        "web2": {"kind": "web", "allowed_users": []},
+    }
+    warned = [loc for loc, _ in _open_to_nobody(channels)]
+    assert warned == [("tg", "allowed_users"), ("sl", "allowed_users"), ("web2", "allowed_users")]

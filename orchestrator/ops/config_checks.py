@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from channels.registry import CHANNEL_CLASSES
+from channels.registry import CHANNEL_CLASSES, KINDS
 from config.checks import CheckResult, SectionCheck
 from config.errors import Loc
 from config.models import GuardrailConfig, PolicyConfig, SecretPatternConfig
@@ -136,12 +136,20 @@ def _channels(channels: dict[str, Any]) -> CheckResult:
             )
 
 
+def _allows_by_default(kind: object) -> bool:
+    """Whether channels of ``kind`` have a non-empty ``allowed_users`` when the key is absent
+    (the console's user is whoever runs it; the web page and the API have their own sign-in)."""
+    found = KINDS.get(kind) if isinstance(kind, str) else None
+    field = found.config.model_fields.get("allowed_users") if found is not None else None
+    return field is not None and bool(field.get_default(call_default_factory=True))
+
+
 def _open_to_nobody(channels: dict[str, Any]) -> CheckResult:
     for name, channel in channels.items():
         if not isinstance(channel, dict):
             continue
-        if channel.get("kind") == "console" and "allowed_users" not in channel:
-            continue  # the console's default is "*": its user is whoever runs it
+        if "allowed_users" not in channel and _allows_by_default(channel.get("kind")):
+            continue  # the kind lets everyone in by default (the console, the web page, the API)
         if not channel.get("allowed_users"):
             yield (
                 (name, "allowed_users"),

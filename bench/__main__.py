@@ -1,12 +1,13 @@
 """``python -m bench``: every benchmark, then one summary table (figures and targets).
 
-Sections: parse (:mod:`bench.parse`), pipeline (:mod:`bench.pipeline`), scale
-(:mod:`bench.scale`), redaction (``bench/redaction.py``, called, at 4 KB / 64 KB / 1 MB with
-deltas of 3–6 characters), and every other ``bench/*.py`` script that exposes ``main()``
-(``delivery``, ``decoders``, ``false_positives``... when present), run as they are.
+Sections: parse (:mod:`bench.parse`), pipeline (:mod:`bench.pipeline`), e2e
+(:mod:`bench.e2e`: ``relaybot run`` end to end), scale (:mod:`bench.scale`), redaction
+(``bench/redaction.py``, called, at 4 KB / 64 KB / 1 MB with deltas of 3–6 characters), and
+every other ``bench/*.py`` script that exposes ``main()`` (``delivery``, ``decoders``,
+``false_positives``... when present), run as they are.
 
 ``--smoke`` runs tiny sizes (a few seconds; the SDK clients only when installed), for the test
-suite. ``--only parse,scale`` picks sections. Under 5 minutes in full on 2 shared cores.
+suite. ``--only parse,scale`` picks sections. About 8 minutes in full on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -22,11 +23,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import parse, pipeline, scale
+from bench import e2e, parse, pipeline, scale
 
 BENCH = Path(__file__).resolve().parent
-OWN = {"__init__", "__main__", "channels", "parse", "pipeline", "scale", "server", "streams"}
-SECTIONS = ("parse", "pipeline", "scale", "redaction", "extra")
+OWN = {"__init__", "__main__", "channels", "e2e", "parse", "pipeline", "scale", "server", "streams"}
+SECTIONS = ("parse", "pipeline", "e2e", "scale", "redaction", "extra")
 
 Row = tuple[str, str, str, str]  # figure, value, target, met
 
@@ -110,6 +111,26 @@ def _pipeline(smoke: bool) -> list[Row]:
                      "<= 1.3", _met(s["flatness"] <= 1.3)))  # fmt: skip
         rows.append((f"policy µs/feed {sizes[-1]} KB / {sizes[0]} KB", _fmt(s["feed_flatness"]),
                      "<= 1.3", _met(s["feed_flatness"] <= 1.3)))  # fmt: skip
+    return rows
+
+
+def _e2e(smoke: bool) -> list[Row]:
+    sizes = (200, 1_000, 4_000) if smoke else e2e.SIZES
+    s = e2e.run(sizes, 1 if smoke else 5, sdk=not smoke)
+    span = f"{sizes[0]:,} -> {sizes[-1]:,} deltas"
+    rows: list[Row] = [
+        (f"e2e relaybot run µs/event ({span})", _fmt(s["relaybot_slope"]), "", "-"),
+        ("e2e floor (aiohttp + orjson) µs/event", _fmt(s["floor_openai_chat_slope"]), "", "-"),
+    ]
+    if "sdk_openai_slope" in s:
+        rows.append(("e2e openai SDK µs/event", _fmt(s["sdk_openai_slope"]), "", "-"))
+    rows.append(("e2e relaybot / floor", _fmt(s["ratio"]), "<= 1.5", _met(s["ratio"] <= 1.5)))
+    flat = s["relaybot_flat"]
+    rows.append((f"e2e relaybot flat ({sizes[1]:,} -> {sizes[-1]:,} / {sizes[0]:,} -> "
+                 f"{sizes[1]:,})", _fmt(flat), "<= 1.3", _met(flat <= 1.3)))  # fmt: skip
+    for client, label in (("floor_openai_chat", "floor"), ("sdk_openai", "openai SDK")):
+        if f"{client}_flat" in s:
+            rows.append((f"e2e {label} flat", _fmt(s[f"{client}_flat"]), "", "-"))
     return rows
 
 
@@ -231,6 +252,7 @@ def _extra(smoke: bool) -> list[Row]:
 RUNNERS: dict[str, Callable[[bool], list[Row]]] = {
     "parse": _parse,
     "pipeline": _pipeline,
+    "e2e": _e2e,
     "scale": _scale,
     "redaction": _redaction,
     "extra": _extra,

@@ -1,0 +1,180 @@
+"""End to end: ``relaybot run`` answering a piped console question, CPU per stream event.
+
+Each measurement is a fresh process pinned with ``taskset`` to the other core than the loopback
+server (:mod:`bench.server`, started by :func:`bench.parse.running_server`):
+
+- **relaybot**: ``python -m orchestrator.cli run --config FILE`` with a config file written to a
+  temp dir: one ``openai_chat`` provider whose ``base_url`` is the server and whose model,
+  ``bench:<n>:0:0``, makes the server answer ``n`` deltas of 3–6 characters at once (one event
+  per HTTP chunk), one ``kind: console`` channel with its defaults, a SQLite store in the temp
+  dir, no ops server. The question is piped on stdin (one line, then end of input), so stdout is
+  no terminal: the console channel runs in its default stream mode, ``partial``
+  (``stream_drafts: true``, a draft every 100 ms), keeping each draft's text without drawing it,
+  and prints the final answer once, whole — what ``echo question | relaybot run`` does. The
+  process exits after that answer; the run fails unless stdout holds the exact text the server
+  sent (so a dead path cannot read fast).
+- **floor**: :mod:`bench.parse`'s 20-line aiohttp + orjson reader (``floor_openai_chat``), which
+  checks it read the exact text;
+- **sdk**: the ``openai`` SDK's ``chat.completions.create(stream=True)`` (``sdk_openai``; left
+  out when the SDK is not installed).
+
+The CPU of a process is its user + system time from ``wait4`` (``resource.getrusage(
+RUSAGE_CHILDREN)`` around the waited child: the server, another child, is reaped only at the
+end). The figure is the **slope**: (CPU at the largest answer − CPU at the smallest) / (events
+sent at the largest − at the smallest), in µs per event, so start-up, imports, the warm-up and
+the final answer's fixed costs cancel out; **flat** is the slope between the middle and the
+largest answer over the slope between the smallest and the middle (≈ 270 KB → 1 MB answers by
+default; target ≤ 1.3). Targets: relaybot's slope ≤ 1.5× the floor's, flat ≤ 1.3. Every
+(client, size) is run once per round, the order rotating every round; figures are medians over
+the rounds of each round's slope.
+
+Usage: ``python -m bench.e2e [--sizes 2000 60000 240000] [--rounds 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.parse import ROOT, _pin, running_server
+from bench.streams import deltas
+
+__all__ = ["SIZES", "main", "run"]
+
+SIZES = (2_000, 60_000, 240_000)
+_FRAMING_EVENTS = 4  # openai_chat: the role chunk, the finish chunk, the usage chunk, [DONE]
+_CONFIG = """\
+providers:
+  bench: {{kind: openai_chat, base_url: "{url}/v1", api_key: sk-bench, model: "{model}"}}
+agent:
+  providers: [bench]
+channels:
+  term: {{kind: console}}
+storage:
+  path: {store}
+server:
+  listen: null
+"""
+
+
+def _child_cpu(argv: list[str], stdin: str, env: dict[str, str] | None = None) -> tuple[float, str]:
+    """Run ``argv`` to its end; its CPU seconds (user + system, as ``wait4`` reports) and
+    stdout. Raises RuntimeError when it exits non-zero."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = subprocess.run(
+        argv, input=stdin, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
+        env=env,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode != 0:
+        raise RuntimeError(f"{argv[-3:]} failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, out.stdout
+
+
+def _relaybot(url: str, n: int, core: int, workdir: Path) -> float:
+    """CPU seconds of one ``relaybot run`` answering ``n`` deltas; checks the printed answer."""
+    run_dir = Path(tempfile.mkdtemp(dir=workdir))
+    config = run_dir / "bench.yaml"
+    config.write_text(_CONFIG.format(url=url, model=f"bench:{n}:0:0", store=run_dir / "bot.db"))
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "HOME": str(run_dir),
+        "XDG_DATA_HOME": str(run_dir / "data"),
+        "STATE_DIRECTORY": str(run_dir),
+    }
+    argv = [*_pin(core), sys.executable, "-m", "orchestrator.cli", "run", "--config", str(config)]
+    cpu, out = _child_cpu(argv, "tell me a long story\n", env)
+    expected = "".join(deltas(n)).strip()
+    if out.strip() != expected:
+        raise RuntimeError(
+            f"relaybot printed {len(out.strip())} characters, not the {len(expected)} sent"
+        )
+    return cpu
+
+
+def _reader(client: str, url: str, n: int, core: int) -> float:
+    """CPU seconds of one :mod:`bench.parse` client process reading ``n`` deltas (after its
+    200-delta warm-up; the floor checks the text it read)."""
+    argv = [*_pin(core), sys.executable, "-m", "bench.parse", "--client", client, "--url", url,
+            "--events", str(n)]  # fmt: skip
+    cpu, _ = _child_cpu(argv, "")
+    return cpu
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def clients(sdk: bool = True) -> tuple[str, ...]:
+    """The clients measured: relaybot, the floor, and (``sdk``) the openai SDK when installed."""
+    sdk = sdk and importlib.util.find_spec("openai") is not None
+    return ("relaybot", "floor_openai_chat", *(("sdk_openai",) if sdk else ()))
+
+
+def run(sizes: tuple[int, ...] = SIZES, rounds: int = 5, *, sdk: bool = True) -> dict[str, float]:
+    """The e2e section: per client, ``slope`` (µs per event, smallest → largest answer) and
+    ``flat`` (middle → largest over smallest → middle); ``ratio`` relaybot / floor, and
+    ``sdk_ratio`` SDK / relaybot. Medians over ``rounds`` rounds. ``sdk``: False leaves the
+    SDK out (the smoke run)."""
+    chosen = clients(sdk)
+    jobs = [(c, n) for c in chosen for n in sizes]
+    cpu: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
+    with tempfile.TemporaryDirectory(prefix="relaybot-e2e-") as tmp, running_server(0) as url:
+        for r in range(rounds):
+            shift = r * len(sizes) % len(jobs) + r % len(sizes)
+            for client, n in jobs[shift:] + jobs[:shift]:
+                if client == "relaybot":
+                    seconds = _relaybot(url, n, 1, Path(tmp))
+                else:
+                    seconds = _reader(client, url, n, 1)
+                cpu[(client, n)].append(seconds)
+    small, mid, large = sizes[0], sizes[len(sizes) // 2], sizes[-1]
+
+    def slope(client: str, a: int, b: int, r: int) -> float:
+        return (cpu[(client, b)][r] - cpu[(client, a)][r]) / (b - a) * 1e6
+
+    summary: dict[str, float] = {}
+    print(f"e2e: CPU slope per event, {small:,} → {large:,} deltas, median of {rounds} rounds")
+    for client in chosen:
+        slopes = [slope(client, small, large, r) for r in range(rounds)]
+        flats = [_ratio(slope(client, mid, large, r), slope(client, small, mid, r))
+                 for r in range(rounds)]  # fmt: skip
+        summary[f"{client}_slope"] = statistics.median(slopes)
+        summary[f"{client}_flat"] = statistics.median(flats)
+        per_size = "  ".join(f"{n:,}: {statistics.median(cpu[(client, n)]):.2f} s" for n in sizes)
+        print(
+            f"  {client:18} {summary[f'{client}_slope']:7.2f} µs/event  "
+            f"flat {summary[f'{client}_flat']:.2f}  (CPU {per_size}; slopes "
+            + " ".join(f"{s:.1f}" for s in slopes)
+            + ")"
+        )
+    summary["ratio"] = summary["relaybot_slope"] / summary["floor_openai_chat_slope"]
+    if "sdk_openai_slope" in summary:
+        summary["sdk_ratio"] = summary["sdk_openai_slope"] / summary["relaybot_slope"]
+    print(
+        f"relaybot / floor {summary['ratio']:.2f} (target <= 1.5); relaybot flat "
+        f"{summary['relaybot_flat']:.2f} (target <= 1.3)"
+    )
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs=3, default=list(SIZES))
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    run(tuple(args.sizes), args.rounds)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -70,8 +70,8 @@ def test_the_smoke_run_prints_the_summary_table() -> None:
     )
     assert out.returncode == 0, out.stderr[-3000:]
     summary = out.stdout.split("summary (", 1)[1]
-    for figure in ("parse ours_openai_chat", "pipeline 4 KB answer", "scale N=3: completed",
-                   "redaction 4 KB"):  # fmt: skip
+    for figure in ("parse ours_openai_chat", "pipeline 4 KB answer", "e2e relaybot run",
+                   "scale N=3: completed", "redaction 4 KB"):  # fmt: skip
         assert figure in summary
     assert "3/3" in summary  # every smoke conversation completed
     assert "n/a" not in summary  # and every figure was measured

@@ -194,3 +194,26 @@ async def test_a_second_ctrl_c_after_the_window_is_stop_again() -> None:
     now[0] += QUIT_WINDOW_SECS + 0.1
     assert await channel.interrupt()  # 2.1 s later: /stop again, not quit
     assert received == ["question", "/stop", "/stop"]
+
+
+async def test_a_draft_longer_than_the_terminal_shows_its_last_lines_as_it_grows() -> None:
+    """The live region shows the draft's end (plain or formatted) while the answer grows past
+    a screenful, and the whole answer is printed once it is over."""
+    stdout = _TerminalOut()
+    channel = ConsoleChannel(
+        "term", ConsoleChannelConfig(kind="console"), _ignore, stdin=io.StringIO(""), stdout=stdout
+    )
+    paragraphs = [f"paragraph {i:04d} of the answer" for i in range(400)]
+    ref = await channel.send_message("console", "\n\n".join(paragraphs[:10]))
+    for formatted, upto in ((False, 200), (True, 400)):
+        before = len(stdout.getvalue())
+        text = "\n\n".join(paragraphs[:upto])
+        await channel.edit_message(ref, text, formatted=formatted)
+        drawn = stdout.getvalue()[before:]
+        assert f"paragraph {upto - 1:04d}" in drawn  # the newest text shows
+        assert "paragraph 0000" not in drawn  # the first screenful is not redrawn
+        assert "…" in drawn
+    before = len(stdout.getvalue())
+    await channel.reply_finished("console")
+    printed = stdout.getvalue()[before:]
+    assert all(p in printed for p in paragraphs)

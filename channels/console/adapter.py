@@ -40,9 +40,10 @@ from typing import IO, Any
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.live import Live
 from rich.markdown import Markdown
+from rich.segment import Segment, Segments
 from rich.text import Text
 
 from channels.base import (
@@ -114,6 +115,8 @@ class ConsoleChannel(Channel):
         self._question: Question | None = None  # an approval question typed lines answer
         self._tty_modes: list[Any] | None = None  # the terminal's modes before readline's
         self._user = _user_name()
+        self._rendered: tuple[int, str, Rendering] | None = None
+        """The last rendering (width, text, rendering): see :meth:`render`."""
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -341,13 +344,25 @@ class ConsoleChannel(Channel):
 
     def render(self, text: str) -> Rendering:
         """The final form of ``text``: its Markdown as rich renders it (without colours); a
-        terminal has no length limit, so its length is that of ``text``."""
+        terminal has no length limit, so its length is that of ``text``. The last text's
+        rendering is kept: delivery lays the final text out and the outbound policy checks it
+        as it displays, one rendering for both (it costs about its length: a 1 MB answer's
+        takes seconds)."""
+        width = self._console.width
+        last = self._rendered
+        if last is not None and last[0] == width and last[1] == text:
+            return last[2]
         out = io.StringIO()
-        Console(file=out, width=self._console.width, color_system=None).print(Markdown(text))
-        return Rendering(out.getvalue().rstrip(), len(text))
+        Console(file=out, width=width, color_system=None).print(Markdown(text))
+        rendering = Rendering(out.getvalue().rstrip(), len(text))
+        self._rendered = (width, text, rendering)
+        return rendering
 
     def visible_text(self, text: str) -> str:
-        """What the terminal shows of ``text``: its rich rendering."""
+        """What the terminal shows of ``text``: its rich rendering; when stdout is no terminal,
+        ``text`` itself (printed as it is: :meth:`_end_reply`)."""
+        if not self._interactive:
+            return text
         return self.render(text).form
 
     def _read_line(self) -> str | None:
@@ -393,11 +408,15 @@ class ConsoleChannel(Channel):
         return "\n\n".join(paragraphs[len(printed) :])
 
     def _renderable(self) -> Text | Markdown:
+        text, formatted = self._shown()
+        return Markdown(text) if formatted else Text(text)
+
+    def _shown(self) -> tuple[str, bool]:
+        """The reply's text on the screen (after what was printed above a prompt) and whether
+        it shows formatted (every part of it is)."""
         parts = [(self._unprinted(i), self._messages[i][1]) for i in self._order]
         text = "\n\n".join(t for t, _ in parts if t)
-        if parts and all(formatted for _, formatted in parts):
-            return Markdown(text)
-        return Text(text)
+        return text, bool(parts) and all(formatted for _, formatted in parts)
 
     def _print_above_prompt(self) -> None:
         """Before an approval prompt: the reply so far is printed for good, without its tool
@@ -420,17 +439,25 @@ class ConsoleChannel(Channel):
             formatted = all(self._messages[i][1] for i in self._order)
             self._console.print(Markdown(text) if formatted else Text(text))
 
-    def _live_view(self) -> Text | Markdown:
+    def _live_view(self) -> RenderableType:
         """What the live region shows: the draft's last screenful. A live region taller than
-        the terminal cannot be redrawn, so the newest text would stop showing."""
-        view = self._renderable()
-        if isinstance(view, Markdown):
-            return view
+        the terminal cannot be redrawn, so the newest text would stop showing. Only the text's
+        end is laid out (:func:`_screenful_tail`): a redraw costs a screenful, not the answer so
+        far."""
+        text, formatted = self._shown()
         rows = max(3, self._console.height - 3)
-        lines = view.wrap(self._console, self._console.width)
-        if len(lines) <= rows:
+        width = self._console.width
+        cut = _screenful_tail(text, rows, width)
+        view: Text | Markdown = Markdown(text[cut:]) if formatted else Text(text[cut:])
+        lines = self._console.render_lines(
+            view, self._console.options.update(width=width), pad=False
+        )
+        if not cut and len(lines) <= rows:
             return view
-        return Text("…\n").append(Text("\n").join(lines[-(rows - 1) :]))
+        shown = [Segment("…"), Segment.line()]
+        for line in lines[-(rows - 1) :]:
+            shown += [*line, Segment.line()]
+        return Segments(shown[:-1])
 
     def _refresh(self) -> None:
         if not self._interactive:
@@ -458,6 +485,24 @@ class ConsoleChannel(Channel):
             self._console.file.write(text + "\n")
             self._console.file.flush()
         self._begin_reply()
+
+
+def _screenful_tail(text: str, rows: int, width: int) -> int:
+    """Where the part of ``text`` that fills the last ``rows`` lines of ``width`` columns
+    starts, give or take: 0 for a text of at most two screenfuls; else the start of a line in
+    the first half of the last two screenfuls (so the lines shown wrap as in the whole text),
+    or a word's start there when no line starts there (a paragraph longer than a screenful:
+    its shown lines may then wrap at other words than the whole text's)."""
+    budget = 2 * rows * (width + 1)
+    if len(text) <= budget:
+        return 0
+    start = len(text) - budget
+    half = start + budget // 2
+    line = text.find("\n", start, half)
+    if line >= 0:
+        return line + 1
+    space = text.find(" ", start, half)
+    return space + 1 if space >= 0 else start
 
 
 def _user_name() -> str:

@@ -28,7 +28,9 @@ default; target ≤ 1.3). Targets: relaybot's slope ≤ 1.5× the floor's, flat 
 (client, size) is run once per round, the order rotating every round; figures are medians over
 the rounds of each round's slope.
 
-Usage: ``python -m bench.e2e [--sizes 2000 60000 240000] [--rounds 5]``
+Usage: ``python -m bench.e2e [--sizes 2000 60000 240000] [--rounds 5] [--tree NAME=DIR]``
+(``--tree``: relaybot from another checkout too, ``relaybot@NAME``, in the same rounds: a
+before and after on the same host in the same minutes).
 """
 
 from __future__ import annotations
@@ -64,12 +66,14 @@ server:
 """
 
 
-def _child_cpu(argv: list[str], stdin: str, env: dict[str, str] | None = None) -> tuple[float, str]:
+def _child_cpu(
+    argv: list[str], stdin: str, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> tuple[float, str]:
     """Run ``argv`` to its end; its CPU seconds (user + system, as ``wait4`` reports) and
     stdout. Raises RuntimeError when it exits non-zero."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
-        argv, input=stdin, cwd=ROOT, capture_output=True, text=True, check=False, timeout=600,
+        argv, input=stdin, cwd=cwd, capture_output=True, text=True, check=False, timeout=600,
         env=env,
     )  # fmt: skip
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -79,20 +83,21 @@ def _child_cpu(argv: list[str], stdin: str, env: dict[str, str] | None = None) -
     return cpu, out.stdout
 
 
-def _relaybot(url: str, n: int, core: int, workdir: Path) -> float:
-    """CPU seconds of one ``relaybot run`` answering ``n`` deltas; checks the printed answer."""
+def _relaybot(url: str, n: int, core: int, workdir: Path, root: Path = ROOT) -> float:
+    """CPU seconds of one ``relaybot run`` (the code of the tree ``root``) answering ``n``
+    deltas; checks the printed answer."""
     run_dir = Path(tempfile.mkdtemp(dir=workdir))
     config = run_dir / "bench.yaml"
     config.write_text(_CONFIG.format(url=url, model=f"bench:{n}:0:0", store=run_dir / "bot.db"))
     env = {
         **os.environ,
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": str(root),
         "HOME": str(run_dir),
         "XDG_DATA_HOME": str(run_dir / "data"),
         "STATE_DIRECTORY": str(run_dir),
     }
     argv = [*_pin(core), sys.executable, "-m", "orchestrator.cli", "run", "--config", str(config)]
-    cpu, out = _child_cpu(argv, "tell me a long story\n", env)
+    cpu, out = _child_cpu(argv, "tell me a long story\n", env, root)
     expected = "".join(deltas(n)).strip()
     if out.strip() != expected:
         raise RuntimeError(
@@ -120,20 +125,29 @@ def clients(sdk: bool = True) -> tuple[str, ...]:
     return ("relaybot", "floor_openai_chat", *(("sdk_openai",) if sdk else ()))
 
 
-def run(sizes: tuple[int, ...] = SIZES, rounds: int = 5, *, sdk: bool = True) -> dict[str, float]:
+def run(
+    sizes: tuple[int, ...] = SIZES,
+    rounds: int = 5,
+    *,
+    sdk: bool = True,
+    trees: dict[str, Path] | None = None,
+) -> dict[str, float]:
     """The e2e section: per client, ``slope`` (µs per event, smallest → largest answer) and
     ``flat`` (middle → largest over smallest → middle); ``ratio`` relaybot / floor, and
     ``sdk_ratio`` SDK / relaybot. Medians over ``rounds`` rounds. ``sdk``: False leaves the
-    SDK out (the smoke run)."""
-    chosen = clients(sdk)
+    SDK out (the smoke run). ``trees``: more relaybot clients, ``relaybot@<name>``, each running
+    the code of another checkout (a before and after in the same rounds)."""
+    others = trees or {}
+    chosen = (*clients(sdk), *(f"relaybot@{name}" for name in others))
     jobs = [(c, n) for c in chosen for n in sizes]
     cpu: dict[tuple[str, int], list[float]] = {job: [] for job in jobs}
     with tempfile.TemporaryDirectory(prefix="relaybot-e2e-") as tmp, running_server(0) as url:
         for r in range(rounds):
             shift = r * len(sizes) % len(jobs) + r % len(sizes)
             for client, n in jobs[shift:] + jobs[:shift]:
-                if client == "relaybot":
-                    seconds = _relaybot(url, n, 1, Path(tmp))
+                if client.startswith("relaybot"):
+                    root = others[client[9:]] if "@" in client else ROOT
+                    seconds = _relaybot(url, n, 1, Path(tmp), root)
                 else:
                     seconds = _reader(client, url, n, 1)
                 cpu[(client, n)].append(seconds)
@@ -160,6 +174,9 @@ def run(sizes: tuple[int, ...] = SIZES, rounds: int = 5, *, sdk: bool = True) ->
     summary["ratio"] = summary["relaybot_slope"] / summary["floor_openai_chat_slope"]
     if "sdk_openai_slope" in summary:
         summary["sdk_ratio"] = summary["sdk_openai_slope"] / summary["relaybot_slope"]
+    for name in others:
+        ratio = summary[f"relaybot@{name}_slope"] / summary["floor_openai_chat_slope"]
+        print(f"relaybot@{name} / floor {ratio:.2f}")
     print(
         f"relaybot / floor {summary['ratio']:.2f} (target <= 1.5); relaybot flat "
         f"{summary['relaybot_flat']:.2f} (target <= 1.3)"
@@ -171,8 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs=3, default=list(SIZES))
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="also run relaybot from the checkout DIR (relaybot@NAME), in the same rounds",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    run(tuple(args.sizes), args.rounds)
+    trees = {name: Path(d).resolve() for name, _, d in (t.partition("=") for t in args.tree)}
+    run(tuple(args.sizes), args.rounds, trees=trees)
     return 0
 
 

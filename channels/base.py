@@ -280,6 +280,13 @@ class Channel(AnswerControls, ABC):
         return True
 
     @property
+    def shows_formatting(self) -> bool:
+        """Whether a formatted write shows differently from the plain text: delivery lays the
+        final text out with :meth:`render` only then (default: yes; the console with stdout
+        not a terminal prints every text as it is)."""
+        return True
+
+    @property
     def final_as_new_message(self) -> bool:
         """In ``partial``: the final text is sent anew and the drafts deleted, instead of the
         drafts' final edits (default: no; Matrix ``notice_previews``)."""

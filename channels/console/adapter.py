@@ -358,6 +358,11 @@ class ConsoleChannel(Channel):
         self._rendered = (width, text, rendering)
         return rendering
 
+    @property
+    def shows_formatting(self) -> bool:
+        """Only at a terminal: piped, every text is printed as it is (:meth:`_end_reply`)."""
+        return self._interactive
+
     def visible_text(self, text: str) -> str:
         """What the terminal shows of ``text``: its rich rendering; when stdout is no terminal,
         ``text`` itself (printed as it is: :meth:`_end_reply`)."""

@@ -98,5 +98,5 @@ class DeliverySettings:
             show_tool_status=channel.show_tool_status,
             can_edit=channel.can_edit,
             final_as_new_message=channel.final_as_new_message,
-            render=channel.render,
+            render=channel.render if channel.shows_formatting else None,
         )

@@ -157,6 +157,8 @@ class DeliveryDriver:
         """When the current wait ends, on ``clock`` (``inf``: at the next event)."""
         self._quiet = -math.inf
         """Before this time (on ``clock``) fed text cannot start anything: see :meth:`feed`."""
+        self._told = False
+        """:meth:`text_ready` was heard in the current wait: later calls change nothing."""
         self._text_waits = self.engine.settings.mode == "partial" or not policy.has_hook
         self._changed: anyio.Event | None = None
         self._source: Callable[[], str] = _nothing
@@ -212,13 +214,16 @@ class DeliveryDriver:
         """The source holds new text: wake the loop to pull it, unless it could start nothing
         before the loop wakes anyway (:meth:`text_waits`); then the wait is shortened to when a
         write could start. Never blocks."""
+        if self._told:
+            return  # once per wait: a source's every delta calls this
         wakeup = self._wakeup
         if wakeup is None:
             return  # not running: its first pass pulls it
         if self.text_waits():
             self._shorten_wait(wakeup)
-            return
-        wakeup.set()
+        else:
+            wakeup.set()
+        self._told = self._waiting
 
     def pull(self) -> None:
         """Take what the source holds now, queued before anything fed after (a status line,
@@ -305,10 +310,12 @@ class DeliveryDriver:
                 self._wait_until = deadline
                 self._wake_in(deadline - self._clock(), wakeup)
             self._waiting = True
+            self._told = False
             try:
                 await wakeup.wait()
             finally:
                 self._waiting = False
+                self._told = False
                 if self._timer is not None:
                     self._timer.cancel()
                     self._timer = None

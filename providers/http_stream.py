@@ -78,7 +78,18 @@ class ReducedStream:
         on_unstreamed: Callable[[], None] | None = None,
     ) -> None:
         self._reducer = reducer
+        self._joined = False
         self._events = self._run(body, reducer, on_unstreamed)
+
+    def joined(self) -> AsyncGenerator[StreamEvent, None]:
+        """The same stream with each read's adjacent text of one kind joined into one
+        :class:`~providers.events.TextDelta` (:class:`providers.stream_reducer.JoinedReadEvents`;
+        architecture §2 "Events"): iterate it instead of the stream, from before its first
+        event, when nothing counts on one delta per wire delta. The same text, reasoning and
+        other events in the same order; one delta per read when a server sends faster than it
+        is read."""
+        self._joined = True
+        return self._events
 
     @property
     def provider_items(self) -> tuple[dict[str, Any], ...]:
@@ -96,8 +107,8 @@ class ReducedStream:
         """Stop reading and close the HTTP response (idempotent)."""
         await self._events.aclose()
 
-    @staticmethod
     async def _run(
+        self,
         opening: AbstractAsyncContextManager[AsyncIterable[bytes]],
         reducer: StreamReducer,
         on_unstreamed: Callable[[], None] | None,
@@ -113,7 +124,7 @@ class ReducedStream:
                     reducer.raise_failure()
                     return
                 async for chunk in reads:
-                    for event in reducer.feed(chunk):
+                    for event in reducer.feed(chunk, joined=self._joined):
                         yield event
                     reducer.raise_failure()
                     if reducer.done:  # terminal signal: do not wait for the server's EOF

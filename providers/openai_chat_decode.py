@@ -40,6 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from providers.bounded_json import within_depth
 from providers.error_events import error_from_event
 from providers.errors import StreamProtocolError, StreamTruncated
 from providers.events import (
@@ -47,12 +48,12 @@ from providers.events import (
     FinishReason,
     PreExecutedToolCall,
     PreExecutedToolResult,
-    StreamChunk,
     StreamEvent,
-    TextDelta,
     ToolCall,
     Usage,
+    text_delta,
 )
+from providers.fast_shapes import CHAT_CHUNK, REFUSED
 from providers.sse import SSEDecoder, parse_event_json
 from providers.stream_reducer import StreamReducer
 
@@ -227,7 +228,27 @@ class ChatCompletionsStreamReducer(StreamReducer):
         self._usage: Usage | None = None
 
     def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
-        for data in self._sse.close_data() if final else self._sse.feed_data(chunk):
+        """The chunks of the read as dicts, except the plain text ones: those are decoded into
+        :data:`providers.fast_shapes.CHAT_CHUNK` and their text added to the read's events
+        here (the events :meth:`_on_object` would give for their dicts)."""
+        read, fast = self._read, CHAT_CHUNK
+        for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
+            if fast is not None and payload[:1] == b"{" and within_depth(payload):
+                try:
+                    delta = fast(payload).choices[0].delta
+                except REFUSED:
+                    pass  # not the plain shape: parsed as a dict below
+                else:
+                    text = delta.content
+                    reasoning = delta.reasoning_content or delta.reasoning
+                    if text and reasoning:
+                        read.extend([text_delta(text, reasoning)])
+                    elif text:
+                        read.text(text)
+                    elif reasoning:
+                        read.thought(reasoning)
+                    continue
+            data = payload.decode("utf-8", "replace")
             if data[:1] != "{" or data[-1:] != "}":  # else stripping would change nothing
                 data = data.strip()
                 if not data:
@@ -325,7 +346,7 @@ class ChatCompletionsStreamReducer(StreamReducer):
         if not (isinstance(reasoning, str) and reasoning):
             reasoning = parse_reasoning(delta) if "reasoning" in delta else ""
         if text or reasoning:
-            events.append(TextDelta(StreamChunk(delta=text, reasoning=reasoning)))
+            events.append(text_delta(text, reasoning))
         fragments = get("tool_calls")
         if fragments and isinstance(fragments, list):
             if self._calls_emitted:

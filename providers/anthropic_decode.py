@@ -195,7 +195,8 @@ class AnthropicStreamReducer(StreamReducer):
         except text and thinking deltas: those are decoded into
         :data:`providers.fast_shapes.ANTHROPIC_DELTA` and reduced here, as
         :meth:`_on_delta` reduces their dicts."""
-        read, fast = self._read, ANTHROPIC_DELTA
+        read, fast, blocks = self._read, ANTHROPIC_DELTA, self._blocks
+        add_text = read.text
         for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
             if fast is not None and within_depth(payload):
                 try:
@@ -205,9 +206,14 @@ class AnthropicStreamReducer(StreamReducer):
                 else:
                     delta = event.delta
                     if delta.type == "text_delta":
-                        text = self._block_text(event.index, "text", delta.text or "")
+                        text = delta.text or ""
+                        block = blocks.get(event.index)
+                        if block is None:  # see _block_text
+                            self._block_text(event.index, "text", text)
+                        else:
+                            block.text.append(text)
                         if text:
-                            read.text(text)
+                            add_text(text)
                         continue
                     if delta.type == "thinking_delta":
                         text = self._block_text(event.index, "thinking", delta.thinking or "")

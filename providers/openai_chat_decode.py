@@ -232,6 +232,7 @@ class ChatCompletionsStreamReducer(StreamReducer):
         :data:`providers.fast_shapes.CHAT_CHUNK` and their text added to the read's events
         here (the events :meth:`_on_object` would give for their dicts)."""
         read, fast = self._read, CHAT_CHUNK
+        add_text = read.text
         for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
             if fast is not None and payload[:1] == b"{" and within_depth(payload):
                 try:
@@ -241,11 +242,12 @@ class ChatCompletionsStreamReducer(StreamReducer):
                 else:
                     text = delta.content
                     reasoning = delta.reasoning_content or delta.reasoning
-                    if text and reasoning:
-                        read.extend([text_delta(text, reasoning)])
+                    if not reasoning:
+                        if text:
+                            add_text(text)
                     elif text:
-                        read.text(text)
-                    elif reasoning:
+                        read.extend([text_delta(text, reasoning)])
+                    else:
                         read.thought(reasoning)
                     continue
             data = payload.decode("utf-8", "replace")

@@ -102,11 +102,13 @@ class SSEDecoder:
         read them without a decode in between). The same bounds and errors as :meth:`feed`.
 
         A read without a CR (once the BOM was looked for) is framed in bulk: its events end at
-        each ``\n\n`` (``bytes.split``, C speed), and an event that is one ``data:`` line,
+        each ``\\n\\n`` (``bytes.split``, C speed), and an event that is one ``data:`` line,
         maybe after an ``event:`` line (the type is not returned), is sliced out as it is, with
-        no line loop; every other event, the end of an event begun in an earlier read and the
-        start of one still arriving go through the line loop, which follows the spec to the
-        letter. Both give the same data at every split (tests/test_sse.py)."""
+        no line loop (a run of ``data: `` events is split at each ``\\n\\ndata: ``, a run of
+        ``event:`` + ``data: `` events at each ``\\ndata: ``); every other event, the end of an
+        event begun in an earlier read and the start of one still arriving go through the line
+        loop, which follows the spec to the letter. Both give the same data at every split
+        (tests/test_sse.py, tests/test_sse_bulk.py)."""
         self._objects = False
         if (
             self._bom_checked
@@ -130,6 +132,18 @@ class SSEDecoder:
             if self._failure is not None:
                 return out
             chunk = chunk[end:]  # a blank line ended it: every buffer is clear again
+        if chunk.startswith(b"data: "):
+            # Data-only events (Chat Completions): between two "\n\ndata: " lies the data of
+            # one event when it holds no LF (its one line, then the blank line ending it).
+            events = chunk[6:].split(b"\n\ndata: ")
+            chunk = b"data: " + events.pop()  # the last event, and whatever follows it
+            for data in events:
+                if b"\n" in data:
+                    out.extend(d.encode() for d in self._feed_lf_lines(b"data: " + data + b"\n\n"))
+                else:
+                    out.append(data)
+        elif chunk.startswith(b"event:"):
+            chunk = _typed_events(chunk, out)
         blocks = chunk.split(b"\n\n")
         rest = blocks.pop()  # after the last blank line: an event still arriving
         for block in blocks:
@@ -346,6 +360,28 @@ class SSEDecoder:
         self._data = []
         self._data_size = 0
         self._event = ""
+
+
+def _typed_events(chunk: bytes, out: list[bytes]) -> bytes:
+    """The events at the start of ``chunk`` that are an ``event:`` line, a ``data: `` line and
+    a blank line (Anthropic's, Responses'), their data appended to ``out``; returns the rest of
+    the read, from the first event of another form (or the last one, which may be unfinished).
+
+    Between two ``\\ndata: `` lies one such event's data, its blank line and the next event's
+    ``event:`` line; the type is not returned, and a dispatch clears it, so skipping the line
+    is what the line loop does in effect."""
+    pieces = chunk.split(b"\ndata: ")
+    head = pieces[0]  # the current event's first line
+    if len(pieces) < 3 or b"\n" in head:
+        return chunk
+    for k in range(1, len(pieces) - 1):
+        piece = pieces[k]
+        end = piece.find(b"\n")
+        if end < 0 or not piece.startswith(b"\n\nevent:", end) or piece.find(b"\n", end + 2) >= 0:
+            return b"\ndata: ".join([head, *pieces[k:]])
+        out.append(piece[:end])
+        head = piece[end + 2 :]
+    return head + b"\ndata: " + pieces[-1]
 
 
 def _line_ends(chunk: bytes, start: int) -> Iterator[tuple[int, int]]:

@@ -42,7 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from providers.bounded_json import within_depth
+from providers.bounded_json import MAX_JSON_DEPTH, within_depth
 from providers.error_events import error_from_code
 from providers.errors import StreamProtocolError
 from providers.events import (
@@ -198,7 +198,7 @@ class AnthropicStreamReducer(StreamReducer):
         read, fast, blocks = self._read, ANTHROPIC_DELTA, self._blocks
         add_text = read.text
         for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
-            if fast is not None and within_depth(payload):
+            if fast is not None and (len(payload) <= MAX_JSON_DEPTH or within_depth(payload)):
                 try:
                     event = fast(payload)
                 except REFUSED:

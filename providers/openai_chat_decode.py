@@ -40,7 +40,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from providers.bounded_json import within_depth
+from providers.bounded_json import MAX_JSON_DEPTH, within_depth
 from providers.error_events import error_from_event
 from providers.errors import StreamProtocolError, StreamTruncated
 from providers.events import (
@@ -234,7 +234,7 @@ class ChatCompletionsStreamReducer(StreamReducer):
         read, fast = self._read, CHAT_CHUNK
         add_text = read.text
         for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
-            if fast is not None and payload[:1] == b"{" and within_depth(payload):
+            if fast is not None and (len(payload) <= MAX_JSON_DEPTH or within_depth(payload)):
                 try:
                     delta = fast(payload).choices[0].delta
                 except REFUSED:

@@ -371,17 +371,17 @@ def _typed_events(chunk: bytes, out: list[bytes]) -> bytes:
     ``event:`` line; the type is not returned, and a dispatch clears it, so skipping the line
     is what the line loop does in effect."""
     pieces = chunk.split(b"\ndata: ")
-    head = pieces[0]  # the current event's first line
-    if len(pieces) < 3 or b"\n" in head:
+    if len(pieces) < 3 or b"\n" in pieces[0]:
         return chunk
+    before, at = pieces[0], 0  # the current event's first line: before[at:]
     for k in range(1, len(pieces) - 1):
         piece = pieces[k]
         end = piece.find(b"\n")
         if end < 0 or not piece.startswith(b"\n\nevent:", end) or piece.find(b"\n", end + 2) >= 0:
-            return b"\ndata: ".join([head, *pieces[k:]])
+            return b"\ndata: ".join([before[at:], *pieces[k:]])
         out.append(piece[:end])
-        head = piece[end + 2 :]
-    return head + b"\ndata: " + pieces[-1]
+        before, at = piece, end + 2
+    return before[at:] + b"\ndata: " + pieces[-1]
 
 
 def _line_ends(chunk: bytes, start: int) -> Iterator[tuple[int, int]]:

@@ -17,6 +17,10 @@ socket is never awaited for an EOF that a server may not send (architecture §2,
 the iterator early (``aclose()``, or cancelling the task iterating it) closes the HTTP response; no
 request is re-sent.
 
+``joined()`` is the same stream with the text of each read joined (one ``TextDelta`` per run of
+adjacent text of one kind, :class:`providers.stream_reducer.JoinedReadEvents`; architecture §2
+"Events"): a consumer that counts on nothing finer than a read takes it instead of the stream.
+
 ``provider_items`` exposes the reducer's opaque items once the stream is done, so the caller can
 store them with the assistant message (``folder.provider_items = stream.provider_items``).
 

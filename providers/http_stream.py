@@ -7,7 +7,9 @@ and Ollama providers: an async iterator of stream events that, on first use, ent
 it was given, an unentered :func:`providers.transport.open_stream` (connect 10 s, headers
 bounded by ``timeout_secs``, every read bounded by the byte-idle timeout), and feeds each read to
 the reducer. It yields the events of a read, then raises the reducer's failure if that read ended
-the stream badly.
+the stream badly. A read's own failure (the idle bound, a dropped connection) ends the stream as
+EOF would when the reducer says the answer is already whole (:meth:`StreamReducer.ends_at`: Chat
+Completions after a ``finish_reason``, architecture §2), else it is raised.
 
 When the reducer decodes the terminal signal, its events are yielded at once; the rest of the body
 is then read for at most :data:`DRAIN_SECS` and dropped, so a server's last chunk, written a
@@ -127,7 +129,16 @@ class ReducedStream:
                         yield event
                     reducer.raise_failure()
                     return
-                async for chunk in reads:
+                read = reads.__anext__
+                while True:
+                    try:
+                        chunk = await read()
+                    except StopAsyncIteration:
+                        break
+                    except ProviderError as exc:
+                        if reducer.ends_at(exc):  # the answer is whole: as at EOF
+                            break
+                        raise
                     for event in reducer.feed(chunk, joined=self._joined):
                         yield event
                     reducer.raise_failure()

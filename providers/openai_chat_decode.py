@@ -42,7 +42,13 @@ from typing import Any
 
 from providers.bounded_json import MAX_JSON_DEPTH, within_depth
 from providers.error_events import error_from_event
-from providers.errors import StreamProtocolError, StreamTruncated
+from providers.errors import (
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    StreamProtocolError,
+    StreamTruncated,
+)
 from providers.events import (
     Final,
     FinishReason,
@@ -226,6 +232,14 @@ class ChatCompletionsStreamReducer(StreamReducer):
         self._by_index: dict[int, _CallBuilder] = {}
         self._calls_emitted = False
         self._usage: Usage | None = None
+
+    def ends_at(self, error: ProviderError) -> bool:
+        """After a ``finish_reason`` the answer is whole: the idle bound or a dropped
+        connection then ends the stream as EOF does (architecture §2)."""
+        idle = isinstance(error, ProviderConnectionError) or (
+            isinstance(error, ProviderTimeout) and error.phase == "idle"
+        )
+        return idle and self.finish_seen
 
     def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
         """The chunks of the read as dicts, except the plain text ones: those are decoded into

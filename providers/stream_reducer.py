@@ -190,6 +190,12 @@ class StreamReducer(ABC):
             )
         return events
 
+    def ends_at(self, error: ProviderError) -> bool:
+        """True when ``error``, a read's failure (the byte-idle bound, a dropped connection),
+        ends the stream properly instead, as EOF would (the driver then calls :meth:`close`).
+        Default: never."""
+        return False
+
     def raise_failure(self) -> None:
         """Raise :attr:`failure` if there is one.
 

@@ -83,9 +83,10 @@ CONTEXT_CHARS = 64
 """Characters kept before the settled position as look-behind context (the catalogue's
 look-behinds reach at most 14 characters back)."""
 PROOF_MARGIN_CHARS = HOLDBACK_BYTES // 4
-"""A look's proof holds up to this many characters before the end of the text it scanned (at
-most: it ends earlier at a possible secret); the holdback is at least this many characters, so
-the look's own ceiling always lies within its proof."""
+"""A look's proof ends this many characters before the end of the text it scanned, or earlier
+(at a possible secret or a match): where a view may still change (``sk_live_**`` + ``51…``).
+The holdback holds at least this many characters, so the margin never stops a look short of
+its own ceiling."""
 _PRUNE_CHARS = 4096
 
 _LAST_SPACE = re.compile(r".*\s", re.DOTALL)
@@ -167,7 +168,9 @@ class RedactionWindow:
         redactor: the catalogue to apply.
         reuse_proofs: let a look take its output from the last look's proof when that reaches
             its ceiling (see the module); ``False`` scans the held text at every look (the
-            same output, at every feed: the reference the tests compare with).
+            reference the tests compare with: the same text in the end, and after every call
+            one window has emitted a prefix of what the other has, as a look may stop at
+            another possible secret start).
     """
 
     def __init__(self, redactor: Redactor, *, reuse_proofs: bool = True) -> None:
@@ -315,7 +318,7 @@ class RedactionWindow:
     def _scan(self, s: WindowState, ceiling: int) -> Scan:
         """The catalogue's open scan of ``text[settled:ceiling]``: cut from the last proof when
         it reaches the ceiling; else the text after the proof (from ``settled`` when there is
-        none) is scanned to its end, and the proof extended as far as that settles."""
+        none) is scanned to its end, and what that proves kept for the next looks."""
         observer = self._redactor.observer
         proof = self._proof
         if proof is not None and ceiling <= proof.limit:

@@ -33,7 +33,7 @@ is, all at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, cast
 
@@ -78,7 +78,13 @@ class ReducedStream:
         on_unstreamed: Callable[[], None] | None = None,
     ) -> None:
         self._reducer = reducer
+        self._pace: Callable[[], Awaitable[None]] | None = None
         self._events = self._run(body, reducer, on_unstreamed)
+
+    def pace_reads(self, wait: Callable[[], Awaitable[None]]) -> None:
+        """Await ``wait()`` before each read that follows a read whose events were all taken
+        (see :class:`providers.base.PacedStream`)."""
+        self._pace = wait
 
     @property
     def provider_items(self) -> tuple[dict[str, Any], ...]:
@@ -96,8 +102,8 @@ class ReducedStream:
         """Stop reading and close the HTTP response (idempotent)."""
         await self._events.aclose()
 
-    @staticmethod
     async def _run(
+        self,
         opening: AbstractAsyncContextManager[AsyncIterable[bytes]],
         reducer: StreamReducer,
         on_unstreamed: Callable[[], None] | None,
@@ -119,6 +125,8 @@ class ReducedStream:
                     if reducer.done:  # terminal signal: do not wait for the server's EOF
                         await _drain(reads)
                         return
+                    if self._pace is not None:  # the bytes sent meanwhile wait in the socket
+                        await self._pace()
             for event in reducer.close():
                 yield event
             reducer.raise_failure()

@@ -260,13 +260,18 @@ def fold(events: Iterable[StreamEvent]) -> CompletionResponse:
 
 @runtime_checkable
 class PacedStream(Protocol):
-    """A stream whose reads its consumer may pace (architecture §5 "Read pacing"): every
-    streaming provider's (:class:`providers.http_stream.ReducedStream`)."""
+    """A stream read by reads, which its consumer may pace and take joined (architecture §5
+    "Read pacing"): every streaming provider's (:class:`providers.http_stream.ReducedStream`)."""
 
     def pace_reads(self, wait: Callable[[], Awaitable[None]]) -> None:
         """Await ``wait()`` before each read of the body that follows a read whose events were
         all taken (not before the first). What the server sends meanwhile waits in the socket:
         nothing is lost or reordered, and the byte-idle bound counts only time spent reading."""
+        ...
+
+    def joined(self) -> AsyncIterator[StreamEvent]:
+        """The same events with each read's adjacent text of one kind joined into one
+        ``TextDelta``; iterated instead of the stream, from before its first event."""
         ...
 
 

@@ -314,11 +314,14 @@ class RoundRunner:
         """Stream one attempt to its end. The stream is closed however it ends (a ``/stop``
         cancels the task iterating it: the provider's connection is closed then too)."""
         stream = provider.stream(request)
-        if round_.pace is not None and isinstance(stream, PacedStream):
-            stream.pace_reads(round_.pace)
+        events: AsyncIterator[StreamEvent] = stream
+        if isinstance(stream, PacedStream):  # a read's text in one delta; reads paced
+            events = stream.joined()
+            if round_.pace is not None:
+                stream.pace_reads(round_.pace)
         fold, sink = attempt.folder.add, round_.sink.event
         try:
-            async for event in stream:
+            async for event in events:
                 if not attempt.got_text and isinstance(event, TextDelta) and event.chunk.delta:
                     attempt.got_text = True
                     attempt.ttft_ms = (self._clock() - round_.start) * 1000.0

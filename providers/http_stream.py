@@ -39,7 +39,7 @@ is, all at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, cast
 
@@ -84,8 +84,14 @@ class ReducedStream:
         on_unstreamed: Callable[[], None] | None = None,
     ) -> None:
         self._reducer = reducer
+        self._pace: Callable[[], Awaitable[None]] | None = None
         self._joined = False
         self._events = self._run(body, reducer, on_unstreamed)
+
+    def pace_reads(self, wait: Callable[[], Awaitable[None]]) -> None:
+        """Await ``wait()`` before each read that follows a read whose events were all taken
+        (see :class:`providers.base.PacedStream`)."""
+        self._pace = wait
 
     def joined(self) -> AsyncGenerator[StreamEvent, None]:
         """The same stream with each read's adjacent text of one kind joined into one
@@ -145,6 +151,8 @@ class ReducedStream:
                     if reducer.done:  # terminal signal: do not wait for the server's EOF
                         await _drain(reads)
                         return
+                    if self._pace is not None:  # the bytes sent meanwhile wait in the socket
+                        await self._pace()
             for event in reducer.close():
                 yield event
             reducer.raise_failure()

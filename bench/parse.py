@@ -12,11 +12,14 @@ above 1 means ours spends less).
 Clients: ``ours_openai_chat``, ``ours_anthropic``, ``ours_openai_responses``, ``ours_ollama``
 (``build_provider`` + ``stream``), ``sdk_openai`` (``AsyncOpenAI().chat.completions.create(
 stream=True)``), ``sdk_anthropic`` (``AsyncAnthropic().messages.create(stream=True)``), and
-``ours_openai_chat_uvloop`` (ours on uvloop, trickled only), and the floor: ``floor_openai_chat``
+``ours_openai_chat_uvloop`` (ours on uvloop, trickled only), ``ours_openai_chat_joined`` and
+``ours_anthropic_joined`` (ours iterating ``stream.joined()``: each read's text one delta,
+architecture §2 "Events"; burst only), and the floor: ``floor_openai_chat``
 and ``floor_anthropic``, a 20-line aiohttp + orjson reader (lines of ``response.content``,
 ``data:`` payloads parsed, the text picked; no typed errors, idle bound or proxies), checked to
 read the exact text (``openai_floor_ratio``, ``anthropic_floor_ratio``: ours / floor, at or
-below 1 means at the floor). The trickled runs send one event
+below 1 means at the floor; ``trickle_openai_floor_ratio``, ``trickle_anthropic_floor_ratio``
+the same trickled). The trickled runs send one event
 per 0.5 ms (the cost of a wakeup per event, as a real model's pace gives).
 
 Also measured in-process: ``json.loads``, ``orjson.loads``, msgspec and ``json_fast`` on the same
@@ -53,12 +56,16 @@ BURST_CLIENTS = (
     "floor_anthropic",
     "ours_openai_responses",
     "ours_ollama",
+    "ours_openai_chat_joined",
+    "ours_anthropic_joined",
 )
 TRICKLE_CLIENTS = (
     "ours_openai_chat",
     "sdk_openai",
+    "floor_openai_chat",
     "ours_anthropic",
     "sdk_anthropic",
+    "floor_anthropic",
     "ours_openai_chat_uvloop",
 )
 _FRAMING_EVENTS = {"openai_chat": 4, "anthropic": 6, "openai_responses": 4, "ollama": 1}
@@ -98,6 +105,7 @@ def running_server(core: int = 0) -> Iterator[str]:
 
 
 def _format_of(client: str) -> str:
+    client = client.removesuffix("_joined")
     if "openai_chat" in client or client == "sdk_openai":
         return "openai_chat"
     if "anthropic" in client:
@@ -183,9 +191,10 @@ def _make_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
     from providers.base import ChatMessage, ChatRequest
     from providers.registry import build_provider
 
-    fmt = _format_of(client)
+    fmt = _format_of(client.removesuffix("_joined"))
     base = url if fmt == "ollama" else url + "/v1"
     request = ChatRequest(messages=(ChatMessage("user", "hi"),))
+    joined = client.endswith("_joined")
 
     async def read_ours(model: str) -> int:
         config = ProviderConfig(kind=fmt, base_url=base, api_key="sk-bench", model=model)  # type: ignore[arg-type]
@@ -194,7 +203,8 @@ def _make_reader(client: str, url: str) -> Callable[[str], Awaitable[int]]:
             provider = read_ours.provider = build_provider("bench", config)  # type: ignore[attr-defined]
         provider.config = config
         seen = 0
-        async for _ in provider.stream(request):
+        stream = provider.stream(request)
+        async for _ in stream.joined() if joined else stream:
             seen += 1
         return seen
 
@@ -322,6 +332,18 @@ def run(
     summary["trickle_anthropic_ratio"] = (
         summary["trickle_sdk_anthropic"] / summary["trickle_ours_anthropic"]
     )
+    summary["trickle_openai_floor_ratio"] = (
+        summary["trickle_ours_openai_chat"] / summary["trickle_floor_openai_chat"]
+    )
+    summary["trickle_anthropic_floor_ratio"] = (
+        summary["trickle_ours_anthropic"] / summary["trickle_floor_anthropic"]
+    )
+    summary["joined_openai_floor_ratio"] = (
+        summary["ours_openai_chat_joined"] / summary["floor_openai_chat"]
+    )
+    summary["joined_anthropic_floor_ratio"] = (
+        summary["ours_anthropic_joined"] / summary["floor_anthropic"]
+    )
     print(
         f"openai_ratio={summary['openai_ratio']:.2f} "
         f"anthropic_ratio={summary['anthropic_ratio']:.2f} (SDK / ours); against the floor "
@@ -329,8 +351,15 @@ def run(
         f"anthropic {summary['anthropic_floor_ratio']:.2f}"
     )
     print(
+        f"joined (stream.joined()) against the floor: openai_chat "
+        f"{summary['joined_openai_floor_ratio']:.2f} "
+        f"anthropic {summary['joined_anthropic_floor_ratio']:.2f}"
+    )
+    print(
         f"trickled: openai_ratio={summary['trickle_openai_ratio']:.2f} "
-        f"anthropic_ratio={summary['trickle_anthropic_ratio']:.2f}"
+        f"anthropic_ratio={summary['trickle_anthropic_ratio']:.2f}; against the floor: "
+        f"openai_chat {summary['trickle_openai_floor_ratio']:.2f} "
+        f"anthropic {summary['trickle_anthropic_floor_ratio']:.2f}"
     )
     costs = _json_decode_costs(min(n, 5000))
     print(

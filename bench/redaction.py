@@ -1,10 +1,11 @@
 """Throughput of the live redaction window (architecture §4) for answers of 4 KB, 64 KB and 1 MB.
 
 Prints bytes/s and the cost per byte for each size; the per-byte cost must stay within 2x across
-sizes (the window is linear: it rescans only its unsettled tail, every 32 bytes, and prunes the
-front). The answer mixes English prose, Japanese, code and a secret about every 2 KB, fed in
-deltas of 3-6 characters, as a streaming model sends them (a token or two each). Also prints the
-one-shot ``redact`` rate of clean text (the keyword prefilter's path) and of text with secrets.
+sizes (the window is linear: a look every 32 bytes scans only what the last look's proof did not
+cover, and the front is pruned). The answer mixes English prose, Japanese, code and a secret
+about every 2 KB, fed in deltas of 3-6 characters, as a streaming model sends them (a token or
+two each). Also prints the one-shot ``redact`` rate of clean text (the keyword prefilter's path)
+and of text with secrets.
 
 Times are the process's CPU time (``time.process_time``), the best of several runs, so other
 work on a shared machine disturbs them less than wall-clock time would.

@@ -42,6 +42,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from providers.bounded_json import MAX_JSON_DEPTH, within_depth
 from providers.error_events import error_from_code
 from providers.errors import StreamProtocolError
 from providers.events import (
@@ -54,7 +55,9 @@ from providers.events import (
     TextDelta,
     ToolCall,
     Usage,
+    text_delta,
 )
+from providers.fast_shapes import ANTHROPIC_DELTA, REFUSED
 from providers.sse import SSEDecoder, parse_event_json
 from providers.stream_reducer import StreamReducer, arguments_json, type_field
 
@@ -188,8 +191,36 @@ class AnthropicStreamReducer(StreamReducer):
         self._stop_reason: str | None = None
 
     def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
-        frames = self._sse.close_data() if final else self._sse.feed_data(chunk)
-        return map(parse_event_json, frames)  # lazy: a bad frame fails after the good ones
+        """The events of the read as dicts, lazily (a bad one fails after the good ones),
+        except text and thinking deltas: those are decoded into
+        :data:`providers.fast_shapes.ANTHROPIC_DELTA` and reduced here, as
+        :meth:`_on_delta` reduces their dicts."""
+        read, fast, blocks = self._read, ANTHROPIC_DELTA, self._blocks
+        add_text = read.text
+        for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
+            if fast is not None and (len(payload) <= MAX_JSON_DEPTH or within_depth(payload)):
+                try:
+                    event = fast(payload)
+                except REFUSED:
+                    pass  # not a content_block_delta: parsed as a dict below
+                else:
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        text = delta.text or ""
+                        block = blocks.get(event.index)
+                        if block is None:  # see _block_text
+                            self._block_text(event.index, "text", text)
+                        else:
+                            block.text.append(text)
+                        if text:
+                            add_text(text)
+                        continue
+                    if delta.type == "thinking_delta":
+                        text = self._block_text(event.index, "thinking", delta.thinking or "")
+                        if text:
+                            read.thought(text)
+                        continue
+            yield parse_event_json(payload.decode("utf-8", "replace"))
 
     def _answer_objects(self, answer: Any) -> Iterable[Any]:
         """A blocking ``Message`` as the events its stream would send: ``message_start`` with
@@ -260,17 +291,11 @@ class AnthropicStreamReducer(StreamReducer):
         block = self._blocks.get(index)
         kind = type_field(delta)
         if kind == "text_delta":
-            text = str(delta.get("text") or "")
-            if block is None:  # a proxy that drops content_block_start: the block is text
-                block = self._blocks[index] = _Block({"type": "text", "text": ""})
-            block.text.append(text)
-            return [TextDelta(StreamChunk(delta=text))] if text else []
+            text = self._block_text(index, "text", str(delta.get("text") or ""))
+            return [text_delta(text)] if text else []
         if kind == "thinking_delta":
-            text = str(delta.get("thinking") or "")
-            if block is None:
-                block = self._blocks[index] = _Block({"type": "thinking", "thinking": ""})
-            block.text.append(text)
-            return [TextDelta(StreamChunk(reasoning=text))] if text else []
+            text = self._block_text(index, "thinking", str(delta.get("thinking") or ""))
+            return [text_delta("", text)] if text else []
         if kind == "input_json_delta":
             if block is None:
                 raise StreamProtocolError(f"input_json_delta for block {index}, never started")
@@ -278,6 +303,16 @@ class AnthropicStreamReducer(StreamReducer):
         elif kind == "signature_delta" and block is not None:
             block.signature.append(str(delta.get("signature") or ""))
         return []  # citations_delta and unknown delta types carry no text
+
+    def _block_text(self, index: int, kind: str, text: str) -> str:
+        """Add ``text`` to block ``index``; a block never started (a proxy that drops
+        ``content_block_start``) is one of ``kind`` (``"text"``, ``"thinking"``). Returns
+        ``text``."""
+        block = self._blocks.get(index)
+        if block is None:
+            block = self._blocks[index] = _Block({"type": kind, kind: ""})
+        block.text.append(text)
+        return text
 
     def _on_stop(self) -> list[StreamEvent]:
         self.done = True

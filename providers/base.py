@@ -10,9 +10,9 @@ from __future__ import annotations
 import base64
 import re
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from providers.events import (
     Final,
@@ -33,6 +33,7 @@ __all__ = [
     "DocumentPart",
     "ImagePart",
     "ModelProvider",
+    "PacedStream",
     "ResponseFolder",
     "ToolSpec",
     "fold",
@@ -257,6 +258,23 @@ def fold(events: Iterable[StreamEvent]) -> CompletionResponse:
     return folder.response()
 
 
+@runtime_checkable
+class PacedStream(Protocol):
+    """A stream read by reads, which its consumer may pace and take joined (architecture §5
+    "Read pacing"): every streaming provider's (:class:`providers.http_stream.ReducedStream`)."""
+
+    def pace_reads(self, wait: Callable[[], Awaitable[None]]) -> None:
+        """Await ``wait()`` before each read of the body that follows a read whose events were
+        all taken (not before the first). What the server sends meanwhile waits in the socket:
+        nothing is lost or reordered, and the byte-idle bound counts only time spent reading."""
+        ...
+
+    def joined(self) -> AsyncIterator[StreamEvent]:
+        """The same events with each read's adjacent text of one kind joined into one
+        ``TextDelta``; iterated instead of the stream, from before its first event."""
+        ...
+
+
 class ModelProvider(ABC):
     """One configured model API.
 
@@ -282,8 +300,8 @@ class ModelProvider(ABC):
         The returned iterator may carry a ``provider_items`` attribute (a tuple of JSON objects),
         set once the stream ended properly: output items the provider needs sent back verbatim
         in the next request (Responses ``reasoning``/``function_call`` items, Anthropic thinking
-        blocks); the round runner copies them into the folded response. Cancelling the
-        iteration closes the HTTP response.
+        blocks); the round runner copies them into the folded response. It may be a
+        :class:`PacedStream`. Cancelling the iteration closes the HTTP response.
         """
 
     @abstractmethod

@@ -36,6 +36,7 @@ __all__ = [
     "nested_deeper_than",
     "parse_json",
     "parse_json_prefix",
+    "within_depth",
 ]
 
 MAX_FRAME_BYTES = 8 * 1024 * 1024
@@ -59,6 +60,13 @@ def nested_deeper_than(text: str, limit: int) -> bool:
     """
     brackets = _NOT_BRACKET.sub("", _STRING.sub("", text)).translate(_STEP)
     return any(depth > limit for depth in accumulate(1 if s == "+" else -1 for s in brackets))
+
+
+def within_depth(text: bytes) -> bool:
+    """True when ``text`` (JSON as UTF-8) has too few brackets to nest deeper than
+    :data:`MAX_JSON_DEPTH` (the two counts :func:`parse_json` starts with; a text for which
+    this is False is then measured by :func:`parse_json`)."""
+    return len(text) <= MAX_JSON_DEPTH or text.count(b"[") + text.count(b"{") <= MAX_JSON_DEPTH
 
 
 def _check(text: str, what: str) -> None:

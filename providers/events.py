@@ -20,6 +20,7 @@ __all__ = [
     "TextDelta",
     "ToolCall",
     "Usage",
+    "text_delta",
 ]
 
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "other"]
@@ -38,6 +39,25 @@ class TextDelta:
     """A piece of the answer as the model wrote it (before ``<think>`` stripping and redaction)."""
 
     chunk: StreamChunk
+
+
+_new = object.__new__
+_set_delta = StreamChunk.__dict__["delta"].__set__
+_set_reasoning = StreamChunk.__dict__["reasoning"].__set__
+_set_chunk = TextDelta.__dict__["chunk"].__set__
+
+
+def text_delta(delta: str = "", reasoning: str = "") -> TextDelta:
+    """``TextDelta(StreamChunk(delta, reasoning))``, equal to it in every way, built through
+    the slots' descriptors instead of the frozen dataclasses' ``__init__`` (which sets each
+    field with ``object.__setattr__``): the decoders make one per wire delta, and this takes
+    half the time."""
+    chunk = _new(StreamChunk)
+    _set_delta(chunk, delta)
+    _set_reasoning(chunk, reasoning)
+    event = _new(TextDelta)
+    _set_chunk(event, chunk)
+    return event
 
 
 @dataclass(frozen=True, slots=True)

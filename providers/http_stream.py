@@ -7,7 +7,9 @@ and Ollama providers: an async iterator of stream events that, on first use, ent
 it was given, an unentered :func:`providers.transport.open_stream` (connect 10 s, headers
 bounded by ``timeout_secs``, every read bounded by the byte-idle timeout), and feeds each read to
 the reducer. It yields the events of a read, then raises the reducer's failure if that read ended
-the stream badly.
+the stream badly. A read's own failure (the idle bound, a dropped connection) ends the stream as
+EOF would when the reducer says the answer is already whole (:meth:`StreamReducer.ends_at`: Chat
+Completions after a ``finish_reason``, architecture §2), else it is raised.
 
 When the reducer decodes the terminal signal, its events are yielded at once; the rest of the body
 is then read for at most :data:`DRAIN_SECS` and dropped, so a server's last chunk, written a
@@ -16,6 +18,10 @@ SDKs read the whole body for the same reason, without a bound), and the response
 socket is never awaited for an EOF that a server may not send (architecture §2, C08 B). Closing
 the iterator early (``aclose()``, or cancelling the task iterating it) closes the HTTP response; no
 request is re-sent.
+
+``joined()`` is the same stream with the text of each read joined (one ``TextDelta`` per run of
+adjacent text of one kind, :class:`providers.stream_reducer.JoinedReadEvents`; architecture §2
+"Events"): a consumer that counts on nothing finer than a read takes it instead of the stream.
 
 ``provider_items`` exposes the reducer's opaque items once the stream is done, so the caller can
 store them with the assistant message (``folder.provider_items = stream.provider_items``).
@@ -33,7 +39,7 @@ is, all at once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, Callable
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, cast
 
@@ -78,7 +84,24 @@ class ReducedStream:
         on_unstreamed: Callable[[], None] | None = None,
     ) -> None:
         self._reducer = reducer
+        self._pace: Callable[[], Awaitable[None]] | None = None
+        self._joined = False
         self._events = self._run(body, reducer, on_unstreamed)
+
+    def pace_reads(self, wait: Callable[[], Awaitable[None]]) -> None:
+        """Await ``wait()`` before each read that follows a read whose events were all taken
+        (see :class:`providers.base.PacedStream`)."""
+        self._pace = wait
+
+    def joined(self) -> AsyncGenerator[StreamEvent, None]:
+        """The same stream with each read's adjacent text of one kind joined into one
+        :class:`~providers.events.TextDelta` (:class:`providers.stream_reducer.JoinedReadEvents`;
+        architecture §2 "Events"): iterate it instead of the stream, from before its first
+        event, when nothing counts on one delta per wire delta. The same text, reasoning and
+        other events in the same order; one delta per read when a server sends faster than it
+        is read."""
+        self._joined = True
+        return self._events
 
     @property
     def provider_items(self) -> tuple[dict[str, Any], ...]:
@@ -96,8 +119,8 @@ class ReducedStream:
         """Stop reading and close the HTTP response (idempotent)."""
         await self._events.aclose()
 
-    @staticmethod
     async def _run(
+        self,
         opening: AbstractAsyncContextManager[AsyncIterable[bytes]],
         reducer: StreamReducer,
         on_unstreamed: Callable[[], None] | None,
@@ -112,13 +135,24 @@ class ReducedStream:
                         yield event
                     reducer.raise_failure()
                     return
-                async for chunk in reads:
-                    for event in reducer.feed(chunk):
+                read = reads.__anext__
+                while True:
+                    try:
+                        chunk = await read()
+                    except StopAsyncIteration:
+                        break
+                    except ProviderError as exc:
+                        if reducer.ends_at(exc):  # the answer is whole: as at EOF
+                            break
+                        raise
+                    for event in reducer.feed(chunk, joined=self._joined):
                         yield event
                     reducer.raise_failure()
                     if reducer.done:  # terminal signal: do not wait for the server's EOF
                         await _drain(reads)
                         return
+                    if self._pace is not None:  # the bytes sent meanwhile wait in the socket
+                        await self._pace()
             for event in reducer.close():
                 yield event
             reducer.raise_failure()

@@ -29,9 +29,7 @@ URLs (unless ``vision: false``); its documents as ``file`` parts (PDF, unless
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterable, AsyncIterator
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
-from typing import Any, cast
+from typing import Any
 
 from config.models import ProviderConfig
 from providers.base import (
@@ -44,14 +42,11 @@ from providers.base import (
 )
 from providers.errors import (
     ProviderBadRequest,
-    ProviderConnectionError,
     ProviderError,
-    ProviderTimeout,
 )
 from providers.http_provider import HttpModelProvider
 from providers.http_stream import ReducedStream
 from providers.openai_chat_decode import ChatCompletionsStreamReducer
-from providers.transport import BodyStream
 
 __all__ = [
     "OpenAIChatProvider",
@@ -189,40 +184,10 @@ class OpenAIChatProvider(HttpModelProvider):
                 ``finish_reason``.
             ProviderError: non-2xx answers and error objects in the stream, typed.
         """
-        reducer = ChatCompletionsStreamReducer()
-        opening = self._open_stream(build_request_body(self.config, request, stream=True))
-        return ReducedStream(
-            _ending_after_finish(opening, reducer), reducer, on_unstreamed=self._note_unstreamed
-        )
+        body = build_request_body(self.config, request, stream=True)
+        return self._reduced_stream(body, ChatCompletionsStreamReducer())
 
     async def complete(self, request: ChatRequest) -> CompletionResponse:
         """One blocking call, bounded as a whole by ``timeout_secs``."""
         payload = await self._post(build_request_body(self.config, request, stream=False))
         return parse_completion(payload)
-
-
-@asynccontextmanager
-async def _ending_after_finish(
-    opening: AbstractAsyncContextManager[BodyStream],
-    reducer: ChatCompletionsStreamReducer,
-) -> AsyncIterator[AsyncIterable[bytes]]:
-    """The body of ``opening``, whose reads end as at EOF when, after a ``finish_reason``, the
-    idle timeout fires or the connection drops (architecture §2: the answer is whole then).
-    A whole JSON body (the server did not stream) is handed on as it is: it must be read to
-    its end."""
-    async with opening as body:
-        yield body if body.whole_json else _reads_until_broken_after_finish(body, reducer)
-
-
-async def _reads_until_broken_after_finish(
-    body: AsyncIterable[bytes], reducer: ChatCompletionsStreamReducer
-) -> AsyncGenerator[bytes, None]:
-    reads = cast("AsyncGenerator[bytes, None]", aiter(body))
-    async with aclosing(reads):
-        try:
-            async for chunk in reads:
-                yield chunk
-        except (ProviderTimeout, ProviderConnectionError) as exc:
-            idle = isinstance(exc, ProviderConnectionError) or exc.phase == "idle"
-            if not (idle and reducer.finish_seen):
-                raise

@@ -40,19 +40,26 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from providers.bounded_json import MAX_JSON_DEPTH, within_depth
 from providers.error_events import error_from_event
-from providers.errors import StreamProtocolError, StreamTruncated
+from providers.errors import (
+    ProviderConnectionError,
+    ProviderError,
+    ProviderTimeout,
+    StreamProtocolError,
+    StreamTruncated,
+)
 from providers.events import (
     Final,
     FinishReason,
     PreExecutedToolCall,
     PreExecutedToolResult,
-    StreamChunk,
     StreamEvent,
-    TextDelta,
     ToolCall,
     Usage,
+    text_delta,
 )
+from providers.fast_shapes import CHAT_CHUNK, REFUSED
 from providers.sse import SSEDecoder, parse_event_json
 from providers.stream_reducer import StreamReducer
 
@@ -226,8 +233,38 @@ class ChatCompletionsStreamReducer(StreamReducer):
         self._calls_emitted = False
         self._usage: Usage | None = None
 
+    def ends_at(self, error: ProviderError) -> bool:
+        """After a ``finish_reason`` the answer is whole: the idle bound or a dropped
+        connection then ends the stream as EOF does (architecture §2)."""
+        idle = isinstance(error, ProviderConnectionError) or (
+            isinstance(error, ProviderTimeout) and error.phase == "idle"
+        )
+        return idle and self.finish_seen
+
     def _frames(self, chunk: bytes, *, final: bool) -> Iterable[Any]:
-        for data in self._sse.close_data() if final else self._sse.feed_data(chunk):
+        """The chunks of the read as dicts, except the plain text ones: those are decoded into
+        :data:`providers.fast_shapes.CHAT_CHUNK` and their text added to the read's events
+        here (the events :meth:`_on_object` would give for their dicts)."""
+        read, fast = self._read, CHAT_CHUNK
+        add_text = read.text
+        for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
+            if fast is not None and (len(payload) <= MAX_JSON_DEPTH or within_depth(payload)):
+                try:
+                    delta = fast(payload).choices[0].delta
+                except REFUSED:
+                    pass  # not the plain shape: parsed as a dict below
+                else:
+                    text = delta.content
+                    reasoning = delta.reasoning_content or delta.reasoning
+                    if not reasoning:
+                        if text:
+                            add_text(text)
+                    elif text:
+                        read.extend([text_delta(text, reasoning)])
+                    else:
+                        read.thought(reasoning)
+                    continue
+            data = payload.decode("utf-8", "replace")
             if data[:1] != "{" or data[-1:] != "}":  # else stripping would change nothing
                 data = data.strip()
                 if not data:
@@ -325,7 +362,7 @@ class ChatCompletionsStreamReducer(StreamReducer):
         if not (isinstance(reasoning, str) and reasoning):
             reasoning = parse_reasoning(delta) if "reasoning" in delta else ""
         if text or reasoning:
-            events.append(TextDelta(StreamChunk(delta=text, reasoning=reasoning)))
+            events.append(text_delta(text, reasoning))
         fragments = get("tool_calls")
         if fragments and isinstance(fragments, list):
             if self._calls_emitted:

@@ -14,6 +14,12 @@ events, then calls :meth:`StreamReducer.raise_failure`. So the events seen befor
 the same at every split of the body, which the turn loop's retry rule (architecture §2 "Failures":
 the first non-empty text delta divides retry from fallback) depends on.
 
+``feed`` gives one :class:`~providers.events.TextDelta` per wire delta; ``feed(chunk,
+joined=True)`` gives one read's events with adjacent text of one kind joined
+(:class:`JoinedReadEvents`): a read holding fifty text deltas is one delta for the turn loop,
+the policy and delivery, and a read holding one is that one, unchanged (architecture §2
+"Events"; a consumer asks for it with :meth:`providers.http_stream.ReducedStream.joined`).
+
 Blocking answers are folded by the same reducer (:meth:`StreamReducer.answer`): a subclass says
 which wire objects the answer stands for (:meth:`StreamReducer._answer_objects`), so a stream and
 a blocking call of the same answer give equal responses by construction (architecture §2
@@ -37,15 +43,103 @@ from typing import Any
 
 from providers.bounded_json import parse_json
 from providers.errors import ProviderError, StreamProtocolError, StreamTruncated, snippet
-from providers.events import StreamEvent
+from providers.events import StreamEvent, TextDelta, text_delta
 
-__all__ = ["StreamReducer", "arguments_json", "reduce_body", "type_field"]
+__all__ = [
+    "JoinedReadEvents",
+    "ReadEvents",
+    "StreamReducer",
+    "arguments_json",
+    "reduce_body",
+    "type_field",
+]
 
 _WRONG_SHAPE = (TypeError, AttributeError, KeyError, IndexError, ValueError, RecursionError)
 """What a decoder raises when a wire field has another JSON type than the format says (a list
 where a string belongs: ``{"type": []}``). The reducers check the fields they dispatch on
 (:func:`type_field`); this net types every other case as :class:`StreamProtocolError` at the cost
 of one ``try`` per read, so no untyped error escapes and retry and fallback still run."""
+
+
+class ReadEvents:
+    """The events of one read, in order, as the reducer decodes them: each piece of text its
+    own :class:`TextDelta`. A subclass's :meth:`StreamReducer._frames` may add the text of
+    the objects it decodes itself (:meth:`text`, :meth:`thought`)."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self) -> None:
+        self._events: list[StreamEvent] = []
+
+    def text(self, piece: str) -> None:
+        """Add a piece of answer text (``StreamChunk.delta``; not empty)."""
+        self._events.append(text_delta(piece))
+
+    def thought(self, piece: str) -> None:
+        """Add a piece of reasoning (``StreamChunk.reasoning``; not empty)."""
+        self._events.append(text_delta("", piece))
+
+    def extend(self, events: list[StreamEvent]) -> None:
+        """Add ``events`` (those of one decoded object)."""
+        self._events += events
+
+    def events(self) -> list[StreamEvent]:
+        """The events so far."""
+        return self._events
+
+
+class JoinedReadEvents(ReadEvents):
+    """:class:`ReadEvents` with adjacent text of one kind joined into one :class:`TextDelta`
+    (architecture §2 "Events"): pieces of answer text (``delta``) with nothing between them
+    make one delta, as do pieces of reasoning; a delta carrying both, and every other event,
+    stays where it is and ends the run. So the consumer runs once per read when a server
+    sends faster than it is read, and exactly as unjoined when each read brings one event (a
+    model's pace); the joined text and the other events are the same at every split of the
+    body (tests/test_read_events.py)."""
+
+    __slots__ = ("_pieces", "_reasoning")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pieces: list[str] = []
+        self._reasoning = False  # the pieces held are reasoning, not answer text
+
+    def text(self, piece: str) -> None:
+        if self._reasoning:
+            self._flush()
+            self._reasoning = False
+        self._pieces.append(piece)
+
+    def thought(self, piece: str) -> None:
+        if not self._reasoning:
+            self._flush()
+            self._reasoning = True
+        self._pieces.append(piece)
+
+    def extend(self, events: list[StreamEvent]) -> None:
+        for event in events:
+            if type(event) is TextDelta:
+                chunk = event.chunk
+                if chunk.delta and not chunk.reasoning:
+                    self.text(chunk.delta)
+                    continue
+                if chunk.reasoning and not chunk.delta:
+                    self.thought(chunk.reasoning)
+                    continue
+            self._flush()
+            self._events.append(event)
+
+    def events(self) -> list[StreamEvent]:
+        self._flush()
+        return self._events
+
+    def _flush(self) -> None:
+        pieces = self._pieces
+        if not pieces:
+            return
+        text = pieces[0] if len(pieces) == 1 else "".join(pieces)
+        self._events.append(text_delta("", text) if self._reasoning else text_delta(text))
+        pieces.clear()
 
 
 class StreamReducer(ABC):
@@ -67,15 +161,19 @@ class StreamReducer(ABC):
         self.failure: ProviderError | None = None
         self.provider_items: tuple[dict[str, Any], ...] = ()
         self._closed = False
+        self._read = ReadEvents()
+        """The events of the read being decoded; a subclass's :meth:`_frames` may add text to
+        it directly (:meth:`ReadEvents.text`) for the objects it decodes itself."""
 
-    def feed(self, chunk: bytes) -> list[StreamEvent]:
-        """Decode one read of the body (bytes, any split); return the events it completed.
+    def feed(self, chunk: bytes, *, joined: bool = False) -> list[StreamEvent]:
+        """Decode one read of the body (bytes, any split); return the events it completed,
+        with adjacent text of one kind joined when ``joined`` (:class:`JoinedReadEvents`).
 
         After the stream is done or failed, bytes are ignored and ``[]`` is returned.
         """
         if self.done or self.failure is not None or self._closed:
             return []
-        return self._run(chunk, final=False)
+        return self._run(chunk, final=False, joined=joined)
 
     def close(self) -> list[StreamEvent]:
         """End of body: decode what the framing still holds; then, unless done or failed,
@@ -91,6 +189,12 @@ class StreamReducer(ABC):
                 f"the stream ended before {self.terminal_signal}; the answer is incomplete"
             )
         return events
+
+    def ends_at(self, error: ProviderError) -> bool:
+        """True when ``error``, a read's failure (the byte-idle bound, a dropped connection),
+        ends the stream properly instead, as EOF would (the driver then calls :meth:`close`).
+        Default: never."""
+        return False
 
     def raise_failure(self) -> None:
         """Raise :attr:`failure` if there is one.
@@ -140,20 +244,20 @@ class StreamReducer(ABC):
         """
         return (answer,)
 
-    def _run(self, chunk: bytes, *, final: bool) -> list[StreamEvent]:
-        out: list[StreamEvent] = []
+    def _run(self, chunk: bytes, *, final: bool, joined: bool = False) -> list[StreamEvent]:
+        out = self._read = JoinedReadEvents() if joined else ReadEvents()
         try:  # the framing is inside the try too: its errors are the stream's failure
             for obj in self._frames(chunk, final=final):
                 if type(obj) is not dict and not isinstance(obj, dict):
                     raise StreamProtocolError(f"expected a JSON object, got {type(obj).__name__}")
-                out += self._on_object(obj)
+                out.extend(self._on_object(obj))
                 if self.done:
                     break  # anything after the terminal signal is ignored
         except ProviderError as exc:
             self.failure = exc
         except _WRONG_SHAPE as exc:  # a field of the wrong JSON type reached the reducer
             self.failure = _wrong_shape(exc)
-        return out
+        return out.events()
 
     def _run_objects(self, objects: Iterable[Any]) -> list[StreamEvent]:
         out: list[StreamEvent] = []

@@ -202,6 +202,16 @@ class DeliveryDriver:
         quiet = self._quiet
         return self._wait_until <= quiet or quiet != -math.inf
 
+    def quiet_for(self) -> float:
+        """Seconds from now until text given now could start a write at the earliest; ``0.0``
+        when it could start one now or at the loop's next pass (before the first write, while
+        a write is in flight, or when every piece of text wakes the loop: a guarded
+        ``multi_message`` / ``off`` reply). A query: the round's reads are paced by it
+        (:meth:`orchestrator.turn.round_sink.RoundSink.pause`)."""
+        if not self.text_waits():
+            return 0.0
+        return max(0.0, self._quiet - self._clock())
+
     def pull_from(self, source: Callable[[], str]) -> None:
         """Text comes from ``source``: it returns what the caller held back, through its policy
         (``""``: nothing), and is called before each pass of the loop, by :meth:`pull` and by

@@ -43,10 +43,10 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 import regex
 
+from orchestrator.policy.hits import Hit, Scan, settle
 from orchestrator.policy.joints import ends_in_a_joint, joined
 from orchestrator.policy.searches import (
     CompiledShape,
@@ -93,41 +93,6 @@ VIEW_CONTEXT_CHARS = 16
 """Raw characters before a scan's start from which its views are built (look-behind context)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One settled match: text ``[start, end)``; ``[secret_start, secret_end)`` is replaced."""
-
-    name: str
-    start: int
-    end: int
-    secret_start: int
-    secret_end: int
-
-    def replacement(self, text: str) -> str:
-        return (
-            text[self.start : self.secret_start]
-            + marker(self.name)
-            + text[self.secret_end : self.end]
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Scan:
-    """The settled part of an open scan.
-
-    Attributes:
-        text: the redacted output for the raw text ``[start, cut)``.
-        cut: where the settled part ends (raw index).
-        open_at: the start of the possible secret that stopped the scan, or ``None``.
-        first_hit: the start of the first secret replaced in ``text``, or ``None``.
-    """
-
-    text: str
-    cut: int
-    open_at: int | None = None
-    first_hit: int | None = None
-
-
 class Redactor:
     """Redacts text with an ordered catalogue of shapes; sans-I/O and reusable.
 
@@ -166,6 +131,11 @@ class Redactor:
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
         self._timeouts = 0  # searches that ran out of time, ever
+        self.prefix_closed = all(not s.keywords or s in BUILTIN_SHAPES for s in self._shapes)
+        """Whether an open scan recognises every possible secret from its first character
+        (the built-in shapes, whose keywords or their prefixes stand there, and shapes without
+        keywords, searched in every text): then what it settles stays settled however the
+        text continues (:class:`~orchestrator.policy.hits.Proof`)."""
         self.observer: Callable[[str], None] | None = None
         """Told the shape name of every secret a scan replaces (the daemon's metrics)."""
         self.overmask_observer: Callable[[str, str], None] | None = None
@@ -217,28 +187,18 @@ class Redactor:
         hits, open_at = self._collect(
             text, start, stop, open_end=open_end, breaks=breaks, memo=memo
         )
-        if open_at is not None and open_at < stop:
-            stop = open_at
-        else:
-            open_at = None
-        out: list[str] = []
-        last = start
-        first_hit: int | None = None
-        for hit in hits:
-            if hit.start >= stop:
-                break
-            if hit.end > stop:
-                stop = hit.start
-                break
-            out.append(text[last : hit.start])
-            out.append(hit.replacement(text))
-            if self.observer is not None:
-                self.observer(hit.name)
-            last = hit.end
-            if first_hit is None:
-                first_hit = hit.start
-        out.append(text[last:stop])
-        return Scan("".join(out), stop, open_at, first_hit)
+        return settle(text, hits, start, stop, open_at, self.observer)
+
+    def open_hits(
+        self, text: str, start: int, *, breaks: Sequence[int] = (), memo: SearchMemo | None = None
+    ) -> tuple[list[Hit], int | None] | None:
+        """What :meth:`scan` of ``text[start:]`` with ``open_end`` finds before it cuts: the
+        settled matches (sorted) and the first possible secret start (or ``None``), the same
+        for every stop; ``None`` when a search ran out of time (its masked span depends on
+        the stop: scan with the stop instead)."""
+        timeouts = self._timeouts
+        found = self._collect(text, start, len(text), open_end=True, breaks=breaks, memo=memo)
+        return found if self._timeouts == timeouts else None
 
     # -- views ------------------------------------------------------------------------------
 

@@ -28,6 +28,16 @@ round start is still one key in the text as it is).
 ``flush`` (end of the reply) emits everything. Invariant: the concatenation of everything
 emitted equals ``Redactor.redact(everything fed)``.
 
+Proofs (:class:`~orchestrator.policy.hits.Proof`): a look that scans, scans the held text to
+its end, not just to its ceiling, and keeps what that proves: no match starts before the first
+match or possible secret it found, nor before the last 32 characters (where a view may still
+change: ``sk_live_**`` reads as a key once ``51…`` follows). The looks after it whose ceiling lies
+within the proof emit the raw text up to the ceiling without searching; the next scan starts
+where the proof ends (a settled position), not at ``settled``. So each held character is scanned
+about once, not at every look. This needs a catalogue that recognises every possible secret
+from its first character (:attr:`Redactor.prefix_closed`: the built-in shapes, and extra ones
+without keywords); with another, every look scans from ``settled`` as before.
+
 While a long possible secret (a PEM block, say) stays open, the next look is deferred until the
 text has grown by a quarter of its length (at least 32 bytes), so holding it costs linear time.
 
@@ -52,6 +62,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
+from orchestrator.policy.hits import Proof, Scan, settle
 from orchestrator.policy.searches import SearchMemo
 
 __all__ = [
@@ -71,6 +82,11 @@ RUN_LIMIT_BYTES = 4096
 CONTEXT_CHARS = 64
 """Characters kept before the settled position as look-behind context (the catalogue's
 look-behinds reach at most 14 characters back)."""
+PROOF_MARGIN_CHARS = HOLDBACK_BYTES // 4
+"""A look's proof ends this many characters before the end of the text it scanned, or earlier
+(at a possible secret or a match): where a view may still change (``sk_live_**`` + ``51…``).
+The holdback holds at least this many characters, so the margin never stops a look short of
+its own ceiling."""
 _PRUNE_CHARS = 4096
 
 _LAST_SPACE = re.compile(r".*\s", re.DOTALL)
@@ -150,10 +166,16 @@ class RedactionWindow:
 
     Args:
         redactor: the catalogue to apply.
+        reuse_proofs: let a look take its output from the last look's proof when that reaches
+            its ceiling (see the module); ``False`` scans the held text at every look (the
+            reference the tests compare with: the same text in the end, and after every call
+            one window has emitted a prefix of what the other has, as a look may stop at
+            another possible secret start).
     """
 
-    def __init__(self, redactor: Redactor) -> None:
+    def __init__(self, redactor: Redactor, *, reuse_proofs: bool = True) -> None:
         self._redactor = redactor
+        self._reuse = reuse_proofs and redactor.prefix_closed
         self._state = WindowState()
         self._pending: list[str] = []  # fed but not yet joined into ``_state.text``
         # The first ``_counted`` pending parts (``_pending_chars`` characters) are counted in
@@ -164,6 +186,9 @@ class RedactionWindow:
         # What the looks' searches ruled out in the held text (positions into ``_state.text``):
         # a look searches each shape from where the last one stopped, not from ``settled``.
         self._memo = SearchMemo()
+        # What the last full scan proved (positions into ``_state.text``): looks whose ceiling
+        # lies within it cut their output from it without searching again.
+        self._proof: Proof | None = None
 
     # -- the public operations ----------------------------------------------------------------
 
@@ -182,7 +207,7 @@ class RedactionWindow:
         """End of a round: emit all but a trailing possible secret start."""
         s = self._join()
         s.carried = None
-        self._memo.clear()
+        self._forget()
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True, breaks=s.breaks)
         return self._advance(scan.text, scan.cut, scan.open_at)
 
@@ -190,7 +215,7 @@ class RedactionWindow:
         """End of the reply: emit everything."""
         s = self._join()
         s.carried = None
-        self._memo.clear()
+        self._forget()
         scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False, breaks=s.breaks)
         return self._advance(scan.text, scan.cut, None)
 
@@ -203,7 +228,7 @@ class RedactionWindow:
         the round ends.
         """
         s = self._join()
-        self._memo.clear()
+        self._forget()
         if s.settled < len(s.text):
             s.carried = "open"
         if s.text:
@@ -218,7 +243,7 @@ class RedactionWindow:
         """Return to ``state``: what was fed since is forgotten, never emitted."""
         self._pending.clear()
         self._counted = self._pending_chars = 0
-        self._memo.clear()
+        self._forget()
         self._state = replace(state)
 
     @property
@@ -228,6 +253,12 @@ class RedactionWindow:
         return s.text[s.settled :]
 
     # -- internals --------------------------------------------------------------------------
+
+    def _forget(self) -> None:
+        """The text was replaced or will be scanned otherwise: what earlier looks learnt about
+        it no longer holds."""
+        self._memo.clear()
+        self._proof = None
 
     def _count(self) -> None:
         """Count the pending parts fed since the last count: their UTF-8 length in
@@ -274,9 +305,7 @@ class RedactionWindow:
         ceiling = _grapheme_start(s.text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
-        scan = self._redactor.scan(
-            s.text, s.settled, ceiling, open_end=True, breaks=s.breaks, memo=self._memo
-        )
+        scan = self._scan(s, ceiling)
         if s.carried and scan.cut > s.settled and scan.first_hit != s.settled:
             s.carried = "held"
             return ""
@@ -285,6 +314,29 @@ class RedactionWindow:
             # the run reached 4 KB and was released: hold its next 4 KB from here
             s.run_from, s.run_bytes = s.settled, s.unsettled_bytes
         return emitted
+
+    def _scan(self, s: WindowState, ceiling: int) -> Scan:
+        """The catalogue's open scan of ``text[settled:ceiling]``: cut from the last proof when
+        it reaches the ceiling; else the text after the proof (from ``settled`` when there is
+        none) is scanned to its end, and what that proves kept for the next looks."""
+        observer = self._redactor.observer
+        proof = self._proof
+        if proof is not None and ceiling <= proof.limit:
+            return settle(s.text, (), s.settled, ceiling, proof.open_at, observer)
+        start = s.settled
+        if proof is not None and proof.limit > s.settled:
+            start = proof.limit  # no match starts before it: a settled position
+        found = None
+        if self._reuse:
+            found = self._redactor.open_hits(s.text, start, breaks=s.breaks, memo=self._memo)
+        if found is None:  # not reused, or a search ran out of time: its mask needs the stop
+            self._proof = None
+            return self._redactor.scan(
+                s.text, s.settled, ceiling, open_end=True, breaks=s.breaks, memo=self._memo
+            )
+        hits, open_at = found
+        self._proof = Proof.of(hits, open_at, len(s.text) - PROOF_MARGIN_CHARS)
+        return settle(s.text, hits, s.settled, ceiling, open_at, observer)
 
     @staticmethod
     def _holdback_start(s: WindowState) -> int:
@@ -311,6 +363,7 @@ class RedactionWindow:
             drop = cut - CONTEXT_CHARS
             s.text = s.text[drop:]
             self._memo.shift(drop)
+            self._proof = None
             cut -= drop
             s.run_from = max(0, s.run_from - drop)
             s.breaks = tuple(b - drop for b in s.breaks)

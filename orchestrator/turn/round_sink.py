@@ -12,7 +12,18 @@ when it asks (its source, :meth:`RoundSink._take`): before each pass of its loop
 write could start the text waits and the policy runs once per write, not once per delta
 (architecture §3 "Spacing"). The sink never feeds text to the driver itself; before a
 provider-run tool's status line and at the round's end it has the driver take the text first
-(``DeliveryDriver.pull``). A restart forgets the held text with the attempt."""
+(``DeliveryDriver.pull``). A restart forgets the held text with the attempt.
+
+Reads are paced by the delivery (architecture §5 "Read pacing"): the provider's stream awaits
+:meth:`RoundSink.pause` before each read after a read's events were taken. While no write could
+start before a later time (the chat's spacing after the last write, a rate limit), the next read
+waits until :data:`READ_AHEAD_SECS` before it, at most :data:`READ_PACE_MAX_SECS`: the socket
+buffers what the model sends meanwhile and one read takes it all, so a model streaming 50 deltas
+a second into a chat edited once a second costs a few reads a second, not fifty wakeups of the
+whole read path. A write starts with the text read up to a moment before it; nothing is lost or
+reordered (the bytes wait in the socket), the first text is read at once (before the first write
+nothing waits), and a tool call or the end of the stream is seen at most
+:data:`READ_PACE_MAX_SECS` later."""
 
 from __future__ import annotations
 
@@ -29,7 +40,21 @@ from orchestrator.tools.tool_status import done_line, failed_line, running_line
 from orchestrator.turn.think import ThinkFilter
 from providers.events import PreExecutedToolCall, PreExecutedToolResult, StreamEvent, TextDelta
 
-__all__ = ["ReplyPolicyFactory", "ReplyPolicyLike", "RoundSink"]
+__all__ = [
+    "READ_AHEAD_SECS",
+    "READ_PACE_MAX_SECS",
+    "ReplyPolicyFactory",
+    "ReplyPolicyLike",
+    "RoundSink",
+]
+
+READ_PACE_MAX_SECS = 0.25
+"""The longest a paced read waits (seconds): how late a tool call, a provider-run tool's status
+or the end of the stream may be seen while the chat's spacing holds the text anyway."""
+
+READ_AHEAD_SECS = 0.02
+"""A paced read ends this long (seconds) before a write could start, so the write takes the
+text sent up to then."""
 
 
 class ReplyPolicyLike(PiecePolicy, Protocol):
@@ -94,6 +119,14 @@ class RoundSink:
         visible = "".join(self._held)
         self._held.clear()
         return self._policy.feed(visible)
+
+    async def pause(self) -> None:
+        """Wait while the text read so far could start no write anyway: until
+        :data:`READ_AHEAD_SECS` before a write could start, at most :data:`READ_PACE_MAX_SECS`;
+        returns at once when a write could start now (see the module docstring)."""
+        delay = min(self._driver.quiet_for() - READ_AHEAD_SECS, READ_PACE_MAX_SECS)
+        if delay > 0.0:
+            await anyio.sleep(delay)
 
     def event(self, event: StreamEvent) -> None:
         if type(event) is TextDelta:  # nearly every event: no pattern matching for it

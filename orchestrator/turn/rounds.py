@@ -42,7 +42,13 @@ import anyio
 
 from config.models import ProviderConfig
 from orchestrator.turn.failure_causes import FailureContext, user_cause
-from providers.base import ChatRequest, CompletionResponse, ModelProvider, ResponseFolder
+from providers.base import (
+    ChatRequest,
+    CompletionResponse,
+    ModelProvider,
+    PacedStream,
+    ResponseFolder,
+)
 from providers.errors import (
     ModelNotFound,
     ProviderError,
@@ -126,6 +132,7 @@ class _Round:
 
     sink: RoundSink
     start: float
+    pace: Callable[[], Awaitable[None]] | None = None
     attempts: int = 0
     provider_attempts: int = 0  # attempts of the provider of ``last_error``
     last_error: ProviderError | None = None
@@ -176,9 +183,17 @@ class RoundRunner:
         self._clock = clock
         self._responses_fallback = responses_fallback or _build_responses_provider
 
-    async def run(self, request: ChatRequest, sink: RoundSink) -> RoundResult:
-        """Serve one round. Raises :class:`RoundFailed` when no provider could."""
-        round_ = _Round(sink, self._clock(), on_error=self._on_error)
+    async def run(
+        self,
+        request: ChatRequest,
+        sink: RoundSink,
+        pace: Callable[[], Awaitable[None]] | None = None,
+    ) -> RoundResult:
+        """Serve one round. ``pace``, when given, paces the reads of a streaming provider
+        (:meth:`providers.base.PacedStream.pace_reads`; the reply's
+        :meth:`~orchestrator.turn.round_sink.RoundSink.pause`). Raises :class:`RoundFailed`
+        when no provider could."""
+        round_ = _Round(sink, self._clock(), pace, on_error=self._on_error)
         chain = self._chain  # a reload replaces the list; this round keeps the one it began with
         for index, entry in enumerate(chain):
             round_.last_entry, round_.provider_attempts = entry, 0
@@ -299,9 +314,14 @@ class RoundRunner:
         """Stream one attempt to its end. The stream is closed however it ends (a ``/stop``
         cancels the task iterating it: the provider's connection is closed then too)."""
         stream = provider.stream(request)
+        events: AsyncIterator[StreamEvent] = stream
+        if isinstance(stream, PacedStream):  # a read's text in one delta; reads paced
+            events = stream.joined()
+            if round_.pace is not None:
+                stream.pace_reads(round_.pace)
         fold, sink = attempt.folder.add, round_.sink.event
         try:
-            async for event in stream:
+            async for event in events:
                 if not attempt.got_text and isinstance(event, TextDelta) and event.chunk.delta:
                     attempt.got_text = True
                     attempt.ttft_ms = (self._clock() - round_.start) * 1000.0

@@ -332,7 +332,7 @@ class TurnRunner:
         request, estimate = self._fit.request(turn, summary, offer_tools)
         turn.estimate = estimate
         try:
-            result = await rounds.run(request, sink)
+            result = await rounds.run(request, sink, sink.pause)
         except RoundFailed as failed:
             if not isinstance(failed.error, ContextLengthExceeded):
                 raise
@@ -347,7 +347,7 @@ class TurnRunner:
             request, estimate = self._fit.request(turn, summary, offer_tools)
             turn.estimate = estimate
             try:
-                result = await rounds.run(request, sink)
+                result = await rounds.run(request, sink, sink.pause)
             except RoundFailed as again:
                 history = [m for m in request.messages if m.role != "system"]
                 if not isinstance(again.error, ContextLengthExceeded) or len(history) > 1:

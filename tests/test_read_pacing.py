@@ -1,0 +1,138 @@
+"""Reads paced by the delivery (architecture §5 "Read pacing"): a streaming provider's body is
+read again only when the round's ``pause`` returns, and ``pause`` waits while the chat's spacing
+would hold the text anyway. Through a real :class:`ReducedStream` and Chat Completions reducer,
+:class:`RoundSink`, :class:`ReplyPolicy` and :class:`DeliveryDriver`, on virtual time, with a
+body that behaves as a socket: what the server sent while nobody read is taken by one read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.lowlevel
+import pytest
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from orchestrator.delivery.driver import DeliveryDriver
+from orchestrator.delivery.events import AnswerEnded, TextEmitted
+from orchestrator.policy import ReplyPolicy
+from orchestrator.turn.round_sink import READ_AHEAD_SECS, READ_PACE_MAX_SECS, RoundSink
+from providers.events import Final, StreamEvent, TextDelta
+from providers.http_stream import ReducedStream
+from providers.openai_chat_decode import ChatCompletionsStreamReducer
+from tests.fakes import FakeChannelConfig, RecordingChannel
+
+
+def chunk(delta: str | None = None, finish: str | None = None) -> bytes:
+    choice = {"index": 0, "delta": {} if delta is None else {"content": delta}}
+    choice["finish_reason"] = finish
+    return f"data: {json.dumps({'choices': [choice]})}\n\n".encode()
+
+
+DONE = chunk(finish="stop") + b"data: [DONE]\n\n"
+
+
+@asynccontextmanager
+async def socket_body(
+    received: MemoryObjectReceiveStream[bytes], reads: list[float]
+) -> AsyncIterator[AsyncIterator[bytes]]:
+    """A body read as a socket is: a read waits for bytes, then takes all that arrived."""
+
+    async def body() -> AsyncIterator[bytes]:
+        async for first in received:
+            reads.append(anyio.current_time())
+            parts = [first]
+            while True:
+                try:
+                    parts.append(received.receive_nowait())
+                except (anyio.WouldBlock, anyio.EndOfStream):
+                    break
+            yield b"".join(parts)
+
+    yield body()
+
+
+async def test_a_paced_stream_reads_again_only_once_its_pace_returned() -> None:
+    log: list[str] = []
+    send, received = anyio.create_memory_object_stream[bytes](100)
+    for piece in (chunk("one "), chunk("two "), DONE):
+        send.send_nowait(piece)
+    send.close()
+
+    @asynccontextmanager
+    async def body() -> AsyncIterator[AsyncIterator[bytes]]:
+        async def reads() -> AsyncIterator[bytes]:
+            async for piece in received:
+                log.append("read")
+                yield piece
+
+        yield reads()
+
+    async def pace() -> None:
+        log.append("pace")
+        await anyio.lowlevel.checkpoint()
+
+    stream = ReducedStream(body(), ChatCompletionsStreamReducer())
+    stream.pace_reads(pace)
+    events = [event async for event in stream]
+    texts = [e.chunk.delta for e in events if isinstance(e, TextDelta)]
+    assert texts == ["one ", "two "] and isinstance(events[-1], Final)
+    # Before each read after the first, and not after the terminal read.
+    assert log == ["read", "pace", "read", "pace", "read"]
+
+
+@pytest.mark.looptime
+async def test_reads_wait_for_the_chats_spacing_and_every_write_has_the_text_read() -> None:
+    # 300 deltas 20 ms apart (6 s) into a chat edited once a second: after the first write the
+    # stream is read about every READ_PACE_MAX_SECS instead of 50 times a second; each edit
+    # after the first shows what the server sent up to READ_AHEAD_SECS before it, but what the
+    # redaction window holds back; the answer arrives whole.
+    channel = RecordingChannel(FakeChannelConfig(latency_ms=0))
+    policy = ReplyPolicy(channel="fake", chat_id="chat")
+    driver = DeliveryDriver(channel, "chat", policy)
+    sink = RoundSink(policy, driver)
+    send, received = anyio.create_memory_object_stream[bytes](10_000)
+    words = [f"w{i} " for i in range(300)]
+    sent: list[tuple[float, str]] = []
+    reads: list[float] = []
+
+    async def server() -> None:
+        async with send:
+            for word in words:
+                await anyio.sleep(0.02)
+                sent.append((anyio.current_time(), word))
+                await send.send(chunk(word))
+            await send.send(DONE)
+
+    events: list[StreamEvent] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(driver.run)
+        tg.start_soon(server)
+        policy.begin_round()
+        stream = ReducedStream(socket_body(received, reads), ChatCompletionsStreamReducer())
+        stream.pace_reads(sink.pause)
+        async for event in stream:
+            events.append(event)
+            sink.event(event)
+        sink.end()
+        if finished := policy.finish():
+            driver.feed(TextEmitted(finished))
+        driver.feed(AnswerEnded())
+
+    assert channel.chat.visible() == ["".join(words)]
+    assert isinstance(events[-1], Final)
+    writes = channel.chat.chat_writes()
+    # Before the first write nothing waits: a read per delta. After it, unpaced, each delta
+    # was its own read (50 a second); paced, one every READ_PACE_MAX_SECS and a few around
+    # each write (while a write is in flight and just before it, nothing waits).
+    after_first = [t for t in reads if t > writes[0].t]
+    seconds = 6.0 - writes[0].t
+    assert len(after_first) <= seconds * (1 / READ_PACE_MAX_SECS + 4), len(after_first)
+    assert len(writes) >= 6
+    for write in writes[1:-1]:
+        up_to = "".join(w for t, w in sent if t <= write.t - READ_AHEAD_SECS - 0.02)
+        shown = write.text.rstrip()
+        assert up_to.startswith(shown) or shown.startswith(up_to)
+        assert len(up_to) - len(shown) <= 128 + 8, (len(up_to), len(shown))

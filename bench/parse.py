@@ -69,6 +69,19 @@ TRICKLE_CLIENTS = (
     "ours_openai_chat_uvloop",
 )
 _FRAMING_EVENTS = {"openai_chat": 4, "anthropic": 6, "openai_responses": 4, "ollama": 1}
+_RATIOS = {
+    "openai_ratio": ("sdk_openai", "ours_openai_chat"),
+    "anthropic_ratio": ("sdk_anthropic", "ours_anthropic"),
+    "openai_floor_ratio": ("ours_openai_chat", "floor_openai_chat"),
+    "anthropic_floor_ratio": ("ours_anthropic", "floor_anthropic"),
+    "trickle_openai_ratio": ("trickle_sdk_openai", "trickle_ours_openai_chat"),
+    "trickle_anthropic_ratio": ("trickle_sdk_anthropic", "trickle_ours_anthropic"),
+    "trickle_openai_floor_ratio": ("trickle_ours_openai_chat", "trickle_floor_openai_chat"),
+    "trickle_anthropic_floor_ratio": ("trickle_ours_anthropic", "trickle_floor_anthropic"),
+    "joined_openai_floor_ratio": ("ours_openai_chat_joined", "floor_openai_chat"),
+    "joined_anthropic_floor_ratio": ("ours_anthropic_joined", "floor_anthropic"),
+}
+"""Each ratio of the summary: (numerator, denominator), figures of the same run."""
 
 
 def _pin(core: int) -> list[str]:
@@ -322,28 +335,8 @@ def run(
     for client, values in trickle.items():
         summary[f"trickle_{client}"] = statistics.median(values)
         print(f"  {client:26} {summary[f'trickle_{client}']:7.1f}")
-    summary["openai_ratio"] = summary["sdk_openai"] / summary["ours_openai_chat"]
-    summary["anthropic_ratio"] = summary["sdk_anthropic"] / summary["ours_anthropic"]
-    summary["openai_floor_ratio"] = summary["ours_openai_chat"] / summary["floor_openai_chat"]
-    summary["anthropic_floor_ratio"] = summary["ours_anthropic"] / summary["floor_anthropic"]
-    summary["trickle_openai_ratio"] = (
-        summary["trickle_sdk_openai"] / summary["trickle_ours_openai_chat"]
-    )
-    summary["trickle_anthropic_ratio"] = (
-        summary["trickle_sdk_anthropic"] / summary["trickle_ours_anthropic"]
-    )
-    summary["trickle_openai_floor_ratio"] = (
-        summary["trickle_ours_openai_chat"] / summary["trickle_floor_openai_chat"]
-    )
-    summary["trickle_anthropic_floor_ratio"] = (
-        summary["trickle_ours_anthropic"] / summary["trickle_floor_anthropic"]
-    )
-    summary["joined_openai_floor_ratio"] = (
-        summary["ours_openai_chat_joined"] / summary["floor_openai_chat"]
-    )
-    summary["joined_anthropic_floor_ratio"] = (
-        summary["ours_anthropic_joined"] / summary["floor_anthropic"]
-    )
+    for name, (top, bottom) in _RATIOS.items():
+        summary[name] = summary[top] / summary[bottom]
     print(
         f"openai_ratio={summary['openai_ratio']:.2f} "
         f"anthropic_ratio={summary['anthropic_ratio']:.2f} (SDK / ours); against the floor "

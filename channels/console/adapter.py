@@ -27,7 +27,6 @@ as they were before readline changed them.
 from __future__ import annotations
 
 import getpass
-import io
 import sys
 import termios
 import threading
@@ -40,10 +39,8 @@ from typing import IO, Any
 import anyio
 import anyio.from_thread
 import anyio.lowlevel
-from rich.console import Console, RenderableType
+from rich.console import Console
 from rich.live import Live
-from rich.markdown import Markdown
-from rich.segment import Segment, Segments
 from rich.text import Text
 
 from channels.base import (
@@ -66,6 +63,7 @@ from channels.console.input import (
     start_daemon_thread,
 )
 from channels.console.kind import KIND, ConsoleChannelConfig
+from channels.console.view import is_status, live_view, renderable, rendered_form, unprinted
 
 __all__ = ["QUIT_WINDOW_SECS", "ConsoleChannel"]
 
@@ -352,9 +350,7 @@ class ConsoleChannel(Channel):
         last = self._rendered
         if last is not None and last[0] == width and last[1] == text:
             return last[2]
-        out = io.StringIO()
-        Console(file=out, width=width, color_system=None).print(Markdown(text))
-        rendering = Rendering(out.getvalue().rstrip(), len(text))
+        rendering = Rendering(rendered_form(text, width), len(text))
         self._rendered = (width, text, rendering)
         return rendering
 
@@ -401,20 +397,7 @@ class ConsoleChannel(Channel):
         self._printed.clear()
 
     def _unprinted(self, message_id: str) -> str:
-        """The message's text after the paragraphs already printed above a prompt (the whole
-        text when it no longer begins with them)."""
-        text = self._messages[message_id][0]
-        printed = self._printed.get(message_id)
-        if not printed:
-            return text
-        paragraphs = text.split("\n\n")
-        if paragraphs[: len(printed)] != printed:
-            return text
-        return "\n\n".join(paragraphs[len(printed) :])
-
-    def _renderable(self) -> Text | Markdown:
-        text, formatted = self._shown()
-        return Markdown(text) if formatted else Text(text)
+        return unprinted(self._messages[message_id][0], self._printed.get(message_id))
 
     def _shown(self) -> tuple[str, bool]:
         """The reply's text on the screen (after what was printed above a prompt) and whether
@@ -432,7 +415,7 @@ class ConsoleChannel(Channel):
         shown: list[str] = []
         for message_id in self._order:
             paragraphs = self._unprinted(message_id).split("\n\n")
-            while paragraphs and _is_status(paragraphs[-1]):
+            while paragraphs and is_status(paragraphs[-1]):
                 paragraphs.pop()
             paragraphs = [p for p in paragraphs if p]
             if not paragraphs:
@@ -442,27 +425,7 @@ class ConsoleChannel(Channel):
         if shown:
             text = "\n\n".join(shown)
             formatted = all(self._messages[i][1] for i in self._order)
-            self._console.print(Markdown(text) if formatted else Text(text))
-
-    def _live_view(self) -> RenderableType:
-        """What the live region shows: the draft's last screenful. A live region taller than
-        the terminal cannot be redrawn, so the newest text would stop showing. Only the text's
-        end is laid out (:func:`_screenful_tail`): a redraw costs a screenful, not the answer so
-        far."""
-        text, formatted = self._shown()
-        rows = max(3, self._console.height - 3)
-        width = self._console.width
-        cut = _screenful_tail(text, rows, width)
-        view: Text | Markdown = Markdown(text[cut:]) if formatted else Text(text[cut:])
-        lines = self._console.render_lines(
-            view, self._console.options.update(width=width), pad=False
-        )
-        if not cut and len(lines) <= rows:
-            return view
-        shown = [Segment("…"), Segment.line()]
-        for line in lines[-(rows - 1) :]:
-            shown += [*line, Segment.line()]
-        return Segments(shown[:-1])
+            self._console.print(renderable(text, formatted))
 
     def _refresh(self) -> None:
         if not self._interactive:
@@ -470,17 +433,20 @@ class ConsoleChannel(Channel):
         if self._live is None:
             # transient: the live region is cleared at the end and the whole answer printed.
             self._live = Live(
-                self._live_view(), console=self._console, auto_refresh=False, transient=True
+                live_view(self._console, *self._shown()),
+                console=self._console,
+                auto_refresh=False,
+                transient=True,
             )
             self._live.start()
-        self._live.update(self._live_view(), refresh=True)
+        self._live.update(live_view(self._console, *self._shown()), refresh=True)
 
     def _stop_live(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
             if self._order:
-                self._console.print(self._renderable())
+                self._console.print(renderable(*self._shown()))
 
     def _end_reply(self) -> None:
         if self._interactive:
@@ -490,24 +456,6 @@ class ConsoleChannel(Channel):
             self._console.file.write(text + "\n")
             self._console.file.flush()
         self._begin_reply()
-
-
-def _screenful_tail(text: str, rows: int, width: int) -> int:
-    """Where the part of ``text`` that fills the last ``rows`` lines of ``width`` columns
-    starts, give or take: 0 for a text of at most two screenfuls; else the start of a line in
-    the first half of the last two screenfuls (so the lines shown wrap as in the whole text),
-    or a word's start there when no line starts there (a paragraph longer than a screenful:
-    its shown lines may then wrap at other words than the whole text's)."""
-    budget = 2 * rows * (width + 1)
-    if len(text) <= budget:
-        return 0
-    start = len(text) - budget
-    half = start + budget // 2
-    line = text.find("\n", start, half)
-    if line >= 0:
-        return line + 1
-    space = text.find(" ", start, half)
-    return space + 1 if space >= 0 else start
 
 
 def _user_name() -> str:
@@ -527,12 +475,3 @@ def _inbound(channel: str, user: str, text: str, message_id: str) -> InboundMess
         message_id=message_id,
         is_direct=True,
     )
-
-
-_STATUS_MARKS = ("⏳ ", "✓ ", "✗ ")
-
-
-def _is_status(paragraph: str) -> bool:
-    """A paragraph of tool status lines (architecture §3 "Tool status")."""
-    lines = paragraph.split("\n")
-    return bool(paragraph) and all(line.startswith(_STATUS_MARKS) for line in lines)

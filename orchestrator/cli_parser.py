@@ -96,6 +96,15 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+def _add_config(parser: argparse.ArgumentParser) -> None:
+    """The ``--config FILE`` option of a command that reads the whole config."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``relaybot``: one sub-parser per command (``args.command``)."""
     raw = argparse.RawDescriptionHelpFormatter
@@ -112,11 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=_RUN_DESCRIPTION,
         formatter_class=raw,
     )
-    run.add_argument(
-        "--config",
-        metavar="FILE",
-        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
-    )
+    _add_config(run)
     run.add_argument(
         "--log-format",
         choices=("text", "json"),
@@ -148,22 +153,14 @@ def build_parser() -> argparse.ArgumentParser:
         description=_TOOLS_DESCRIPTION,
         formatter_class=raw,
     )
-    tools.add_argument(
-        "--config",
-        metavar="FILE",
-        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
-    )
+    _add_config(tools)
     doctor = sub.add_parser(
         "doctor",
         help="check online what the config names: channels, providers, store, ops port",
         description=_DOCTOR_DESCRIPTION,
         formatter_class=raw,
     )
-    doctor.add_argument(
-        "--config",
-        metavar="FILE",
-        help="the YAML config file (default: $RELAYBOT_CONFIG, else the embedded default)",
-    )
+    _add_config(doctor)
     doctor.add_argument(
         "--store-only",
         action="store_true",

@@ -96,8 +96,6 @@ class RoundSink:
         self._running: list[tuple[int, str, float]] = []
         """Provider-run calls without a result yet: (number, name, when it began)."""
         self._think = ThinkFilter()
-        self._passing = False
-        """The filter decided: every later delta is visible as it is (no call per delta)."""
         self._held: list[str] = []
         """Visible text not yet through the policy: it came while no write could start."""
         self.visible: list[str] = []
@@ -130,13 +128,8 @@ class RoundSink:
 
     def event(self, event: StreamEvent) -> None:
         if type(event) is TextDelta:  # nearly every event: no pattern matching for it
-            delta = event.chunk.delta
-            if not delta:
-                return
-            if not self._passing:
-                delta = self._think.feed(delta)[0]
-                self._passing = self._think.passes
-            self._forward(delta)
+            if event.chunk.delta:
+                self._forward(self._think.feed(event.chunk.delta)[0])
             return
         match event:
             case PreExecutedToolCall(name=name):
@@ -181,7 +174,6 @@ class RoundSink:
     def restart(self) -> None:
         self._end_running("interrupted")
         self._think = ThinkFilter()
-        self._passing = False
         self._held.clear()  # the attempt's text: forgotten with it, never emitted
         self.visible.clear()
         self.attempts += 1

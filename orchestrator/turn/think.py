@@ -56,11 +56,6 @@ class ThinkFilter:
         self._state = _State.OPENING
         self._held = ""
 
-    @property
-    def passes(self) -> bool:
-        """Every later delta is visible as it is (the ``text`` state: the filter decided)."""
-        return self._state is _State.TEXT
-
     def feed(self, delta: str) -> tuple[str, str]:
         if self._state is _State.TEXT:
             return delta, ""

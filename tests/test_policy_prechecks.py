@@ -19,7 +19,7 @@ from orchestrator.policy import Redactor
 from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in_a_joint
 from orchestrator.policy.searches import CompiledShape
 from orchestrator.policy.shapes import BUILTIN_SHAPES
-from orchestrator.policy.views import _TOKEN, tokens
+from orchestrator.policy.views import _TOKEN, _decoded, _pass, _raw_start, tokens
 from orchestrator.policy.window import RedactionWindow
 from tests.policy_samples import texts_with_secrets
 
@@ -250,3 +250,17 @@ def test_the_pre_checks_pass_over_ordinary_urls_and_prose() -> None:
     assert not may_end_in_a_joint("httpx-0.28.1.tar.gz. ")
     assert may_end_in_a_joint('key = "sk-ant-api03-AbC" "dEf')
     assert may_end_in_a_joint("AAAA1111BBBB\n    > CCCC")
+
+
+@settings(max_examples=500, deadline=None)
+@given(_url_texts(), st.data())
+def test_property_a_decoded_text_maps_back_as_the_views_lists_do(
+    text: str, data: st.DataObject
+) -> None:
+    """``held_from`` decodes without per-character lists: the same text, and each character
+    maps back to the raw start ``_pass`` gives it."""
+    begin = data.draw(st.integers(0, len(text)))
+    once, pieces = _decoded(text, begin)
+    expected, starts, _ = _pass(text, range(len(text)), range(1, len(text) + 1), begin, ())
+    assert once == expected
+    assert [_raw_start(pieces, index) for index in range(len(once))] == starts

@@ -218,12 +218,45 @@ def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
     for head in (text,) if held is None else (text, text[:held]):
         if not has_tokens(head, begin):
             continue
-        once, starts, _ = _pass(head, range(len(head)), range(1, len(head) + 1), begin, ())
+        once, pieces = _decoded(head, begin)
         inner = partial_token(once)
         if inner is not None:
-            raw = starts[inner] if inner < len(starts) else len(head)
+            raw = _raw_start(pieces, inner) if inner < len(once) else len(head)
             held = raw if held is None else min(raw, held)
     return held
+
+
+def _decoded(text: str, begin: int) -> tuple[str, list[tuple[int, int, bool]]]:
+    """The text of :func:`_pass` over ``text[begin:]`` without breaks, and where each of its
+    pieces starts, ``(view index, raw index, decoded)``: a copied character ``i`` of a piece
+    came from ``raw + i - view``, a decoded one from ``raw`` (what ``_pass``'s per-character
+    lists hold, without building them)."""
+    out: list[str] = []
+    pieces: list[tuple[int, int, bool]] = []
+    pos = begin
+    size = 0
+    for match in tokens(text, begin):
+        a, b = match.span()
+        if a > pos:
+            pieces.append((size, pos, False))
+            out.append(text[pos:a])
+            size += a - pos
+        decoded = _decode(match.group())
+        if decoded:
+            pieces.append((size, a, True))
+            out.append(decoded)
+            size += len(decoded)
+        pos = b
+    if pos < len(text):
+        pieces.append((size, pos, False))
+        out.append(text[pos:])
+    return "".join(out), pieces
+
+
+def _raw_start(pieces: list[tuple[int, int, bool]], index: int) -> int:
+    """The raw start of character ``index`` of a :func:`_decoded` text."""
+    view_at, raw_at, decoded = pieces[bisect.bisect_right(pieces, (index, sys.maxsize)) - 1]
+    return raw_at if decoded else raw_at + index - view_at
 
 
 def has_tokens(text: str, start: int = 0) -> bool:

@@ -250,6 +250,9 @@ def test_the_pre_checks_pass_over_ordinary_urls_and_prose() -> None:
     assert not may_end_in_a_joint("httpx-0.28.1.tar.gz. ")
     assert may_end_in_a_joint('key = "sk-ant-api03-AbC" "dEf')
     assert may_end_in_a_joint("AAAA1111BBBB\n    > CCCC")
+    for between in (" +", " ++ ", ".", " ..", " &", "&& ", " |", " || ", " + f", "+\n  rb"):
+        text = '"sk-ant-api03-AbC"' + between
+        assert _OPEN_JOINT.search(text) is not None and may_end_in_a_joint(text), between
 
 
 @settings(max_examples=500, deadline=None)

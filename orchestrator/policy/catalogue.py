@@ -110,14 +110,19 @@ class Redactor:
 
     Args:
         shapes: the catalogue, in order (default: :data:`BUILTIN_SHAPES`).
+        prechecks: search each shape's lead before its pattern (``SecretShape.lead``); ``False``
+            searches the patterns alone (the reference the tests compare with: the same
+            results, slower).
 
     Raises:
         ValueError: a shape's pattern does not compile or matches the empty string.
     """
 
-    def __init__(self, shapes: Iterable[SecretShape] = BUILTIN_SHAPES) -> None:
+    def __init__(
+        self, shapes: Iterable[SecretShape] = BUILTIN_SHAPES, *, prechecks: bool = True
+    ) -> None:
         self._shapes = tuple(shapes)
-        self._compiled = tuple(CompiledShape(shape) for shape in self._shapes)
+        self._compiled = tuple(CompiledShape(shape, leads=prechecks) for shape in self._shapes)
         # The prefilter, flattened: (keyword, shape index), per case sensitivity.
         self._always = frozenset(i for i, c in enumerate(self._compiled) if c.always)
         self._probes = tuple(
@@ -130,6 +135,12 @@ class Redactor:
         self._longest = max((len(k) for k, _ in (*self._probes, *self._probes_ci)), default=1)
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
+        # The same prefixes with their shapes, by last character: the few a tail can end with.
+        self._prechecks = prechecks
+        self._ending: tuple[dict[str, list[tuple[str, int]]], ...] = ({}, {})
+        for index, shape in enumerate(self._compiled):
+            for prefix in sorted(shape.prefixes):
+                self._ending[shape.ignore_case].setdefault(prefix[-1], []).append((prefix, index))
         self._timeouts = 0  # searches that ran out of time, ever
         self.prefix_closed = all(not s.keywords or s in BUILTIN_SHAPES for s in self._shapes)
         """Whether an open scan recognises every possible secret from its first character
@@ -227,7 +238,7 @@ class Redactor:
                 stop = min(stop, held)
                 tokens = has_tokens(text, begin)
         cuts = [b for b in breaks if start <= b <= len(text)] if breaks else breaks
-        joints = joined(text, begin, open_end=open_end)
+        joints = joined(text, begin, open_end=open_end, prechecks=self._prechecks)
         if memo is not None and not (open_end and text is unfolded):
             memo.ruled.clear()  # only the raw text's open searches are remembered
             memo = None
@@ -255,7 +266,9 @@ class Redactor:
         at_joint: list[tuple[int, ...]] = []
         for found_joints in (
             joints,
-            joined(text, begin, open_end=open_end, base=decoded) if decoded is not None else None,
+            joined(text, begin, open_end=open_end, base=decoded, prechecks=self._prechecks)
+            if decoded is not None
+            else None,
         ):
             if found_joints is not None:
                 views.append(found_joints[0])
@@ -336,7 +349,18 @@ class Redactor:
                 for keyword, index in probes_ci:
                     if keyword in lowered:
                         found.add(index)
-        if open_end:
+        if open_end and region and self._prechecks:
+            # A proper prefix of a keyword the tail ends with ends with the tail's last character.
+            tail = region[-self._longest :]
+            for prefix, index in self._ending[False].get(tail[-1], ()):
+                if tail.endswith(prefix):
+                    found.add(index)
+            if self._ending[True]:
+                low_tail = tail.lower()
+                for prefix, index in self._ending[True].get(low_tail[-1], ()):
+                    if low_tail.endswith(prefix):
+                        found.add(index)
+        elif open_end:
             # Lowering maps each character on its own (a final sigma aside, never ASCII), so
             # the tail lowered ends as the whole region lowered does.
             tail = region[-self._longest :]

@@ -18,7 +18,7 @@ import regex
 
 from orchestrator.policy.views import View
 
-__all__ = ["OPEN_JOINT_CHARS", "ends_in_a_joint", "joined"]
+__all__ = ["OPEN_JOINT_CHARS", "ends_in_a_joint", "joined", "may_end_in_a_joint"]
 
 
 _TOKEN_CHAR = r"[A-Za-z0-9_+/=-]"
@@ -74,11 +74,38 @@ OPEN_JOINT_CHARS = 640
 _JOINT_HINT = re.compile("[\n\r\x0b\x0c\x85\u2028\u2029\"'`]")
 
 
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_+/=-"
+_LINE_BREAKS = frozenset("\n\r\x0b\x0c\x85\u2028\u2029")
+_QUOTES = frozenset("\"'`")
+
+
+def may_end_in_a_joint(text: str) -> bool:
+    """Whether ``text`` may end in an open joint (``_OPEN_JOINT``), a necessary condition read
+    off the pattern in a few string operations: that match is a joint and then the trailing run
+    of token characters (or, after string pieces, a run of ``+`` and string prefixes). A joint
+    ends in a line break and the next line's spaces and ``>`` quote prefixes, or in a quote;
+    between string pieces, in spaces after a quote, an operator or a line break, and before an
+    operator stand spaces and a quote or a line break. So before the trailing run of token
+    characters and then of spaces, tabs and ``>``, there stands a line break or a quote, or an
+    operator with spaces and one of those before it (tests/test_policy_prechecks.py checks it)."""
+    head = text.rstrip(_TOKEN_CHARS).rstrip(" \t>")
+    if head[-1:] in ("+", ".", "&", "|"):
+        head = head.rstrip("+.&|").rstrip(" \t")
+    return head != "" and (head[-1] in _LINE_BREAKS or head[-1] in _QUOTES)
+
+
 def joined(
-    text: str, begin: int = 0, *, open_end: bool = False, base: View | None = None
+    text: str,
+    begin: int = 0,
+    *,
+    open_end: bool = False,
+    base: View | None = None,
+    prechecks: bool = True,
 ) -> tuple[View, tuple[int, ...]] | None:
     """The view of ``text[begin:]`` (or of the view ``base``, which starts at ``begin``) with its
-    joints removed, and the view indices where a joint was; ``None`` when there is none."""
+    joints removed, and the view indices where a joint was; ``None`` when there is none.
+    ``prechecks``: test :func:`may_end_in_a_joint` before searching for an open joint
+    (``False``: search it always, the reference the tests compare with)."""
     source = base.text if base is not None else text
     start = 0 if base is not None else begin
     hint = _JOINT_HINT.search(source, start)
@@ -92,7 +119,7 @@ def joined(
         if _JOINT_END.search(source, hint.start()) is not None
         else []
     )
-    if open_end:
+    if open_end and (not prechecks or may_end_in_a_joint(source)):
         tail = _OPEN_JOINT.search(source, max(start, len(source) - OPEN_JOINT_CHARS))
         if tail is not None:
             a = tail.start()

@@ -8,6 +8,7 @@ matching, remembered searches) stays apart from how the views and the merge work
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
 
@@ -29,12 +30,21 @@ __all__ = [
 
 
 class CompiledShape:
-    """A shape compiled: its pattern, its keywords for the prefilter, its time bound."""
+    """A shape compiled: its pattern, its keywords for the prefilter, its time bound, and its
+    lead (``SecretShape.lead``), searched first when ``leads`` is set.
+
+    A full or partial match of the pattern starts only where the lead matches, or as the empty
+    partial match at the end of the text, so a search from ``pos`` finds what a search from the
+    lead's first match (or from the end of the text, when there is none) finds: the ``regex``
+    module reports the first full match, else the first partial one, and no position before
+    that start holds either (tests/test_policy_prechecks.py compares the two on generated text).
+    """
 
     __slots__ = (
         "always",
         "ignore_case",
         "keywords",
+        "lead",
         "name",
         "pattern",
         "prefixes",
@@ -44,7 +54,7 @@ class CompiledShape:
         "timeout",
     )
 
-    def __init__(self, shape: SecretShape) -> None:
+    def __init__(self, shape: SecretShape, *, leads: bool = True) -> None:
         self.name = shape.name
         self.pattern = compile_shape(shape)
         self.secret = self.pattern.groupindex.get("secret")
@@ -56,8 +66,17 @@ class CompiledShape:
         self.timeout = shape.timeout_secs
         self.timed_out = False
         self.tail = regex.compile(shape.open_tail) if shape.open_tail else None
+        self.lead = re.compile(shape.lead) if leads and shape.lead else None
 
     def search(self, text: str, pos: int, partial: bool) -> regex.Match[str] | None:
+        if self.lead is not None:
+            found = self.lead.search(text, pos)
+            if found is not None:
+                pos = found.start()
+            elif partial:
+                pos = max(pos, len(text))  # only the empty partial match at the end is left
+            else:
+                return None
         if self.timeout is None:
             return self.pattern.search(text, pos, partial=partial)
         # Once a pattern has run out of time, it is known to stall on some text: its later

@@ -144,6 +144,8 @@ def _grapheme_start(text: str, pos: int, floor: int) -> int:
     """``pos``, moved back (not below ``floor``) so that it does not cut a user-perceived
     character apart (``👨‍👩‍👧`` shown as ``👨‍👩``, a flag as one letter). An approximation of
     Unicode UAX #29 extended grapheme clusters, enough for what a chat shows."""
+    if pos < len(text) and text[pos] < "\u0300" and text[pos - 1] != "\u200d":
+        return pos  # the usual case: nothing below U+0300 extends the character before it
     while (
         pos > floor
         and pos < len(text)
@@ -343,6 +345,8 @@ class RedactionWindow:
         """The start of the last ``HOLDBACK_BYTES`` bytes, at a code point boundary."""
         n = len(s.text)
         chars = min(HOLDBACK_BYTES, n - s.settled)
+        if s.text.isascii():
+            return n - chars
         tail = s.text[n - chars :].encode("utf-8")
         excess = len(tail) - HOLDBACK_BYTES
         if excess <= 0:

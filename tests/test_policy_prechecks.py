@@ -1,0 +1,269 @@
+"""The redactor's pre-checks (architecture §4 "Live redaction window"): cheap necessary
+conditions tested before a costly search, each read off the pattern it guards — a shape's
+``lead`` (``SecretShape.lead``: ``url_password``, ``url_credential``, ``telegram_bot_token``),
+the first characters of the views' tokens (``views.tokens``), an open joint's last characters
+(``joints.may_end_in_a_joint``) and the keyword prefixes a text may end with. The contract:
+with them (``Redactor(prechecks=True)``, the default) every search finds exactly what it finds
+without them, so a window shows the same after every call, for random texts dense with URLs,
+Markdown links, percent-escapes, joints and secrets, cut into random deltas, with round ends
+and failed attempts.
+"""
+
+from __future__ import annotations
+
+import regex
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrator.policy import Redactor
+from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in_a_joint
+from orchestrator.policy.searches import CompiledShape
+from orchestrator.policy.shapes import BUILTIN_SHAPES
+from orchestrator.policy.views import _TOKEN, _decoded, _pass, _raw_start, tokens
+from orchestrator.policy.window import RedactionWindow
+from tests.policy_samples import texts_with_secrets
+
+FAST = Redactor()
+REFERENCE = Redactor(prechecks=False)
+
+# Pieces of URL-dense text: schemes, users and passwords (also cut off), hosts, ports, paths with
+# "@", query keys, Markdown links and images, autolinks, percent-escapes, entities, JSON escapes,
+# Bot API tokens, string pieces and hard wraps.
+_PIECES = (
+    "https://",
+    "http://",
+    "postgres://",
+    "redis://:",
+    "//",
+    ":/",
+    "s:",
+    "a1:",
+    "admin",
+    "user:",
+    ":hunter2",
+    "p@ss/w0rd",
+    "@",
+    "@db.internal:5432",
+    "@localhost",
+    "@example.com",
+    "example.org",
+    "/path/@org/pkg",
+    ":8080/",
+    "?",
+    "&",
+    "#",
+    "=",
+    "token=",
+    "TOKEN=abc",
+    "?TOK",
+    "&Api_K",
+    "key=",
+    "api_key=sk",
+    "access_tok",
+    "password",
+    "?page=2&sort=up#frag",
+    "[docs](",
+    "[the guide](https://example.org/g?x=1&y=2)",
+    "![img](https://x.example/i.png)",
+    "[^1]",
+    "](",
+    ")",
+    "<https://grafana.example.net/d/1?orgId=1>",
+    "<b>",
+    "%3A",
+    "%2F",
+    "%40",
+    "%5Cu00",
+    "%",
+    "&#58;",
+    "&amp;",
+    "&#x4",
+    "\\u003a",
+    "\\/",
+    "\\",
+    "123456789:",
+    "bot123456:",
+    "AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw",
+    "0.28.1",
+    "sk-ant-api03-",
+    "AbCdEfGh1234",
+    "ghp_",
+    '"',
+    "'",
+    "`",
+    "f'",
+    " + ",
+    "&& ",
+    " || ",
+    ".",
+    "\n",
+    "\n    > ",
+    " ",
+    "\t",
+    "x",
+    "日本",
+)
+
+
+@st.composite
+def _url_texts(draw: st.DrawFn) -> str:
+    """A text dense with URLs, links, escapes and secrets (planted ones among the pieces)."""
+    pieces = draw(st.lists(st.sampled_from(_PIECES), max_size=40))
+    text = "".join(pieces)
+    if draw(st.booleans()):
+        planted, _ = draw(texts_with_secrets(max_parts=6))
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + planted + text[at:]
+    if draw(st.booleans()):  # cut off anywhere, as a stream is: partial matches at the end
+        text = text[: draw(st.integers(0, len(text)))]
+    return text
+
+
+Ops = list[tuple[str, str]]
+
+
+@st.composite
+def _scripts(draw: st.DrawFn) -> Ops:
+    """Calls on a window: feeds of random sizes, round ends, failed attempts rolled back."""
+    text = draw(_url_texts())
+    sizes = draw(st.lists(st.integers(1, 40), min_size=1, max_size=20))
+    ops: Ops = [("begin", "")]
+    pos = index = 0
+    while pos < len(text):
+        size = sizes[index % len(sizes)]
+        index += 1
+        ops.append(("feed", text[pos : pos + size]))
+        pos += size
+        roll = draw(st.integers(0, 19))
+        if roll == 0:
+            ops += [("release", ""), ("begin", "")]
+        elif roll == 1:
+            ops += [("checkpoint", ""), ("feed", draw(_url_texts())), ("rollback", "")]
+    return ops
+
+
+def _replay(ops: Ops, redactor: Redactor, reuse_proofs: bool) -> list[str]:
+    """What each call of ``ops`` returned, then what ``flush`` returned."""
+    window = RedactionWindow(redactor, reuse_proofs=reuse_proofs)
+    saved = window.checkpoint()
+    out: list[str] = []
+    for op, arg in ops:
+        if op == "feed":
+            out.append(window.feed(arg))
+        elif op == "release":
+            out.append(window.release())
+        elif op == "begin":
+            saved = window.begin_round()
+        elif op == "checkpoint":
+            saved = window.checkpoint()
+        else:
+            window.rollback(saved)
+    out.append(window.flush())
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_scripts(), st.booleans())
+def test_property_prechecks_change_no_output_of_a_window(ops: Ops, reuse_proofs: bool) -> None:
+    assert _replay(ops, FAST, reuse_proofs) == _replay(ops, REFERENCE, reuse_proofs)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_url_texts(), st.data())
+def test_property_prechecks_change_no_open_scan(text: str, data: st.DataObject) -> None:
+    """An open scan from any position, and the one-shot redaction, are the same with and
+    without pre-checks, and so is the keyword prefilter (a text may end in a keyword's
+    prefix)."""
+    start = data.draw(st.integers(0, len(text)))
+    breaks = tuple(sorted(data.draw(st.sets(st.integers(start, len(text)), max_size=2))))
+    for open_end in (True, False):
+        fast = FAST.scan(text, start, len(text), open_end=open_end, breaks=breaks)
+        assert fast == REFERENCE.scan(text, start, len(text), open_end=open_end, breaks=breaks)
+        assert FAST.candidates(text, open_end=open_end) == REFERENCE.candidates(
+            text, open_end=open_end
+        )
+    assert FAST.redact(text) == REFERENCE.redact(text)
+
+
+_LED = [shape for shape in BUILTIN_SHAPES if shape.lead is not None]
+
+
+def _found(match: regex.Match[str] | None) -> object:
+    if match is None:
+        return None
+    groups = [match.span(g) for g in range(1, (match.re.groups or 0) + 1)]
+    return match.span(), match.partial, groups
+
+
+@settings(max_examples=500, deadline=None)
+@given(_url_texts(), st.data())
+def test_property_a_lead_finds_what_the_pattern_alone_finds(text: str, data: st.DataObject) -> None:
+    """Each shape's search from any position, full and partial, finds the same match (its
+    span, whether partial, its groups) with its lead as without."""
+    pos = data.draw(st.integers(0, len(text)))
+    for shape in _LED:
+        fast, reference = CompiledShape(shape), CompiledShape(shape, leads=False)
+        for partial in (True, False):
+            expected = _found(reference.search(text, pos, partial))
+            assert _found(fast.search(text, pos, partial)) == expected, (shape.name, partial)
+
+
+def test_the_shapes_with_a_lead() -> None:
+    assert [shape.name for shape in _LED] == [
+        "url_credential",
+        "url_password",
+        "telegram_bot_token",
+    ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(_url_texts(), st.data())
+def test_property_tokens_are_the_token_patterns_matches(text: str, data: st.DataObject) -> None:
+    begin = data.draw(st.integers(0, len(text)))
+    expected = [(m.span(), m.group()) for m in _TOKEN.finditer(text, begin)]
+    assert [(m.span(), m.group()) for m in tokens(text, begin)] == expected
+
+
+# What joints are made of: token runs, quotes, operators, spaces, line breaks, quote prefixes,
+# string prefixes.
+_JOINT_PIECES = ("AbCd1234", "x", '"', "'", "`", " ", "\t", "\n", "\r\n", "\u2028", "> ", "\\")
+_JOINT_PIECES += ("+", "++", ".", "..", "&", "&&", "|", "||", "f", "rb", "-", "=", ":")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.one_of(_url_texts(), st.lists(st.sampled_from(_JOINT_PIECES), max_size=14).map("".join)))
+def test_property_an_open_joint_needs_what_may_end_in_a_joint_checks(text: str) -> None:
+    """Where the pre-check says no open joint can end the text, the search finds none."""
+    if not may_end_in_a_joint(text):
+        assert _OPEN_JOINT.search(text, max(0, len(text) - OPEN_JOINT_CHARS)) is None
+
+
+def test_the_pre_checks_pass_over_ordinary_urls_and_prose() -> None:
+    """What they are for: an ordinary URL or word at the end is no possible secret start and
+    no open joint, so the costly searches are not run (and a cut-off one still is)."""
+    password = CompiledShape(next(s for s in BUILTIN_SHAPES if s.name == "url_password"))
+    assert password.lead is not None
+    assert password.lead.search("see https://docs.python.org/3/library and") is None
+    assert password.lead.search("see https://docs.python") is not None
+    assert password.lead.search("postgres://admin:hunter2@db") is not None
+    assert not may_end_in_a_joint("the service answe")
+    assert not may_end_in_a_joint("httpx-0.28.1.tar.gz. ")
+    assert may_end_in_a_joint('key = "sk-ant-api03-AbC" "dEf')
+    assert may_end_in_a_joint("AAAA1111BBBB\n    > CCCC")
+    for between in (" +", " ++ ", ".", " ..", " &", "&& ", " |", " || ", " + f", "+\n  rb"):
+        text = '"sk-ant-api03-AbC"' + between
+        assert _OPEN_JOINT.search(text) is not None and may_end_in_a_joint(text), between
+
+
+@settings(max_examples=500, deadline=None)
+@given(_url_texts(), st.data())
+def test_property_a_decoded_text_maps_back_as_the_views_lists_do(
+    text: str, data: st.DataObject
+) -> None:
+    """``held_from`` decodes without per-character lists: the same text, and each character
+    maps back to the raw start ``_pass`` gives it."""
+    begin = data.draw(st.integers(0, len(text)))
+    once, pieces = _decoded(text, begin)
+    expected, starts, _ = _pass(text, range(len(text)), range(1, len(text) + 1), begin, ())
+    assert once == expected
+    assert [_raw_start(pieces, index) for index in range(len(once))] == starts

@@ -287,3 +287,17 @@ def test_sigkill_loses_no_acknowledged_write(tmp_path: Path) -> None:
         child.wait()
     stored = {row[0] for row in _rows(path, "SELECT content FROM messages")}
     assert acknowledged <= stored
+
+
+async def test_a_group_runner_that_raises_fails_every_call_of_its_group() -> None:
+    """No caller waits forever: the runner's error is each of its calls' error."""
+
+    def broken(group: Sequence[Callable[[], Any]]) -> list[Outcome]:
+        raise RuntimeError("runner broke")
+
+    worker = StoreWorker(run_group=broken)
+    results = await asyncio.gather(
+        worker.run(lambda: 1), worker.run(lambda: 2), return_exceptions=True
+    )
+    worker.stop()
+    assert [str(r) for r in results] == ["runner broke", "runner broke"]

@@ -131,7 +131,10 @@ class StoreWorker:
             jobs, stopping = self._take()
             if not jobs:
                 break
-            outcomes = self._run_group([call for call, _, _ in jobs])
+            try:
+                outcomes = self._run_group([call for call, _, _ in jobs])
+            except BaseException as exc:  # a runner that broke its word: tell every caller
+                outcomes = [(None, exc)] * len(jobs)
             by_loop: dict[asyncio.AbstractEventLoop, list[_Settlement]] = {}
             for (_, loop, future), (result, error) in zip(jobs, outcomes, strict=True):
                 by_loop.setdefault(loop, []).append((future, result, error))

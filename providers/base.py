@@ -263,10 +263,11 @@ class PacedStream(Protocol):
     """A stream read by reads, which its consumer may pace and take joined (architecture §5
     "Read pacing"): every streaming provider's (:class:`providers.http_stream.ReducedStream`)."""
 
-    def pace_reads(self, wait: Callable[[], Awaitable[None]]) -> None:
-        """Await ``wait()`` before each read of the body that follows a read whose events were
-        all taken (not before the first). What the server sends meanwhile waits in the socket:
-        nothing is lost or reordered, and the byte-idle bound counts only time spent reading."""
+    def pace_reads(self, wait: Callable[[], Awaitable[None] | None]) -> None:
+        """Call ``wait()`` before each read of the body that follows a read whose events were
+        all taken (not before the first), and await what it returns (``None``: read at once).
+        What the server sends meanwhile waits in the socket: nothing is lost or reordered, and
+        the byte-idle bound counts only time spent reading."""
         ...
 
     def joined(self) -> AsyncIterator[StreamEvent]:

@@ -40,7 +40,7 @@ is, all at once.
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, aclosing
+from contextlib import AbstractAsyncContextManager, aclosing, nullcontext
 from typing import Any, cast
 
 import anyio
@@ -84,13 +84,14 @@ class ReducedStream:
         on_unstreamed: Callable[[], None] | None = None,
     ) -> None:
         self._reducer = reducer
-        self._pace: Callable[[], Awaitable[None]] | None = None
+        self._pace: Callable[[], Awaitable[None] | None] | None = None
         self._joined = False
         self._events = self._run(body, reducer, on_unstreamed)
 
-    def pace_reads(self, wait: Callable[[], Awaitable[None]]) -> None:
-        """Await ``wait()`` before each read that follows a read whose events were all taken
-        (see :class:`providers.base.PacedStream`)."""
+    def pace_reads(self, wait: Callable[[], Awaitable[None] | None]) -> None:
+        """Call ``wait()`` before each read that follows a read whose events were all taken
+        and await what it returns, the socket held meanwhile (:meth:`BodyStream.held`; see
+        :class:`providers.base.PacedStream`)."""
         self._pace = wait
 
     def joined(self) -> AsyncGenerator[StreamEvent, None]:
@@ -136,6 +137,7 @@ class ReducedStream:
                     reducer.raise_failure()
                     return
                 read = reads.__anext__
+                held = body.held if isinstance(body, BodyStream) else nullcontext
                 while True:
                     try:
                         chunk = await read()
@@ -151,8 +153,9 @@ class ReducedStream:
                     if reducer.done:  # terminal signal: do not wait for the server's EOF
                         await _drain(reads)
                         return
-                    if self._pace is not None:  # the bytes sent meanwhile wait in the socket
-                        await self._pace()
+                    if self._pace is not None and (waiting := self._pace()) is not None:
+                        with held():  # the bytes sent meanwhile wait in the socket
+                            await waiting
             for event in reducer.close():
                 yield event
             reducer.raise_failure()

@@ -20,6 +20,14 @@ reading an error body is bounded by ``timeout_secs``. The body of a stream is bo
 a long answer that keeps arriving is never cut by a total deadline. No read timeout is given to
 the client: it would bound the headers by the idle value too.
 
+A streaming body is read from aiohttp's own reader (``ClientResponse.content``, at most
+:data:`READ_BYTES` a read), the response reached through aiohttp's public ``on_request_end``
+trace event, not through httpx's byte-stream layers, which add nothing for a body without a
+content coding (httpx decodes one that has one). The same response's connection lends its
+transport to :meth:`BodyStream.held`: while the reader paces its reads (architecture §5 "Read
+pacing") the socket is not read, so a burst the model sends meanwhile costs one ``recv`` later,
+not a wakeup of the loop per packet.
+
 The idle bound is one watchdog per stream (:class:`IdleWatchdog`), not a timer per read: a read
 only stores the loop's time; one timer per idle period compares that time with the bound and,
 when it is exceeded while a read is waiting, cancels the reading task, which the read turns into
@@ -50,9 +58,10 @@ import asyncio
 import ipaddress
 import math
 import ssl
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 from urllib.request import getproxies
@@ -95,11 +104,16 @@ DEFAULT_MAX_CONNECTIONS = 1000
 KEEPALIVE_SECS = 5.0
 """How long an idle connection is kept for the next request, in seconds (httpx's default)."""
 
+READ_BYTES = 16 * 1024
+"""The most one read of a body takes (bytes), as httpx-aiohttp's own reads of it."""
+
 WRITE_TIMEOUT_SECS = 60.0
 """Bound on sending a request body, in seconds (httpx's proxy transport; aiohttp has none)."""
 
 _acquired: ContextVar[Callable[[], None] | None] = ContextVar("acquired", default=None)
 """Called by the pool's trace events once the current request holds a connection."""
+_answered: ContextVar[list[aiohttp.ClientResponse] | None] = ContextVar("answered", default=None)
+"""Where aiohttp's ``on_request_end`` trace event puts the current request's response."""
 
 
 class ProviderClient(httpx.AsyncClient):
@@ -124,6 +138,16 @@ async def _on_connection(
         acquired()
 
 
+async def _on_request_end(
+    session: aiohttp.ClientSession, context: SimpleNamespace, params: aiohttp.TraceRequestEndParams
+) -> None:
+    """aiohttp's trace callback: the response headers arrived; the response is kept for its
+    :class:`BodyStream` (read from aiohttp's own body reader, its socket held while paced)."""
+    found = _answered.get()
+    if found is not None:
+        found.append(params.response)
+
+
 def _session_factory(
     max_connections: int, ssl_context: ssl.SSLContext, queue: PoolQueue
 ) -> Callable[[], aiohttp.ClientSession]:
@@ -133,6 +157,7 @@ def _session_factory(
         trace = aiohttp.TraceConfig()
         trace.on_connection_create_start.append(_on_connection)
         trace.on_connection_reuseconn.append(_on_connection)
+        trace.on_request_end.append(_on_request_end)
         queue.trace(trace)
         connector = aiohttp.TCPConnector(
             limit=max_connections,
@@ -307,11 +332,41 @@ class BodyStream:
             (architecture §2 "A server that does not stream"). Read once, from the headers.
     """
 
-    def __init__(self, response: httpx.Response, url: str, idle_timeout_secs: float) -> None:
+    def __init__(
+        self,
+        response: httpx.Response,
+        url: str,
+        idle_timeout_secs: float,
+        answer: aiohttp.ClientResponse | None = None,
+    ) -> None:
         self._response = response
         self._url = url
         self._idle = idle_timeout_secs
+        self._answer = answer
+        connection = None if answer is None else answer.connection
+        self._transport = None if connection is None else connection.transport
         self.whole_json = is_json_media_type(response.headers.get("content-type"))
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        """While inside, the connection's socket is not read (asyncio's
+        ``ReadTransport.pause_reading``): what the server sends meanwhile waits in the kernel's
+        buffer, and the first read after takes it in one ``recv`` and one parse of aiohttp's,
+        instead of one wakeup of the loop per packet. Nothing is lost or reordered. A transport
+        already paused (aiohttp's own flow control) or closing is left as it is, and only a
+        pause made here is undone on the way out (cancellation included), so the connection
+        goes back to the pool reading. Without a transport (a proxied request) it does nothing.
+        """
+        transport = self._transport
+        if transport is None or transport.is_closing() or not transport.is_reading():
+            yield
+            return
+        transport.pause_reading()
+        try:
+            yield
+        finally:
+            if not transport.is_closing():
+                transport.resume_reading()
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
@@ -327,14 +382,19 @@ class BodyStream:
         """
         response = self._response
         coding = response.headers.get("content-encoding", "identity").strip().lower()
-        pieces = response.aiter_raw() if coding in ("", "identity") else response.aiter_bytes()
-        read = pieces.__anext__
+        raw = coding in ("", "identity")
+        if raw and self._answer is not None:  # aiohttp's own reader, no layer between
+            read: Callable[[], Awaitable[bytes]] = partial(self._answer.content.read, READ_BYTES)
+        else:
+            read = (response.aiter_raw() if raw else response.aiter_bytes()).__anext__
         watchdog = IdleWatchdog(self._idle)
         try:
             while True:
                 watchdog.reading()
                 try:
                     chunk = await read()
+                    if not chunk and self._answer is not None and raw:
+                        return  # aiohttp's reader's end of the body
                 except StopAsyncIteration:
                     return
                 except asyncio.CancelledError:
@@ -393,12 +453,15 @@ async def open_stream(
     if not isinstance(client, ProviderClient):  # its transport may report nothing
         acquired()
     token = _acquired.set(acquired)
+    answered: list[aiohttp.ClientResponse] = []
+    answered_token = _answered.set(answered)
     try:
         with scope, watching():
             response = await client.send(request, stream=True)
     except Exception as exc:
         raise _translated(exc, url, "send", idle_timeout_secs) from exc
     finally:
+        _answered.reset(answered_token)
         _acquired.reset(token)
     if scope.cancelled_caught:
         raise ProviderTimeout(f"no response headers within {timeout_secs:g} s", phase="headers")
@@ -410,7 +473,7 @@ async def open_stream(
             except (TimeoutError, httpx.TransportError, httpx.DecodingError):
                 body = b""
             raise error_from_status(response.status_code, body, response.headers)
-        yield BodyStream(response, url, idle_timeout_secs)
+        yield BodyStream(response, url, idle_timeout_secs, answered[-1] if answered else None)
     finally:
         await response.aclose()
 

@@ -6,12 +6,19 @@ body that behaves as a socket: what the server sent while nobody read is taken b
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import socket
+import struct
+import sys
+import termios
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
 import anyio.lowlevel
+import httpx
 import pytest
 from anyio.streams.memory import MemoryObjectReceiveStream
 
@@ -19,10 +26,14 @@ from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerEnded, TextEmitted
 from orchestrator.policy import ReplyPolicy
 from orchestrator.turn.round_sink import READ_AHEAD_SECS, READ_PACE_MAX_SECS, RoundSink
+from providers.base import ChatMessage, ChatRequest, PacedStream
 from providers.events import Final, StreamEvent, TextDelta
 from providers.http_stream import ReducedStream
+from providers.openai_chat import OpenAIChatProvider
 from providers.openai_chat_decode import ChatCompletionsStreamReducer
 from tests.fakes import FakeChannelConfig, RecordingChannel
+from tests.peers.provider_server import ProviderServer, Reply
+from tests.pipeline import provider_config, text_answer
 
 
 def chunk(delta: str | None = None, finish: str | None = None) -> bytes:
@@ -136,3 +147,51 @@ async def test_reads_wait_for_the_chats_spacing_and_every_write_has_the_text_rea
         shown = write.text.rstrip()
         assert up_to.startswith(shown) or shown.startswith(up_to)
         assert len(up_to) - len(shown) <= 128 + 8, (len(up_to), len(shown))
+
+
+def _unread_bytes(port: int) -> int:
+    """Bytes the kernel holds unread on this process's TCP sockets connected to ``port``."""
+    unread = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.fromfd(int(name), socket.AF_INET, socket.SOCK_STREAM)
+        except OSError:
+            continue  # not a socket
+        with sock:
+            try:
+                peer = sock.getpeername()
+            except OSError:
+                continue  # not connected
+            if not isinstance(peer, tuple) or peer[1] != port:
+                continue  # another peer, or not a TCP socket
+            unread += struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0\0\0\0"))[0]
+    return unread
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
+async def test_while_a_read_waits_what_the_server_sends_stays_in_the_socket() -> None:
+    # 30 deltas 5 ms apart, over a real loopback connection. While each pace waits, the bytes
+    # the server sent meanwhile are not taken by the event loop (no wakeup per packet): they
+    # are still in the kernel's buffer when the pace ends, and the next read takes them.
+    words = " ".join(f"w{i}" for i in range(30))
+    body = text_answer(words)
+    cuts = [i + 2 for i in range(len(body)) if body[i : i + 2] == b"\n\n"]
+    unread: list[int] = []
+    async with ProviderServer() as server:
+        server.script("/v1/chat/completions", Reply(body=body, cuts=cuts, delay_secs=0.005))
+        provider = OpenAIChatProvider("p", provider_config(server))
+        port = httpx.URL(server.url).port or 80
+
+        async def pace() -> None:
+            await anyio.sleep(0.05)
+            unread.append(_unread_bytes(port))
+
+        try:
+            stream = provider.stream(ChatRequest(messages=(ChatMessage("user", "hi"),)))
+            assert isinstance(stream, PacedStream)
+            stream.pace_reads(pace)
+            texts = [e.chunk.delta async for e in stream.joined() if isinstance(e, TextDelta)]
+        finally:
+            await provider.aclose()
+    assert "".join(texts) == words
+    assert unread and max(unread) > 0, unread

@@ -28,7 +28,7 @@ nothing waits), and a tool call or the end of the stream is seen at most
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
 
 import anyio
@@ -52,7 +52,7 @@ READ_PACE_MAX_SECS = 0.25
 """The longest a paced read waits (seconds): how late a tool call, a provider-run tool's status
 or the end of the stream may be seen while the chat's spacing holds the text anyway."""
 
-READ_AHEAD_SECS = 0.02
+READ_AHEAD_SECS = 0.05
 """A paced read ends this long (seconds) before a write could start, so the write takes the
 text sent up to then."""
 
@@ -118,13 +118,13 @@ class RoundSink:
         self._held.clear()
         return self._policy.feed(visible)
 
-    async def pause(self) -> None:
-        """Wait while the text read so far could start no write anyway: until
-        :data:`READ_AHEAD_SECS` before a write could start, at most :data:`READ_PACE_MAX_SECS`;
-        returns at once when a write could start now (see the module docstring)."""
+    def pause(self) -> Awaitable[None] | None:
+        """The wait before the next read while the text read so far could start no write
+        anyway: until :data:`READ_AHEAD_SECS` before a write could start, at most
+        :data:`READ_PACE_MAX_SECS`; ``None`` when a write could start now, so the read need not
+        wait at all (see the module docstring)."""
         delay = min(self._driver.quiet_for() - READ_AHEAD_SECS, READ_PACE_MAX_SECS)
-        if delay > 0.0:
-            await anyio.sleep(delay)
+        return anyio.sleep(delay) if delay > 0.0 else None
 
     def event(self, event: StreamEvent) -> None:
         if type(event) is TextDelta:  # nearly every event: no pattern matching for it

@@ -132,7 +132,7 @@ class _Round:
 
     sink: RoundSink
     start: float
-    pace: Callable[[], Awaitable[None]] | None = None
+    pace: Callable[[], Awaitable[None] | None] | None = None
     attempts: int = 0
     provider_attempts: int = 0  # attempts of the provider of ``last_error``
     last_error: ProviderError | None = None
@@ -187,7 +187,7 @@ class RoundRunner:
         self,
         request: ChatRequest,
         sink: RoundSink,
-        pace: Callable[[], Awaitable[None]] | None = None,
+        pace: Callable[[], Awaitable[None] | None] | None = None,
     ) -> RoundResult:
         """Serve one round. ``pace``, when given, paces the reads of a streaming provider
         (:meth:`providers.base.PacedStream.pace_reads`; the reply's

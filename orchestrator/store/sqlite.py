@@ -5,13 +5,16 @@ left there is marked interrupted at the next start), and one row per model round
 
 Theory of operation
 -------------------
-:class:`Store` is the blocking core: one SQLite connection, each call one short transaction,
+:class:`Store` is the blocking core: one SQLite connection, each call one short transaction
+(a call of several statements runs them in :func:`~orchestrator.store.sqlite_groups.transaction`),
 serialised by a lock (any thread may call it). The event loop never calls it directly: it uses
 :class:`~orchestrator.store.sqlite_async.AsyncStore` (a
 :class:`~orchestrator.store.interface.ConversationStore`), which runs
 every call on one worker thread (:class:`~orchestrator.store.worker.StoreWorker`) — one store call
 at a time, in order of arrival, and a slow disk never stalls the chats. A turn makes a few calls
-(history, a record per round, the new messages).
+(history, a record per round, the new messages, the reply's in-flight record at every write).
+The calls the thread finds waiting run as one group in one transaction (:meth:`Store.run_group`):
+one commit per group; each call's outcome is its own; an await returns once its group committed.
 
 The journal is SQLite's WAL with ``synchronous=NORMAL``: a commit appends to the WAL without an
 ``fsync`` (the WAL is synced at each checkpoint). A commit survives the process being killed at
@@ -40,7 +43,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -63,13 +66,22 @@ from orchestrator.store.records import (
     sort_key,
     thread_key,
 )
+from orchestrator.store.sqlite_groups import in_transaction, run_group, transaction
 from orchestrator.store.sqlite_schema import INDEXES, SCHEMA, upgrade
+from orchestrator.store.worker import Outcome
 from providers.base import ChatMessage
 
 __all__ = ["Store"]
 
 _T = TypeVar("_T")
 _DRAFT_COLUMNS = "channel, chat_id, thread_id, message_id, text, formatted, message_ids, reply_to"
+_SET_DRAFT = (
+    f"INSERT INTO drafts ({_DRAFT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (channel, chat_id, thread_id) DO UPDATE"
+    " SET message_id = excluded.message_id, text = excluded.text,"
+    " formatted = excluded.formatted, message_ids = excluded.message_ids,"
+    " reply_to = excluded.reply_to"
+)
 
 DIRECTORY_MODE = 0o700
 FILE_MODE = 0o600
@@ -109,7 +121,7 @@ class Store:
             path = Path(path)
             _private_directory(path.parent)
             _private_file(path)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -118,8 +130,17 @@ class Store:
         self._db.executescript(INDEXES)
 
     def close(self) -> None:
+        """Close the file; inside a group, what the calls before wrote is committed first."""
         with self._lock:
+            if in_transaction(self._db):
+                self._db.commit()
             self._db.close()
+
+    def run_group(self, calls: Sequence[Callable[[], Any]]) -> list[Outcome]:
+        """Run ``calls`` (of this store's methods) in order in one transaction; what each
+        returned or raised (:mod:`orchestrator.store.sqlite_groups`). Never raises."""
+        with self._lock:
+            return run_group(self._db, calls)
 
     # -- history ------------------------------------------------------------------------
 
@@ -151,7 +172,7 @@ class Store:
     ) -> None:
         now = time.time()
         rows = [(channel, chat_id, thread_key(thread_id), *message_row(m), now) for m in messages]
-        with self._lock, self._db:
+        with self._lock, transaction(self._db):
             self._db.executemany(
                 "INSERT INTO messages (channel, chat_id, thread_id, role, content, tool_calls,"
                 " tool_call_id, name, provider_items, created_at)"
@@ -161,7 +182,7 @@ class Store:
 
     def reset(self, channel: str, chat_id: str, thread_id: str | None = None) -> None:
         key = (channel, chat_id, thread_key(thread_id))
-        with self._lock, self._db:
+        with self._lock, transaction(self._db):
             self._db.execute(
                 "DELETE FROM messages WHERE channel = ? AND chat_id = ? AND thread_id = ?", key
             )
@@ -184,7 +205,7 @@ class Store:
         """Replace every message of the conversation but the newest ``keep`` with ``summary``
         (which replaces the summary before it), in one transaction."""
         key = (channel, chat_id, thread_key(thread_id))
-        with self._lock, self._db:
+        with self._lock, transaction(self._db):
             self._db.execute(
                 "DELETE FROM messages WHERE channel = ? AND chat_id = ? AND thread_id = ?"
                 " AND id NOT IN (SELECT id FROM messages WHERE channel = ? AND chat_id = ?"
@@ -235,7 +256,7 @@ class Store:
     def move_conversation(self, channel: str, old_chat_id: str, new_chat_id: str) -> None:
         """A chat got a new id (a Telegram group became a supergroup): its history, in every
         thread, and its waiting messages belong to ``new_chat_id`` from now on."""
-        with self._lock, self._db:
+        with self._lock, transaction(self._db):
             self._db.execute(
                 "UPDATE messages SET chat_id = ? WHERE channel = ? AND chat_id = ?",
                 (new_chat_id, channel, old_chat_id),
@@ -357,7 +378,7 @@ class Store:
             return True
         now = time.time()
         marks = "?, " * (len(update_ids) - 1) + "?"
-        with self._lock, self._db:
+        with self._lock, transaction(self._db):
             seen = self._db.execute(
                 f"SELECT 1 FROM seen_updates WHERE channel = ? AND update_id IN ({marks})",
                 (channel, *update_ids),
@@ -389,14 +410,7 @@ class Store:
     def set_draft(self, draft: Draft) -> None:
         """Record the reply in flight (one per conversation, replaced)."""
         with self._lock:
-            self._db.execute(
-                f"INSERT INTO drafts ({_DRAFT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (channel, chat_id, thread_id) DO UPDATE"
-                " SET message_id = excluded.message_id, text = excluded.text,"
-                " formatted = excluded.formatted, message_ids = excluded.message_ids,"
-                " reply_to = excluded.reply_to",
-                draft_row(draft),
-            )
+            self._db.execute(_SET_DRAFT, draft_row(draft))
 
     def clear_draft(self, channel: str, chat_id: str, thread_id: str | None) -> None:
         with self._lock:
@@ -427,7 +441,7 @@ class Store:
     def prune(self, older_than: float) -> int:
         """Delete history and round records created before ``older_than`` (Unix seconds);
         returns the rows deleted."""
-        with self._lock, self._db:
+        with self._lock, transaction(self._db):
             deleted = self._db.execute(
                 "DELETE FROM messages WHERE created_at < ?", (older_than,)
             ).rowcount
@@ -450,7 +464,7 @@ class Store:
         """Insert ``rows`` (as :meth:`dump` gives them) into ``table``."""
         columns = COPY_TABLES[table]
         marks = ", ".join("?" for _ in columns)
-        with self._lock, self._db:
+        with self._lock, transaction(self._db):
             self._db.executemany(
                 f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows
             )

@@ -26,13 +26,15 @@ class AsyncStore:
     :class:`~orchestrator.store.interface.ConversationStore`): the same calls as coroutines,
     each run on a worker thread, one at a time, so the loop never waits on
     the disk. Claims are this process's own (one process uses the file). The calls run on one
-    :class:`~orchestrator.store.worker.StoreWorker` thread, in order.
+    :class:`~orchestrator.store.worker.StoreWorker` thread, in order; the calls waiting together
+    run as one group in one transaction (:meth:`Store.run_group`), and a call returns once its
+    group is committed.
 
     ``sync`` is the wrapped store (for start-up, shutdown and tests)."""
 
     def __init__(self, store: Store) -> None:
         self.sync = store
-        self._worker = StoreWorker()
+        self._worker = StoreWorker(run_group=store.run_group)
         self._claimed: set[ConversationRef] = set()
         self.controls = ControlRows(self._query, self._execute)
         """The chat controls' rows (settings, usage, rate counters)."""

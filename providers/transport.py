@@ -58,10 +58,10 @@ import asyncio
 import ipaddress
 import math
 import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractContextManager, asynccontextmanager
 from contextvars import ContextVar
-from functools import partial
+from functools import lru_cache, partial
 from types import SimpleNamespace
 from typing import Any
 from urllib.request import getproxies
@@ -318,9 +318,38 @@ class IdleWatchdog:
             self._handle = self._loop.call_at(due, self._check)
 
 
+@lru_cache(maxsize=256)
+def _parsed_url(url: str) -> httpx.URL:
+    """``url`` parsed once: httpx parses a ``str`` URL (in Python) on every request, and an
+    ``httpx.URL`` (immutable) is taken as it is; a provider posts to one URL."""
+    return httpx.URL(url)
+
+
 def _translated(exc: Exception, url: str, phase: Phase, idle_secs: float = 0.0) -> Exception:
     """``exc`` as the provider error it is, or itself (re-raised as it is)."""
     return provider_error(exc, Where(url, phase, idle_secs)) or exc
+
+
+class _Held:
+    """:meth:`BodyStream.held`'s context manager: pauses ``transport`` when it is reading and
+    not closing; on the way out resumes it, when the pause was its own and it is not closing."""
+
+    __slots__ = ("_paused", "_transport")
+
+    def __init__(self, transport: asyncio.ReadTransport | None) -> None:
+        self._transport = transport
+        self._paused = False
+
+    def __enter__(self) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing() and transport.is_reading():
+            transport.pause_reading()
+            self._paused = True
+
+    def __exit__(self, *exc_info: object) -> None:
+        transport = self._transport
+        if self._paused and transport is not None and not transport.is_closing():
+            transport.resume_reading()
 
 
 class BodyStream:
@@ -347,8 +376,7 @@ class BodyStream:
         self._transport = None if connection is None else connection.transport
         self.whole_json = is_json_media_type(response.headers.get("content-type"))
 
-    @contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> AbstractContextManager[None]:
         """While inside, the connection's socket is not read (asyncio's
         ``ReadTransport.pause_reading``): what the server sends meanwhile waits in the kernel's
         buffer, and the first read after takes it in one ``recv`` and one parse of aiohttp's,
@@ -356,17 +384,10 @@ class BodyStream:
         already paused (aiohttp's own flow control) or closing is left as it is, and only a
         pause made here is undone on the way out (cancellation included), so the connection
         goes back to the pool reading. Without a transport (a proxied request) it does nothing.
+        A plain context manager (no generator per pause: it is entered before every paced
+        read).
         """
-        transport = self._transport
-        if transport is None or transport.is_closing() or not transport.is_reading():
-            yield
-            return
-        transport.pause_reading()
-        try:
-            yield
-        finally:
-            if not transport.is_closing():
-                transport.resume_reading()
+        return _Held(self._transport)
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()
@@ -436,7 +457,7 @@ async def open_stream(
         ProviderConnectionError: could not connect, or a pool bound of the client ran out.
         ProviderError: a typed error for a non-2xx answer (see :func:`error_from_status`).
     """
-    request = client.build_request("POST", url, json=json_body, headers=headers)
+    request = client.build_request("POST", _parsed_url(url), json=json_body, headers=headers)
     scope = anyio.CancelScope()
 
     def acquired() -> None:
@@ -496,7 +517,7 @@ async def post_json(
     """
     try:
         with anyio.fail_after(timeout_secs), watching():
-            response = await client.post(url, json=json_body, headers=headers)
+            response = await client.post(_parsed_url(url), json=json_body, headers=headers)
     except TimeoutError as exc:
         raise ProviderTimeout(f"no answer within {timeout_secs:g} s", phase="total") from exc
     except Exception as exc:

@@ -82,11 +82,15 @@ class ReplyJournal:
         if ref.chat_id != d.chat_id:  # the chat moved: the reply goes on in the new one
             await self._clear()
             d = Draft(d.channel, ref.chat_id, d.thread_id, None, "", False, (), None)
-        if ref.message_id not in d.message_ids:
-            d = replace(d, message_ids=(*d.message_ids, ref.message_id))
+        ids = d.message_ids
+        if ref.message_id not in ids:
+            ids = (*ids, ref.message_id)
         elif ref.message_id != d.message_id:
             return
-        self._draft = replace(d, message_id=ref.message_id, text=text, formatted=formatted)
+        # Built directly (after every write that landed): ``dataclasses.replace`` costs more.
+        self._draft = Draft(
+            d.channel, d.chat_id, d.thread_id, ref.message_id, text, formatted, ids, d.reply_to
+        )
         await self._keep()
 
     async def end(self) -> None:

@@ -27,6 +27,7 @@ nothing waits), and a tool call or the end of the stream is seen at most
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Protocol
@@ -124,7 +125,9 @@ class RoundSink:
         :data:`READ_PACE_MAX_SECS`; ``None`` when a write could start now, so the read need not
         wait at all (see the module docstring)."""
         delay = min(self._driver.quiet_for() - READ_AHEAD_SECS, READ_PACE_MAX_SECS)
-        return anyio.sleep(delay) if delay > 0.0 else None
+        # asyncio's own sleep (the delivery driver's loop is asyncio's): anyio's looks up the
+        # running backend on every call, and this runs before every paced read.
+        return asyncio.sleep(delay) if delay > 0.0 else None
 
     def event(self, event: StreamEvent) -> None:
         if type(event) is TextDelta:  # nearly every event: no pattern matching for it

@@ -343,8 +343,6 @@ class BodyStream:
         self._url = url
         self._idle = idle_timeout_secs
         self._answer = answer
-        connection = None if answer is None else answer.connection
-        self._transport = None if connection is None else connection.transport
         self.whole_json = is_json_media_type(response.headers.get("content-type"))
 
     @contextmanager
@@ -355,9 +353,13 @@ class BodyStream:
         instead of one wakeup of the loop per packet. Nothing is lost or reordered. A transport
         already paused (aiohttp's own flow control) or closing is left as it is, and only a
         pause made here is undone on the way out (cancellation included), so the connection
-        goes back to the pool reading. Without a transport (a proxied request) it does nothing.
+        goes back to the pool reading. Without a transport (a proxied request) it does nothing,
+        nor once the whole body is in aiohttp's buffer: aiohttp then gave the connection back to
+        the pool (``ClientResponse.connection`` is ``None``), where another request may be
+        using it, and there is nothing of this body left in the socket to hold.
         """
-        transport = self._transport
+        connection = None if self._answer is None else self._answer.connection
+        transport = None if connection is None else connection.transport
         if transport is None or transport.is_closing() or not transport.is_reading():
             yield
             return

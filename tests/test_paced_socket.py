@@ -1,173 +1,82 @@
 """Trying to break the socket hold of paced reads (architecture §5 "Read pacing";
 ``BodyStream.held`` in ``providers/transport.py``): while a paced read waits, the transport of the
-response's connection is paused, so what the server sends meanwhile waits in the kernel.
+response's connection is paused, so what the server sends meanwhile is not read.
 
-Over real loopback connections (:class:`ProviderServer`, :class:`HttpProxy`) and a real
-:class:`OpenAIChatProvider`, with paces that hold the socket far longer than a chat's spacing
-would: a reader cancelled while held, the connection reused after a hold, a body that ends or
-breaks while held, the byte-idle bound around holds, a multi-MB burst arriving while held, and
-the bodies that take httpx's path (gzip, a proxy). Every test runs under ``anyio.fail_after``:
-a hold that is never released fails it instead of hanging the run.
+Over real loopback connections (:class:`ProviderServer`, :class:`HttpProxy`, TLS with a CA of
+the test's own) and a real :class:`OpenAIChatProvider`, with paces that hold the socket far
+longer than a chat's spacing would: (1) a reader cancelled while held, (2) the connection reused
+after a hold, (3) a body that ends or breaks while held, (4) the byte-idle bound around holds,
+(5) a burst of megabytes arriving while held, (6) the bodies that take httpx's path (gzip, a
+proxy); each over the routes of :mod:`tests.held_socket` it concerns, and the first ones on
+uvloop too, the loop ``relaybot run`` uses when installed. Every test runs under
+``anyio.fail_after``: a hold never released fails it instead of hanging the run.
 """
 
 from __future__ import annotations
 
-import fcntl
-import gzip
-import json
-import os
-import socket
-import struct
 import sys
-import termios
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
-from providers.base import ChatMessage, ChatRequest, PacedStream
 from providers.errors import (
     ProviderConnectionError,
     ProviderError,
     ProviderTimeout,
     StreamTruncated,
 )
-from providers.events import Final, TextDelta
-from providers.openai_chat import OpenAIChatProvider
-from tests.peers.http_proxy import HttpProxy
-from tests.peers.provider_server import ProviderServer, Reply
-from tests.pipeline import provider_config, text_answer
-
-PATH = "/v1/chat/completions"
-REQUEST = ChatRequest(messages=(ChatMessage("user", "hi"),))
+from tests.held_socket import (
+    PATH,
+    ROUTES,
+    answer,
+    event_ends,
+    paced_text,
+    plain_text,
+    port_of,
+    provider,
+    reply,
+    routed,
+    sleeping,
+    unfinished,
+    unread_bytes,
+    words,
+)
 
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
 
 
-def words(count: int, prefix: str = "w") -> str:
-    return " ".join(f"{prefix}{i}" for i in range(count))
+def on_uvloop(scenario: Coroutine[Any, Any, None]) -> None:
+    uvloop = pytest.importorskip("uvloop")
+    uvloop.run(scenario)
 
-
-def event_ends(body: bytes) -> list[int]:
-    """The offsets just after each ``\\n\\n``: one cut per SSE event."""
-    return [i + 2 for i in range(len(body)) if body[i : i + 2] == b"\n\n"]
-
-
-def unfinished(text: str) -> bytes:
-    """A Chat Completions stream of ``text`` word by word, without a finish or ``[DONE]``.
-
-    Joined once, so a body of megabytes takes milliseconds (``tests.pipeline.sse`` adds bytes
-    to bytes, quadratic in the number of events: 300 000 events take minutes)."""
-    pieces = text.split(" ")
-    last = len(pieces) - 1
-    return b"".join(
-        b"data: %s\n\n"
-        % json.dumps(
-            {"choices": [{"index": 0, "delta": {"content": p + (" " if i < last else "")}}]}
-        ).encode()
-        for i, p in enumerate(pieces)
-    )
-
-
-def answer(text: str) -> bytes:
-    """:func:`tests.pipeline.text_answer` of ``text``, built in linear time."""
-    return unfinished(text) + text_answer("")[len(unfinished("")) :]
-
-
-def provider(server: ProviderServer, **overrides: Any) -> OpenAIChatProvider:
-    values: dict[str, Any] = {"timeout_secs": 5, "stream_idle_timeout_secs": 30}
-    values.update(overrides)
-    return OpenAIChatProvider("p", provider_config(server, **values))
-
-
-Pace = Callable[[], Awaitable[None] | None]
-
-
-async def paced_text(chat: OpenAIChatProvider, pace: Pace) -> tuple[str, bool]:
-    """The text of one paced stream of ``chat``, and whether it ended with ``Final``."""
-    stream = chat.stream(REQUEST)
-    assert isinstance(stream, PacedStream)
-    stream.pace_reads(pace)
-    texts: list[str] = []
-    final = False
-    async for event in stream.joined():
-        if isinstance(event, TextDelta):
-            texts.append(event.chunk.delta)
-        final = isinstance(event, Final)
-    return "".join(texts), final
-
-
-async def plain_text(chat: OpenAIChatProvider) -> str:
-    texts = [e.chunk.delta async for e in chat.stream(REQUEST) if isinstance(e, TextDelta)]
-    return "".join(texts)
-
-
-def sleeping(*secs: float) -> Callable[[], Awaitable[None]]:
-    """A pace that sleeps ``secs[i]`` before the i-th read after the first (the last repeats)."""
-    calls = 0
-
-    async def pace() -> None:
-        nonlocal calls
-        await anyio.sleep(secs[min(calls, len(secs) - 1)])
-        calls += 1
-
-    return pace
-
-
-def unread_bytes(port: int) -> int:
-    """Bytes the kernel holds unread on this process's TCP sockets connected to ``port``."""
-    unread = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            sock = socket.fromfd(int(name), socket.AF_INET, socket.SOCK_STREAM)
-        except OSError:
-            continue
-        with sock:
-            try:
-                peer = sock.getpeername()
-            except OSError:
-                continue
-            if not isinstance(peer, tuple) or peer[1] != port:
-                continue
-            unread += struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0\0\0\0"))[0]
-    return unread
-
-
-def port_of(server: ProviderServer) -> int:
-    return httpx.URL(server.url).port or 80
-
-
-# -- (1) a reader cancelled while the socket is held ----------------------------------------------
 
 BIG = words(6000)
 """About 400 KB of Chat Completions events: many reads (16 KiB each)."""
 
 WHOLE = words(750)
 """About 50 KB of events: more than one read takes (16 KiB), less than aiohttp buffers before
-its own flow control stops reading (128 KiB), so one write of it is all in aiohttp's buffer
-after the first read."""
+its own flow control stops reading (128 KiB): sent in one write, all of it is in aiohttp's
+buffer when the first read returns, and aiohttp has given the connection back to the pool."""
 
 
-@pytest.mark.parametrize("arrived", ["partly", "whole"])
-async def test_a_reader_cancelled_while_held_leaves_a_provider_that_answers(
-    arrived: str,
-) -> None:
-    # "partly": the server sends the rest of the body while the socket is held. "whole": the
-    # whole body (Content-Length) arrived before the hold began; aiohttp ended the response and
-    # gave its connection back to the pool while the reader is still behind. Either way the
-    # reader is cancelled inside its pace, and the next request of the same provider, on the
-    # connection the pool may hand back, must be answered.
-    body = text_answer(BIG)
+# -- (1) a reader cancelled while the socket is held ----------------------------------------------
+
+
+async def cancelled_while_held(route: str, arrived: str, mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    # "partly": the rest of the body comes while the socket is held. "whole": all of it
+    # (Content-Length) came before the hold began. Either way the reader is cancelled inside
+    # its pace, and the next request of the same provider, on whatever connection the pool
+    # hands it, is answered.
     first = (
-        Reply(body=body, cuts=[20_000], pauses={0: 0.1, 1: 0.05})
+        reply(route, answer(BIG), [20_000], pauses={0: 0.1, 1: 0.05})
         if arrived == "partly"
-        else Reply(body=text_answer(WHOLE), framing="length", pauses={0: 0.1})
+        else reply(route, answer(WHOLE), framing="length", pauses={0: 0.1})
     )
-    second = text_answer("second answer")
-    async with ProviderServer() as server:
-        server.script(PATH, [first, Reply(body=second)])
+    async with routed(route, mp, tmp) as server:
+        server.script(PATH, [first, reply(route, answer("second answer"))])
         chat = provider(server)
         held = anyio.Event()
 
@@ -175,17 +84,16 @@ async def test_a_reader_cancelled_while_held_leaves_a_provider_that_answers(
             held.set()
             await anyio.sleep(30)
 
+        async def cancel_when_held(scope: anyio.CancelScope) -> None:
+            await held.wait()
+            await anyio.sleep(0.2)
+            scope.cancel()
+
         try:
             with anyio.fail_after(10):
                 with anyio.CancelScope() as scope:
                     async with anyio.create_task_group() as tg:
-
-                        async def cancel_when_held() -> None:
-                            await held.wait()
-                            await anyio.sleep(0.2)
-                            scope.cancel()
-
-                        tg.start_soon(cancel_when_held)
+                        tg.start_soon(cancel_when_held, scope)
                         await paced_text(chat, pace)
                 assert scope.cancelled_caught and held.is_set()
                 assert await plain_text(chat) == "second answer"
@@ -193,20 +101,33 @@ async def test_a_reader_cancelled_while_held_leaves_a_provider_that_answers(
             await chat.aclose()
 
 
-# -- (2) the connection a held stream gave back ---------------------------------------------------
+@pytest.mark.parametrize(
+    ("route", "arrived"),
+    [
+        ("plain", "partly"),
+        ("tls", "partly"),
+        ("gzip", "partly"),
+        ("plain", "whole"),
+        ("tls", "whole"),
+    ],
+)
+async def test_a_reader_cancelled_while_held_leaves_a_provider_that_answers(
+    route: str, arrived: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    await cancelled_while_held(route, arrived, monkeypatch, tmp_path)
 
 
-async def test_a_connection_given_back_during_a_hold_serves_another_request_at_once() -> None:
-    # The whole first body arrived (Content-Length) before the reader caught up: aiohttp gave the
-    # connection back to the pool while the reader still holds its pace. Another request of the
-    # same provider, made during that hold, takes that connection and must be answered at once,
-    # not when the first stream's pace ends.
-    body = text_answer(WHOLE)
-    async with ProviderServer() as server:
-        server.script(
-            PATH,
-            [Reply(body=body, framing="length", pauses={0: 0.1}), Reply(body=text_answer("b"))],
-        )
+# -- (2) the connection reused after a hold -------------------------------------------------------
+
+
+async def given_back_while_held(route: str, mp: pytest.MonkeyPatch, tmp: Path) -> None:
+    # The whole first body arrived before the reader caught up: aiohttp gave the connection back
+    # to the pool while the reader still holds its 2 s pace. Another request of the same
+    # provider, made during that hold, takes that connection: it is answered at once, not when
+    # the first stream's pace ends.
+    async with routed(route, mp, tmp) as server:
+        first = reply(route, answer(WHOLE), framing="length", pauses={0: 0.1})
+        server.script(PATH, [first, reply(route, answer("b"))])
         chat = provider(server)
         held = anyio.Event()
         took: list[float] = []
@@ -233,18 +154,29 @@ async def test_a_connection_given_back_during_a_hold_serves_another_request_at_o
     assert took and took[0] < 1.0, took
 
 
-async def test_after_a_held_stream_the_pooled_connection_reads_normally() -> None:
+@pytest.mark.parametrize("route", ["plain", "tls"])
+async def test_a_connection_given_back_during_a_hold_serves_another_request_at_once(
+    route: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    await given_back_while_held(route, monkeypatch, tmp_path)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_after_a_held_stream_the_pooled_connection_reads_normally(
+    route: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # A paced stream ends properly and its connection goes back to the pool; the next streams
-    # reuse it and read everything at once, paced or not.
-    async with ProviderServer() as server:
-        body = text_answer(words(200))
-        server.script(PATH, Reply(body=body, cuts=event_ends(body)[::20], delay_secs=0.01))
+    # reuse it and read everything, paced or not, well within the 2 s byte-idle bound.
+    text = words(200)
+    body = answer(text)
+    async with routed(route, monkeypatch, tmp_path) as server:
+        server.script(PATH, reply(route, body, event_ends(body)[::20], delay_secs=0.01))
         chat = provider(server, stream_idle_timeout_secs=2)
         try:
             with anyio.fail_after(20):
                 for _ in range(3):
-                    assert await paced_text(chat, sleeping(0.05)) == (words(200), True)
-                    assert await plain_text(chat) == words(200)
+                    assert await paced_text(chat, sleeping(0.05)) == (text, True)
+                    assert await plain_text(chat) == text
         finally:
             await chat.aclose()
     assert len(server.requests) == 6
@@ -252,38 +184,32 @@ async def test_after_a_held_stream_the_pooled_connection_reads_normally() -> Non
 
 # -- (3) the body ends or breaks while the socket is held -----------------------------------------
 
-
-def _ends() -> list[Any]:
-    text = words(40)
-    done = text_answer(text)
-    cut = unfinished(text)
-    half = len(cut) // 2
-    cases: list[tuple[str, bytes, dict[str, Any], type[ProviderError] | None]] = [
-        ("chunked-end", done, {}, None),
-        ("length-end", done, {"framing": "length"}, None),
-        ("close-end", done, {"framing": "close"}, None),
-        ("chunked-end-no-done", cut, {}, StreamTruncated),
-        ("close-end-no-done", cut, {"framing": "close"}, StreamTruncated),
-        ("chunked-cut", cut[: half + 7], {"abort": True}, ProviderConnectionError),
-        (
-            "length-cut",
-            cut[: half + 7],
-            {"framing": "length", "abort": True},
-            ProviderConnectionError,
-        ),
-    ]
-    return [pytest.param(body, kwargs, error, id=name) for name, body, kwargs, error in cases]
+TEXT = words(40)
+_DONE, _CUT = answer(TEXT), unfinished(TEXT)
+_HALF = _CUT[: len(_CUT) // 2 + 7]  # mid-event
+ENDS = {
+    "chunked-end": (_DONE, {}, None),
+    "length-end": (_DONE, {"framing": "length"}, None),
+    "close-end": (_DONE, {"framing": "close"}, None),
+    "chunked-end-no-done": (_CUT, {}, StreamTruncated),
+    "close-end-no-done": (_CUT, {"framing": "close"}, StreamTruncated),
+    "chunked-cut": (_HALF, {"abort": True}, ProviderConnectionError),
+    "length-cut": (_HALF, {"framing": "length", "abort": True}, ProviderConnectionError),
+}
 
 
-@pytest.mark.parametrize(("body", "kwargs", "error"), _ends())
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("end", ENDS)
 async def test_a_body_that_ends_or_breaks_while_held_ends_or_fails_typed(
-    body: bytes, kwargs: dict[str, Any], error: type[ProviderError] | None
+    end: str, route: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     # The first event comes at once; the rest of the body and its end (or the broken connection)
-    # come while the reader holds its first pace of 0.3 s.
-    first = event_ends(body)[0]
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=body, cuts=[first], pauses={1: 0.1}, **kwargs))
+    # come while the reader holds its first pace of 0.3 s. A clean end with [DONE] is the whole
+    # answer, without it StreamTruncated, a broken connection ProviderConnectionError.
+    body, framing, error = ENDS[end]
+    async with routed(route, monkeypatch, tmp_path) as server:
+        cuts = event_ends(body)[:1]
+        server.script(PATH, reply(route, body, cuts, pauses={1: 0.1}, **framing))
         chat = provider(server)
         try:
             with anyio.fail_after(10):
@@ -293,8 +219,9 @@ async def test_a_body_that_ends_or_breaks_while_held_ends_or_fails_typed(
                     assert error is not None and isinstance(exc, error), repr(exc)
                 else:
                     assert error is None, "no error"
-                    assert (text, final) == (words(40), True)
-                    assert await plain_text(chat) == words(40)  # the provider still answers
+                    assert (text, final) == (TEXT, True)
+                server.script(PATH, reply(route, answer("again")))
+                assert await plain_text(chat) == "again"  # the provider still answers
         finally:
             await chat.aclose()
 
@@ -302,13 +229,14 @@ async def test_a_body_that_ends_or_breaks_while_held_ends_or_fails_typed(
 # -- (4) the byte-idle bound around holds ---------------------------------------------------------
 
 
-async def test_a_silent_server_while_paced_ends_at_the_idle_bound() -> None:
+async def silent_while_paced(route: str, mp: pytest.MonkeyPatch, tmp: Path) -> None:
     # Two events, then nothing on an open socket. The reader holds 0.3 s before its next read;
-    # that read then waits, and the byte-idle bound (0.5 s of reading) ends it, typed.
-    body = text_answer("a b c")
+    # that read then waits, and the byte-idle bound (0.5 s of reading) ends it, typed, about
+    # 0.5 s after the hold (after the start for a body not paced, the proxied one).
+    body = answer("a b c")
     cuts = event_ends(body)
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=body[: cuts[1]], cuts=cuts[:1], hold_open=True))
+    async with routed(route, mp, tmp) as server:
+        server.script(PATH, reply(route, body[: cuts[1]], cuts[:1], hold_open=True))
         chat = provider(server, stream_idle_timeout_secs=0.5)
         ended: list[float] = []
 
@@ -318,6 +246,7 @@ async def test_a_silent_server_while_paced_ends_at_the_idle_bound() -> None:
 
         try:
             with anyio.fail_after(10), pytest.raises(ProviderTimeout) as caught:
+                ended.append(anyio.current_time())  # a body not paced waits from its start
                 await paced_text(chat, pace)
             waited = anyio.current_time() - ended[-1]
         finally:
@@ -326,13 +255,23 @@ async def test_a_silent_server_while_paced_ends_at_the_idle_bound() -> None:
     assert 0.45 <= waited <= 1.5, waited
 
 
-async def test_holding_longer_than_the_idle_bound_is_not_a_silence() -> None:
-    # The server sends an event every 50 ms; the reader holds 0.6 s before each read, more than
+@pytest.mark.parametrize("route", ROUTES)
+async def test_a_silent_server_while_paced_ends_at_the_idle_bound(
+    route: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    await silent_while_paced(route, monkeypatch, tmp_path)
+
+
+@pytest.mark.parametrize("route", ROUTES)
+async def test_holding_longer_than_the_idle_bound_is_not_a_silence(
+    route: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The server sends an event every 50 ms; the reader holds 0.6 s before each read, twice
     # the 0.3 s byte-idle bound. The bound counts only time spent reading: no timeout.
-    text = words(60)
-    body = text_answer(text)
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=body, cuts=event_ends(body), delay_secs=0.05))
+    text = words(40)
+    body = answer(text)
+    async with routed(route, monkeypatch, tmp_path) as server:
+        server.script(PATH, reply(route, body, event_ends(body), delay_secs=0.05))
         chat = provider(server, stream_idle_timeout_secs=0.3)
         try:
             with anyio.fail_after(20):
@@ -344,20 +283,18 @@ async def test_holding_longer_than_the_idle_bound_is_not_a_silence() -> None:
 # -- (5) a burst arriving while held --------------------------------------------------------------
 
 
-@linux_only
-@pytest.mark.parametrize("count", [900, 160_000], ids=["60KB", "2MB"])
-async def test_a_burst_sent_while_held_waits_in_the_kernel_and_is_read_whole(count: int) -> None:
+async def burst_while_held(route: str, count: int, mp: pytest.MonkeyPatch, tmp: Path) -> None:
     # One event, then the rest of the body in one write while the reader holds its first pace
-    # (0.5 s). 60 KB fit in the kernel's buffer: all of it is still there when the hold ends
-    # (nothing was read meanwhile). Of 2 MB the kernel keeps what its buffer takes and the rest
-    # waits in the server. Then every byte is read, in order, each later read held 1 ms.
+    # (0.5 s); each later read is held 1 ms. Every byte is read, in order. Plain HTTP: 60 KB
+    # fit in the kernel's buffer and are all still there when the hold ends (nothing was read
+    # meanwhile); of 2 MB the kernel keeps what its buffer takes, the rest waits in the server.
     text = words(count, prefix="x")
     body = answer(text)
     first = event_ends(body)[0]
     burst = len(body) - first
     unread: list[int] = []
-    async with ProviderServer() as server:
-        server.script(PATH, Reply(body=body, cuts=[first], pauses={1: 0.05}))
+    async with routed(route, mp, tmp) as server:
+        server.script(PATH, reply(route, body, [first], pauses={1: 0.05}))
         chat = provider(server)
         port = port_of(server)
 
@@ -374,33 +311,101 @@ async def test_a_burst_sent_while_held_waits_in_the_kernel_and_is_read_whole(cou
         finally:
             await chat.aclose()
     assert final and got == text
+    if route != "plain":
+        return  # TLS decrypts ahead into its own buffer; gzip bytes are fewer
     if burst < 100_000:
         assert unread[0] >= burst, (unread, burst)
     else:
         assert burst > 2_000_000 and unread[0] >= 64 * 1024, unread
 
 
-# -- (6) gzip and proxied bodies, paced -----------------------------------------------------------
+@linux_only
+@pytest.mark.parametrize(
+    ("route", "count"),
+    [("plain", 900), ("plain", 160_000), ("tls", 160_000), ("gzip", 160_000)],
+    ids=["plain-60KB", "plain-2MB", "tls-2MB", "gzip-2MB"],
+)
+async def test_a_burst_sent_while_held_is_read_whole_and_in_order(
+    route: str, count: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    await burst_while_held(route, count, monkeypatch, tmp_path)
+
+
+# -- (6) the bodies of httpx's path, paced --------------------------------------------------------
 
 
 @pytest.mark.parametrize("route", ["gzip", "proxy", "gzip-proxy"])
 async def test_bodies_of_the_httpx_path_paced_give_the_exact_text(
-    route: str, monkeypatch: pytest.MonkeyPatch
+    route: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    # Non-ASCII text cut every ~1/40 of the body (inside characters too), each piece 10 ms
+    # apart, read under holds of 50 ms, 600 ms, then 20 ms: twice, on one connection.
     text = words(3000, prefix="ü")
-    body = text_answer(text)
-    sent = gzip.compress(body) if "gzip" in route else body
-    headers = {"Content-Encoding": "gzip"} if "gzip" in route else {}
-    cuts: Sequence[int] = range(0, len(sent), max(1, len(sent) // 40))
-    async with ProviderServer() as server, HttpProxy() as proxy:
-        server.script(PATH, Reply(body=sent, headers=headers, cuts=cuts, delay_secs=0.01))
-        if "proxy" in route:
-            monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    body = answer(text)
+    cuts = range(0, len(body), len(body) // 40)
+    async with routed(route, monkeypatch, tmp_path) as server:
+        server.script(PATH, reply(route, body, cuts, delay_secs=0.01))
         chat = provider(server, stream_idle_timeout_secs=2)
         try:
             with anyio.fail_after(30):
-                assert await paced_text(chat, sleeping(0.05, 0.6, 0.02)) == (text, True)
-                assert await paced_text(chat, sleeping(0.05, 0.6, 0.02)) == (text, True)
+                for _ in range(2):
+                    assert await paced_text(chat, sleeping(0.05, 0.6, 0.02)) == (text, True)
         finally:
             await chat.aclose()
-    assert bool(proxy.targets) == ("proxy" in route)
+
+
+@pytest.mark.parametrize("route", [*ROUTES, "gzip-proxy"])
+async def test_a_paced_read_takes_every_chunk_that_arrived(
+    route: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # 100 events, each its own HTTP chunk, all sent while the first pace (100 ms, as every
+    # pace) waits: the next read takes them all, so the stream ends in about one pace, not one
+    # pace per chunk (10 s). A body whose reads bring one chunk each is not paced at all.
+    text = words(100)
+    body = answer(text)
+    paces: list[float] = []
+
+    async def pace() -> None:
+        paces.append(anyio.current_time())
+        await anyio.sleep(0.1)
+
+    async with routed(route, monkeypatch, tmp_path) as server:
+        server.script(PATH, reply(route, body, event_ends(body), pauses={1: 0.05}))
+        chat = provider(server)
+        try:
+            with anyio.fail_after(30):
+                start = anyio.current_time()
+                assert await paced_text(chat, pace) == (text, True)
+                took = anyio.current_time() - start
+        finally:
+            await chat.aclose()
+    assert len(paces) <= 3 and took < 1.0, (len(paces), took)
+
+
+# -- the same on uvloop ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("arrived", ["partly", "whole"])
+def test_on_uvloop_a_reader_cancelled_while_held_leaves_a_provider_that_answers(
+    arrived: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    on_uvloop(cancelled_while_held("plain", arrived, monkeypatch, tmp_path))
+
+
+def test_on_uvloop_a_connection_given_back_during_a_hold_serves_another_request_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    on_uvloop(given_back_while_held("plain", monkeypatch, tmp_path))
+
+
+def test_on_uvloop_a_silent_server_while_paced_ends_at_the_idle_bound(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    on_uvloop(silent_while_paced("plain", monkeypatch, tmp_path))
+
+
+@linux_only
+def test_on_uvloop_a_burst_sent_while_held_is_read_whole_and_in_order(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    on_uvloop(burst_while_held("plain", 900, monkeypatch, tmp_path))

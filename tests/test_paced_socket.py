@@ -14,13 +14,17 @@ uvloop too, the loop ``relaybot run`` uses when installed. Every test runs under
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import tempfile
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from providers.errors import (
     ProviderConnectionError,
@@ -380,6 +384,33 @@ async def test_a_paced_read_takes_every_chunk_that_arrived(
         finally:
             await chat.aclose()
     assert len(paces) <= 3 and took < 1.0, (len(paces), took)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_property_any_cuts_and_holds_give_the_exact_text(data: st.DataObject) -> None:
+    # Whatever the server's cuts (between and inside events and characters) and pauses, and
+    # whatever the reader's holds, over each holding route: the exact text, then Final.
+    route = data.draw(st.sampled_from(["plain", "tls", "gzip"]))
+    text = words(data.draw(st.integers(1, 400)), prefix="é")
+    body = answer(text)
+    cuts = data.draw(st.lists(st.integers(0, len(body)), max_size=12))
+    waits = st.sampled_from([0.0, 0.002, 0.02])
+    pauses = {i: data.draw(waits) for i in range(len(cuts) + 1)}
+    holds = data.draw(st.lists(st.sampled_from([0.0, 0.001, 0.03, 0.12]), min_size=1))
+
+    async def scenario() -> None:
+        with pytest.MonkeyPatch.context() as mp, tempfile.TemporaryDirectory() as tmp:
+            async with routed(route, mp, Path(tmp)) as server:
+                server.script(PATH, reply(route, body, cuts, pauses=pauses))
+                chat = provider(server, stream_idle_timeout_secs=5)
+                try:
+                    with anyio.fail_after(20):
+                        assert await paced_text(chat, sleeping(*holds)) == (text, True)
+                finally:
+                    await chat.aclose()
+
+    asyncio.run(scenario())
 
 
 # -- the same on uvloop ---------------------------------------------------------------------------

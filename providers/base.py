@@ -267,7 +267,8 @@ class PacedStream(Protocol):
         """Call ``wait()`` before each read of the body that follows a read whose events were
         all taken (not before the first), and await what it returns (``None``: read at once).
         What the server sends meanwhile waits in the socket: nothing is lost or reordered, and
-        the byte-idle bound counts only time spent reading."""
+        the byte-idle bound counts only time spent reading. A body whose reads bring one HTTP
+        chunk each (a proxied request) is not paced: it is read as it arrives."""
         ...
 
     def joined(self) -> AsyncIterator[StreamEvent]:

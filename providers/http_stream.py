@@ -91,7 +91,8 @@ class ReducedStream:
     def pace_reads(self, wait: Callable[[], Awaitable[None] | None]) -> None:
         """Call ``wait()`` before each read that follows a read whose events were all taken
         and await what it returns, the socket held meanwhile (:meth:`BodyStream.held`; see
-        :class:`providers.base.PacedStream`)."""
+        :class:`providers.base.PacedStream`). Not for a body whose reads bring one HTTP chunk
+        each (:attr:`BodyStream.paceable`, a proxied request): it is read as it arrives."""
         self._pace = wait
 
     def joined(self) -> AsyncGenerator[StreamEvent, None]:
@@ -138,6 +139,7 @@ class ReducedStream:
                     return
                 read = reads.__anext__
                 held = body.held if isinstance(body, BodyStream) else nullcontext
+                paceable = not isinstance(body, BodyStream) or body.paceable
                 while True:
                     try:
                         chunk = await read()
@@ -153,7 +155,11 @@ class ReducedStream:
                     if reducer.done:  # terminal signal: do not wait for the server's EOF
                         await _drain(reads)
                         return
-                    if self._pace is not None and (waiting := self._pace()) is not None:
+                    if (
+                        paceable
+                        and self._pace is not None
+                        and (waiting := self._pace()) is not None
+                    ):
                         with held():  # the bytes sent meanwhile wait in the socket
                             await waiting
             for event in reducer.close():

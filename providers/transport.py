@@ -359,6 +359,9 @@ class BodyStream:
         whole_json: the server answered with one JSON body (``Content-Type:
             application/json``) instead of a stream: it ignored ``stream: true``
             (architecture §2 "A server that does not stream"). Read once, from the headers.
+        paceable: a read takes all that arrived (up to :data:`READ_BYTES`; aiohttp's reader),
+            not one HTTP chunk as httpx's own transports give (a proxied request), where a
+            paced reader would fall one chunk a pause behind (architecture §5 "Read pacing").
     """
 
     def __init__(
@@ -372,8 +375,7 @@ class BodyStream:
         self._url = url
         self._idle = idle_timeout_secs
         self._answer = answer
-        connection = None if answer is None else answer.connection
-        self._transport = None if connection is None else connection.transport
+        self.paceable = answer is not None
         self.whole_json = is_json_media_type(response.headers.get("content-type"))
 
     def held(self) -> AbstractContextManager[None]:
@@ -383,11 +385,13 @@ class BodyStream:
         instead of one wakeup of the loop per packet. Nothing is lost or reordered. A transport
         already paused (aiohttp's own flow control) or closing is left as it is, and only a
         pause made here is undone on the way out (cancellation included), so the connection
-        goes back to the pool reading. Without a transport (a proxied request) it does nothing.
-        A plain context manager (no generator per pause: it is entered before every paced
-        read).
+        goes back to the pool reading. Without a transport (a proxied request) it does nothing,
+        nor once aiohttp has the whole body and gave the connection back to the pool, where
+        another request may be using it (``ClientResponse.connection`` is ``None``). A plain
+        context manager (no generator per pause: it is entered before every paced read).
         """
-        return _Held(self._transport)
+        connection = None if self._answer is None else self._answer.connection
+        return _Held(None if connection is None else connection.transport)
 
     def __aiter__(self) -> AsyncIterator[bytes]:
         return self._chunks()

@@ -41,7 +41,7 @@ from providers.errors import (
     StreamProtocolError,
 )
 
-__all__ = ["OUTCOMES", "Where", "connection_error", "provider_error"]
+__all__ = ["OUTCOMES", "Where", "connection_error", "provider_error", "translated"]
 
 Phase = Literal["send", "read", "post"]
 """``send``: the request until its response headers; ``read``: the body of a 2xx stream;
@@ -185,3 +185,9 @@ def provider_error(exc: BaseException, where: Where) -> ProviderError | None:
         if outcome is not None:
             return outcome(origin, where)
     return None
+
+
+def translated(exc: Exception, url: str, phase: Phase, idle_secs: float = 0.0) -> Exception:
+    """``exc`` as the provider error it is (:func:`provider_error` at ``url`` in ``phase``), or
+    ``exc`` itself, for the caller to raise ``from exc``."""
+    return provider_error(exc, Where(url, phase, idle_secs)) or exc

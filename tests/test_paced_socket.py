@@ -1,6 +1,6 @@
 """Trying to break the socket hold of paced reads (architecture §5 "Read pacing";
-``BodyStream.held`` in ``providers/transport.py``): while a paced read waits, the transport of the
-response's connection is paused, so what the server sends meanwhile is not read.
+``BodyStream.held`` in ``providers/body_stream.py``): while a paced read waits, the transport of
+the response's connection is paused, so what the server sends meanwhile is not read.
 
 Over real loopback connections (:class:`ProviderServer`, :class:`HttpProxy`, TLS with a CA of
 the test's own) and a real :class:`OpenAIChatProvider`, with paces that hold the socket far

@@ -267,3 +267,31 @@ def test_property_a_decoded_text_maps_back_as_the_views_lists_do(
     expected, starts, _ = _pass(text, range(len(text)), range(1, len(text) + 1), begin, ())
     assert once == expected
     assert [_raw_start(pieces, index) for index in range(len(once))] == starts
+
+
+# Every keyword of the catalogue, in its case variants and cut anywhere, and what gates them.
+_KEYWORDS = sorted({k for shape in BUILTIN_SHAPES for k in shape.keywords})
+_KEYWORD_PIECES = st.sampled_from(_KEYWORDS).flatmap(
+    lambda k: st.sampled_from((k, k.upper(), k.title(), k[: len(k) // 2], k[1:], k[:-1]))
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.one_of(
+        st.lists(st.one_of(_KEYWORD_PIECES, st.sampled_from(_PIECES)), max_size=12).map("".join),
+        texts_with_secrets(max_parts=6).map(lambda found: found[0]),
+    ),
+    st.data(),
+)
+def test_property_one_probe_per_shape_lets_through_what_every_keyword_does(
+    text: str, data: st.DataObject
+) -> None:
+    """The pre-checked prefilter tests each shape's keywords at once (their alternation) and
+    the prefixes a text may end with per shape: the same shapes as a probe per keyword, from
+    any start, for every keyword of every shape (a text of keywords, whole, cut or in another
+    case)."""
+    start = data.draw(st.integers(0, len(text)))
+    for open_end in (True, False):
+        fast = [shape.name for shape in FAST._candidates(text, start, open_end)]
+        assert fast == [shape.name for shape in REFERENCE._candidates(text, start, open_end)]

@@ -54,6 +54,7 @@ from orchestrator.policy.searches import (
     TimedOut,
     gated,
     head_start,
+    keyword_probes,
     overlapping_head,
 )
 from orchestrator.policy.shapes import (
@@ -137,10 +138,17 @@ class Redactor:
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
         # The same prefixes with their shapes, by last character: the few a tail can end with.
         self._prechecks = prechecks
-        self._ending: tuple[dict[str, list[tuple[str, int]]], ...] = ({}, {})
+        self._ending: tuple[dict[str, list[tuple[int, tuple[str, ...]]]], ...] = ({}, {})
         for index, shape in enumerate(self._compiled):
+            ending: dict[str, list[str]] = {}
             for prefix in sorted(shape.prefixes):
-                self._ending[shape.ignore_case].setdefault(prefix[-1], []).append((prefix, index))
+                ending.setdefault(prefix[-1], []).append(prefix)
+            for last, prefixes in ending.items():
+                self._ending[shape.ignore_case].setdefault(last, []).append(
+                    (index, tuple(prefixes))
+                )
+        # The keyword probes one shape at a time (the pre-checked prefilter).
+        self._shape_probes = keyword_probes(self._compiled)
         self._timeouts = 0  # searches that ran out of time, ever
         self.prefix_closed = all(not s.keywords or s in BUILTIN_SHAPES for s in self._shapes)
         """Whether an open scan recognises every possible secret from its first character
@@ -337,28 +345,43 @@ class Redactor:
         region = text[start:] if start else text
         lowered: str | None = None
         found = set(self._always)
-        for gate, probes, probes_ci in self.gated:
-            if gate and gate not in region:
-                continue  # every keyword of the group holds ``gate``
-            for keyword, index in probes:
-                if keyword in region:
+        if self._prechecks:
+            # One test per shape (its keywords' alternation): the same shapes as the probes of
+            # every keyword below (tests/test_policy_prechecks.py compares the two).
+            for index, gate, ignore_case, probe in self._shape_probes:
+                if gate and gate not in region:
+                    continue  # every keyword of the shape holds ``gate``
+                if ignore_case:
+                    if lowered is None:
+                        lowered = region.lower()
+                    within = lowered
+                else:
+                    within = region
+                if probe in within if isinstance(probe, str) else probe.search(within):
                     found.add(index)
-            if probes_ci:
-                if lowered is None:
-                    lowered = region.lower()
-                for keyword, index in probes_ci:
-                    if keyword in lowered:
+        else:
+            for gate, probes, probes_ci in self.gated:
+                if gate and gate not in region:
+                    continue  # every keyword of the group holds ``gate``
+                for keyword, index in probes:
+                    if keyword in region:
                         found.add(index)
+                if probes_ci:
+                    if lowered is None:
+                        lowered = region.lower()
+                    for keyword, index in probes_ci:
+                        if keyword in lowered:
+                            found.add(index)
         if open_end and region and self._prechecks:
             # A proper prefix of a keyword the tail ends with ends with the tail's last character.
             tail = region[-self._longest :]
-            for prefix, index in self._ending[False].get(tail[-1], ()):
-                if tail.endswith(prefix):
+            for index, prefixes in self._ending[False].get(tail[-1], ()):
+                if tail.endswith(prefixes):
                     found.add(index)
             if self._ending[True]:
                 low_tail = tail.lower()
-                for prefix, index in self._ending[True].get(low_tail[-1], ()):
-                    if low_tail.endswith(prefix):
+                for index, prefixes in self._ending[True].get(low_tail[-1], ()):
+                    if low_tail.endswith(prefixes):
                         found.add(index)
         elif open_end:
             # Lowering maps each character on its own (a final sigma aside, never ASCII), so

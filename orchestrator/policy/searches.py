@@ -25,6 +25,7 @@ __all__ = [
     "TimedOut",
     "gated",
     "head_start",
+    "keyword_probes",
     "overlapping_head",
 ]
 
@@ -151,6 +152,30 @@ def gated(
             gate = next((g for g in GATES if g in keyword), "")
             groups.setdefault(gate, ([], []))[bucket].append((keyword, index))
     return tuple((gate, tuple(cs), tuple(ci)) for gate, (cs, ci) in groups.items())
+
+
+Probe: TypeAlias = "str | re.Pattern[str]"
+"""A shape's keywords as one test: the keyword itself, or the alternation of its keywords."""
+
+
+def keyword_probes(
+    shapes: Sequence[CompiledShape],
+) -> tuple[tuple[int, str, bool, Probe], ...]:
+    """The keyword prefilter of ``shapes`` one shape at a time: ``(index, gate, ignore_case,
+    probe)`` for each shape with keywords. ``gate`` (see :data:`GATES`) is held by every
+    keyword of the shape (``""``: none is); ``probe`` is the keyword when there is one, else
+    the alternation of the escaped keywords, which finds a match in a text exactly when one of
+    them occurs in it: one search where the shape's keywords each cost a ``str`` search (the
+    shape is a candidate if any occurs; which one does not matter)."""
+    out: list[tuple[int, str, bool, Probe]] = []
+    for index, shape in enumerate(shapes):
+        words = shape.keywords
+        if not words:
+            continue
+        gate = next((g for g in GATES if all(g in k for k in words)), "")
+        probe: Probe = words[0] if len(words) == 1 else re.compile("|".join(map(re.escape, words)))
+        out.append((index, gate, shape.ignore_case, probe))
+    return tuple(out)
 
 
 def overlapping_head(

@@ -62,7 +62,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
-from orchestrator.policy.hits import Proof, Scan, settle
+from orchestrator.policy.hits import Proof, settled
 from orchestrator.policy.searches import SearchMemo
 
 __all__ = [
@@ -307,24 +307,25 @@ class RedactionWindow:
         ceiling = _grapheme_start(s.text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
-        scan = self._scan(s, ceiling)
-        if s.carried and scan.cut > s.settled and scan.first_hit != s.settled:
+        out, cut, open_at, first_hit = self._scan(s, ceiling)
+        if s.carried and cut > s.settled and first_hit != s.settled:
             s.carried = "held"
             return ""
-        emitted = self._advance(scan.text, scan.cut, scan.open_at)
+        emitted = self._advance(out, cut, open_at)
         if not run_held and s.run_from < s.settled:
             # the run reached 4 KB and was released: hold its next 4 KB from here
             s.run_from, s.run_bytes = s.settled, s.unsettled_bytes
         return emitted
 
-    def _scan(self, s: WindowState, ceiling: int) -> Scan:
-        """The catalogue's open scan of ``text[settled:ceiling]``: cut from the last proof when
-        it reaches the ceiling; else the text after the proof (from ``settled`` when there is
-        none) is scanned to its end, and what that proves kept for the next looks."""
+    def _scan(self, s: WindowState, ceiling: int) -> tuple[str, int, int | None, int | None]:
+        """The catalogue's open scan of ``text[settled:ceiling]`` (the fields of its
+        :class:`~orchestrator.policy.hits.Scan`): cut from the last proof when it reaches the
+        ceiling; else the text after the proof (from ``settled`` when there is none) is scanned
+        to its end, and what that proves kept for the next looks."""
         observer = self._redactor.observer
         proof = self._proof
         if proof is not None and ceiling <= proof.limit:
-            return settle(s.text, (), s.settled, ceiling, proof.open_at, observer)
+            return settled(s.text, (), s.settled, ceiling, proof.open_at, observer)
         start = s.settled
         if proof is not None and proof.limit > s.settled:
             start = proof.limit  # no match starts before it: a settled position
@@ -333,12 +334,13 @@ class RedactionWindow:
             found = self._redactor.open_hits(s.text, start, breaks=s.breaks, memo=self._memo)
         if found is None:  # not reused, or a search ran out of time: its mask needs the stop
             self._proof = None
-            return self._redactor.scan(
+            scan = self._redactor.scan(
                 s.text, s.settled, ceiling, open_end=True, breaks=s.breaks, memo=self._memo
             )
+            return scan.text, scan.cut, scan.open_at, scan.first_hit
         hits, open_at = found
         self._proof = Proof.of(hits, open_at, len(s.text) - PROOF_MARGIN_CHARS)
-        return settle(s.text, hits, s.settled, ceiling, open_at, observer)
+        return settled(s.text, hits, s.settled, ceiling, open_at, observer)
 
     @staticmethod
     def _holdback_start(s: WindowState) -> int:

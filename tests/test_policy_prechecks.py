@@ -11,6 +11,9 @@ and failed attempts.
 
 from __future__ import annotations
 
+import re
+import sys
+
 import regex
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -20,7 +23,7 @@ from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in
 from orchestrator.policy.searches import CompiledShape
 from orchestrator.policy.shapes import BUILTIN_SHAPES
 from orchestrator.policy.views import _TOKEN, _decoded, _pass, _raw_start, tokens
-from orchestrator.policy.window import RedactionWindow
+from orchestrator.policy.window import RedactionWindow, after_last_space
 from tests.policy_samples import texts_with_secrets
 
 FAST = Redactor()
@@ -295,3 +298,31 @@ def test_property_one_probe_per_shape_lets_through_what_every_keyword_does(
     for open_end in (True, False):
         fast = [shape.name for shape in FAST._candidates(text, start, open_end)]
         assert fast == [shape.name for shape in REFERENCE._candidates(text, start, open_end)]
+
+
+_LAST_SPACE = re.compile(r".*\s", re.DOTALL)  # how the window found the held run before
+
+
+def _space_end(text: str) -> int | None:
+    found = _LAST_SPACE.match(text)
+    return None if found is None else found.end()
+
+
+def test_str_isspace_is_what_backslash_s_matches_at_every_code_point() -> None:
+    """``after_last_space`` reads whitespace as ``str`` does; ``re`` reads ``\\s`` so too."""
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    assert [c for c in every if c.isspace()] == re.findall(r"\s", every)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.one_of(
+        st.text(),
+        st.lists(st.sampled_from(("a", "日本", " ", "\n", "\u3000", "\x1c", "\x85", "\u2028"))).map(
+            "".join
+        ),
+        _url_texts(),
+    )
+)
+def test_property_the_last_space_is_found_as_the_pattern_found_it(text: str) -> None:
+    assert after_last_space(text) == _space_end(text)

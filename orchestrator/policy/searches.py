@@ -163,17 +163,29 @@ def keyword_probes(
 ) -> tuple[tuple[int, str, bool, Probe], ...]:
     """The keyword prefilter of ``shapes`` one shape at a time: ``(index, gate, ignore_case,
     probe)`` for each shape with keywords. ``gate`` (see :data:`GATES`) is held by every
-    keyword of the shape (``""``: none is); ``probe`` is the keyword when there is one, else
-    the alternation of the escaped keywords, which finds a match in a text exactly when one of
-    them occurs in it: one search where the shape's keywords each cost a ``str`` search (the
-    shape is a candidate if any occurs; which one does not matter)."""
+    keyword of the shape (``""``: none is); ``probe`` is the keyword when there is one, else a
+    pattern that finds a match in a text exactly when one of the keywords occurs in it: one
+    search where the shape's keywords each cost a ``str`` search (the shape is a candidate if
+    any occurs; which one does not matter). With a gate, the pattern is led by the gate (the
+    standard engine skips to each one) and then reads each keyword around it: ``sk_live_`` is
+    ``_`` with ``sk_`` behind it and ``live_`` ahead; without, it is the keywords'
+    alternation."""
     out: list[tuple[int, str, bool, Probe]] = []
     for index, shape in enumerate(shapes):
         words = shape.keywords
         if not words:
             continue
         gate = next((g for g in GATES if all(g in k for k in words)), "")
-        probe: Probe = words[0] if len(words) == 1 else re.compile("|".join(map(re.escape, words)))
+        probe: Probe = words[0]
+        if len(words) > 1 and gate:
+            around = []
+            for word in words:
+                at = word.index(gate) + len(gate)
+                ahead = f"(?={re.escape(word[at:])})" if word[at:] else ""
+                around.append(f"(?<={re.escape(word[:at])}){ahead}")
+            probe = re.compile(f"{re.escape(gate)}(?:{'|'.join(around)})")
+        elif len(words) > 1:
+            probe = re.compile("|".join(map(re.escape, words)))
         out.append((index, gate, shape.ignore_case, probe))
     return tuple(out)
 

@@ -56,7 +56,6 @@ otherwise waits for the round to end (``carried``: the round is then held, as by
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass, replace
 from typing import Literal
@@ -71,6 +70,7 @@ __all__ = [
     "RUN_LIMIT_BYTES",
     "RedactionWindow",
     "WindowState",
+    "after_last_space",
 ]
 
 HOLDBACK_BYTES = 128
@@ -89,7 +89,17 @@ The holdback holds at least this many characters, so the margin never stops a lo
 its own ceiling."""
 _PRUNE_CHARS = 4096
 
-_LAST_SPACE = re.compile(r".*\s", re.DOTALL)
+
+def after_last_space(text: str) -> int | None:
+    """The index after the last whitespace character of ``text`` (what ``re``'s ``\\s``
+    matches: ``str.isspace``, the whitespace ``str.split`` splits at), or ``None`` when there
+    is none; in C string operations, not a regular-expression search back from the end."""
+    if not text:
+        return None
+    if text[-1].isspace():
+        return len(text)
+    word = text.rsplit(None, 1)[-1]  # the trailing run without whitespace
+    return len(text) - len(word) if len(word) < len(text) else None
 
 
 def _utf8_len(text: str) -> int:
@@ -273,12 +283,12 @@ class RedactionWindow:
         new = "".join(pending[self._counted :])
         size = _utf8_len(new)
         s.unsettled_bytes += size
-        space = _LAST_SPACE.match(new)
+        space = after_last_space(new)
         if space is None:
             s.run_bytes += size
         else:
-            s.run_from = len(s.text) + self._pending_chars + space.end()
-            s.run_bytes = _utf8_len(new[space.end() :])
+            s.run_from = len(s.text) + self._pending_chars + space
+            s.run_bytes = _utf8_len(new[space:])
         self._pending_chars += len(new)
         self._counted = len(pending)
 

@@ -97,6 +97,13 @@ class SearchMemo:
     fails in every longer text. The next scan's search of that shape therefore begins at ``q``
     (``ruled``), not at the scan's start: each held character is searched about once, not once
     per scan. Time-outs are not remembered.
+
+    A shape with a lead whose lead does not occur from there on has no match or partial match
+    left but the empty partial match at the end of the text (:class:`CompiledShape`); the memo
+    does not search for it: it reports none. For an open scan of a growing text, an open
+    position at the end of the text is none: a scan's stop is at most the end (the output up
+    to it is the same), and a proof ends before the end (:class:`~orchestrator.policy.hits.Proof`)
+    (tests/test_policy_prechecks.py compares windows with and without leads).
     """
 
     __slots__ = ("ruled",)
@@ -106,7 +113,14 @@ class SearchMemo:
 
     def search(self, search: Search, shape: CompiledShape, text: str, start: int) -> Head:
         """``search(shape, text, pos, True)`` from ``start`` or from where it was ruled out."""
-        head = search(shape, text, max(start, self.ruled.get(shape, start)), True)
+        pos = max(start, self.ruled.get(shape, start))
+        if shape.lead is not None:
+            lead = shape.lead.search(text, pos)
+            if lead is None:  # no search for the empty partial match at the end
+                self.ruled[shape] = len(text)
+                return None
+            pos = lead.start()
+        head = search(shape, text, pos, True)
         if head is None:
             self.ruled[shape] = len(text)
         elif isinstance(head, regex.Match):

@@ -364,3 +364,53 @@ def test_property_prechecks_change_no_output_of_a_long_answer(ops: Ops) -> None:
     fast = _replay(ops, FAST, True)
     assert fast == _replay(ops, REFERENCE, True)
     assert "".join(fast) == FAST.redact("".join(arg for op, arg in ops if op == "feed"))
+
+
+_TOKEN_PIECES = ("&", "#", "x", "X", ";", "amp", "AMP", "nbsp", "shy", "quot", "lt", "%", "2F")
+_TOKEN_PIECES += ("7", "\\", "u", "00ad", "n", "/", '"', "*", "**", "~", "`", "_", "-", "a", "Z")
+_TOKEN_PIECES += ("0", "9", " ", "\n", "[", "]", "(", ")", "<b>", "!", "\u00ad", "ｓ", "日")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(st.sampled_from(_TOKEN_PIECES), max_size=30).map("".join), st.data())
+def test_property_tokens_led_by_ascii_are_the_token_patterns_matches(
+    text: str, data: st.DataObject
+) -> None:
+    """The tokens led by ``&``, ``\\``, ``%`` and the emphasis delimiters are matched by the
+    standard engine: the same tokens as the one pattern of the ``regex`` module, from any
+    position (entities with and without ``;``, JSON escapes, percent-escapes, delimiters
+    inside and outside words)."""
+    begin = data.draw(st.integers(0, len(text)))
+    expected = [(m.span(), m.group()) for m in _TOKEN.finditer(text, begin)]
+    assert [(m.span(), m.group()) for m in tokens(text, begin)] == expected
+
+
+def test_tokens_led_by_ascii_at_their_edges() -> None:
+    """Each such token at its limits (runs of one to four delimiters inside and at the edge of
+    a word, entities at their longest and cut short, escapes cut short), from every position."""
+    texts = [
+        left + run + right
+        for run in ("*", "**", "***", "****", "~", "~~~", "`", "``", "*~`", "**~~")
+        for left in ("", "a", " ", "_", "-", "Z9")
+        for right in ("", "b", " ", "-", "_")
+    ]
+    texts += ["&#" + "1" * n + ";" for n in range(9)] + ["&#x" + "F" * n for n in range(9)]
+    texts += ["&" + "a" * n + ";" for n in range(34)] + ["&amp", "&AMP;", "&nbs", "&shy", "&quot"]
+    texts += [
+        "\\u00a",
+        "\\u00AD",
+        "\\n",
+        "\\f",
+        "\\t",
+        "\\q",
+        "\\\\",
+        "\\/",
+        "%2",
+        "%2F",
+        "%8F",
+        "%%41",
+    ]
+    for text in texts:
+        for begin in range(len(text) + 1):
+            expected = [(m.span(), m.group()) for m in _TOKEN.finditer(text, begin)]
+            assert [(m.span(), m.group()) for m in tokens(text, begin)] == expected, text

@@ -22,7 +22,7 @@ from orchestrator.policy import Redactor
 from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in_a_joint
 from orchestrator.policy.searches import CompiledShape
 from orchestrator.policy.shapes import BUILTIN_SHAPES
-from orchestrator.policy.views import _TOKEN, _decoded, _pass, _raw_start, tokens
+from orchestrator.policy.views import _PARTIAL, _TOKEN, _decoded, _pass, _raw_start, tokens
 from orchestrator.policy.window import RedactionWindow, after_last_space
 from tests.policy_samples import texts_with_secrets
 
@@ -414,3 +414,36 @@ def test_tokens_led_by_ascii_at_their_edges() -> None:
         for begin in range(len(text) + 1):
             expected = [(m.span(), m.group()) for m in _TOKEN.finditer(text, begin)]
             assert [(m.span(), m.group()) for m in tokens(text, begin)] == expected, text
+
+
+# The pattern as the ``regex`` module ran it before.
+_PARTIAL_REGEX = regex.compile(
+    r"(?:&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?"
+    r"|\\(?:u[0-9a-fA-F]{0,3})?|%[0-7]?)\Z"
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.one_of(_url_texts(), st.lists(st.sampled_from(_TOKEN_PIECES), max_size=30).map("".join)),
+    st.data(),
+)
+def test_property_a_token_begun_at_the_end_is_found_as_the_regex_module_finds_it(
+    text: str, data: st.DataObject
+) -> None:
+    """The pattern of a token cut off at the end (``&#11``, ``\\u00``, ``%2``) runs in the
+    standard engine: the same match as the ``regex`` module's, from any position."""
+    pos = data.draw(st.integers(0, len(text)))
+    found = _PARTIAL.search(text, pos)
+    expected = _PARTIAL_REGEX.search(text, pos)
+    assert (found and found.span()) == (expected and expected.span())
+
+
+def test_a_token_begun_at_the_end_at_its_limits() -> None:
+    texts = ["x&" + "a" * n for n in range(34)] + ["&#" + "1" * n for n in range(9)]
+    texts += ["&#x" + "F" * n for n in range(8)] + ["&X" + "9" * n for n in range(33)]
+    texts += ["\\", "\\u", "\\u0", "\\u00", "\\u00a", "\\x", "%", "%2", "%8", "%%", "&&", "a&1"]
+    for text in texts:
+        for pos in range(len(text) + 1):
+            found, expected = _PARTIAL.search(text, pos), _PARTIAL_REGEX.search(text, pos)
+            assert (found and found.span()) == (expected and expected.span()), (text, pos)

@@ -346,18 +346,21 @@ class Redactor:
         lowered: str | None = None
         found = set(self._always)
         if self._prechecks:
-            # One test per shape (its keywords' alternation): the same shapes as the probes of
-            # every keyword below (tests/test_policy_prechecks.py compares the two).
-            for index, gate, ignore_case, probe in self._shape_probes:
-                if gate and gate not in region:
-                    continue  # every keyword of the shape holds ``gate``
-                if ignore_case:
-                    if lowered is None:
-                        lowered = region.lower()
-                    within = lowered
-                else:
-                    within = region
-                if probe in within if isinstance(probe, str) else probe.search(within):
+            # One test per shape (its keyword, or its keywords' pattern): the same shapes as
+            # the probes of every keyword below (tests/test_policy_prechecks.py compares them).
+            shaped = self._shape_probes
+            for keyword, index in shaped.words:
+                if keyword in region:
+                    found.add(index)
+            for gate, search, index in shaped.sets:
+                if (not gate or gate in region) and search(region) is not None:
+                    found.add(index)
+            lowered = region.lower()
+            for keyword, index in shaped.words_ci:
+                if keyword in lowered:
+                    found.add(index)
+            for gate, search, index in shaped.sets_ci:
+                if (not gate or gate in region) and search(lowered) is not None:
                     found.add(index)
         else:
             for gate, probes, probes_ci in self.gated:

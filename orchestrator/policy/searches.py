@@ -20,6 +20,7 @@ __all__ = [
     "GATES",
     "CompiledShape",
     "Head",
+    "KeywordProbes",
     "Search",
     "SearchMemo",
     "TimedOut",
@@ -168,40 +169,50 @@ def gated(
     return tuple((gate, tuple(cs), tuple(ci)) for gate, (cs, ci) in groups.items())
 
 
-Probe: TypeAlias = "str | re.Pattern[str]"
-"""A shape's keywords as one test: the keyword itself, or the alternation of its keywords."""
+class KeywordProbes:
+    """The keyword prefilter of a catalogue one shape at a time, split so that each test is a
+    single C call (see :func:`keyword_probes`): ``words`` and ``words_ci`` hold ``(keyword,
+    index)`` for the shapes with one keyword, ``sets`` and ``sets_ci`` hold ``(gate, search,
+    index)`` for those with several; ``_ci``: tested on the lowered text."""
+
+    __slots__ = ("sets", "sets_ci", "words", "words_ci")
+
+    def __init__(self) -> None:
+        self.words: list[tuple[str, int]] = []
+        self.words_ci: list[tuple[str, int]] = []
+        self.sets: list[tuple[str, Callable[[str], re.Match[str] | None], int]] = []
+        self.sets_ci: list[tuple[str, Callable[[str], re.Match[str] | None], int]] = []
 
 
-def keyword_probes(
-    shapes: Sequence[CompiledShape],
-) -> tuple[tuple[int, str, bool, Probe], ...]:
-    """The keyword prefilter of ``shapes`` one shape at a time: ``(index, gate, ignore_case,
-    probe)`` for each shape with keywords. ``gate`` (see :data:`GATES`) is held by every
-    keyword of the shape (``""``: none is); ``probe`` is the keyword when there is one, else a
-    pattern that finds a match in a text exactly when one of the keywords occurs in it: one
-    search where the shape's keywords each cost a ``str`` search (the shape is a candidate if
-    any occurs; which one does not matter). With a gate, the pattern is led by the gate (the
-    standard engine skips to each one) and then reads each keyword around it: ``sk_live_`` is
-    ``_`` with ``sk_`` behind it and ``live_`` ahead; without, it is the keywords'
-    alternation."""
-    out: list[tuple[int, str, bool, Probe]] = []
+def keyword_probes(shapes: Sequence[CompiledShape]) -> KeywordProbes:
+    """The keyword prefilter of ``shapes`` one shape at a time. A shape with one keyword is
+    probed with it (``in``); one with several by a pattern that finds a match in a text exactly
+    when one of its keywords occurs in it: one search where the keywords each cost a ``str``
+    search (the shape is a candidate if any occurs; which one does not matter), after a test of
+    its gate (see :data:`GATES`), held by every keyword of the shape (``""``: none is). With a
+    gate, the pattern is led by the gate (the standard engine skips to each one) and then reads
+    each keyword around it: ``sk_live_`` is ``_`` with ``sk_`` behind it and ``live_`` ahead;
+    without, it is the keywords' alternation."""
+    probes = KeywordProbes()
     for index, shape in enumerate(shapes):
         words = shape.keywords
-        if not words:
-            continue
-        gate = next((g for g in GATES if all(g in k for k in words)), "")
-        probe: Probe = words[0]
-        if len(words) > 1 and gate:
-            around = []
-            for word in words:
-                at = word.index(gate) + len(gate)
-                ahead = f"(?={re.escape(word[at:])})" if word[at:] else ""
-                around.append(f"(?<={re.escape(word[:at])}){ahead}")
-            probe = re.compile(f"{re.escape(gate)}(?:{'|'.join(around)})")
-        elif len(words) > 1:
-            probe = re.compile("|".join(map(re.escape, words)))
-        out.append((index, gate, shape.ignore_case, probe))
-    return tuple(out)
+        if len(words) == 1:
+            (probes.words_ci if shape.ignore_case else probes.words).append((words[0], index))
+        elif words:
+            gate = next((g for g in GATES if all(g in k for k in words)), "")
+            if gate:
+                around = []
+                for word in words:
+                    at = word.index(gate) + len(gate)
+                    ahead = f"(?={re.escape(word[at:])})" if word[at:] else ""
+                    around.append(f"(?<={re.escape(word[:at])}){ahead}")
+                probe = re.compile(f"{re.escape(gate)}(?:{'|'.join(around)})")
+            else:
+                probe = re.compile("|".join(map(re.escape, words)))
+            (probes.sets_ci if shape.ignore_case else probes.sets).append(
+                (gate, probe.search, index)
+            )
+    return probes
 
 
 def overlapping_head(

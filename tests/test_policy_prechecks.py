@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from orchestrator.policy import Redactor
 from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in_a_joint
 from orchestrator.policy.searches import CompiledShape
-from orchestrator.policy.shapes import BUILTIN_SHAPES
+from orchestrator.policy.shapes import BUILTIN_SHAPES, inert, may_be_inert
 from orchestrator.policy.views import _PARTIAL, _TOKEN, _decoded, _pass, _raw_start, tokens
 from orchestrator.policy.window import RedactionWindow, after_last_space
 from tests.policy_samples import texts_with_secrets
@@ -447,3 +447,42 @@ def test_a_token_begun_at_the_end_at_its_limits() -> None:
         for pos in range(len(text) + 1):
             found, expected = _PARTIAL.search(text, pos), _PARTIAL_REGEX.search(text, pos)
             assert (found and found.span()) == (expected and expected.span()), (text, pos)
+
+
+_MARKER_PIECES = ("[REDACTED:aws_access_key]", "[REDACTED:url_password]", "[REDACTED:", "]")
+_MARKER_PIECES += ("[REDACTED:x]", "AKIAIOSFODNN7EXAMPLE", "sk-ant-api03-", "AbCdEfGh1234" * 2)
+_MARKER_PIECES += ("postgres://admin:", "@db.internal", " ", "\n", "x", "ghp_", "=", "?token=")
+
+
+@st.composite
+def _marker_texts(draw: st.DrawFn) -> str:
+    """Text with markers (a model may echo them) beside secrets and URL pieces."""
+    pieces = draw(st.lists(st.sampled_from(_MARKER_PIECES + _PIECES[:24]), max_size=30))
+    return "".join(pieces) + " " * draw(st.integers(0, 80))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_marker_texts(), st.data())
+def test_property_no_span_is_inert_where_no_marker_opens_near_it(
+    text: str, data: st.DataObject
+) -> None:
+    start = data.draw(st.integers(0, len(text)))
+    begin = data.draw(st.integers(start, len(text)))
+    end = data.draw(st.integers(begin, len(text)))
+    if not may_be_inert(text, start):
+        assert not inert(text, begin, end)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_marker_texts(), st.data())
+def test_property_prechecks_change_no_scan_of_text_with_markers(
+    text: str, data: st.DataObject
+) -> None:
+    """A marker is looked for near the scan only: the same scans as a search of the whole
+    text, from any position, open and closed, and in a window."""
+    start = data.draw(st.integers(0, len(text)))
+    for open_end in (True, False):
+        fast = FAST.scan(text, start, len(text), open_end=open_end)
+        assert fast == REFERENCE.scan(text, start, len(text), open_end=open_end)
+    ops: Ops = [("begin", ""), *(("feed", text[i : i + 5]) for i in range(0, len(text), 5))]
+    assert _replay(ops, FAST, True) == _replay(ops, REFERENCE, True)

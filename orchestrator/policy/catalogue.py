@@ -66,6 +66,7 @@ from orchestrator.policy.shapes import (
     compile_shape,
     inert,
     marker,
+    may_be_inert,
 )
 from orchestrator.policy.views import (
     LINK_URL_CHARS,
@@ -136,19 +137,14 @@ class Redactor:
         self._longest = max((len(k) for k, _ in (*self._probes, *self._probes_ci)), default=1)
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
-        # The same prefixes with their shapes, by last character: the few a tail can end with.
+        # Per shape, its prefixes by last character: the few a tail can end with.
         self._prechecks = prechecks
         self._ending: tuple[dict[str, list[tuple[int, tuple[str, ...]]]], ...] = ({}, {})
         for index, shape in enumerate(self._compiled):
-            ending: dict[str, list[str]] = {}
-            for prefix in sorted(shape.prefixes):
-                ending.setdefault(prefix[-1], []).append(prefix)
-            for last, prefixes in ending.items():
-                self._ending[shape.ignore_case].setdefault(last, []).append(
-                    (index, tuple(prefixes))
-                )
-        # The keyword probes one shape at a time (the pre-checked prefilter).
-        self._shape_probes = keyword_probes(self._compiled)
+            for last in sorted({p[-1] for p in shape.prefixes}):
+                ending = tuple(p for p in sorted(shape.prefixes) if p[-1] == last)
+                self._ending[shape.ignore_case].setdefault(last, []).append((index, ending))
+        self._shape_probes = keyword_probes(self._compiled)  # the pre-checked prefilter
         self._timeouts = 0  # searches that ran out of time, ever
         self.prefix_closed = all(not s.keywords or s in BUILTIN_SHAPES for s in self._shapes)
         """Whether an open scan recognises every possible secret from its first character
@@ -283,7 +279,8 @@ class Redactor:
                 at_joint.append(found_joints[1])
         at_break = frozenset(cuts)
         raw_text = text
-        markers = MARKER_OPEN in text
+        # a hit (at or after ``start``) may be a marker: pre-checked, where one opens near it
+        markers = may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
         found: list[tuple[int, int, Hit]] = []
         open_at: int | None = None
         timeouts = self._timeouts
@@ -423,7 +420,7 @@ class Redactor:
         if not shapes:
             return
         n = len(text)
-        markers = MARKER_OPEN in text
+        markers = may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
         if memo is None:
             heads = [self._search(shape, text, start, open_end) for shape in shapes]
         else:

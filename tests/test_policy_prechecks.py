@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.policy import Redactor
+from orchestrator.policy.catalogue import TAIL_REACH
 from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in_a_joint
 from orchestrator.policy.searches import CompiledShape
 from orchestrator.policy.shapes import BUILTIN_SHAPES, inert, may_be_inert
@@ -296,8 +297,8 @@ def test_property_one_probe_per_shape_lets_through_what_every_keyword_does(
     case)."""
     start = data.draw(st.integers(0, len(text)))
     for open_end in (True, False):
-        fast = [shape.name for shape in FAST._candidates(text, start, open_end)]
-        assert fast == [shape.name for shape in REFERENCE._candidates(text, start, open_end)]
+        fast = [shape.name for shape, _ in FAST._candidates(text, start, open_end)]
+        assert fast == [shape.name for shape, _ in REFERENCE._candidates(text, start, open_end)]
 
 
 _LAST_SPACE = re.compile(r".*\s", re.DOTALL)  # how the window found the held run before
@@ -486,3 +487,30 @@ def test_property_prechecks_change_no_scan_of_text_with_markers(
         assert fast == REFERENCE.scan(text, start, len(text), open_end=open_end)
     ops: Ops = [("begin", ""), *(("feed", text[i : i + 5]) for i in range(0, len(text), 5))]
     assert _replay(ops, FAST, True) == _replay(ops, REFERENCE, True)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.one_of(_KEYWORD_PIECES, st.sampled_from(_PIECES), st.sampled_from(("123", "9" * 13))),
+        max_size=12,
+    ).map("".join),
+    st.data(),
+)
+def test_property_a_shape_without_a_keyword_matches_only_in_the_last_characters(
+    text: str, data: st.DataObject
+) -> None:
+    """Where a built-in shape's keywords do not occur from ``start`` on, its search (full and
+    partial, the pattern alone) finds what a search of the last ``TAIL_REACH`` characters
+    finds: the pre-checked scans search such a shape (let through by a keyword's prefix at the
+    end) there only."""
+    start = data.draw(st.integers(0, len(text)))
+    for shape in BUILTIN_SHAPES:
+        region = text[start:].lower() if shape.ignore_case else text[start:]
+        if any(k.lower() in region if shape.ignore_case else k in region for k in shape.keywords):
+            continue
+        alone = CompiledShape(shape, leads=False)
+        late = max(start, len(text) - TAIL_REACH)
+        for partial in (True, False):
+            expected = _found(alone.search(text, start, partial))
+            assert _found(alone.search(text, late, partial)) == expected, shape.name

@@ -66,23 +66,24 @@ Two more readings keep the raw positions or cost nothing where they do not apply
 from __future__ import annotations
 
 import bisect
-import functools
 import html
 import re
-import string
 import sys
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
-from confusable_homoglyphs import confusables
+
+from orchestrator.policy.folding import folded
 
 __all__ = [
     "BREAK",
     "LINK_URL_CHARS",
+    "VIEW_CONTEXT_CHARS",
     "View",
     "aligned",
+    "context_start",
     "folded",
     "has_tokens",
     "held_from",
@@ -422,60 +423,6 @@ def _pass_breaks(
     return "".join(out), new_starts, new_ends
 
 
-# Quote variants a reader reads as the ASCII quote (the confusables data has no single-character
-# look-alike of ``"``): curly, low, prime and full-width quotes.
-_QUOTES = dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"') | dict.fromkeys(
-    "\u2018\u2019\u201a\u201b\u2032\uff07", "'"
-)
-
-
-@functools.cache
-def _fold_table() -> dict[int, str]:
-    """Code point → the ASCII character it reads as (built once, on first use, in ~0.1 s)."""
-    table: dict[int, str] = {}
-    every = "".join(map(chr, range(0x80, 0x110000)))  # every plane: a dash of plane 1 too
-    for char in regex.findall(r"[\p{Zs}\p{Pd}]", every):
-        table[ord(char)] = " " if unicodedata.category(char) == "Zs" else "-"
-    for target in string.ascii_letters + string.digits + "-_+":
-        for glyph in confusables.confusables_data.get(target, ()):
-            char = glyph["c"]
-            if len(char) == 1 and not char.isascii():
-                table.setdefault(ord(char), _cased(char, target))
-    for code in list(table):
-        compat = unicodedata.normalize("NFKC", chr(code))
-        if len(compat) == 1 and compat.isascii() and compat.isalnum():
-            table[code] = compat  # a compatibility form reads as itself: full-width Ｉ is I
-    for quote, ascii_quote in _QUOTES.items():
-        table[ord(quote)] = ascii_quote
-    return table
-
-
-def _cased(char: str, target: str) -> str:
-    """The skeleton folds case (``I`` and ``l`` share one); a secret's prefix does not: a
-    capital look-alike reads as a capital."""
-    if char.isupper() and target.islower():
-        return "I" if target == "l" else target.upper()
-    if char.islower() and target.isupper():
-        return "l" if target == "I" else target.lower()
-    return target
-
-
-@functools.cache
-def _foldable() -> frozenset[str]:
-    # A set, not a character class: ``re`` tests a class of 1,400 code points at ~350 ns a
-    # non-ASCII character, ``frozenset.isdisjoint`` at ~8 ns.
-    return frozenset(map(chr, _fold_table()))
-
-
-def folded(text: str, begin: int = 0) -> str:
-    """``text`` with every space variant read as a space, every dash variant as ``-`` and every
-    look-alike of an ASCII letter or digit as that letter (UTS #39 confusables); the same length,
-    so every index stays as it is. ``text`` itself when ``text[begin:]`` has nothing to fold."""
-    if text.isascii() or _foldable().isdisjoint(text[begin:] if begin else text):
-        return text
-    return text[:begin] + text[begin:].translate(_fold_table())
-
-
 def aligned(raw: str, shown: str, reach: int = 64) -> View:
     """A view of ``raw`` as a renderer showed it (``shown``: Markdown syntax gone, escapes
     resolved, bullets added): each shown character is aligned with the next equal raw character
@@ -494,6 +441,24 @@ def aligned(raw: str, shown: str, reach: int = 64) -> View:
             ends.append(found + 1)
             pos = found + 1
     return View(shown, starts, ends)
+
+
+VIEW_CONTEXT_CHARS = 16
+"""Raw characters before a scan's start from which its views are built (look-behind context)."""
+
+
+def context_start(text: str, start: int) -> int:
+    """Where the views of a scan from ``start`` begin: :data:`VIEW_CONTEXT_CHARS` before it, or
+    at the ``[`` of a link or image whose syntax ends there (``[postgres](https://…)://admin:…``
+    reads as ``postgres://admin:…``, and the ``[`` may lie far back behind a long URL)."""
+    begin = max(0, start - VIEW_CONTEXT_CHARS)
+    if begin and text.find(")", begin, start) >= 0:
+        link = text.rfind("](", max(0, begin - LINK_URL_CHARS - 2), start)
+        if link >= 0:
+            opener = text.rfind("[", max(0, link - VIEW_CONTEXT_CHARS * 4), link)
+            if 0 <= opener < begin:
+                begin = opener - 1 if opener and text[opener - 1] == "!" else opener
+    return begin
 
 
 if sys.flags.optimize == 0:  # a cheap self-check of the table at import

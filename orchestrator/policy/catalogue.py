@@ -401,9 +401,11 @@ class Redactor:
                 for index, shape in enumerate(self._compiled):  # rare: which shapes end it
                     if (low_tail if shape.ignore_case else tail).endswith(shape.prefixes):
                         found.add(index)
-        at = max(start, len(text) - TAIL_REACH)
-        late = ending & self._builtin
-        return [(self._compiled[i], at if i in late else start) for i in sorted(found)]
+        compiled = self._compiled
+        if not ending:
+            return [(compiled[i], start) for i in sorted(found)]
+        at, late = max(start, len(text) - TAIL_REACH), ending & self._builtin
+        return [(compiled[i], at if i in late else start) for i in sorted(found)]
 
     def _search(
         self, shape: CompiledShape, text: str, pos: int, partial: bool

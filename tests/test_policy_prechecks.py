@@ -23,7 +23,15 @@ from orchestrator.policy.catalogue import TAIL_REACH
 from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in_a_joint
 from orchestrator.policy.searches import CompiledShape
 from orchestrator.policy.shapes import BUILTIN_SHAPES, inert, may_be_inert
-from orchestrator.policy.views import _PARTIAL, _TOKEN, _decoded, _pass, _raw_start, tokens
+from orchestrator.policy.views import (
+    _PARTIAL,
+    _TOKEN,
+    WHITE_SPACE,
+    _decoded,
+    _pass,
+    _raw_start,
+    tokens,
+)
 from orchestrator.policy.window import RedactionWindow, after_last_space
 from tests.policy_samples import texts_with_secrets
 
@@ -514,3 +522,31 @@ def test_property_a_shape_without_a_keyword_matches_only_in_the_last_characters(
         for partial in (True, False):
             expected = _found(alone.search(text, start, partial))
             assert _found(alone.search(text, late, partial)) == expected, shape.name
+
+
+def test_white_space_is_what_the_regex_module_reads_as_backslash_s() -> None:
+    """The token patterns run in the standard engine with the ``regex`` module's ``\\s``
+    written out: the same characters, at every code point."""
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    assert re.findall(f"[{WHITE_SPACE}]", every) == regex.findall(r"\s", every)
+    assert re.findall(f"[^{WHITE_SPACE}]", every) == regex.findall(r"\S", every)
+
+
+_SPACES = (" ", "\t", "\n", "\x1c", "\x1f", "\x85", "\xa0", "\u2007", "\u3000", "\u200b")
+_MARKUP_PIECES = ("[", "]", "(", ")", "![", "](", "[^", "<b>", "</b>", "<a href=x>", "<!--c-->")
+_MARKUP_PIECES += ("<", ">", "x", "Z9", "https://e.org/p?q=1", "REDACTED:", "[REDACTED:x]", "/")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(st.sampled_from(_MARKUP_PIECES + _SPACES), max_size=24).map("".join),
+    st.data(),
+)
+def test_property_markup_tokens_are_the_token_patterns_matches(
+    text: str, data: st.DataObject
+) -> None:
+    """Links, images, footnotes and inline HTML beside every kind of space (U+001C is one for
+    ``str`` and not for the ``regex`` module): the same tokens from any position."""
+    begin = data.draw(st.integers(0, len(text)))
+    expected = [(m.span(), m.group()) for m in _TOKEN.finditer(text, begin)]
+    assert [(m.span(), m.group()) for m in tokens(text, begin)] == expected

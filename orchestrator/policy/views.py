@@ -81,6 +81,7 @@ __all__ = [
     "BREAK",
     "LINK_URL_CHARS",
     "VIEW_CONTEXT_CHARS",
+    "WHITE_SPACE",
     "View",
     "aligned",
     "context_start",
@@ -134,14 +135,24 @@ _TOKEN_PARTS: tuple[tuple[str, str], ...] = (
 )
 _TOKEN = regex.compile("|".join(pattern for _, pattern in _TOKEN_PARTS))
 # The tokens that start with one ASCII character: only they can match where it stands, in the
-# same order, and a small pattern costs the ``regex`` module a fraction of _TOKEN's set-up.
-# Those of ``&``, ``\``, ``%`` and the emphasis delimiters are ASCII classes and literals only
-# (no ``\s``, which the two modules read differently): the standard engine reads them the same
-# at a third of the cost of a call (tests/test_policy_prechecks.py compares with _TOKEN).
-_PLAIN_LEADS = "&\\%*~`"
-_TOKEN_AT: dict[str, re.Pattern[str] | regex.Pattern[str]] = {
-    char: (re if char in _PLAIN_LEADS else regex).compile(
-        "|".join(pattern for leads, pattern in _TOKEN_PARTS if char in leads)
+# same order, in the standard engine, which costs a third of the ``regex`` module's set-up per
+# call. Both read these patterns alike but for ``\s``: the ``regex`` module's is Unicode
+# White_Space (``str.isspace`` but U+001C..U+001F), written out here for the standard engine
+# (tests/test_policy_prechecks.py compares it at every code point, and the tokens with _TOKEN).
+WHITE_SPACE = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _standard(pattern: str) -> str:
+    """A token pattern for the standard engine: ``\\s`` and ``\\S`` as the ``regex`` module
+    reads them (in the classes the patterns hold, and alone)."""
+    for inside in ("[^()\\s]", "[^\\[\\]\\s]"):
+        pattern = pattern.replace(inside, inside[:-3] + WHITE_SPACE + "]")
+    return pattern.replace("\\S", f"[^{WHITE_SPACE}]").replace("\\s", f"[{WHITE_SPACE}]")
+
+
+_TOKEN_AT = {
+    char: re.compile(
+        _standard("|".join(pattern for leads, pattern in _TOKEN_PARTS if char in leads))
     )
     for char in "".join(leads for leads, _ in _TOKEN_PARTS)
 }

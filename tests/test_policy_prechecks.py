@@ -368,11 +368,8 @@ def _long_url_scripts(draw: st.DrawFn) -> Ops:
 @given(_long_url_scripts())
 def test_property_prechecks_change_no_output_of_a_long_answer(ops: Ops) -> None:
     """Every feed of a long answer returns the same with and without pre-checks (the searches
-    a look resumes where the last one stopped, a lead not found there, the held run), and the
-    outputs join to the redaction of the whole."""
-    fast = _replay(ops, FAST, True)
-    assert fast == _replay(ops, REFERENCE, True)
-    assert "".join(fast) == FAST.redact("".join(arg for op, arg in ops if op == "feed"))
+    a look resumes where the last one stopped, a lead not found there, the held run)."""
+    assert _replay(ops, FAST, True) == _replay(ops, REFERENCE, True)
 
 
 _TOKEN_PIECES = ("&", "#", "x", "X", ";", "amp", "AMP", "nbsp", "shy", "quot", "lt", "%", "2F")

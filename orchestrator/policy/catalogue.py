@@ -40,20 +40,20 @@ secret start. Every repetition is bounded, so an open match is at most a few KB 
 
 from __future__ import annotations
 
-import bisect
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import regex
 
 from orchestrator.policy.hits import Hit, Scan, settle
-from orchestrator.policy.joints import ends_in_a_joint, joined
+from orchestrator.policy.joints import ends_in_a_joint, joined, spans_a_joint
 from orchestrator.policy.searches import (
     CompiledShape,
     SearchMemo,
     TimedOut,
     gated,
     head_start,
+    keyword_probes,
     overlapping_head,
 )
 from orchestrator.policy.shapes import (
@@ -65,10 +65,11 @@ from orchestrator.policy.shapes import (
     compile_shape,
     inert,
     marker,
+    may_be_inert,
 )
 from orchestrator.policy.views import (
-    LINK_URL_CHARS,
     View,
+    context_start,
     folded,
     has_tokens,
     held_from,
@@ -89,8 +90,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-VIEW_CONTEXT_CHARS = 16
-"""Raw characters before a scan's start from which its views are built (look-behind context)."""
+TAIL_REACH = 16
+"""A match or partial match of a built-in shape holds a whole keyword after at most 13
+characters (the digits before a bot token's ``1:``; others start with theirs): one of a text
+without a keyword from where it starts on begins in its last 13 characters."""
 
 
 class Redactor:
@@ -135,12 +138,15 @@ class Redactor:
         self._longest = max((len(k) for k, _ in (*self._probes, *self._probes_ci)), default=1)
         self._prefixes = tuple(p for c in self._compiled if not c.ignore_case for p in c.prefixes)
         self._prefixes_ci = tuple(p for c in self._compiled if c.ignore_case for p in c.prefixes)
-        # The same prefixes with their shapes, by last character: the few a tail can end with.
+        # Per shape, its prefixes by last character: the few a tail can end with.
         self._prechecks = prechecks
-        self._ending: tuple[dict[str, list[tuple[str, int]]], ...] = ({}, {})
+        self._ending: tuple[dict[str, list[tuple[int, tuple[str, ...]]]], ...] = ({}, {})
         for index, shape in enumerate(self._compiled):
-            for prefix in sorted(shape.prefixes):
-                self._ending[shape.ignore_case].setdefault(prefix[-1], []).append((prefix, index))
+            for last in sorted({p[-1] for p in shape.prefixes}):
+                ending = tuple(p for p in sorted(shape.prefixes) if p[-1] == last)
+                self._ending[shape.ignore_case].setdefault(last, []).append((index, ending))
+        self._shape_probes = keyword_probes(self._compiled)  # the pre-checked prefilter
+        self._builtin = frozenset(i for i, s in enumerate(self._shapes) if s in BUILTIN_SHAPES)
         self._timeouts = 0  # searches that ran out of time, ever
         self.prefix_closed = all(not s.keywords or s in BUILTIN_SHAPES for s in self._shapes)
         """Whether an open scan recognises every possible secret from its first character
@@ -165,7 +171,7 @@ class Redactor:
         """Names of the shapes the keyword prefilter lets through for ``text`` as it is; with
         ``open_end`` a text ending with a proper prefix of a keyword lets that shape through.
         Empty: ``text`` has no candidate keyword and no regular expression runs on it."""
-        return tuple(shape.name for shape in self._candidates(text, 0, open_end))
+        return tuple(shape.name for shape, _ in self._candidates(text, 0, open_end))
 
     def hits(self, text: str, start: int = 0, breaks: Sequence[int] = ()) -> Iterator[Hit]:
         """The settled matches of ``text[start:]`` in order, merged across views (characters
@@ -224,7 +230,7 @@ class Redactor:
         memo: SearchMemo | None = None,
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
-        begin = _context_start(text, start)
+        begin = context_start(text, start)
         unfolded = text
         text = folded(text, begin)  # space, dash and look-alike variants; every index kept
         held: int | None = None
@@ -275,7 +281,8 @@ class Redactor:
                 at_joint.append(found_joints[1])
         at_break = frozenset(cuts)
         raw_text = text
-        markers = MARKER_OPEN in text
+        # a hit (at or after ``start``) may be a marker: pre-checked, where one opens near it
+        markers = may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
         found: list[tuple[int, int, Hit]] = []
         open_at: int | None = None
         timeouts = self._timeouts
@@ -292,7 +299,8 @@ class Redactor:
                     raw = hit if view is None else view.raw_start(hit)
                     open_at = raw if open_at is None else min(open_at, raw)
                     break
-                if order >= first_joined and not _spans(at_joint[order - first_joined], hit):
+                joints_at = at_joint[order - first_joined] if order >= first_joined else None
+                if joints_at is not None and not spans_a_joint(joints_at, hit.start, hit.end):
                     continue  # a joined view adds only the matches that run across a joint
                 if view is not None:
                     hit = Hit(
@@ -333,33 +341,57 @@ class Redactor:
 
     # -- the merge of per-shape searches ----------------------------------------------------
 
-    def _candidates(self, text: str, start: int, open_end: bool) -> list[CompiledShape]:
+    def _candidates(self, text: str, start: int, open_end: bool) -> list[tuple[CompiledShape, int]]:
+        """The shapes to search, each with where its search begins: ``start``, or (pre-checked)
+        for a built-in shape let through only by a keyword's prefix at the end, the last
+        :data:`TAIL_REACH` characters (tests/test_policy_prechecks.py compares them)."""
         region = text[start:] if start else text
         lowered: str | None = None
         found = set(self._always)
-        for gate, probes, probes_ci in self.gated:
-            if gate and gate not in region:
-                continue  # every keyword of the group holds ``gate``
-            for keyword, index in probes:
+        if self._prechecks:
+            # One test per shape (its keyword, or its keywords' pattern): the same shapes as
+            # the probes of every keyword below (tests/test_policy_prechecks.py compares them).
+            shaped = self._shape_probes
+            for keyword, index in shaped.words:
                 if keyword in region:
                     found.add(index)
-            if probes_ci:
-                if lowered is None:
-                    lowered = region.lower()
-                for keyword, index in probes_ci:
-                    if keyword in lowered:
+            for gate, search, index in shaped.sets:
+                if (not gate or gate in region) and search(region) is not None:
+                    found.add(index)
+            lowered = region.lower()
+            for keyword, index in shaped.words_ci:
+                if keyword in lowered:
+                    found.add(index)
+            for gate, search, index in shaped.sets_ci:
+                if (not gate or gate in region) and search(lowered) is not None:
+                    found.add(index)
+        else:
+            for gate, probes, probes_ci in self.gated:
+                if gate and gate not in region:
+                    continue  # every keyword of the group holds ``gate``
+                for keyword, index in probes:
+                    if keyword in region:
                         found.add(index)
+                if probes_ci:
+                    if lowered is None:
+                        lowered = region.lower()
+                    for keyword, index in probes_ci:
+                        if keyword in lowered:
+                            found.add(index)
+        ending: set[int] = set()
         if open_end and region and self._prechecks:
             # A proper prefix of a keyword the tail ends with ends with the tail's last character.
             tail = region[-self._longest :]
-            for prefix, index in self._ending[False].get(tail[-1], ()):
-                if tail.endswith(prefix):
-                    found.add(index)
+            for index, prefixes in self._ending[False].get(tail[-1], ()):
+                if tail.endswith(prefixes):
+                    ending.add(index)
             if self._ending[True]:
                 low_tail = tail.lower()
-                for prefix, index in self._ending[True].get(low_tail[-1], ()):
-                    if low_tail.endswith(prefix):
-                        found.add(index)
+                for index, prefixes in self._ending[True].get(low_tail[-1], ()):
+                    if low_tail.endswith(prefixes):
+                        ending.add(index)
+            ending -= found
+            found |= ending
         elif open_end:
             # Lowering maps each character on its own (a final sigma aside, never ASCII), so
             # the tail lowered ends as the whole region lowered does.
@@ -369,7 +401,11 @@ class Redactor:
                 for index, shape in enumerate(self._compiled):  # rare: which shapes end it
                     if (low_tail if shape.ignore_case else tail).endswith(shape.prefixes):
                         found.add(index)
-        return [self._compiled[index] for index in sorted(found)]
+        compiled = self._compiled
+        if not ending:
+            return [(compiled[i], start) for i in sorted(found)]
+        at, late = max(start, len(text) - TAIL_REACH), ending & self._builtin
+        return [(compiled[i], at if i in late else start) for i in sorted(found)]
 
     def _search(
         self, shape: CompiledShape, text: str, pos: int, partial: bool
@@ -393,15 +429,16 @@ class Redactor:
         """Settled hits in order; with ``open_end`` a final ``int`` marks an open match.
         ``memo`` (open scans of the raw text only): where each shape's first search may begin,
         updated with what this scan's first searches found."""
-        shapes = self._candidates(text, start, open_end)
-        if not shapes:
+        found = self._candidates(text, start, open_end)
+        if not found:
             return
+        shapes = [shape for shape, _ in found]
         n = len(text)
-        markers = MARKER_OPEN in text
+        markers = may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
         if memo is None:
-            heads = [self._search(shape, text, start, open_end) for shape in shapes]
+            heads = [self._search(shape, text, at, open_end) for shape, at in found]
         else:
-            heads = [memo.search(self._search, shape, text, start) for shape in shapes]
+            heads = [memo.search(self._search, shape, text, at) for shape, at in found]
         while True:
             best = -1
             for index, head in enumerate(heads):
@@ -453,23 +490,3 @@ class Redactor:
                     heads[index] = None  # one time-out per scan: the rest is masked already
                 elif other is not None and head_start(other) < end:
                     heads[index] = self._search(shapes[index], text, end, open_end)
-
-
-def _spans(joints: Sequence[int], hit: Hit) -> bool:
-    """Whether a joint lies inside ``hit`` (view indices)."""
-    at = bisect.bisect_right(joints, hit.start)
-    return at < len(joints) and joints[at] < hit.end
-
-
-def _context_start(text: str, start: int) -> int:
-    """Where the views of a scan from ``start`` begin: :data:`VIEW_CONTEXT_CHARS` before it, or
-    at the ``[`` of a link or image whose syntax ends there (``[postgres](https://…)://admin:…``
-    reads as ``postgres://admin:…``, and the ``[`` may lie far back behind a long URL)."""
-    begin = max(0, start - VIEW_CONTEXT_CHARS)
-    if begin and text.find(")", begin, start) >= 0:
-        link = text.rfind("](", max(0, begin - LINK_URL_CHARS - 2), start)
-        if link >= 0:
-            opener = text.rfind("[", max(0, link - VIEW_CONTEXT_CHARS * 4), link)
-            if 0 <= opener < begin:
-                begin = opener - 1 if opener and text[opener - 1] == "!" else opener
-    return begin

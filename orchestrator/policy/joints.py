@@ -11,6 +11,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 
@@ -18,7 +19,13 @@ import regex
 
 from orchestrator.policy.views import View
 
-__all__ = ["OPEN_JOINT_CHARS", "ends_in_a_joint", "joined", "may_end_in_a_joint"]
+__all__ = [
+    "OPEN_JOINT_CHARS",
+    "ends_in_a_joint",
+    "joined",
+    "may_end_in_a_joint",
+    "spans_a_joint",
+]
 
 
 _TOKEN_CHAR = r"[A-Za-z0-9_+/=-]"
@@ -146,3 +153,11 @@ def joined(
     starts.extend(raw_starts[pos:])
     ends.extend(raw_ends[pos:])
     return View("".join(out), starts, ends), tuple(joints)
+
+
+def spans_a_joint(joints: Sequence[int], start: int, end: int) -> bool:
+    """Whether one of ``joints`` (sorted view indices, as :func:`joined` gives them) lies
+    inside ``[start, end)`` (a match in the joined view): after its first character, before its
+    end."""
+    at = bisect.bisect_right(joints, start)
+    return at < len(joints) and joints[at] < end

@@ -20,11 +20,13 @@ __all__ = [
     "GATES",
     "CompiledShape",
     "Head",
+    "KeywordProbes",
     "Search",
     "SearchMemo",
     "TimedOut",
     "gated",
     "head_start",
+    "keyword_probes",
     "overlapping_head",
 ]
 
@@ -96,6 +98,13 @@ class SearchMemo:
     fails in every longer text. The next scan's search of that shape therefore begins at ``q``
     (``ruled``), not at the scan's start: each held character is searched about once, not once
     per scan. Time-outs are not remembered.
+
+    A shape with a lead whose lead does not occur from there on has no match or partial match
+    left but the empty partial match at the end of the text (:class:`CompiledShape`); the memo
+    does not search for it: it reports none. For an open scan of a growing text, an open
+    position at the end of the text is none: a scan's stop is at most the end (the output up
+    to it is the same), and a proof ends before the end (:class:`~orchestrator.policy.hits.Proof`)
+    (tests/test_policy_prechecks.py compares windows with and without leads).
     """
 
     __slots__ = ("ruled",)
@@ -105,7 +114,14 @@ class SearchMemo:
 
     def search(self, search: Search, shape: CompiledShape, text: str, start: int) -> Head:
         """``search(shape, text, pos, True)`` from ``start`` or from where it was ruled out."""
-        head = search(shape, text, max(start, self.ruled.get(shape, start)), True)
+        pos = max(start, self.ruled.get(shape, start))
+        if shape.lead is not None:
+            lead = shape.lead.search(text, pos)
+            if lead is None:  # no search for the empty partial match at the end
+                self.ruled[shape] = len(text)
+                return None
+            pos = lead.start()
+        head = search(shape, text, pos, True)
         if head is None:
             self.ruled[shape] = len(text)
         elif isinstance(head, regex.Match):
@@ -151,6 +167,52 @@ def gated(
             gate = next((g for g in GATES if g in keyword), "")
             groups.setdefault(gate, ([], []))[bucket].append((keyword, index))
     return tuple((gate, tuple(cs), tuple(ci)) for gate, (cs, ci) in groups.items())
+
+
+class KeywordProbes:
+    """The keyword prefilter of a catalogue one shape at a time, split so that each test is a
+    single C call (see :func:`keyword_probes`): ``words`` and ``words_ci`` hold ``(keyword,
+    index)`` for the shapes with one keyword, ``sets`` and ``sets_ci`` hold ``(gate, search,
+    index)`` for those with several; ``_ci``: tested on the lowered text."""
+
+    __slots__ = ("sets", "sets_ci", "words", "words_ci")
+
+    def __init__(self) -> None:
+        self.words: list[tuple[str, int]] = []
+        self.words_ci: list[tuple[str, int]] = []
+        self.sets: list[tuple[str, Callable[[str], re.Match[str] | None], int]] = []
+        self.sets_ci: list[tuple[str, Callable[[str], re.Match[str] | None], int]] = []
+
+
+def keyword_probes(shapes: Sequence[CompiledShape]) -> KeywordProbes:
+    """The keyword prefilter of ``shapes`` one shape at a time. A shape with one keyword is
+    probed with it (``in``); one with several by a pattern that finds a match in a text exactly
+    when one of its keywords occurs in it: one search where the keywords each cost a ``str``
+    search (the shape is a candidate if any occurs; which one does not matter), after a test of
+    its gate (see :data:`GATES`), held by every keyword of the shape (``""``: none is). With a
+    gate, the pattern is led by the gate (the standard engine skips to each one) and then reads
+    each keyword around it: ``sk_live_`` is ``_`` with ``sk_`` behind it and ``live_`` ahead;
+    without, it is the keywords' alternation."""
+    probes = KeywordProbes()
+    for index, shape in enumerate(shapes):
+        words = shape.keywords
+        if len(words) == 1:
+            (probes.words_ci if shape.ignore_case else probes.words).append((words[0], index))
+        elif words:
+            gate = next((g for g in GATES if all(g in k for k in words)), "")
+            if gate:
+                around = []
+                for word in words:
+                    at = word.index(gate) + len(gate)
+                    ahead = f"(?={re.escape(word[at:])})" if word[at:] else ""
+                    around.append(f"(?<={re.escape(word[:at])}){ahead}")
+                probe = re.compile(f"{re.escape(gate)}(?:{'|'.join(around)})")
+            else:
+                probe = re.compile("|".join(map(re.escape, words)))
+            (probes.sets_ci if shape.ignore_case else probes.sets).append(
+                (gate, probe.search, index)
+            )
+    return probes
 
 
 def overlapping_head(

@@ -26,6 +26,7 @@ __all__ = [
     "compile_shape",
     "inert",
     "marker",
+    "may_be_inert",
 ]
 
 # Not preceded by an ASCII letter or digit: the "word boundary" a keyword must stand at. "_" counts
@@ -288,3 +289,11 @@ def inert(text: str, begin: int, end: int) -> bool:
         return False
     inside = _MARKER.match(text, opener)
     return inside is not None and inside.end() >= end
+
+
+def may_be_inert(text: str, start: int) -> bool:
+    """Whether :func:`inert` may hold for a span of ``text`` that begins at or after ``start``:
+    it holds only where a marker opens inside the span or at most a marker's length before it,
+    so not when none opens from ``start - 75`` on (a search of the region, not of the whole
+    text)."""
+    return text.find(MARKER_OPEN, max(0, start - _MARKER_CHARS)) >= 0

@@ -66,23 +66,25 @@ Two more readings keep the raw positions or cost nothing where they do not apply
 from __future__ import annotations
 
 import bisect
-import functools
 import html
 import re
-import string
 import sys
 import unicodedata
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
-from confusable_homoglyphs import confusables
+
+from orchestrator.policy.folding import folded
 
 __all__ = [
     "BREAK",
     "LINK_URL_CHARS",
+    "VIEW_CONTEXT_CHARS",
+    "WHITE_SPACE",
     "View",
     "aligned",
+    "context_start",
     "folded",
     "has_tokens",
     "held_from",
@@ -133,9 +135,25 @@ _TOKEN_PARTS: tuple[tuple[str, str], ...] = (
 )
 _TOKEN = regex.compile("|".join(pattern for _, pattern in _TOKEN_PARTS))
 # The tokens that start with one ASCII character: only they can match where it stands, in the
-# same order, and a small pattern costs the ``regex`` module a fraction of _TOKEN's set-up.
+# same order, in the standard engine, which costs a third of the ``regex`` module's set-up per
+# call. Both read these patterns alike but for ``\s``: the ``regex`` module's is Unicode
+# White_Space (``str.isspace`` but U+001C..U+001F), written out here for the standard engine
+# (tests/test_policy_prechecks.py compares it at every code point, and the tokens with _TOKEN).
+WHITE_SPACE = r"\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def _standard(pattern: str) -> str:
+    """A token pattern for the standard engine: ``\\s`` and ``\\S`` as the ``regex`` module
+    reads them (in the classes the patterns hold, and alone)."""
+    for inside in ("[^()\\s]", "[^\\[\\]\\s]"):
+        pattern = pattern.replace(inside, inside[:-3] + WHITE_SPACE + "]")
+    return pattern.replace("\\S", f"[^{WHITE_SPACE}]").replace("\\s", f"[{WHITE_SPACE}]")
+
+
 _TOKEN_AT = {
-    char: regex.compile("|".join(pattern for leads, pattern in _TOKEN_PARTS if char in leads))
+    char: re.compile(
+        _standard("|".join(pattern for leads, pattern in _TOKEN_PARTS if char in leads))
+    )
     for char in "".join(leads for leads, _ in _TOKEN_PARTS)
 }
 _JSON_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
@@ -145,7 +163,7 @@ _TOKEN_LEAD = re.compile("[&\\\\%!\\[\\]*~`<" + _INVISIBLE + _COMPAT + "]")
 _ASCII_TOKEN_LEAD = re.compile(r"[&\\%!\[\]*~`<]")  # the same, for ASCII text (twice as fast)
 
 
-def tokens(text: str, begin: int = 0) -> Iterator[regex.Match[str]]:
+def tokens(text: str, begin: int = 0) -> Iterator[re.Match[str] | regex.Match[str]]:
     """The tokens of ``text[begin:]``, as ``_TOKEN.finditer(text, begin)`` finds them: each
     is tried only where a token's first character stands (tests/test_policy_prechecks.py
     compares the two on generated text)."""
@@ -160,7 +178,9 @@ def tokens(text: str, begin: int = 0) -> Iterator[regex.Match[str]]:
             lead = leads.search(text, found.end())
 
 
-_PARTIAL = regex.compile(
+# ASCII classes and literals only: the standard engine reads it as the ``regex`` module does,
+# at a third of the cost (tests/test_policy_prechecks.py compares the two).
+_PARTIAL = re.compile(
     r"(?:&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?"
     r"|\\(?:u[0-9a-fA-F]{0,3})?|%[0-7]?)\Z"
 )
@@ -414,60 +434,6 @@ def _pass_breaks(
     return "".join(out), new_starts, new_ends
 
 
-# Quote variants a reader reads as the ASCII quote (the confusables data has no single-character
-# look-alike of ``"``): curly, low, prime and full-width quotes.
-_QUOTES = dict.fromkeys("\u201c\u201d\u201e\u201f\u2033\uff02", '"') | dict.fromkeys(
-    "\u2018\u2019\u201a\u201b\u2032\uff07", "'"
-)
-
-
-@functools.cache
-def _fold_table() -> dict[int, str]:
-    """Code point → the ASCII character it reads as (built once, on first use, in ~0.1 s)."""
-    table: dict[int, str] = {}
-    every = "".join(map(chr, range(0x80, 0x110000)))  # every plane: a dash of plane 1 too
-    for char in regex.findall(r"[\p{Zs}\p{Pd}]", every):
-        table[ord(char)] = " " if unicodedata.category(char) == "Zs" else "-"
-    for target in string.ascii_letters + string.digits + "-_+":
-        for glyph in confusables.confusables_data.get(target, ()):
-            char = glyph["c"]
-            if len(char) == 1 and not char.isascii():
-                table.setdefault(ord(char), _cased(char, target))
-    for code in list(table):
-        compat = unicodedata.normalize("NFKC", chr(code))
-        if len(compat) == 1 and compat.isascii() and compat.isalnum():
-            table[code] = compat  # a compatibility form reads as itself: full-width Ｉ is I
-    for quote, ascii_quote in _QUOTES.items():
-        table[ord(quote)] = ascii_quote
-    return table
-
-
-def _cased(char: str, target: str) -> str:
-    """The skeleton folds case (``I`` and ``l`` share one); a secret's prefix does not: a
-    capital look-alike reads as a capital."""
-    if char.isupper() and target.islower():
-        return "I" if target == "l" else target.upper()
-    if char.islower() and target.isupper():
-        return "l" if target == "I" else target.lower()
-    return target
-
-
-@functools.cache
-def _foldable() -> frozenset[str]:
-    # A set, not a character class: ``re`` tests a class of 1,400 code points at ~350 ns a
-    # non-ASCII character, ``frozenset.isdisjoint`` at ~8 ns.
-    return frozenset(map(chr, _fold_table()))
-
-
-def folded(text: str, begin: int = 0) -> str:
-    """``text`` with every space variant read as a space, every dash variant as ``-`` and every
-    look-alike of an ASCII letter or digit as that letter (UTS #39 confusables); the same length,
-    so every index stays as it is. ``text`` itself when ``text[begin:]`` has nothing to fold."""
-    if text.isascii() or _foldable().isdisjoint(text[begin:] if begin else text):
-        return text
-    return text[:begin] + text[begin:].translate(_fold_table())
-
-
 def aligned(raw: str, shown: str, reach: int = 64) -> View:
     """A view of ``raw`` as a renderer showed it (``shown``: Markdown syntax gone, escapes
     resolved, bullets added): each shown character is aligned with the next equal raw character
@@ -486,6 +452,24 @@ def aligned(raw: str, shown: str, reach: int = 64) -> View:
             ends.append(found + 1)
             pos = found + 1
     return View(shown, starts, ends)
+
+
+VIEW_CONTEXT_CHARS = 16
+"""Raw characters before a scan's start from which its views are built (look-behind context)."""
+
+
+def context_start(text: str, start: int) -> int:
+    """Where the views of a scan from ``start`` begin: :data:`VIEW_CONTEXT_CHARS` before it, or
+    at the ``[`` of a link or image whose syntax ends there (``[postgres](https://…)://admin:…``
+    reads as ``postgres://admin:…``, and the ``[`` may lie far back behind a long URL)."""
+    begin = max(0, start - VIEW_CONTEXT_CHARS)
+    if begin and text.find(")", begin, start) >= 0:
+        link = text.rfind("](", max(0, begin - LINK_URL_CHARS - 2), start)
+        if link >= 0:
+            opener = text.rfind("[", max(0, link - VIEW_CONTEXT_CHARS * 4), link)
+            if 0 <= opener < begin:
+                begin = opener - 1 if opener and text[opener - 1] == "!" else opener
+    return begin
 
 
 if sys.flags.optimize == 0:  # a cheap self-check of the table at import

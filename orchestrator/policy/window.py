@@ -56,13 +56,12 @@ otherwise waits for the round to end (``carried``: the round is then held, as by
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
-from orchestrator.policy.hits import Proof, Scan, settle
+from orchestrator.policy.hits import Proof, settled
 from orchestrator.policy.searches import SearchMemo
 
 __all__ = [
@@ -71,6 +70,7 @@ __all__ = [
     "RUN_LIMIT_BYTES",
     "RedactionWindow",
     "WindowState",
+    "after_last_space",
 ]
 
 HOLDBACK_BYTES = 128
@@ -89,7 +89,17 @@ The holdback holds at least this many characters, so the margin never stops a lo
 its own ceiling."""
 _PRUNE_CHARS = 4096
 
-_LAST_SPACE = re.compile(r".*\s", re.DOTALL)
+
+def after_last_space(text: str) -> int | None:
+    """The index after the last whitespace character of ``text`` (what ``re``'s ``\\s``
+    matches: ``str.isspace``, the whitespace ``str.split`` splits at), or ``None`` when there
+    is none; in C string operations, not a regular-expression search back from the end."""
+    if not text:
+        return None
+    if text[-1].isspace():
+        return len(text)
+    word = text.rsplit(None, 1)[-1]  # the trailing run without whitespace
+    return len(text) - len(word) if len(word) < len(text) else None
 
 
 def _utf8_len(text: str) -> int:
@@ -273,12 +283,12 @@ class RedactionWindow:
         new = "".join(pending[self._counted :])
         size = _utf8_len(new)
         s.unsettled_bytes += size
-        space = _LAST_SPACE.match(new)
+        space = after_last_space(new)
         if space is None:
             s.run_bytes += size
         else:
-            s.run_from = len(s.text) + self._pending_chars + space.end()
-            s.run_bytes = _utf8_len(new[space.end() :])
+            s.run_from = len(s.text) + self._pending_chars + space
+            s.run_bytes = _utf8_len(new[space:])
         self._pending_chars += len(new)
         self._counted = len(pending)
 
@@ -307,24 +317,25 @@ class RedactionWindow:
         ceiling = _grapheme_start(s.text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
-        scan = self._scan(s, ceiling)
-        if s.carried and scan.cut > s.settled and scan.first_hit != s.settled:
+        out, cut, open_at, first_hit = self._scan(s, ceiling)
+        if s.carried and cut > s.settled and first_hit != s.settled:
             s.carried = "held"
             return ""
-        emitted = self._advance(scan.text, scan.cut, scan.open_at)
+        emitted = self._advance(out, cut, open_at)
         if not run_held and s.run_from < s.settled:
             # the run reached 4 KB and was released: hold its next 4 KB from here
             s.run_from, s.run_bytes = s.settled, s.unsettled_bytes
         return emitted
 
-    def _scan(self, s: WindowState, ceiling: int) -> Scan:
-        """The catalogue's open scan of ``text[settled:ceiling]``: cut from the last proof when
-        it reaches the ceiling; else the text after the proof (from ``settled`` when there is
-        none) is scanned to its end, and what that proves kept for the next looks."""
+    def _scan(self, s: WindowState, ceiling: int) -> tuple[str, int, int | None, int | None]:
+        """The catalogue's open scan of ``text[settled:ceiling]`` (the fields of its
+        :class:`~orchestrator.policy.hits.Scan`): cut from the last proof when it reaches the
+        ceiling; else the text after the proof (from ``settled`` when there is none) is scanned
+        to its end, and what that proves kept for the next looks."""
         observer = self._redactor.observer
         proof = self._proof
         if proof is not None and ceiling <= proof.limit:
-            return settle(s.text, (), s.settled, ceiling, proof.open_at, observer)
+            return settled(s.text, (), s.settled, ceiling, proof.open_at, observer)
         start = s.settled
         if proof is not None and proof.limit > s.settled:
             start = proof.limit  # no match starts before it: a settled position
@@ -333,12 +344,13 @@ class RedactionWindow:
             found = self._redactor.open_hits(s.text, start, breaks=s.breaks, memo=self._memo)
         if found is None:  # not reused, or a search ran out of time: its mask needs the stop
             self._proof = None
-            return self._redactor.scan(
+            scan = self._redactor.scan(
                 s.text, s.settled, ceiling, open_end=True, breaks=s.breaks, memo=self._memo
             )
+            return scan.text, scan.cut, scan.open_at, scan.first_hit
         hits, open_at = found
         self._proof = Proof.of(hits, open_at, len(s.text) - PROOF_MARGIN_CHARS)
-        return settle(s.text, hits, s.settled, ceiling, open_at, observer)
+        return settled(s.text, hits, s.settled, ceiling, open_at, observer)
 
     @staticmethod
     def _holdback_start(s: WindowState) -> int:

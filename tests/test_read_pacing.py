@@ -6,13 +6,8 @@ body that behaves as a socket: what the server sent while nobody read is taken b
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
-import socket
-import struct
 import sys
-import termios
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -32,6 +27,7 @@ from providers.http_stream import ReducedStream
 from providers.openai_chat import OpenAIChatProvider
 from providers.openai_chat_decode import ChatCompletionsStreamReducer
 from tests.fakes import FakeChannelConfig, RecordingChannel
+from tests.held_socket import unread_bytes
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import provider_config, text_answer
 
@@ -149,25 +145,6 @@ async def test_reads_wait_for_the_chats_spacing_and_every_write_has_the_text_rea
         assert len(up_to) - len(shown) <= 128 + 8, (len(up_to), len(shown))
 
 
-def _unread_bytes(port: int) -> int:
-    """Bytes the kernel holds unread on this process's TCP sockets connected to ``port``."""
-    unread = 0
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            sock = socket.fromfd(int(name), socket.AF_INET, socket.SOCK_STREAM)
-        except OSError:
-            continue  # not a socket
-        with sock:
-            try:
-                peer = sock.getpeername()
-            except OSError:
-                continue  # not connected
-            if not isinstance(peer, tuple) or peer[1] != port:
-                continue  # another peer, or not a TCP socket
-            unread += struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0\0\0\0"))[0]
-    return unread
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
 async def test_while_a_read_waits_what_the_server_sends_stays_in_the_socket() -> None:
     # 30 deltas 5 ms apart, over a real loopback connection. While each pace waits, the bytes
@@ -184,7 +161,7 @@ async def test_while_a_read_waits_what_the_server_sends_stays_in_the_socket() ->
 
         async def pace() -> None:
             await anyio.sleep(0.05)
-            unread.append(_unread_bytes(port))
+            unread.append(unread_bytes(port))
 
         try:
             stream = provider.stream(ChatRequest(messages=(ChatMessage("user", "hi"),)))

@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import ssl
+import stat
 import struct
 import termios
 import zlib
@@ -185,13 +186,16 @@ def sleeping(*secs: float) -> Callable[[], Awaitable[None]]:
 
 def unread_bytes(port: int) -> int:
     """Bytes the kernel holds unread on this process's TCP sockets connected to ``port``
-    (Linux: ``/proc/self/fd``)."""
+    (Linux: ``/proc/self/fd``). Only sockets are opened: ``socket.fromfd`` duplicates the
+    descriptor first and leaks the duplicate when it is no socket."""
     unread = 0
     for name in os.listdir("/proc/self/fd"):
         try:
+            if not stat.S_ISSOCK(os.stat(f"/proc/self/fd/{name}").st_mode):
+                continue
             sock = socket.fromfd(int(name), socket.AF_INET, socket.SOCK_STREAM)
         except OSError:
-            continue  # not a socket
+            continue  # closed meanwhile
         with sock:
             try:
                 peer = sock.getpeername()

@@ -74,6 +74,7 @@ from orchestrator.policy.views import (
     has_tokens,
     held_from,
     normalised,
+    unemphasised,
 )
 
 __all__ = [
@@ -263,6 +264,10 @@ class Redactor:
         decoded = normalised(text, begin) if tokens else None
         if decoded is not None:
             views.append(decoded)
+            # emphasis read through also inside markup the decoded view drops whole
+            unemphasised_view = unemphasised(text, begin)
+            if unemphasised_view is not None:
+                views.append(unemphasised_view)
         first_broken = len(views)  # the views from here on have the breaks in them
         if cuts:
             views.append(normalised(text, begin, cuts, decode=False))

@@ -44,7 +44,7 @@ character: a keyword right after one stands at a word boundary.
 The mapping is built per character only for views that differ from the raw text; the usual
 text (no token, no break in the scanned region) costs one regular-expression search.
 
-Two more readings keep the raw positions or cost nothing where they do not apply:
+Three more readings keep the raw positions or cost nothing where they do not apply:
 
 - :func:`folded` maps, character for character (so every index stays as it is), every space
   variant (Unicode ``Zs``: ``-----BEGIN\u00a0RSA…``) to a space, every dash variant (``Pd``) to
@@ -61,6 +61,7 @@ Two more readings keep the raw positions or cost nothing where they do not apply
   ended (``…AAAA\n``, ``…AAAA\nREA``), is removed as well, so a key before it stays open until the
   next run shows whether it continues. Every repeat of a joint is bounded and its groups are atomic:
   a search is linear in the text.
+- :func:`unemphasised` drops inner emphasis also in markup dropped whole (``![i](…sk_**51…)``).
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ __all__ = [
     "normalised",
     "partial_token",
     "tokens",
+    "unemphasised",
 ]
 
 BREAK = "\x00"
@@ -287,6 +289,27 @@ def has_tokens(text: str, start: int = 0) -> bool:
     if text.find("*", start) < 0 and text.find("~", start) < 0 and text.find("`", start) < 0:
         return False
     return _INNER_DELIMITERS.search(text, start) is not None
+
+
+def unemphasised(text: str, begin: int = 0) -> View | None:
+    """The view of ``text[begin:]`` with only the emphasis delimiters inside words removed, also
+    inside markup :func:`normalised` drops whole (an image's or link's URL, an HTML tag), which a
+    client that does not render it shows as text, emphasis rendered; ``None`` when none is."""
+    if text.find("*", begin) < 0 and text.find("~", begin) < 0 and text.find("`", begin) < 0:
+        return None
+    spans = [m.span() for m in _INNER_DELIMITERS.finditer(text, begin)]
+    if not spans:
+        return None
+    out: list[str] = []
+    starts: list[int] = []
+    pos = begin
+    for a, b in spans:
+        out.append(text[pos:a])
+        starts.extend(range(pos, a))
+        pos = b
+    out.append(text[pos:])
+    starts.extend(range(pos, len(text)))
+    return View("".join(out), starts, [at + 1 for at in starts])
 
 
 def _decode(token: str) -> str:

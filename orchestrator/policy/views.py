@@ -61,7 +61,7 @@ Three more readings keep the raw positions or cost nothing where they do not app
   ended (``…AAAA\n``, ``…AAAA\nREA``), is removed as well, so a key before it stays open until the
   next run shows whether it continues. Every repeat of a joint is bounded and its groups are atomic:
   a search is linear in the text.
-- :func:`unemphasised` drops inner emphasis also in markup dropped whole (``![i](…sk_**51…)``).
+- :func:`unwrapped` decodes the tokens inside markup the view drops whole (``![i](…sk_**51…)``).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ import html
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -92,7 +92,7 @@ __all__ = [
     "normalised",
     "partial_token",
     "tokens",
-    "unemphasised",
+    "unwrapped",
 ]
 
 BREAK = "\x00"
@@ -136,6 +136,8 @@ _TOKEN_PARTS: tuple[tuple[str, str], ...] = (
     ("", r"[" + _INVISIBLE + r"]+|[" + _COMPAT + r"]"),
 )
 _TOKEN = regex.compile("|".join(pattern for _, pattern in _TOKEN_PARTS))
+# The tokens but the markup dropped whole, which they may stand inside of (see :func:`unwrapped`).
+_INNER_TOKEN = regex.compile("|".join(p for c, p in _TOKEN_PARTS if c not in "![]<" or not c))
 # The tokens that start with one ASCII character: only they can match where it stands, in the
 # same order, in the standard engine, which costs a third of the ``regex`` module's set-up per
 # call. Both read these patterns alike but for ``\s``: the ``regex`` module's is Unicode
@@ -291,25 +293,14 @@ def has_tokens(text: str, start: int = 0) -> bool:
     return _INNER_DELIMITERS.search(text, start) is not None
 
 
-def unemphasised(text: str, begin: int = 0) -> View | None:
-    """The view of ``text[begin:]`` with only the emphasis delimiters inside words removed, also
-    inside markup :func:`normalised` drops whole (an image's or link's URL, an HTML tag), which a
-    client that does not render it shows as text, emphasis rendered; ``None`` when none is."""
-    if text.find("*", begin) < 0 and text.find("~", begin) < 0 and text.find("`", begin) < 0:
+def unwrapped(text: str, begin: int = 0) -> View | None:
+    """The view of ``text[begin:]`` decoded once but with the markup :func:`normalised` drops
+    whole kept as text (an image, a link's URL, an HTML tag, a footnote), what a client that
+    does not render it shows; ``None`` when no such markup holds a token (``![i](…sk_**51…)``)."""
+    if not any(m[0][0] in "![]<" and _INNER_TOKEN.search(m[0]) for m in tokens(text, begin)):
         return None
-    spans = [m.span() for m in _INNER_DELIMITERS.finditer(text, begin)]
-    if not spans:
-        return None
-    out: list[str] = []
-    starts: list[int] = []
-    pos = begin
-    for a, b in spans:
-        out.append(text[pos:a])
-        starts.extend(range(pos, a))
-        pos = b
-    out.append(text[pos:])
-    starts.extend(range(pos, len(text)))
-    return View("".join(out), starts, [at + 1 for at in starts])
+    whole = range(len(text)), range(1, len(text) + 1)
+    return View(*_pass(text, *whole, begin, (), _INNER_TOKEN.finditer(text, begin)))
 
 
 def _decode(token: str) -> str:
@@ -372,11 +363,16 @@ class View:
 
 
 def _pass(
-    text: str, starts: Sequence[int], ends: Sequence[int], begin: int, breaks: Sequence[int]
+    text: str,
+    starts: Sequence[int],
+    ends: Sequence[int],
+    begin: int,
+    breaks: Sequence[int],
+    found: Iterable[re.Match[str] | regex.Match[str]] | None = None,
 ) -> tuple[str, list[int], list[int]]:
     """One decoding pass over ``text[begin:]`` (character ``i`` came from raw
     ``[starts[i], ends[i])``), with a break before each position of ``breaks`` (indices into
-    ``text``, sorted)."""
+    ``text``, sorted); ``found``: the tokens to decode (default: :func:`tokens`)."""
     out: list[str] = []
     new_starts: list[int] = []
     new_ends: list[int] = []
@@ -400,7 +396,7 @@ def _pass(
         new_ends.extend(ends[pos:stop])
         pos = stop
 
-    for match in tokens(text, begin):
+    for match in tokens(text, begin) if found is None else found:
         a, b = match.span()
         copy(a)
         decoded = _decode(match.group())

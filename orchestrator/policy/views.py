@@ -165,6 +165,7 @@ _JSON_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 # engine skips to the next, where _TOKEN's own search tries every position (~40 ns a character).
 _TOKEN_LEAD = re.compile("[&\\\\%!\\[\\]*~`<" + _INVISIBLE + _COMPAT + "]")
 _ASCII_TOKEN_LEAD = re.compile(r"[&\\%!\[\]*~`<]")  # the same, for ASCII text (twice as fast)
+_INNER_LEAD = (re.compile("[&\\\\%*~`" + _INVISIBLE + _COMPAT + "]"), re.compile(r"[&\\%*~`]"))
 
 
 def tokens(text: str, begin: int = 0) -> Iterator[re.Match[str] | regex.Match[str]]:
@@ -294,9 +295,12 @@ def has_tokens(text: str, start: int = 0) -> bool:
 
 
 def unwrapped(text: str, begin: int = 0) -> View | None:
-    """The view of ``text[begin:]`` decoded once but with the markup :func:`normalised` drops
-    whole kept as text (an image, a link's URL, an HTML tag, a footnote), what a client that
-    does not render it shows; ``None`` when no such markup holds a token (``![i](…sk_**51…)``)."""
+    """``text[begin:]`` decoded once, with the markup :func:`normalised` drops whole (an image,
+    a link's URL, an HTML tag, a footnote) kept as a client that does not render it shows it
+    (``![i](…sk_**51…)``); ``None`` when no such markup holds a token."""
+    leads = _INNER_LEAD[text.isascii()].finditer(text, begin)  # any token markup may hold?
+    if not any(_TOKEN_AT.get(m[0], _TOKEN).match(text, m.start()) for m in leads):
+        return None
     if not any(m[0][0] in "![]<" and _INNER_TOKEN.search(m[0]) for m in tokens(text, begin)):
         return None
     whole = range(len(text)), range(1, len(text) + 1)

@@ -74,6 +74,7 @@ from orchestrator.policy.views import (
     has_tokens,
     held_from,
     normalised,
+    unwrapped,
 )
 
 __all__ = [
@@ -263,6 +264,10 @@ class Redactor:
         decoded = normalised(text, begin) if tokens else None
         if decoded is not None:
             views.append(decoded)
+            # the tokens inside markup the decoded view drops whole, decoded
+            inside_markup = unwrapped(text, begin)
+            if inside_markup is not None:
+                views.append(inside_markup)
         first_broken = len(views)  # the views from here on have the breaks in them
         if cuts:
             views.append(normalised(text, begin, cuts, decode=False))

@@ -44,7 +44,7 @@ character: a keyword right after one stands at a word boundary.
 The mapping is built per character only for views that differ from the raw text; the usual
 text (no token, no break in the scanned region) costs one regular-expression search.
 
-Two more readings keep the raw positions or cost nothing where they do not apply:
+Three more readings keep the raw positions or cost nothing where they do not apply:
 
 - :func:`folded` maps, character for character (so every index stays as it is), every space
   variant (Unicode ``Zs``: ``-----BEGIN\u00a0RSA…``) to a space, every dash variant (``Pd``) to
@@ -61,6 +61,7 @@ Two more readings keep the raw positions or cost nothing where they do not apply
   ended (``…AAAA\n``, ``…AAAA\nREA``), is removed as well, so a key before it stays open until the
   next run shows whether it continues. Every repeat of a joint is bounded and its groups are atomic:
   a search is linear in the text.
+- :func:`unwrapped` decodes the tokens inside markup the view drops whole (``![i](…sk_**51…)``).
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ import html
 import re
 import sys
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import regex
@@ -91,6 +92,7 @@ __all__ = [
     "normalised",
     "partial_token",
     "tokens",
+    "unwrapped",
 ]
 
 BREAK = "\x00"
@@ -134,6 +136,8 @@ _TOKEN_PARTS: tuple[tuple[str, str], ...] = (
     ("", r"[" + _INVISIBLE + r"]+|[" + _COMPAT + r"]"),
 )
 _TOKEN = regex.compile("|".join(pattern for _, pattern in _TOKEN_PARTS))
+# The tokens but the markup dropped whole, which they may stand inside of (see :func:`unwrapped`).
+_INNER_TOKEN = regex.compile("|".join(p for c, p in _TOKEN_PARTS if c not in "![]<" or not c))
 # The tokens that start with one ASCII character: only they can match where it stands, in the
 # same order, in the standard engine, which costs a third of the ``regex`` module's set-up per
 # call. Both read these patterns alike but for ``\s``: the ``regex`` module's is Unicode
@@ -161,6 +165,7 @@ _JSON_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 # engine skips to the next, where _TOKEN's own search tries every position (~40 ns a character).
 _TOKEN_LEAD = re.compile("[&\\\\%!\\[\\]*~`<" + _INVISIBLE + _COMPAT + "]")
 _ASCII_TOKEN_LEAD = re.compile(r"[&\\%!\[\]*~`<]")  # the same, for ASCII text (twice as fast)
+_INNER_LEAD = (re.compile("[&\\\\%*~`" + _INVISIBLE + _COMPAT + "]"), re.compile(r"[&\\%*~`]"))
 
 
 def tokens(text: str, begin: int = 0) -> Iterator[re.Match[str] | regex.Match[str]]:
@@ -289,6 +294,19 @@ def has_tokens(text: str, start: int = 0) -> bool:
     return _INNER_DELIMITERS.search(text, start) is not None
 
 
+def unwrapped(text: str, begin: int = 0) -> View | None:
+    """``text[begin:]`` decoded once, with the markup :func:`normalised` drops whole (an image,
+    a link's URL, an HTML tag, a footnote) kept as a client that does not render it shows it
+    (``![i](…sk_**51…)``); ``None`` when no such markup holds a token."""
+    leads = _INNER_LEAD[text.isascii()].finditer(text, begin)  # any token markup may hold?
+    if not any(_TOKEN_AT.get(m[0], _TOKEN).match(text, m.start()) for m in leads):
+        return None
+    if not any(m[0][0] in "![]<" and _INNER_TOKEN.search(m[0]) for m in tokens(text, begin)):
+        return None
+    whole = range(len(text)), range(1, len(text) + 1)
+    return View(*_pass(text, *whole, begin, (), _INNER_TOKEN.finditer(text, begin)))
+
+
 def _decode(token: str) -> str:
     lead = token[0]
     if lead == "&":
@@ -349,11 +367,16 @@ class View:
 
 
 def _pass(
-    text: str, starts: Sequence[int], ends: Sequence[int], begin: int, breaks: Sequence[int]
+    text: str,
+    starts: Sequence[int],
+    ends: Sequence[int],
+    begin: int,
+    breaks: Sequence[int],
+    found: Iterable[re.Match[str] | regex.Match[str]] | None = None,
 ) -> tuple[str, list[int], list[int]]:
     """One decoding pass over ``text[begin:]`` (character ``i`` came from raw
     ``[starts[i], ends[i])``), with a break before each position of ``breaks`` (indices into
-    ``text``, sorted)."""
+    ``text``, sorted); ``found``: the tokens to decode (default: :func:`tokens`)."""
     out: list[str] = []
     new_starts: list[int] = []
     new_ends: list[int] = []
@@ -377,7 +400,7 @@ def _pass(
         new_ends.extend(ends[pos:stop])
         pos = stop
 
-    for match in tokens(text, begin):
+    for match in tokens(text, begin) if found is None else found:
         a, b = match.span()
         copy(a)
         decoded = _decode(match.group())

@@ -344,3 +344,18 @@ def test_searches_remembered_across_scans_change_no_answer() -> None:
             remembered = REDACTOR.scan(text[:end], start, stop, open_end=True, memo=memo)
             assert remembered == REDACTOR.scan(text[:end], start, stop, open_end=True)
             start = remembered.cut
+
+
+@pytest.mark.parametrize("tags", ["<b>", "<b></b", "<i></i>"])
+def test_inline_html_after_a_space_at_a_round_end_is_held(tags: str) -> None:
+    # Found by tests/test_policy_forms.py: "Bearer " + "<b></b" ended a round and was emitted
+    # (inline HTML after a space was not held as markup that may still vanish); the next round's
+    # ">7111…" made it vanish, and "Bearer 7111…" was never masked.
+    window = RedactionWindow(REDACTOR)
+    window.begin_round()
+    shown = window.feed("Bearer " + tags) + window.release()
+    window.begin_round()
+    rest = ">711111111111111111111 ." if tags.endswith("</b") else "711111111111111111111 ."
+    shown += window.feed(rest) + window.flush()
+    assert shown == REDACTOR.redact("Bearer " + tags + rest)
+    assert "7111" not in shown

@@ -187,11 +187,13 @@ _PARTIAL = re.compile(
 LINK_URL_CHARS = 2048
 """The longest link URL a view reads through (``](…)``)."""
 # Markup not closed yet that a view may drop whole: a footnote reference, an image's alt text,
-# inline HTML inside a word.
+# inline HTML inside a word, and inline HTML after a space or at the start (what follows it may
+# be a non-space, which makes it vanish too: ``Bearer <b></b`` + ``>7111…`` reads as a token).
 _CLOSED_MARKUP = regex.compile(r"(?:\[\^[^\[\]\s]{1,32}|!\[[^\[\]\n]{0,36})\]\Z")
 _MARKUP_OPEN = regex.compile(
     r"(?:!?\[\^?[^\[\]\s]{0,32}|!"
-    r"|(?<=\S)(?:<[^<>\n]{0,80}>){0,8}<[^<>\n]{0,80}>?)\Z"
+    r"|(?<=\S)(?:<[^<>\n]{0,80}>){0,8}<[^<>\n]{0,80}>?"
+    r"|(?:<[/!A-Za-z][^<>\n]{0,80}>){0,8}<(?:[/!A-Za-z][^<>\n]{0,80}>?)?)\Z"
 )
 
 

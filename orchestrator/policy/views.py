@@ -81,7 +81,6 @@ __all__ = [
     "BREAK",
     "LINK_URL_CHARS",
     "VIEW_CONTEXT_CHARS",
-    "VIEW_CONTEXT_REACH",
     "WHITE_SPACE",
     "View",
     "aligned",
@@ -91,8 +90,8 @@ __all__ = [
     "held_from",
     "normalised",
     "partial_token",
+    "token_spans",
     "tokens",
-    "view_context",
 ]
 
 BREAK = "\x00"
@@ -178,6 +177,25 @@ def tokens(text: str, begin: int = 0) -> Iterator[re.Match[str] | regex.Match[st
         else:
             yield found
             lead = leads.search(text, found.end())
+
+
+def token_spans(text: str, begin: int, end: int) -> list[tuple[int, int, int]]:
+    """The tokens of ``text[begin:]`` that start before ``end``, as :func:`tokens` finds them:
+    ``(start, end, view characters)`` each (a token may end after ``end``)."""
+    leads = _ASCII_TOKEN_LEAD if text.isascii() else _TOKEN_LEAD
+    lead = leads.search(text, begin, end)
+    spans: list[tuple[int, int, int]] = []
+    while lead is not None:
+        a = lead.start()
+        found = _TOKEN_AT.get(text[a], _TOKEN).match(text, a)
+        if found is None:
+            lead = leads.search(text, a + 1, end)
+            continue
+        b = found.end()
+        empty = text[a] in "[]*~`!<" or text[a] in _INVISIBLE_SET  # read as nothing
+        spans.append((a, b, 0 if empty else len(_decode(found.group()))))
+        lead = leads.search(text, b, end) if b < end else None
+    return spans
 
 
 # ASCII classes and literals only: the standard engine reads it as the ``regex`` module does,
@@ -460,47 +478,6 @@ def aligned(raw: str, shown: str, reach: int = 64) -> View:
 
 VIEW_CONTEXT_CHARS = 16
 """Raw characters before a scan's start from which its views are built (look-behind context)."""
-
-
-VIEW_CONTEXT_REACH = LINK_URL_CHARS + 256
-"""How far back :func:`view_context` looks at most: a whole link or image and its context."""
-
-
-def view_context(text: str, safe: int, start: int) -> int:
-    """Where the views of a scan from ``start`` must begin to read what precedes it as the views
-    of the whole text do: :data:`VIEW_CONTEXT_CHARS` *view* characters before it, never inside
-    a token (``?](https://…)`` + ``api_key=…`` and ``?&shy;&shy;&shy;&shy;`` + ``token=…`` are
-    keys only with the ``?``, which a count of raw characters leaves behind), nor after
-    ``start`` (a token that spans it is read whole). ``safe``: a position at or before
-    ``start`` that no token of the whole text spans (``0``, or an earlier result). At most
-    :data:`VIEW_CONTEXT_REACH` raw characters back (a run of invisible characters is unbounded:
-    beyond that, the context is cut in raw characters)."""
-    safe = max(safe, start - VIEW_CONTEXT_REACH)
-    leads = _ASCII_TOKEN_LEAD if text.isascii() else _TOKEN_LEAD
-    lead = leads.search(text, safe, start)
-    if lead is None:  # the usual text: no token before ``start``
-        return max(safe, start - VIEW_CONTEXT_CHARS)
-    spans: list[tuple[int, int, str]] = []
-    while lead is not None:  # :func:`tokens`, up to ``start``
-        a = lead.start()
-        found = _TOKEN_AT.get(text[a], _TOKEN).match(text, a)
-        if found is None:
-            lead = leads.search(text, a + 1, start)
-        else:
-            b = found.end()
-            spans.append((a, b, found.group()))
-            lead = leads.search(text, b, start) if b < start else None
-    pos, count = start, 0
-    for a, b, token in reversed(spans):
-        if b < pos:  # plain characters between the token and ``pos``, one view character each
-            if count + pos - b >= VIEW_CONTEXT_CHARS:
-                return pos - (VIEW_CONTEXT_CHARS - count)
-            count += pos - b
-        count += len(_decode(token))
-        pos = a
-        if count >= VIEW_CONTEXT_CHARS:
-            return pos
-    return max(safe, pos - (VIEW_CONTEXT_CHARS - count))
 
 
 def context_start(text: str, start: int) -> int:

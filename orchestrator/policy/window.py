@@ -62,8 +62,8 @@ from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
 from orchestrator.policy.hits import Proof, settled
+from orchestrator.policy.lookbehind import view_context
 from orchestrator.policy.searches import SearchMemo
-from orchestrator.policy.views import view_context
 
 __all__ = [
     "HOLDBACK_BYTES",
@@ -89,7 +89,6 @@ PROOF_MARGIN_CHARS = HOLDBACK_BYTES // 4
 The holdback holds at least this many characters, so the margin never stops a look short of
 its own ceiling."""
 _PRUNE_CHARS = 4096
-_CONTEXT_LAG_CHARS = 256
 
 
 def after_last_space(text: str) -> int | None:
@@ -383,11 +382,9 @@ class RedactionWindow:
 
     @staticmethod
     def _context(s: WindowState, start: int) -> int:
-        """Where the views of a scan from ``start`` begin (kept in ``s.context`` when that
-        lies at or before ``settled``, for the next scan to look back from)."""
-        context = view_context(s.text, s.context, start)
-        if context <= s.settled:
-            s.context = context
+        """Where the views of a scan from ``start`` begin; ``s.context`` becomes that of a
+        scan from ``settled``, for the next scan to look back from."""
+        context, s.context = view_context(s.text, s.context, start, s.settled)
         return context
 
     @staticmethod
@@ -413,8 +410,6 @@ class RedactionWindow:
         s.next_look_bytes = RESCAN_BYTES
         if open_at is not None:
             s.next_look_bytes = max(RESCAN_BYTES, (len(s.text) - open_at) // 4)
-        if cut - s.context > _CONTEXT_LAG_CHARS:  # keep the next scan's look back short
-            s.context = view_context(s.text, s.context, cut)
         if cut > _PRUNE_CHARS + CONTEXT_CHARS:
             drop = min(cut - CONTEXT_CHARS, s.context)
             s.context -= drop

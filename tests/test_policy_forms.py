@@ -288,3 +288,20 @@ def test_a_key_no_anchor_finds_is_masked_by_its_line() -> None:
     out = redact_rendered(Redactor(), text, _template_renderer)
     assert "QXZJ" not in _template_renderer(out)
     assert out.startswith(f"See {link}.\n") and out.endswith("\nThe end.")
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize(
+    "steps",
+    [
+        # Found by the property above: inline HTML after a space at the end of a round was
+        # shown; the next round made it vanish, and the reader saw "Bearer 7111…".
+        [" Bearer <b></b", ROUND, ">711111111111111111111 ."],
+        ["Bearer <b>", ROUND, "711111111111111111111 ."],
+    ],
+)
+def test_inline_html_after_a_space_at_a_round_end_hides_no_token(
+    mode: str, steps: list[object]
+) -> None:
+    chat = deliver(mode, steps, max_length=600)
+    assert not leaks(chat, "711111111111111111111")

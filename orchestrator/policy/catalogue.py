@@ -177,7 +177,7 @@ class Redactor:
     def hits(self, text: str, start: int = 0, breaks: Sequence[int] = ()) -> Iterator[Hit]:
         """The settled matches of ``text[start:]`` in order, merged across views (characters
         before ``start`` serve as look-behind context only)."""
-        hits, _ = self._collect(text, start, len(text), open_end=False, breaks=breaks)
+        hits, _ = self._collect(text, start, len(text), False, breaks)
         yield from hits
 
     def scan(
@@ -189,6 +189,7 @@ class Redactor:
         open_end: bool,
         breaks: Sequence[int] = (),
         memo: SearchMemo | None = None,
+        context: int | None = None,
     ) -> Scan:
         """Redact ``text[start:stop]`` as far as it is settled.
 
@@ -197,25 +198,30 @@ class Redactor:
         match that crosses ``stop``. ``start`` must be a settled position (no match spans it).
         ``breaks``: raw positions that are word boundaries (sorted). ``memo``: what earlier
         open scans of the same growing text learnt (:class:`SearchMemo`), used and updated.
+        ``context``: where its views begin at the latest (:func:`~.lookbehind.view_context`).
 
         Returns:
             the output for ``text[start:cut]``; joining the outputs of consecutive scans gives
             :meth:`redact` of the whole text, whatever follows.
         """
-        hits, open_at = self._collect(
-            text, start, stop, open_end=open_end, breaks=breaks, memo=memo
-        )
+        hits, open_at = self._collect(text, start, stop, open_end, breaks, memo, context)
         return settle(text, hits, start, stop, open_at, self.observer)
 
     def open_hits(
-        self, text: str, start: int, *, breaks: Sequence[int] = (), memo: SearchMemo | None = None
+        self,
+        text: str,
+        start: int,
+        *,
+        breaks: Sequence[int] = (),
+        memo: SearchMemo | None = None,
+        context: int | None = None,
     ) -> tuple[list[Hit], int | None] | None:
         """What :meth:`scan` of ``text[start:]`` with ``open_end`` finds before it cuts: the
         settled matches (sorted) and the first possible secret start (or ``None``), the same
         for every stop; ``None`` when a search ran out of time (its masked span depends on
         the stop: scan with the stop instead)."""
         timeouts = self._timeouts
-        found = self._collect(text, start, len(text), open_end=True, breaks=breaks, memo=memo)
+        found = self._collect(text, start, len(text), True, breaks, memo, context)
         return found if self._timeouts == timeouts else None
 
     # -- views ------------------------------------------------------------------------------
@@ -225,13 +231,13 @@ class Redactor:
         text: str,
         start: int,
         stop: int,
-        *,
         open_end: bool,
         breaks: Sequence[int],
         memo: SearchMemo | None = None,
+        context: int | None = None,
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
-        begin = context_start(text, start)
+        begin = min(context_start(text, start), start if context is None else context)
         unfolded = text
         text = folded(text, begin)  # space, dash and look-alike variants; every index kept
         held: int | None = None

@@ -91,6 +91,7 @@ __all__ = [
     "held_from",
     "normalised",
     "partial_token",
+    "token_spans",
     "tokens",
     "unwrapped",
 ]
@@ -183,6 +184,25 @@ def tokens(text: str, begin: int = 0) -> Iterator[re.Match[str] | regex.Match[st
             lead = leads.search(text, found.end())
 
 
+def token_spans(text: str, begin: int, end: int) -> list[tuple[int, int, int]]:
+    """The tokens of ``text[begin:]`` that start before ``end``, as :func:`tokens` finds them:
+    ``(start, end, view characters)`` each (a token may end after ``end``)."""
+    leads = _ASCII_TOKEN_LEAD if text.isascii() else _TOKEN_LEAD
+    lead = leads.search(text, begin, end)
+    spans: list[tuple[int, int, int]] = []
+    while lead is not None:
+        a = lead.start()
+        found = _TOKEN_AT.get(text[a], _TOKEN).match(text, a)
+        if found is None:
+            lead = leads.search(text, a + 1, end)
+            continue
+        b = found.end()
+        empty = text[a] in "[]*~`!<" or text[a] in _INVISIBLE_SET  # read as nothing
+        spans.append((a, b, 0 if empty else len(_decode(found.group()))))
+        lead = leads.search(text, b, end) if b < end else None
+    return spans
+
+
 # ASCII classes and literals only: the standard engine reads it as the ``regex`` module does,
 # at a third of the cost (tests/test_policy_prechecks.py compares the two).
 _PARTIAL = re.compile(
@@ -192,11 +212,13 @@ _PARTIAL = re.compile(
 LINK_URL_CHARS = 2048
 """The longest link URL a view reads through (``](…)``)."""
 # Markup not closed yet that a view may drop whole: a footnote reference, an image's alt text,
-# inline HTML inside a word.
+# inline HTML inside a word, and inline HTML after a space or at the start (what follows it may
+# be a non-space, which makes it vanish too: ``Bearer <b></b`` + ``>7111…`` reads as a token).
 _CLOSED_MARKUP = regex.compile(r"(?:\[\^[^\[\]\s]{1,32}|!\[[^\[\]\n]{0,36})\]\Z")
 _MARKUP_OPEN = regex.compile(
     r"(?:!?\[\^?[^\[\]\s]{0,32}|!"
-    r"|(?<=\S)(?:<[^<>\n]{0,80}>){0,8}<[^<>\n]{0,80}>?)\Z"
+    r"|(?<=\S)(?:<[^<>\n]{0,80}>){0,8}<[^<>\n]{0,80}>?"
+    r"|(?:<[/!A-Za-z][^<>\n]{0,80}>){0,8}<(?:[/!A-Za-z][^<>\n]{0,80}>?)?)\Z"
 )
 
 

@@ -62,6 +62,7 @@ from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
 from orchestrator.policy.hits import Proof, settled
+from orchestrator.policy.lookbehind import view_context
 from orchestrator.policy.searches import SearchMemo
 
 __all__ = [
@@ -124,6 +125,10 @@ class WindowState:
             made it no secret: held to the end of the round); ``None`` otherwise.
         breaks: where rounds after the first start (indices into ``text``, at or after
             ``settled``): word boundaries for keywords (architecture §4 "Scope").
+        context: a position at or before ``settled`` that no token spans, where the views of
+            the last scan began (:func:`view_context`: its look-behind counted in view
+            characters): the next scan's context is found from there, and the front is never
+            dropped past it.
     """
 
     text: str = ""
@@ -135,6 +140,7 @@ class WindowState:
     run_bytes: int = 0
     carried: Literal["open", "held"] | None = None
     breaks: tuple[int, ...] = ()
+    context: int = 0
 
 
 def _extends_previous(char: str) -> bool:
@@ -220,7 +226,14 @@ class RedactionWindow:
         s = self._join()
         s.carried = None
         self._forget()
-        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=True, breaks=s.breaks)
+        scan = self._redactor.scan(
+            s.text,
+            s.settled,
+            len(s.text),
+            open_end=True,
+            breaks=s.breaks,
+            context=self._context(s, s.settled),
+        )
         return self._advance(scan.text, scan.cut, scan.open_at)
 
     def flush(self) -> str:
@@ -228,7 +241,14 @@ class RedactionWindow:
         s = self._join()
         s.carried = None
         self._forget()
-        scan = self._redactor.scan(s.text, s.settled, len(s.text), open_end=False, breaks=s.breaks)
+        scan = self._redactor.scan(
+            s.text,
+            s.settled,
+            len(s.text),
+            open_end=False,
+            breaks=s.breaks,
+            context=self._context(s, s.settled),
+        )
         return self._advance(scan.text, scan.cut, None)
 
     def begin_round(self) -> WindowState:
@@ -341,16 +361,31 @@ class RedactionWindow:
             start = proof.limit  # no match starts before it: a settled position
         found = None
         if self._reuse:
-            found = self._redactor.open_hits(s.text, start, breaks=s.breaks, memo=self._memo)
+            found = self._redactor.open_hits(
+                s.text, start, breaks=s.breaks, memo=self._memo, context=self._context(s, start)
+            )
         if found is None:  # not reused, or a search ran out of time: its mask needs the stop
             self._proof = None
             scan = self._redactor.scan(
-                s.text, s.settled, ceiling, open_end=True, breaks=s.breaks, memo=self._memo
+                s.text,
+                s.settled,
+                ceiling,
+                open_end=True,
+                breaks=s.breaks,
+                memo=self._memo,
+                context=self._context(s, s.settled),
             )
             return scan.text, scan.cut, scan.open_at, scan.first_hit
         hits, open_at = found
         self._proof = Proof.of(hits, open_at, len(s.text) - PROOF_MARGIN_CHARS)
         return settled(s.text, hits, s.settled, ceiling, open_at, observer)
+
+    @staticmethod
+    def _context(s: WindowState, start: int) -> int:
+        """Where the views of a scan from ``start`` begin; ``s.context`` becomes that of a
+        scan from ``settled``, for the next scan to look back from."""
+        context, s.context = view_context(s.text, s.context, start, s.settled)
+        return context
 
     @staticmethod
     def _holdback_start(s: WindowState) -> int:
@@ -376,7 +411,8 @@ class RedactionWindow:
         if open_at is not None:
             s.next_look_bytes = max(RESCAN_BYTES, (len(s.text) - open_at) // 4)
         if cut > _PRUNE_CHARS + CONTEXT_CHARS:
-            drop = cut - CONTEXT_CHARS
+            drop = min(cut - CONTEXT_CHARS, s.context)
+            s.context -= drop
             s.text = s.text[drop:]
             self._memo.shift(drop)
             self._proof = None

@@ -222,10 +222,27 @@ _MARKUP_OPEN = regex.compile(
 )
 
 
+# A run of emphasis delimiters right after a word character at the end (invisible characters
+# after it read as nothing): the next word character makes it vanish (``sk-**`` + ``abc``).
+_OPEN_DELIMITERS = re.compile(r"(?<=[A-Za-z0-9_-])[*~`]{1,3}[" + _INVISIBLE + r"]*\Z")
+
+
 def partial_token(text: str, begin: int = 0) -> int | None:
     """Where a token begun at the end of ``text`` starts (``&#11``, ``\\u00``, ``%2``, ``\\``,
-    ``](https://…`` of a link not closed yet), if at or after ``begin``: more text may turn it
-    into a character, so a view of a text that continues ends before it."""
+    ``](https://…`` of a link not closed yet, ``**`` right after a word character), if at or
+    after ``begin``: more text may turn it into a character or into nothing, so a view of a text
+    that continues ends before it. A delimiter run that ends where such a token starts is held
+    with it (``sk-**`` + ``![a](https://…``: once the image closes, ``sk-`` joins what follows)."""
+    held = _partial_token(text, begin)
+    end = len(text) if held is None else held
+    if end > begin and (text[end - 1] in "*~`" or text[end - 1] in _INVISIBLE_SET):
+        run = _OPEN_DELIMITERS.search(text, max(begin, end - 8), end)
+        if run is not None:
+            return int(run.start())
+    return held
+
+
+def _partial_token(text: str, begin: int) -> int | None:
     n = len(text)
     floor = max(begin, n - 40)
     tail = text[floor:]

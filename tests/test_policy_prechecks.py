@@ -21,17 +21,10 @@ from hypothesis import strategies as st
 from orchestrator.policy import Redactor
 from orchestrator.policy.catalogue import TAIL_REACH
 from orchestrator.policy.joints import _OPEN_JOINT, OPEN_JOINT_CHARS, may_end_in_a_joint
+from orchestrator.policy.open_tokens import _PARTIAL, _decoded, _raw_start
 from orchestrator.policy.searches import CompiledShape
 from orchestrator.policy.shapes import BUILTIN_SHAPES, inert, may_be_inert
-from orchestrator.policy.views import (
-    _PARTIAL,
-    _TOKEN,
-    WHITE_SPACE,
-    _decoded,
-    _pass,
-    _raw_start,
-    tokens,
-)
+from orchestrator.policy.views import _TOKEN, WHITE_SPACE, _pass, tokens
 from orchestrator.policy.window import RedactionWindow, after_last_space
 from tests.policy_samples import texts_with_secrets
 

@@ -40,13 +40,13 @@ secret start. Every repetition is bounded, so an open match is at most a few KB 
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import regex
 
 from orchestrator.policy.hits import Hit, Scan, settle
 from orchestrator.policy.joints import ends_in_a_joint, joined, spans_a_joint
+from orchestrator.policy.open_tokens import held_from
 from orchestrator.policy.searches import (
     CompiledShape,
     SearchMemo,
@@ -55,6 +55,7 @@ from orchestrator.policy.searches import (
     head_start,
     keyword_probes,
     overlapping_head,
+    timed_search,
 )
 from orchestrator.policy.shapes import (
     BUILTIN_SHAPES,
@@ -72,7 +73,6 @@ from orchestrator.policy.views import (
     context_start,
     folded,
     has_tokens,
-    held_from,
     normalised,
     unwrapped,
 )
@@ -88,8 +88,6 @@ __all__ = [
     "compile_shape",
     "marker",
 ]
-
-log = logging.getLogger(__name__)
 
 TAIL_REACH = 16
 """A match or partial match of a built-in shape holds a whole keyword after at most 13
@@ -421,18 +419,10 @@ class Redactor:
     def _search(
         self, shape: CompiledShape, text: str, pos: int, partial: bool
     ) -> regex.Match[str] | TimedOut | None:
-        try:
-            return shape.search(text, pos, partial)
-        except TimeoutError:
-            if not shape.timed_out:
-                shape.timed_out = True
-                log.warning(
-                    "secret pattern %r took longer than %s s: the text it searched is redacted",
-                    shape.name,
-                    shape.timeout,
-                )
+        found = timed_search(shape, text, pos, partial)
+        if type(found) is TimedOut:
             self._timeouts += 1
-            return TimedOut(shape, pos)
+        return found
 
     def _hits(
         self, text: str, start: int, stop: int, *, open_end: bool, memo: SearchMemo | None = None

@@ -8,6 +8,7 @@ matching, remembered searches) stays apart from how the views and the merge work
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import TypeAlias
@@ -28,7 +29,10 @@ __all__ = [
     "head_start",
     "keyword_probes",
     "overlapping_head",
+    "timed_search",
 ]
+
+log = logging.getLogger("orchestrator.policy.catalogue")
 
 
 class CompiledShape:
@@ -148,6 +152,25 @@ class TimedOut:
     def __init__(self, shape: CompiledShape, start: int) -> None:
         self.shape = shape
         self.start = start
+
+
+def timed_search(
+    shape: CompiledShape, text: str, pos: int, partial: bool
+) -> regex.Match[str] | TimedOut | None:
+    """``shape``'s search from ``pos`` (partial matches too with ``partial``), or
+    :class:`TimedOut` when it ran out of time (logged once per shape: the text it searched is
+    redacted)."""
+    try:
+        return shape.search(text, pos, partial)
+    except TimeoutError:
+        if not shape.timed_out:
+            shape.timed_out = True
+            log.warning(
+                "secret pattern %r took longer than %s s: the text it searched is redacted",
+                shape.name,
+                shape.timeout,
+            )
+        return TimedOut(shape, pos)
 
 
 GATES = ("//", "=", "_", ":", "-", ".")

@@ -80,17 +80,18 @@ from orchestrator.policy.folding import folded
 
 __all__ = [
     "BREAK",
+    "INVISIBLE",
+    "INVISIBLE_SET",
     "LINK_URL_CHARS",
     "VIEW_CONTEXT_CHARS",
     "WHITE_SPACE",
     "View",
     "aligned",
     "context_start",
+    "decode_token",
     "folded",
     "has_tokens",
-    "held_from",
     "normalised",
-    "partial_token",
     "token_spans",
     "tokens",
     "unwrapped",
@@ -99,7 +100,7 @@ __all__ = [
 BREAK = "\x00"
 """What a break is in a view: no pattern's character class holds it."""
 
-_INVISIBLE = (
+INVISIBLE = (
     "\u00ad\u034f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069"
     "\ufe00-\ufe0f\ufeff\U000e0000-\U000e007f"
 )
@@ -111,7 +112,7 @@ _INVISIBLE = (
 _COMPAT = "\u24b6-\u24e9\uff01-\uff5e\U0001d400-\U0001d7ff"
 # What may start a token: a cheap test first (the standard ``re`` engine scans a small class
 # at hundreds of MB/s), the full token pattern only where it finds something.
-_TRIGGER = re.compile("[&\\\\%\\[\\]<" + _INVISIBLE + _COMPAT + "]")
+_TRIGGER = re.compile("[&\\\\%\\[\\]<" + INVISIBLE + _COMPAT + "]")
 _ASCII_TRIGGER = re.compile(r"[&\\%\[\]<]")  # the same, for ASCII text
 # An emphasis delimiter inside a word: a whole run of one to three of them between two word
 # characters (led by the delimiter, so the search skips to the delimiters).
@@ -134,7 +135,7 @@ _TOKEN_PARTS: tuple[tuple[str, str], ...] = (
     ("[", r"\[(?!REDACTED:)"),
     ("*~`", r"(?<=[A-Za-z0-9_-])[*~`]{1,3}(?=[A-Za-z0-9_-])"),
     ("<", rf"(?<=\S){_HTML_TAG}{{1,8}}|{_HTML_TAG}{{1,8}}(?=\S)"),
-    ("", r"[" + _INVISIBLE + r"]+|[" + _COMPAT + r"]"),
+    ("", r"[" + INVISIBLE + r"]+|[" + _COMPAT + r"]"),
 )
 _TOKEN = regex.compile("|".join(pattern for _, pattern in _TOKEN_PARTS))
 # The tokens but the markup dropped whole, which they may stand inside of (see :func:`unwrapped`).
@@ -164,9 +165,9 @@ _TOKEN_AT = {
 _JSON_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 # The first character of every token (each part of _TOKEN starts with one of them): the standard
 # engine skips to the next, where _TOKEN's own search tries every position (~40 ns a character).
-_TOKEN_LEAD = re.compile("[&\\\\%!\\[\\]*~`<" + _INVISIBLE + _COMPAT + "]")
+_TOKEN_LEAD = re.compile("[&\\\\%!\\[\\]*~`<" + INVISIBLE + _COMPAT + "]")
 _ASCII_TOKEN_LEAD = re.compile(r"[&\\%!\[\]*~`<]")  # the same, for ASCII text (twice as fast)
-_INNER_LEAD = (re.compile("[&\\\\%*~`" + _INVISIBLE + _COMPAT + "]"), re.compile(r"[&\\%*~`]"))
+_INNER_LEAD = (re.compile("[&\\\\%*~`" + INVISIBLE + _COMPAT + "]"), re.compile(r"[&\\%*~`]"))
 
 
 def tokens(text: str, begin: int = 0) -> Iterator[re.Match[str] | regex.Match[str]]:
@@ -197,130 +198,14 @@ def token_spans(text: str, begin: int, end: int) -> list[tuple[int, int, int]]:
             lead = leads.search(text, a + 1, end)
             continue
         b = found.end()
-        empty = text[a] in "[]*~`!<" or text[a] in _INVISIBLE_SET  # read as nothing
-        spans.append((a, b, 0 if empty else len(_decode(found.group()))))
+        empty = text[a] in "[]*~`!<" or text[a] in INVISIBLE_SET  # read as nothing
+        spans.append((a, b, 0 if empty else len(decode_token(found.group()))))
         lead = leads.search(text, b, end) if b < end else None
     return spans
 
 
-# ASCII classes and literals only: the standard engine reads it as the ``regex`` module does,
-# at a third of the cost (tests/test_policy_prechecks.py compares the two).
-_PARTIAL = re.compile(
-    r"(?:&(?:#[0-9]{0,7}|#[xX][0-9a-fA-F]{0,6}|[A-Za-z][A-Za-z0-9]{0,31})?"
-    r"|\\(?:u[0-9a-fA-F]{0,3})?|%[0-7]?)\Z"
-)
 LINK_URL_CHARS = 2048
 """The longest link URL a view reads through (``](…)``)."""
-# Markup not closed yet that a view may drop whole: a footnote reference, an image's alt text,
-# inline HTML inside a word, and inline HTML after a space or at the start (what follows it may
-# be a non-space, which makes it vanish too: ``Bearer <b></b`` + ``>7111…`` reads as a token).
-_CLOSED_MARKUP = regex.compile(r"(?:\[\^[^\[\]\s]{1,32}|!\[[^\[\]\n]{0,36})\]\Z")
-_MARKUP_OPEN = regex.compile(
-    r"(?:!?\[\^?[^\[\]\s]{0,32}|!"
-    r"|(?<=\S)(?:<[^<>\n]{0,80}>){0,8}<[^<>\n]{0,80}>?"
-    r"|(?:<[/!A-Za-z][^<>\n]{0,80}>){0,8}<(?:[/!A-Za-z][^<>\n]{0,80}>?)?)\Z"
-)
-
-
-# A run of emphasis delimiters right after a word character at the end (invisible characters
-# after it read as nothing): the next word character makes it vanish (``sk-**`` + ``abc``).
-_OPEN_DELIMITERS = re.compile(r"(?<=[A-Za-z0-9_-])[*~`]{1,3}[" + _INVISIBLE + r"]*\Z")
-
-
-def partial_token(text: str, begin: int = 0) -> int | None:
-    """Where a token begun at the end of ``text`` starts (``&#11``, ``\\u00``, ``%2``, ``\\``,
-    ``](https://…`` of a link not closed yet, ``**`` right after a word character), if at or
-    after ``begin``: more text may turn it into a character or into nothing, so a view of a text
-    that continues ends before it. A delimiter run that ends where such a token starts is held
-    with it (``sk-**`` + ``![a](https://…``: once the image closes, ``sk-`` joins what follows)."""
-    held = _partial_token(text, begin)
-    end = len(text) if held is None else held
-    if end > begin and (text[end - 1] in "*~`" or text[end - 1] in _INVISIBLE_SET):
-        run = _OPEN_DELIMITERS.search(text, max(begin, end - 8), end)
-        if run is not None:
-            return int(run.start())
-    return held
-
-
-def _partial_token(text: str, begin: int) -> int | None:
-    n = len(text)
-    floor = max(begin, n - 40)
-    tail = text[floor:]
-    if "&" in tail or "\\" in tail[-6:] or "%" in tail[-2:]:
-        found = _PARTIAL.search(text, floor)
-        if found is not None:
-            return int(found.start())
-    if "[" in tail or "!" in tail[-1:] or "<" in tail:
-        found = _MARKUP_OPEN.search(text, floor)
-        if found is not None:
-            return int(found.start())
-    # A link still open is the last "](" with no "(", ")" or space after it: so its "(" is the
-    # last "(" of the text (one fast search for a character, not for a pair back over 2 KB).
-    paren = text.rfind("(", max(begin, n - LINK_URL_CHARS - 2) + 1)
-    link = paren - 1 if paren > 0 and text[paren - 1] == "]" else -1
-    if link >= 0 and _LINK_OPEN.fullmatch(text, link + 2) is not None:
-        image = _CLOSED_MARKUP.search(text, max(begin, link - 40), link + 1)
-        return link if image is None or text[image.start()] != "!" else int(image.start())
-    if text.endswith("]", begin):
-        closed = _CLOSED_MARKUP.search(text, floor)  # ``[^1]`` or ``![alt]``: may vanish whole
-        return n - 1 if closed is None else int(closed.start())
-    return None
-
-
-_LINK_OPEN = regex.compile(r"[^()\s]*")
-
-
-def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
-    """Where a token begun at the end of ``text`` starts, in the raw text or once decoded (a
-    percent-encoded ``\\`` of a JSON escape: ``%5Cu00``); ``None`` when there is none.
-    ``tokens``: whether ``text[begin:]`` may hold tokens (:func:`has_tokens`)."""
-    held = partial_token(text, begin)
-    if not tokens:
-        return held
-    # Decoded with and without the raw token held: ``s\\`` + ``u00ad`` holds from the first
-    # backslash, as the decoded ``\`` may become ``\u00ad``.
-    for head in (text,) if held is None else (text, text[:held]):
-        if not has_tokens(head, begin):
-            continue
-        once, pieces = _decoded(head, begin)
-        inner = partial_token(once)
-        if inner is not None:
-            raw = _raw_start(pieces, inner) if inner < len(once) else len(head)
-            held = raw if held is None else min(raw, held)
-    return held
-
-
-def _decoded(text: str, begin: int) -> tuple[str, list[tuple[int, int, bool]]]:
-    """The text of :func:`_pass` over ``text[begin:]`` without breaks, and where each of its
-    pieces starts, ``(view index, raw index, decoded)``: a copied character ``i`` of a piece
-    came from ``raw + i - view``, a decoded one from ``raw`` (what ``_pass``'s per-character
-    lists hold, without building them)."""
-    out: list[str] = []
-    pieces: list[tuple[int, int, bool]] = []
-    pos = begin
-    size = 0
-    for match in tokens(text, begin):
-        a, b = match.span()
-        if a > pos:
-            pieces.append((size, pos, False))
-            out.append(text[pos:a])
-            size += a - pos
-        decoded = _decode(match.group())
-        if decoded:
-            pieces.append((size, a, True))
-            out.append(decoded)
-            size += len(decoded)
-        pos = b
-    if pos < len(text):
-        pieces.append((size, pos, False))
-        out.append(text[pos:])
-    return "".join(out), pieces
-
-
-def _raw_start(pieces: list[tuple[int, int, bool]], index: int) -> int:
-    """The raw start of character ``index`` of a :func:`_decoded` text."""
-    view_at, raw_at, decoded = pieces[bisect.bisect_right(pieces, (index, sys.maxsize)) - 1]
-    return raw_at if decoded else raw_at + index - view_at
 
 
 def has_tokens(text: str, start: int = 0) -> bool:
@@ -346,7 +231,7 @@ def unwrapped(text: str, begin: int = 0) -> View | None:
     return View(*_pass(text, *whole, begin, (), _INNER_TOKEN.finditer(text, begin)))
 
 
-def _decode(token: str) -> str:
+def decode_token(token: str) -> str:
     lead = token[0]
     if lead == "&":
         decoded = html.unescape(token)
@@ -358,7 +243,7 @@ def _decode(token: str) -> str:
         return _JSON_CONTROL.get(second, second) if len(token) == 2 else token
     if lead == "%":
         return chr(int(token[1:], 16))
-    if lead in "[]*~`!<" or lead in _INVISIBLE_SET:
+    if lead in "[]*~`!<" or lead in INVISIBLE_SET:
         return ""
     return unicodedata.normalize("NFKC", token)
 
@@ -366,7 +251,7 @@ def _decode(token: str) -> str:
 def _settled(decoded: str) -> str:
     """A decoded character as it reads: nothing when invisible (``\\u00ad``, ``&shy;``), its
     NFKC form when it is a compatibility character (``&#xff53;``)."""
-    if decoded in _INVISIBLE_SET:
+    if decoded in INVISIBLE_SET:
         return ""
     if _COMPAT_CHAR.fullmatch(decoded) is not None:
         return unicodedata.normalize("NFKC", decoded)
@@ -374,9 +259,9 @@ def _settled(decoded: str) -> str:
 
 
 _COMPAT_CHAR = regex.compile("[" + _COMPAT + "]")
-_INVISIBLE_SET = frozenset(
+INVISIBLE_SET = frozenset(
     regex.findall(
-        "[" + _INVISIBLE + "]", "".join(map(chr, [*range(0x10000), *range(0xE0000, 0xE0080)]))
+        "[" + INVISIBLE + "]", "".join(map(chr, [*range(0x10000), *range(0xE0000, 0xE0080)]))
     )
 )
 
@@ -442,7 +327,7 @@ def _pass(
     for match in tokens(text, begin) if found is None else found:
         a, b = match.span()
         copy(a)
-        decoded = _decode(match.group())
+        decoded = decode_token(match.group())
         out.append(decoded)
         new_starts.extend([starts[a]] * len(decoded))
         new_ends.extend([ends[b - 1]] * len(decoded))
@@ -535,4 +420,8 @@ def context_start(text: str, start: int) -> int:
 
 
 if sys.flags.optimize == 0:  # a cheap self-check of the table at import
-    assert _decode("&#45;") == "-" and _decode("\\u002d") == "-" and _decode("%2D") == "-"
+    assert (
+        decode_token("&#45;") == "-"
+        and decode_token("\\u002d") == "-"
+        and decode_token("%2D") == "-"
+    )

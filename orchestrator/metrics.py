@@ -49,7 +49,7 @@ from channels.base import ChannelHealth
 from channels.errors import ChannelRateLimited
 from orchestrator.store import RoundRecord
 
-__all__ = ["Metrics", "PoolCounts", "health_body"]
+__all__ = ["AdmissionCounts", "Metrics", "PoolCounts", "health_body"]
 
 _SECONDS_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
@@ -59,6 +59,13 @@ class PoolCounts(Protocol):
 
     waiting: int
     queued: int
+
+
+class AdmissionCounts(Protocol):
+    """A provider's stream-open admission as the metrics read it
+    (:class:`providers.open_admission.OpenAdmission`)."""
+
+    deferred: int
 
 
 class _PoolQueues(Collector):
@@ -78,11 +85,19 @@ class _PoolQueues(Collector):
             "Requests that waited for one of a provider's pooled connections",
             labels=["provider"],
         )
+        deferred = CounterMetricFamily(
+            "relaybot_provider_opens_deferred",
+            "Stream opens that waited for a later pass of the event loop (a burst of new replies)",
+            labels=["provider"],
+        )
         for name, queue in self._metrics.pool_queues().items():
             waiting.add_metric([name], queue.waiting)
             queued.add_metric([name], queue.queued)
+        for name, admission in self._metrics.open_admissions().items():
+            deferred.add_metric([name], admission.deferred)
         yield waiting
         yield queued
+        yield deferred
 
 
 def _entries(states: Mapping[str, ChannelHealth]) -> dict[str, dict[str, str]]:
@@ -179,6 +194,8 @@ class Metrics:
         self.pool_queues: Callable[[], Mapping[str, PoolCounts]] = dict
         """Each provider's pool queue (``waiting``, ``queued``) by name, read at each scrape
         (the daemon points it at its providers)."""
+        self.open_admissions: Callable[[], Mapping[str, AdmissionCounts]] = dict
+        """Each provider's stream-open admission (``deferred``) by name, read at each scrape."""
         registry.register(_PoolQueues(self))
 
     # -- observers the daemon wires in ---------------------------------------------------------

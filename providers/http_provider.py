@@ -37,6 +37,7 @@ import httpx
 from config.models import ProviderConfig
 from providers.base import ModelProvider
 from providers.http_stream import ReducedStream
+from providers.open_admission import OpenAdmission
 from providers.pool_queue import PoolQueue
 from providers.stream_reducer import StreamReducer
 from providers.transport import BodyStream, make_client, open_stream, post_json
@@ -81,6 +82,12 @@ class HttpModelProvider(ModelProvider):
         """The requests waiting for one of its client's connections (``None``: a client that
         :func:`~providers.transport.make_client` did not make)."""
         return getattr(self._client, "pool_queue", None)
+
+    @property
+    def open_admission(self) -> OpenAdmission | None:
+        """The stream opens waiting for a later pass of the event loop (``None``: a client that
+        :func:`~providers.transport.make_client` did not make)."""
+        return getattr(self._client, "open_admission", None)
 
     def supports_streaming(self) -> bool:
         return True

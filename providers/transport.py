@@ -62,6 +62,7 @@ from providers.errors import (
     ProviderTimeout,
     StreamProtocolError,
 )
+from providers.open_admission import OpenAdmission
 from providers.pool_queue import PoolQueue, watching
 from providers.status_errors import error_from_status
 from providers.transport_errors import connection_error, translated
@@ -105,10 +106,13 @@ class ProviderClient(httpx.AsyncClient):
     Attributes:
         max_connections: the most connections its pool holds.
         pool_queue: the requests waiting for one of them (counts, logged).
+        open_admission: the stream opens waiting for a later pass of the event loop
+            (:mod:`providers.open_admission`; counts, logged).
     """
 
     max_connections: int
     pool_queue: PoolQueue
+    open_admission: OpenAdmission
 
 
 async def _on_connection(
@@ -229,6 +233,7 @@ def make_client(
     )
     client.max_connections = max_connections
     client.pool_queue = queue
+    client.open_admission = OpenAdmission(name or base_url or "(no name)")
     return client
 
 
@@ -261,6 +266,8 @@ async def open_stream(
         ProviderConnectionError: could not connect, or a pool bound of the client ran out.
         ProviderError: a typed error for a non-2xx answer (see :func:`error_from_status`).
     """
+    if isinstance(client, ProviderClient):
+        await client.open_admission.admitted()
     request = client.build_request("POST", _parsed_url(url), json=json_body, headers=headers)
     scope = anyio.CancelScope()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import anyio
 
 from config.models import RelaybotConfig
-from orchestrator.metrics import Metrics, PoolCounts
+from orchestrator.metrics import AdmissionCounts, Metrics, PoolCounts
 from orchestrator.turn.rounds import ChainEntry, RoundRunner
 from providers.registry import build_provider
 
@@ -40,6 +40,7 @@ class ProviderChain:
         self.vision = False
         """Whether the first provider of the chain takes images."""
         metrics.pool_queues = self._pool_queues
+        metrics.open_admissions = self._open_admissions
         self._configured(config)
 
     def reconfigure(self, old: RelaybotConfig, new: RelaybotConfig) -> None:
@@ -93,6 +94,12 @@ class ProviderChain:
         chain = self.rounds.chain
         queues = {e.provider.name: getattr(e.provider, "pool_queue", None) for e in chain}
         return {name: queue for name, queue in queues.items() if queue is not None}
+
+    def _open_admissions(self) -> dict[str, AdmissionCounts]:
+        """The stream-open admission of each provider of the chain that has one."""
+        chain = self.rounds.chain
+        found = {e.provider.name: getattr(e.provider, "open_admission", None) for e in chain}
+        return {name: counts for name, counts in found.items() if counts is not None}
 
     async def aclose(self) -> None:
         """Close every provider, in the chain or left behind by a reload (shielded)."""

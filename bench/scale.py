@@ -3,7 +3,9 @@
 For each N (default 100, 200, 300, 400, 500, 1000) a fresh client process (pinned to one core with
 ``taskset``) starts N conversations at once against the loopback server (:mod:`bench.server`,
 on the other core; its collector set as ``relaybot run`` sets it, :mod:`orchestrator.ops.process`):
-``openai_chat`` provider with its default pool, the real round runner, turn
+``openai_chat`` provider with its default pool (1000 connections; ``max_connections: N`` above
+1000 conversations, as an operator serving that many at once sets it, so that every stream is
+open at once and none waits for a connection), the real round runner, turn
 loop, outbound policy, store (SQLite in a temporary directory) and delivery driver, into one
 :class:`bench.channels.RecordingChannel` (``partial`` mode, one write per second per chat as
 Telegram's default). Each answer is about 2 KB: ``deltas`` deltas of 11 characters, each
@@ -89,6 +91,7 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
     from orchestrator.turn.rounds import ChainEntry, RoundRunner
     from orchestrator.turn.runner import TurnRunner
     from providers.registry import build_provider
+    from providers.transport import DEFAULT_MAX_CONNECTIONS
 
     gap_us = 1_000_000 // RATE
     config = ProviderConfig(
@@ -96,6 +99,7 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
         base_url=url + "/v1",
         api_key="sk-bench",
         model=f"bench:{deltas}:{gap_us}:1",
+        max_connections=max(n, DEFAULT_MAX_CONNECTIONS),
     )
     provider = build_provider("bench", config)
     outcomes: list[str] = []

@@ -12,7 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal
 
 from providers.events import (
     Final,
@@ -258,23 +258,24 @@ def fold(events: Iterable[StreamEvent]) -> CompletionResponse:
     return folder.response()
 
 
-@runtime_checkable
-class PacedStream(Protocol):
+class PacedStream(ABC):
     """A stream read by reads, which its consumer may pace and take joined (architecture §5
-    "Read pacing"): every streaming provider's (:class:`providers.http_stream.ReducedStream`)."""
+    "Read pacing"): every streaming provider's (:class:`providers.http_stream.ReducedStream`).
+    A base class, not a runtime protocol: the round runner asks ``isinstance`` of every round's
+    stream, and an ABC answers from its cache where a runtime protocol looks up each method."""
 
+    @abstractmethod
     def pace_reads(self, wait: Callable[[], Awaitable[None] | None]) -> None:
         """Call ``wait()`` before each read of the body that follows a read whose events were
         all taken (not before the first), and await what it returns (``None``: read at once).
         What the server sends meanwhile waits in the socket: nothing is lost or reordered, and
         the byte-idle bound counts only time spent reading. A body whose reads bring one HTTP
         chunk each (a proxied request) is not paced: it is read as it arrives."""
-        ...
 
+    @abstractmethod
     def joined(self) -> AsyncIterator[StreamEvent]:
         """The same events with each read's adjacent text of one kind joined into one
         ``TextDelta``; iterated instead of the stream, from before its first event."""
-        ...
 
 
 class ModelProvider(ABC):

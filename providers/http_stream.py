@@ -45,6 +45,7 @@ from typing import Any, cast
 
 import anyio
 
+from providers.base import PacedStream
 from providers.bounded_json import MAX_FRAME_BYTES, parse_json
 from providers.errors import ProviderError, StreamProtocolError
 from providers.events import StreamEvent
@@ -59,7 +60,7 @@ chunk a server sends right after its final event, short enough that a server hol
 open (C08 B) delays the end of the stream by no more than this."""
 
 
-class ReducedStream:
+class ReducedStream(PacedStream):
     """``AsyncIterator[StreamEvent]`` over one streaming POST, decoded by ``reducer``.
 
     Args:

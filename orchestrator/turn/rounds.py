@@ -57,7 +57,6 @@ from providers.errors import (
     StreamTruncated,
 )
 from providers.events import StreamEvent, TextDelta
-from providers.http_stream import ReducedStream
 from providers.openai_chat import rejects_reasoning_effort
 
 __all__ = ["ChainEntry", "RoundFailed", "RoundResult", "RoundRunner", "RoundSink", "user_cause"]
@@ -316,8 +315,7 @@ class RoundRunner:
         cancels the task iterating it: the provider's connection is closed then too)."""
         stream = provider.stream(request)
         events: AsyncIterator[StreamEvent] = stream
-        # ReducedStream first: a runtime Protocol's isinstance looks up each of its methods.
-        if type(stream) is ReducedStream or isinstance(stream, PacedStream):
+        if isinstance(stream, PacedStream):
             # a read's text in one delta; reads paced
             events = stream.joined()
             if round_.pace is not None:

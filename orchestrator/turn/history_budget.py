@@ -29,6 +29,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from providers.base import ChatMessage, ToolSpec
 
@@ -95,6 +96,13 @@ def context_window(model: str, configured: int | None = None) -> int:
     as ``library/`` is ignored), else :data:`DEFAULT_WINDOW`."""
     if configured is not None:
         return configured
+    return _known_window(model)
+
+
+@lru_cache(maxsize=64)
+def _known_window(model: str) -> int:
+    """:func:`context_window` of a model without a configured one: the table is walked once
+    per model name, not on every request (a provider asks for one or two names)."""
     name = model.lower().rsplit("/", 1)[-1]
     for pattern, window in KNOWN_WINDOWS:
         if re.match(pattern, name):

@@ -145,9 +145,9 @@ def _median_of(s: dict[str, float], prefix: str) -> str:
 
 def _scale(smoke: bool) -> list[Row]:
     ns = (3,) if smoke else (100, 300, 400, 500, 700, 1000, 1200)
-    repeat = () if smoke else (500, 700)
+    repeat = () if smoke else (500, 700, 1000, 1200)
     spread = () if smoke else (500,)
-    uvloop = () if smoke or not _have("uvloop") else (300, 500, 700)
+    uvloop = () if smoke or not _have("uvloop") else (300, 500, 700, 1000, 1200)
     s = scale.run(ns, 10 if smoke else 186, uvloop, spread, repeat)
     rows: list[Row] = []
     for n in ns:

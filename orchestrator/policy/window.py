@@ -223,33 +223,11 @@ class RedactionWindow:
 
     def release(self) -> str:
         """End of a round: emit all but a trailing possible secret start."""
-        s = self._join()
-        s.carried = None
-        self._forget()
-        scan = self._redactor.scan(
-            s.text,
-            s.settled,
-            len(s.text),
-            open_end=True,
-            breaks=s.breaks,
-            context=self._context(s, s.settled),
-        )
-        return self._advance(scan.text, scan.cut, scan.open_at)
+        return self._scan_rest(open_end=True)
 
     def flush(self) -> str:
         """End of the reply: emit everything."""
-        s = self._join()
-        s.carried = None
-        self._forget()
-        scan = self._redactor.scan(
-            s.text,
-            s.settled,
-            len(s.text),
-            open_end=False,
-            breaks=s.breaks,
-            context=self._context(s, s.settled),
-        )
-        return self._advance(scan.text, scan.cut, None)
+        return self._scan_rest(open_end=False)
 
     def begin_round(self) -> WindowState:
         """A round starts; returns the state to :meth:`rollback` to if it is served again.
@@ -321,6 +299,23 @@ class RedactionWindow:
             self._counted = self._pending_chars = 0
         return s
 
+    def _scan_rest(self, *, open_end: bool) -> str:
+        """Scan and emit all held text, but with ``open_end`` a trailing possible secret start
+        (the end of a round, where more text may follow; else the end of the reply)."""
+        s = self._join()
+        s.carried = None
+        self._forget()
+        context, s.context = self._context(s, s.settled)
+        scan = self._redactor.scan(
+            s.text,
+            s.settled,
+            len(s.text),
+            open_end=open_end,
+            breaks=s.breaks,
+            context=context,
+        )
+        return self._advance(scan.text, scan.cut, scan.open_at if open_end else None)
+
     def _look(self) -> str:
         self._count()
         s = self._state
@@ -361,11 +356,13 @@ class RedactionWindow:
             start = proof.limit  # no match starts before it: a settled position
         found = None
         if self._reuse:
+            context, s.context = self._context(s, start)
             found = self._redactor.open_hits(
-                s.text, start, breaks=s.breaks, memo=self._memo, context=self._context(s, start)
+                s.text, start, breaks=s.breaks, memo=self._memo, context=context
             )
         if found is None:  # not reused, or a search ran out of time: its mask needs the stop
             self._proof = None
+            context, s.context = self._context(s, s.settled)
             scan = self._redactor.scan(
                 s.text,
                 s.settled,
@@ -373,7 +370,7 @@ class RedactionWindow:
                 open_end=True,
                 breaks=s.breaks,
                 memo=self._memo,
-                context=self._context(s, s.settled),
+                context=context,
             )
             return scan.text, scan.cut, scan.open_at, scan.first_hit
         hits, open_at = found
@@ -381,11 +378,11 @@ class RedactionWindow:
         return settled(s.text, hits, s.settled, ceiling, open_at, observer)
 
     @staticmethod
-    def _context(s: WindowState, start: int) -> int:
-        """Where the views of a scan from ``start`` begin; ``s.context`` becomes that of a
-        scan from ``settled``, for the next scan to look back from."""
-        context, s.context = view_context(s.text, s.context, start, s.settled)
-        return context
+    def _context(s: WindowState, start: int) -> tuple[int, int]:
+        """Where the views of a scan from ``start`` begin, and where those of a scan from
+        ``settled`` do: the caller keeps the latter in ``s.context`` for the next scan to look
+        back from (:func:`view_context`)."""
+        return view_context(s.text, s.context, start, s.settled)
 
     @staticmethod
     def _holdback_start(s: WindowState) -> int:

@@ -1,12 +1,12 @@
 """Stream opens admitted a batch per pass of the event loop (architecture §2 "Transport").
 
 Opening a provider stream costs CPU in the event loop (the request built and sent, a connection
-made, the headers parsed: about half a millisecond) before any of it reaches the chat. When many
-replies begin at once (a restart that finds a backlog of messages, a broadcast answered in many
-chats), every one of them opens its stream in the same pass of the loop, and the replies already
-streaming — their reads and their writes — wait behind all of those openings: their edits come
-late. And the streams then begin together, so their chats' writes keep coming due together,
-once a draft interval, for as long as they last.
+made, the headers parsed: 0.3 ms on loopback, more over TLS) before any of it reaches the chat.
+When many replies begin at once (a restart that finds a backlog of messages, a broadcast answered
+in many chats), every one of them opens its stream in the same pass of the loop, and the replies
+already streaming — their reads and their writes — wait behind all of those openings: their
+edits come late. And the streams then begin together, so their chats' writes keep coming due
+together, once a draft interval, for as long as they last.
 
 :class:`OpenAdmission` lets at most ``per_pass`` opens begin in one pass of the loop; the others
 wait for the following passes, in order, so the loop runs what is due between batches, and a

@@ -55,6 +55,7 @@ class OpenAdmission:
         self.deferred = 0
         self._per_pass = per_pass
         self._admitted = 0  # in the current pass
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the count is of
         self._waiters: deque[asyncio.Future[None]] = deque()
         self._in_burst = 0  # opens that waited since the burst began
 
@@ -62,10 +63,13 @@ class OpenAdmission:
         """Return once this open may begin: at once while the current pass has room, else in
         a later pass (in the order the opens came). Cancellation while waiting leaves no trace.
         """
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a loop that ended may have left its pass's count open
+            self._loop, self._admitted = loop, 0
+            self._waiters.clear()  # a wait of another loop can never be resumed here
         if self._admitted < self._per_pass and not self._waiters:
             self._count_one()
             return
-        loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
         self._waiters.append(waiter)
         if self.waiting == 0:
@@ -88,8 +92,8 @@ class OpenAdmission:
                 log.info("provider %s: %d stream opens waited", self.name, self._in_burst)
 
     def _count_one(self) -> None:
-        if self._admitted == 0:  # the first of this pass: the count ends with it
-            asyncio.get_running_loop().call_soon(self._next_pass)
+        if self._admitted == 0 and self._loop is not None:  # the first of this pass
+            self._loop.call_soon(self._next_pass)
         self._admitted += 1
 
     def _next_pass(self) -> None:

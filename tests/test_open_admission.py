@@ -132,6 +132,20 @@ def test_property_admissions_bounded_ordered_none_lost(
     assert admission.deferred <= len(arrivals)
 
 
+def test_a_new_event_loop_starts_a_new_count() -> None:
+    # The first loop ends before its next pass, the pass's count still open: the next loop
+    # admits as many at once, and the one beyond them a pass later (none waits for good).
+    admission = OpenAdmission("p", per_pass=2)
+
+    async def opens(n: int) -> None:
+        for _ in range(n):
+            await admission.admitted()
+
+    asyncio.run(opens(2))
+    asyncio.run(asyncio.wait_for(opens(3), timeout=5))
+    assert admission.deferred == 1 and admission.waiting == 0
+
+
 def test_per_pass_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         OpenAdmission("p", per_pass=0)

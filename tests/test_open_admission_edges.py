@@ -17,6 +17,8 @@ import anyio.lowlevel
 import pytest
 
 from config.models import RelaybotConfig
+from orchestrator.metrics import Metrics
+from orchestrator.turn.provider_chain import ProviderChain
 from providers.base import ChatMessage, ChatRequest, ModelProvider
 from providers.errors import ProviderError
 from providers.events import TextDelta
@@ -24,6 +26,7 @@ from providers.open_admission import OPENS_PER_PASS, OpenAdmission
 from providers.openai_chat import OpenAIChatProvider
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import provider_config, text_answer
+from tests.test_transport_bounds import _scraped
 
 PATH = "/v1/chat/completions"
 REQUEST = ChatRequest(messages=(ChatMessage("user", "hi"),))
@@ -302,3 +305,50 @@ async def test_opens_that_fail_after_admission_hold_nothing() -> None:
     assert len(failures) == 3 * OPENS_PER_PASS
     assert later == ["one two"] * (3 * OPENS_PER_PASS)
     assert admission.waiting == 0 and admission.deferred == 2 * (3 * OPENS_PER_PASS - 4)
+
+
+async def test_the_scraped_counter_never_goes_back_across_a_reload() -> None:
+    # A burst on "small", then a reload that changes its config (a new provider, a new
+    # admission), then another burst: the counter of the opens that waited only grows.
+    body = text_answer("one two")
+    burst = OPENS_PER_PASS + 3
+    async with ProviderServer() as server:
+        server.script(PATH, Reply(body=body))
+        old = _config(_settings(server))
+        new = _config(_settings(server, timeout_secs=77))
+        metrics = Metrics()
+        chain = ProviderChain(old, metrics)
+        scraped: list[float] = []
+        try:
+            first = chain.rounds.chain[0].provider
+            await _burst_of(burst, lambda: _text(first))
+            scraped.append(_scraped(metrics, "relaybot_provider_opens_deferred_total"))
+            chain.reconfigure(old, new)
+            second = chain.rounds.chain[0].provider
+            assert second is not first
+            scraped.append(_scraped(metrics, "relaybot_provider_opens_deferred_total"))
+            await _burst_of(burst, lambda: _text(second))
+            scraped.append(_scraped(metrics, "relaybot_provider_opens_deferred_total"))
+        finally:
+            await chain.aclose()
+    assert scraped == [3, 3, 6]
+
+
+async def test_opens_of_a_chat_on_a_model_alias_are_counted() -> None:
+    # A chat on a model alias is served by a provider of its own (its own client): the opens
+    # that waited there are scraped under the provider's name with the chain's.
+    body = text_answer("one two")
+    burst = OPENS_PER_PASS + 3
+    async with ProviderServer() as server:
+        server.script(PATH, Reply(body=body))
+        config = _config(_settings(server), models={"big": {"provider": "small", "model": "m2"}})
+        metrics = Metrics()
+        chain = ProviderChain(config, metrics)
+        try:
+            aliased = chain.rounds_for(config, "big").chain[0].provider
+            assert aliased is not chain.rounds.chain[0].provider
+            results = await _burst_of(burst, lambda: _text(aliased))
+        finally:
+            await chain.aclose()
+    assert results == ["one two"] * burst
+    assert _scraped(metrics, "relaybot_provider_opens_deferred_total") == 3

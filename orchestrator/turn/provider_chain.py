@@ -14,6 +14,8 @@ rest of ``agent.providers`` as its fallbacks; built once per alias and config.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import anyio
 
 from config.models import RelaybotConfig
@@ -96,10 +98,18 @@ class ProviderChain:
         return {name: queue for name, queue in queues.items() if queue is not None}
 
     def _open_admissions(self) -> dict[str, AdmissionCounts]:
-        """The stream-open admission of each provider of the chain that has one."""
-        chain = self.rounds.chain
-        found = {e.provider.name: getattr(e.provider, "open_admission", None) for e in chain}
-        return {name: counts for name, counts in found.items() if counts is not None}
+        """The opens that waited, by provider name, summed over every provider this chain
+        built (the chain's, those a reload left behind, the model aliases'), so the counter
+        never goes back at a reload and a chat on an alias is counted too."""
+        aliased = [rounds.chain[0] for _, rounds in self._aliases.values()]
+        built = {id(e.provider): e.provider for e in (*self.rounds.chain, *self._retired, *aliased)}
+        totals: dict[str, AdmissionCounts] = {}
+        for provider in built.values():
+            admission = getattr(provider, "open_admission", None)
+            if admission is not None:
+                total = totals.setdefault(provider.name, _Deferred())
+                total.deferred += admission.deferred
+        return totals
 
     async def aclose(self) -> None:
         """Close every provider, in the chain or left behind by a reload (shielded)."""
@@ -107,6 +117,13 @@ class ProviderChain:
         for entry in (*self.rounds.chain, *self._retired, *aliased):
             with anyio.CancelScope(shield=True):
                 await entry.provider.aclose()
+
+
+@dataclass
+class _Deferred:
+    """Opens that waited, summed over a provider name's admissions."""
+
+    deferred: int = 0
 
 
 def _entry(config: RelaybotConfig, name: str) -> ChainEntry:

@@ -352,3 +352,17 @@ async def test_opens_of_a_chat_on_a_model_alias_are_counted() -> None:
             await chain.aclose()
     assert results == ["one two"] * burst
     assert _scraped(metrics, "relaybot_provider_opens_deferred_total") == 3
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        test_waits_cancelled_by_cancel_scopes_lose_nothing_and_a_later_burst_opens,
+        test_opens_that_fail_after_admission_hold_nothing,
+    ],
+)
+def test_the_same_over_real_sockets_on_uvloop(
+    scenario: Callable[[], Coroutine[Any, Any, None]],
+) -> None:
+    pytest.importorskip("uvloop")
+    anyio.run(scenario, backend_options={"use_uvloop": True})

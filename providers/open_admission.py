@@ -43,7 +43,7 @@ class OpenAdmission:
         per_pass: admissions per pass of the loop (at least 1).
 
     Attributes:
-        waiting: opens waiting for a later pass now.
+        waiting: opens waiting for a later pass of the running loop now.
         deferred: opens that waited, in all.
     """
 
@@ -67,6 +67,7 @@ class OpenAdmission:
         if loop is not self._loop:  # a loop that ended may have left its pass's count open
             self._loop, self._admitted = loop, 0
             self._waiters.clear()  # a wait of another loop can never be resumed here
+            self.waiting = self._in_burst = 0  # nor ever end in this loop's count
         if self._admitted < self._per_pass and not self._waiters:
             self._count_one()
             return
@@ -87,9 +88,10 @@ class OpenAdmission:
         try:
             await waiter
         finally:
-            self.waiting -= 1
-            if self.waiting == 0:
-                log.info("provider %s: %d stream opens waited", self.name, self._in_burst)
+            if self._loop is loop:  # a wait of a closed loop ended by its task's collection
+                self.waiting -= 1
+                if self.waiting == 0:
+                    log.info("provider %s: %d stream opens waited", self.name, self._in_burst)
 
     def _count_one(self) -> None:
         if self._admitted == 0 and self._loop is not None:  # the first of this pass

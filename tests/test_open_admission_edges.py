@@ -366,3 +366,36 @@ def test_the_same_over_real_sockets_on_uvloop(
 ) -> None:
     pytest.importorskip("uvloop")
     anyio.run(scenario, backend_options={"use_uvloop": True})
+
+
+def test_a_new_loop_starts_its_own_waiting_count_and_burst_log(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A loop closed with opens still queued, their tasks kept (never resumed): the next loop's
+    # waiting count is its own (back to 0 once its burst has passed), and its burst is logged.
+    caplog.set_level("INFO", logger="providers.open_admission")
+    admission = OpenAdmission("p", per_pass=2)
+    kept: list[asyncio.Future[None]] = []
+    loop = asyncio.new_event_loop()
+
+    async def first() -> None:
+        kept.extend(asyncio.ensure_future(admission.admitted()) for _ in range(8))
+        await asyncio.sleep(0)
+
+    try:
+        loop.run_until_complete(first())
+    finally:
+        loop.close()
+    caplog.clear()
+
+    async def later() -> None:
+        await asyncio.wait_for(asyncio.gather(*(admission.admitted() for _ in range(7))), 5)
+
+    asyncio.run(later())
+    waiting = admission.waiting
+    lines = [r.getMessage() for r in caplog.records if r.name == "providers.open_admission"]
+    kept.clear()
+    gc.collect()  # the dead loop's tasks go now: they change nothing of the live count
+    assert waiting == 0 and admission.waiting == 0
+    assert lines[0].startswith("provider p: more than 2 streams opening at once")
+    assert lines[1:] == ["provider p: 5 stream opens waited"]

@@ -262,8 +262,6 @@ class Redactor:
                     break
                 raw_hits.append(hit)
             return raw_hits, open_raw
-        if memo is not None:
-            memo.ruled.clear()
         views: list[View | None] = [None]
         decoded = normalised(text, begin) if tokens else None
         if decoded is not None:
@@ -298,12 +296,14 @@ class Redactor:
         for order, view in enumerate(views):
             if self._timeouts != timeouts:
                 break  # a view timed out and masked the scanned text: the others add nothing
+            searches = memo  # the raw text's remembered searches (the first view) only
+            memo = None
             if view is None:
                 vtext, vstart, vstop = text, start, stop
             else:
                 vtext, vstart = view.text, view.view_index(start)
                 vstop = view.view_index(stop)
-            for hit in self._hits(vtext, vstart, vstop, open_end=open_end):
+            for hit in self._hits(vtext, vstart, vstop, open_end=open_end, memo=searches):
                 if isinstance(hit, int):
                     raw = hit if view is None else view.raw_start(hit)
                     open_at = raw if open_at is None else min(open_at, raw)

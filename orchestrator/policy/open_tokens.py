@@ -18,7 +18,6 @@ from orchestrator.policy.views import (
     INVISIBLE_SET,
     LINK_URL_CHARS,
     decode_token,
-    has_tokens,
     tokens,
 )
 
@@ -76,7 +75,9 @@ def _partial_token(text: str, begin: int) -> int | None:
     # A link still open is the last "](" with no "(", ")" or space after it: so its "(" is the
     # last "(" of the text (one fast search for a character, not for a pair back over 2 KB).
     paren = text.rfind("(", max(begin, n - LINK_URL_CHARS - 2) + 1)
-    link = paren - 1 if paren > 0 and text[paren - 1] == "]" else -1
+    link = -1
+    if paren > 0 and text[paren - 1] == "]" and text.find(")", paren) < 0:  # ")": closed
+        link = paren - 1
     if link >= 0 and _LINK_OPEN.fullmatch(text, link + 2) is not None:
         image = _CLOSED_MARKUP.search(text, max(begin, link - 40), link + 1)
         return link if image is None or text[image.start()] != "!" else int(image.start())
@@ -99,9 +100,10 @@ def held_from(text: str, begin: int = 0, *, tokens: bool = True) -> int | None:
     # Decoded with and without the raw token held: ``s\\`` + ``u00ad`` holds from the first
     # backslash, as the decoded ``\`` may become ``\u00ad``.
     for head in (text,) if held is None else (text, text[:held]):
-        if not has_tokens(head, begin):
+        decoded = _decoded_tokens(head, begin)  # None as :func:`has_tokens` is false
+        if decoded is None:
             continue
-        once, pieces = _decoded(head, begin)
+        once, pieces = decoded
         inner = partial_token(once)
         if inner is not None:
             raw = _raw_start(pieces, inner) if inner < len(once) else len(head)
@@ -114,11 +116,22 @@ def _decoded(text: str, begin: int) -> tuple[str, list[tuple[int, int, bool]]]:
     pieces starts, ``(view index, raw index, decoded)``: a copied character ``i`` of a piece
     came from ``raw + i - view``, a decoded one from ``raw`` (what ``_pass``'s per-character
     lists hold, without building them)."""
+    decoded = _decoded_tokens(text, begin)
+    if decoded is not None:
+        return decoded
+    return text[begin:], [(0, begin, False)] if begin < len(text) else []
+
+
+def _decoded_tokens(text: str, begin: int) -> tuple[str, list[tuple[int, int, bool]]] | None:
+    """:func:`_decoded`, or ``None`` when ``text[begin:]`` holds no token (:func:`tokens`
+    finds one exactly where :func:`has_tokens` is true)."""
     out: list[str] = []
     pieces: list[tuple[int, int, bool]] = []
     pos = begin
     size = 0
+    found = False
     for match in tokens(text, begin):
+        found = True
         a, b = match.span()
         if a > pos:
             pieces.append((size, pos, False))
@@ -133,7 +146,7 @@ def _decoded(text: str, begin: int) -> tuple[str, list[tuple[int, int, bool]]]:
     if pos < len(text):
         pieces.append((size, pos, False))
         out.append(text[pos:])
-    return "".join(out), pieces
+    return ("".join(out), pieces) if found else None
 
 
 def _raw_start(pieces: list[tuple[int, int, bool]], index: int) -> int:

@@ -66,17 +66,16 @@ Three more readings keep the raw positions or cost nothing where they do not app
 
 from __future__ import annotations
 
-import bisect
 import html
 import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 
 import regex
 
 from orchestrator.policy.folding import folded
+from orchestrator.policy.view_map import View
 
 __all__ = [
     "BREAK",
@@ -227,8 +226,7 @@ def unwrapped(text: str, begin: int = 0) -> View | None:
         return None
     if not any(m[0][0] in "![]<" and _INNER_TOKEN.search(m[0]) for m in tokens(text, begin)):
         return None
-    whole = range(len(text)), range(1, len(text) + 1)
-    return View(*_pass(text, *whole, begin, (), _INNER_TOKEN.finditer(text, begin)))
+    return _run_pass(text, begin, (), _INNER_TOKEN.finditer(text, begin))
 
 
 def decode_token(token: str) -> str:
@@ -264,30 +262,6 @@ INVISIBLE_SET = frozenset(
         "[" + INVISIBLE + "]", "".join(map(chr, [*range(0x10000), *range(0xE0000, 0xE0080)]))
     )
 )
-
-
-@dataclass(frozen=True, slots=True)
-class View:
-    """A view of a raw text: view character ``i`` came from raw ``[starts[i], ends[i])``."""
-
-    text: str
-    starts: list[int]
-    ends: list[int]
-
-    def raw_start(self, index: int) -> int:
-        """The raw index where view index ``index`` begins (``index`` may be ``len(text)``)."""
-        return self.starts[index] if index < len(self.starts) else self._end()
-
-    def raw_end(self, index: int) -> int:
-        """The raw index where the view text up to ``index`` (exclusive) ends."""
-        return self.ends[index - 1] if index > 0 else (self.starts[0] if self.starts else 0)
-
-    def view_index(self, raw: int) -> int:
-        """The first view index whose raw start is at or after ``raw``."""
-        return bisect.bisect_left(self.starts, raw)
-
-    def _end(self) -> int:
-        return self.ends[-1] if self.ends else 0
 
 
 def _pass(
@@ -352,10 +326,72 @@ def normalised(
     if not decode:
         view_text, v_starts, v_ends = _pass_breaks(text, starts, ends, begin, breaks)
         return View(view_text, v_starts, v_ends)
-    view_text, v_starts, v_ends = _pass(text, starts, ends, begin, breaks)
-    if next(tokens(view_text), None) is not None:
-        view_text, v_starts, v_ends = _pass(view_text, v_starts, v_ends, 0, ())
-    return View(view_text, v_starts, v_ends)
+    view = _run_pass(text, begin, breaks)
+    if next(tokens(view.text), None) is None:
+        return view
+    return View(*_pass(view.text, view.starts, view.ends, 0, ()))
+
+
+def _run_pass(
+    text: str,
+    begin: int,
+    breaks: Sequence[int],
+    found: Iterable[re.Match[str] | regex.Match[str]] | None = None,
+) -> View:
+    """:func:`_pass` over the raw ``text[begin:]`` (character ``i`` came from ``[i, i + 1)``), its
+    view held as runs (:meth:`View.of_runs`): one per copied run, decoded token and break."""
+    out: list[str] = []
+    firsts: list[int] = []
+    raws: list[int] = []
+    run_ends: list[int] = []
+    pending = [at for at in reversed(breaks) if at >= begin]
+    pos = begin
+    size = 0
+
+    def copy(stop: int) -> None:
+        nonlocal pos, size
+        while pending and pending[-1] < stop:
+            at = max(pending.pop(), pos)
+            if at > pos:
+                out.append(text[pos:at])
+                firsts.append(size)
+                raws.append(pos)
+                run_ends.append(-1)
+                size += at - pos
+            pos = at
+            out.append(BREAK)
+            firsts.append(size)
+            raws.append(at)
+            run_ends.append(at)
+            size += 1
+        if stop > pos:
+            out.append(text[pos:stop])
+            firsts.append(size)
+            raws.append(pos)
+            run_ends.append(-1)
+            size += stop - pos
+        pos = stop
+
+    for match in tokens(text, begin) if found is None else found:
+        a, b = match.span()
+        copy(a)
+        decoded = decode_token(match.group())
+        if decoded:
+            out.append(decoded)
+            firsts.append(size)
+            raws.append(a)
+            run_ends.append(b)
+            size += len(decoded)
+        pos = b
+    copy(len(text))
+    while pending:  # breaks at the very end
+        pending.pop()
+        out.append(BREAK)
+        firsts.append(size)
+        raws.append(len(text))
+        run_ends.append(len(text))
+        size += 1
+    return View.of_runs("".join(out), firsts, raws, run_ends)
 
 
 def _pass_breaks(

@@ -189,9 +189,15 @@ class RedactionWindow:
             reference the tests compare with: the same text in the end, and after every call
             one window has emitted a prefix of what the other has, as a look may stop at
             another possible secret start).
+        remember_searches: let a look search each shape from where the last look's search
+            of it stopped (:class:`~orchestrator.policy.searches.SearchMemo`); ``False``
+            searches from the scan's start at every look (the reference the tests compare
+            with: the same output after every call).
     """
 
-    def __init__(self, redactor: Redactor, *, reuse_proofs: bool = True) -> None:
+    def __init__(
+        self, redactor: Redactor, *, reuse_proofs: bool = True, remember_searches: bool = True
+    ) -> None:
         self._redactor = redactor
         self._reuse = reuse_proofs and redactor.prefix_closed
         self._state = WindowState()
@@ -203,7 +209,7 @@ class RedactionWindow:
         self._pending_chars = 0
         # What the looks' searches ruled out in the held text (positions into ``_state.text``):
         # a look searches each shape from where the last one stopped, not from ``settled``.
-        self._memo = SearchMemo()
+        self._memo = SearchMemo() if remember_searches else None
         # What the last full scan proved (positions into ``_state.text``): looks whose ceiling
         # lies within it cut their output from it without searching again.
         self._proof: Proof | None = None
@@ -267,7 +273,8 @@ class RedactionWindow:
     def _forget(self) -> None:
         """The text was replaced or will be scanned otherwise: what earlier looks learnt about
         it no longer holds."""
-        self._memo.clear()
+        if self._memo is not None:
+            self._memo.clear()
         self._proof = None
 
     def _count(self) -> None:
@@ -411,7 +418,8 @@ class RedactionWindow:
             drop = min(cut - CONTEXT_CHARS, s.context)
             s.context -= drop
             s.text = s.text[drop:]
-            self._memo.shift(drop)
+            if self._memo is not None:
+                self._memo.shift(drop)
             self._proof = None
             cut -= drop
             s.run_from = max(0, s.run_from - drop)

@@ -5,12 +5,21 @@ from a little before it: the patterns look back at most 14 characters *of the vi
 raw characters, that context can be too short or cut a token apart: ``?`` + a link's
 ``](https://…)`` + ``api_key=…`` reads as ``?api_key=…`` (a URL credential) only if the view
 starts before the ``?``, and so does ``?&shy;&shy;&shy;&shy;`` + ``token=…``. :func:`view_context`
-counts the context in view characters and never begins inside a token.
+counts the context in view characters and never begins inside a token — of the first decoding
+pass, and of the second where the first may make one (``[postgres]`` + an image the view drops +
+``(https://…)`` is a link only then, read as ``postgres``).
 """
 
 from __future__ import annotations
 
-from orchestrator.policy.views import LINK_URL_CHARS, VIEW_CONTEXT_CHARS, token_spans
+from orchestrator.policy.view_map import View
+from orchestrator.policy.views import (
+    LINK_URL_CHARS,
+    VIEW_CONTEXT_CHARS,
+    decode_token,
+    first_pass,
+    token_spans,
+)
 
 __all__ = ["VIEW_CONTEXT_REACH", "view_context"]
 
@@ -34,7 +43,42 @@ def view_context(text: str, safe: int, start: int, settled: int | None = None) -
     other = start if settled is None else min(settled, start)
     spans = token_spans(text, safe, start)
     here = _looked_back(spans, safe, start)
-    return here, here if other == start else _looked_back(spans, safe, other)
+    there = here if other == start else _looked_back(spans, safe, other)
+    if spans and _may_join(text, spans, start):
+        # The second decoding pass reads tokens the first one made: ``[postgres]`` + an image
+        # the view drops + ``(https://…)`` is a link there, read as ``postgres``. Counted in
+        # characters of that view too, and never inside one of its tokens.
+        view = first_pass(text, safe)
+        here = min(here, _looked_back_twice(view, start))
+        there = here if other == start else min(there, _looked_back_twice(view, other))
+    return here, there
+
+
+_LEADS = frozenset("&\\%[]<!*~`")
+"""The characters a token may begin with or hold as its delimiters (:mod:`views`)."""
+
+
+def _may_join(text: str, spans: list[tuple[int, int, int]], start: int) -> bool:
+    """Whether the first decoding pass of ``text`` may make a token before ``start``: a token
+    of it beside a character a token begins with, or decoded to one."""
+    for a, b, size in spans:
+        if a >= start:
+            break
+        if (a > 0 and text[a - 1] in _LEADS) or (b < len(text) and text[b] in _LEADS):
+            return True
+        if size and not _LEADS.isdisjoint(decode_token(text[a:b])):
+            return True
+    return False
+
+
+def _looked_back_twice(view: View, start: int) -> int:
+    """:func:`view_context` of raw ``start`` counted in the characters of the second pass:
+    :func:`_looked_back` over the tokens of the first pass's ``view``, mapped back to raw."""
+    at = view.view_index(start)
+    spans = token_spans(view.text, 0, at)
+    if not spans:
+        return start
+    return view.raw_start(_looked_back(spans, 0, at))
 
 
 def _looked_back(spans: list[tuple[int, int, int]], safe: int, start: int) -> int:

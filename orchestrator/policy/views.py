@@ -88,6 +88,7 @@ __all__ = [
     "aligned",
     "context_start",
     "decode_token",
+    "first_pass",
     "folded",
     "has_tokens",
     "normalised",
@@ -314,6 +315,12 @@ def _pass(
         new_starts.append(raw)
         new_ends.append(raw)
     return "".join(out), new_starts, new_ends
+
+
+def first_pass(text: str, begin: int = 0) -> View:
+    """The view of ``text[begin:]`` after one decoding pass (:func:`normalised` decodes what
+    that view still holds once more)."""
+    return _run_pass(text, begin, ())
 
 
 def normalised(

@@ -26,27 +26,11 @@ from providers.open_admission import OPENS_PER_PASS, OpenAdmission
 from providers.openai_chat import OpenAIChatProvider
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import provider_config, text_answer
+from tests.test_open_admission import _Passes
 from tests.test_transport_bounds import _scraped
 
 PATH = "/v1/chat/completions"
 REQUEST = ChatRequest(messages=(ChatMessage("user", "hi"),))
-
-
-class _Passes:
-    """Counts the passes of the running loop: a callback that schedules itself each pass."""
-
-    def __init__(self) -> None:
-        self.now = 0
-        self._on = True
-        asyncio.get_running_loop().call_soon(self._tick)
-
-    def _tick(self) -> None:
-        self.now += 1
-        if self._on:
-            asyncio.get_running_loop().call_soon(self._tick)
-
-    def stop(self) -> None:
-        self._on = False
 
 
 async def _text(provider: ModelProvider) -> str:

@@ -21,6 +21,7 @@ import anyio
 from config.models import RelaybotConfig
 from orchestrator.metrics import AdmissionCounts, Metrics, PoolCounts
 from orchestrator.turn.rounds import ChainEntry, RoundRunner
+from providers.base import ModelProvider
 from providers.registry import build_provider
 
 __all__ = ["ProviderChain"]
@@ -91,20 +92,32 @@ class ProviderChain:
         self.vision = config.providers[config.agent.providers[0]].vision
         self._metrics.set_providers(list(config.agent.providers))
 
+    def _built(self) -> list[ModelProvider]:
+        """Every provider this chain built, once each: the chain's, those a reload left
+        behind, the model aliases'."""
+        aliased = [rounds.chain[0] for _, rounds in self._aliases.values()]
+        built = {id(e.provider): e.provider for e in (*self.rounds.chain, *self._retired, *aliased)}
+        return list(built.values())
+
     def _pool_queues(self) -> dict[str, PoolCounts]:
-        """The pool queue of each provider of the chain that has one."""
-        chain = self.rounds.chain
-        queues = {e.provider.name: getattr(e.provider, "pool_queue", None) for e in chain}
-        return {name: queue for name, queue in queues.items() if queue is not None}
+        """The requests waiting for a pooled connection (now, and in all), by provider name,
+        summed over every provider this chain built (:meth:`_built`), so the counter never
+        goes back at a reload and a chat on an alias is counted too."""
+        totals: dict[str, PoolCounts] = {}
+        for provider in self._built():
+            queue = getattr(provider, "pool_queue", None)
+            if queue is not None:
+                total = totals.setdefault(provider.name, _Pooled())
+                total.waiting += queue.waiting
+                total.queued += queue.queued
+        return totals
 
     def _open_admissions(self) -> dict[str, AdmissionCounts]:
         """The opens that waited, by provider name, summed over every provider this chain
-        built (the chain's, those a reload left behind, the model aliases'), so the counter
-        never goes back at a reload and a chat on an alias is counted too."""
-        aliased = [rounds.chain[0] for _, rounds in self._aliases.values()]
-        built = {id(e.provider): e.provider for e in (*self.rounds.chain, *self._retired, *aliased)}
+        built (:meth:`_built`), so the counter never goes back at a reload and a chat on an
+        alias is counted too."""
         totals: dict[str, AdmissionCounts] = {}
-        for provider in built.values():
+        for provider in self._built():
             admission = getattr(provider, "open_admission", None)
             if admission is not None:
                 total = totals.setdefault(provider.name, _Deferred())
@@ -124,6 +137,14 @@ class _Deferred:
     """Opens that waited, summed over a provider name's admissions."""
 
     deferred: int = 0
+
+
+@dataclass
+class _Pooled:
+    """Requests waiting for a pooled connection, summed over a provider name's pools."""
+
+    waiting: int = 0
+    queued: int = 0
 
 
 def _entry(config: RelaybotConfig, name: str) -> ChainEntry:

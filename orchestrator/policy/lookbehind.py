@@ -15,6 +15,7 @@ from __future__ import annotations
 from orchestrator.policy.view_map import View
 from orchestrator.policy.views import (
     LINK_URL_CHARS,
+    TOKEN_LEADS,
     VIEW_CONTEXT_CHARS,
     decode_token,
     first_pass,
@@ -54,19 +55,15 @@ def view_context(text: str, safe: int, start: int, settled: int | None = None) -
     return here, there
 
 
-_LEADS = frozenset("&\\%[]<!*~`")
-"""The characters a token may begin with or hold as its delimiters (:mod:`views`)."""
-
-
 def _may_join(text: str, spans: list[tuple[int, int, int]], start: int) -> bool:
     """Whether the first decoding pass of ``text`` may make a token before ``start``: a token
     of it beside a character a token begins with, or decoded to one."""
     for a, b, size in spans:
         if a >= start:
             break
-        if (a > 0 and text[a - 1] in _LEADS) or (b < len(text) and text[b] in _LEADS):
+        if (a > 0 and text[a - 1] in TOKEN_LEADS) or (b < len(text) and text[b] in TOKEN_LEADS):
             return True
-        if size and not _LEADS.isdisjoint(decode_token(text[a:b])):
+        if size and not TOKEN_LEADS.isdisjoint(decode_token(text[a:b])):
             return True
     return False
 

@@ -82,6 +82,7 @@ __all__ = [
     "INVISIBLE",
     "INVISIBLE_SET",
     "LINK_URL_CHARS",
+    "TOKEN_LEADS",
     "VIEW_CONTEXT_CHARS",
     "WHITE_SPACE",
     "View",
@@ -138,6 +139,8 @@ _TOKEN_PARTS: tuple[tuple[str, str], ...] = (
     ("", r"[" + INVISIBLE + r"]+|[" + _COMPAT + r"]"),
 )
 _TOKEN = regex.compile("|".join(pattern for _, pattern in _TOKEN_PARTS))
+TOKEN_LEADS = frozenset("".join(leads for leads, _ in _TOKEN_PARTS))
+"""The ASCII characters a token begins with or holds as its delimiters."""
 # The tokens but the markup dropped whole, which they may stand inside of (see :func:`unwrapped`).
 _INNER_TOKEN = regex.compile("|".join(p for c, p in _TOKEN_PARTS if c not in "![]<" or not c))
 # The tokens that start with one ASCII character: only they can match where it stands, in the

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from config.models import AgentConfig, PolicyConfig, ProviderConfig
+from config.models import AgentConfig, PolicyConfig, ProviderConfig, RelaybotConfig
 from orchestrator.policy import OutboundPolicy
 from orchestrator.store import Store
 from orchestrator.tools.registry import Tool, ToolRegistry, builtin_tools
@@ -19,12 +19,29 @@ from tests.peers.provider_server import ProviderServer
 
 __all__ = [
     "RecordingTools",
+    "chain_config",
     "make_turns",
     "provider_config",
     "sse",
     "text_answer",
     "tool_call_stream",
 ]
+
+
+def chain_config(
+    server: ProviderServer, agent: Mapping[str, Any] | None = None, **overrides: Any
+) -> RelaybotConfig:
+    """A whole config: one provider ``small`` on ``server`` (:func:`provider_config` with
+    ``overrides``, its key given), the agent on it (with ``agent``'s settings), a console."""
+    settings = provider_config(server, **overrides).model_dump(mode="json")
+    settings["api_key"] = "sk-test-key"
+    return RelaybotConfig.model_validate(
+        {
+            "providers": {"small": settings},
+            "agent": {"providers": ["small"], **(agent or {})},
+            "channels": {"term": {"kind": "console"}},
+        }
+    )
 
 
 def sse(*payloads: Any) -> bytes:

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from config.models import RelaybotConfig
 from orchestrator.metrics import Metrics
 from orchestrator.turn.provider_chain import ProviderChain
 from providers.base import ChatMessage, ChatRequest
@@ -22,7 +21,7 @@ from providers.events import TextDelta
 from providers.open_admission import OPENS_PER_PASS, OpenAdmission
 from providers.openai_chat import OpenAIChatProvider
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.pipeline import provider_config, text_answer
+from tests.pipeline import chain_config, text_answer
 
 PATH = "/v1/chat/completions"
 
@@ -166,15 +165,7 @@ async def test_a_burst_of_streams_opens_per_pass_counted_and_logged(
     caplog.set_level("INFO", logger="providers.open_admission")
     async with ProviderServer() as server:
         server.script(PATH, Reply(body=body))
-        settings_ = provider_config(server).model_dump(mode="json")
-        settings_["api_key"] = "sk-test-key"
-        config = RelaybotConfig.model_validate(
-            {
-                "providers": {"small": settings_},
-                "agent": {"providers": ["small"]},
-                "channels": {"term": {"kind": "console"}},
-            }
-        )
+        config = chain_config(server)
         metrics = Metrics()
         chain = ProviderChain(config, metrics)
         provider = chain.rounds.chain[0].provider

@@ -16,7 +16,6 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from config.models import RelaybotConfig
 from orchestrator.metrics import Metrics
 from orchestrator.turn.provider_chain import ProviderChain
 from providers.base import ChatMessage, ChatRequest, ModelProvider
@@ -25,7 +24,7 @@ from providers.events import TextDelta
 from providers.open_admission import OPENS_PER_PASS, OpenAdmission
 from providers.openai_chat import OpenAIChatProvider
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.pipeline import provider_config, text_answer
+from tests.pipeline import chain_config, provider_config, text_answer
 from tests.test_open_admission import _Passes
 from tests.test_transport_bounds import _scraped
 
@@ -37,22 +36,6 @@ async def _text(provider: ModelProvider) -> str:
     return "".join(
         [e.chunk.delta async for e in provider.stream(REQUEST) if isinstance(e, TextDelta)]
     )
-
-
-def _config(settings: dict[str, Any], **agent: Any) -> RelaybotConfig:
-    return RelaybotConfig.model_validate(
-        {
-            "providers": {"small": settings},
-            "agent": {"providers": ["small"], **agent},
-            "channels": {"term": {"kind": "console"}},
-        }
-    )
-
-
-def _settings(server: ProviderServer, **overrides: Any) -> dict[str, Any]:
-    settings = provider_config(server, **overrides).model_dump(mode="json")
-    settings["api_key"] = "sk-test-key"
-    return settings
 
 
 async def _burst_of(n: int, stream: Callable[[], Coroutine[Any, Any, str]]) -> list[str]:
@@ -298,8 +281,8 @@ async def test_the_scraped_counter_never_goes_back_across_a_reload() -> None:
     burst = OPENS_PER_PASS + 3
     async with ProviderServer() as server:
         server.script(PATH, Reply(body=body))
-        old = _config(_settings(server))
-        new = _config(_settings(server, timeout_secs=77))
+        old = chain_config(server)
+        new = chain_config(server, timeout_secs=77)
         metrics = Metrics()
         chain = ProviderChain(old, metrics)
         scraped: list[float] = []
@@ -325,7 +308,7 @@ async def test_opens_of_a_chat_on_a_model_alias_are_counted() -> None:
     burst = OPENS_PER_PASS + 3
     async with ProviderServer() as server:
         server.script(PATH, Reply(body=body))
-        config = _config(_settings(server), models={"big": {"provider": "small", "model": "m2"}})
+        config = chain_config(server, {"models": {"big": {"provider": "small", "model": "m2"}}})
         metrics = Metrics()
         chain = ProviderChain(config, metrics)
         try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from orchestrator.metrics import Metrics
 from orchestrator.turn.provider_chain import ProviderChain
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.pipeline import text_answer
-from tests.test_open_admission_edges import PATH, _burst_of, _config, _settings, _text
+from tests.pipeline import chain_config, text_answer
+from tests.test_open_admission_edges import PATH, _burst_of, _text
 from tests.test_transport_bounds import _cuts, _scraped
 
 QUEUED = "relaybot_provider_requests_queued_total"
@@ -26,8 +26,8 @@ async def test_the_queued_counter_never_goes_back_across_a_reload() -> None:
     # config builds a new provider (a new pool); the count stays and grows with its waits.
     async with ProviderServer() as server:
         _slow_answer(server)
-        old = _config(_settings(server, max_connections=1))
-        new = _config(_settings(server, max_connections=1, timeout_secs=77))
+        old = chain_config(server, max_connections=1)
+        new = chain_config(server, max_connections=1, timeout_secs=77)
         metrics = Metrics()
         chain = ProviderChain(old, metrics)
         scraped: list[float] = []
@@ -49,8 +49,8 @@ async def test_the_queued_counter_never_goes_back_across_a_reload() -> None:
 async def test_requests_of_a_chat_on_a_model_alias_are_counted() -> None:
     async with ProviderServer() as server:
         _slow_answer(server)
-        settings = _settings(server, max_connections=1)
-        config = _config(settings, models={"big": {"provider": "small", "model": "m2"}})
+        aliases = {"models": {"big": {"provider": "small", "model": "m2"}}}
+        config = chain_config(server, aliases, max_connections=1)
         metrics = Metrics()
         chain = ProviderChain(config, metrics)
         try:

@@ -17,7 +17,6 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from config.models import RelaybotConfig
 from orchestrator.metrics import Metrics
 from orchestrator.turn.provider_chain import ProviderChain
 from providers.base import ChatMessage, ChatRequest
@@ -32,7 +31,7 @@ from providers.transport import (
     open_stream,
 )
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.pipeline import provider_config, text_answer
+from tests.pipeline import chain_config, provider_config, text_answer
 from tests.stream_helpers import config
 
 PATH = "/v1/chat/completions"
@@ -226,15 +225,7 @@ async def test_requests_beyond_the_pool_queue_visibly(caplog: pytest.LogCaptureF
     caplog.set_level("INFO", logger="providers.pool_queue")
     async with ProviderServer() as server:
         server.script(PATH, Reply(body=body, cuts=_cuts(body), pauses={1: 0.3}))
-        settings = provider_config(server, max_connections=1).model_dump(mode="json")
-        settings["api_key"] = "sk-test-key"
-        config = RelaybotConfig.model_validate(
-            {
-                "providers": {"small": settings},
-                "agent": {"providers": ["small"]},
-                "channels": {"term": {"kind": "console"}},
-            }
-        )
+        config = chain_config(server, max_connections=1)
         metrics = Metrics()
         chain = ProviderChain(config, metrics)
         provider = chain.rounds.chain[0].provider

@@ -167,6 +167,27 @@ def test_a_carried_key_start_is_not_shown_by_an_attempt_that_is_served_again() -
     assert window.release() == "AKIAABCDEFGH" + " after all. " * 20  # committed: released
 
 
+@pytest.mark.parametrize("joint", ['""', "''", ""], ids=["quotes", "apostrophes", "none"])
+def test_a_second_key_start_carried_behind_a_masked_one_is_not_shown_by_an_attempt(
+    joint: str,
+) -> None:
+    """The text carried over a tool round may hold a secret the next attempt masks and, after
+    it, a second possible secret start: the attempt that masks the first must not show the
+    second when its own text makes that one plain, since the next attempt may complete it."""
+    window = RedactionWindow(REDACTOR)
+    start = window.feed("the database is postgres://admin:11111111@db.internal" + joint)
+    start += window.feed("sk-ant-api03-1111") + window.release()
+    assert window.held.endswith("sk-ant-api03-1111")
+    state = window.begin_round()
+    failed = window.feed("the  123e4567-e89b-12d3-a456-426614174000 and")
+    failed += "".join(window.feed(" more words") for _ in range(10))
+    assert "sk-ant" not in failed and "admin:1" not in failed
+    window.rollback(state)
+    served = window.feed("1111111111111111 the rest of it " * 3) + window.flush()
+    assert "[REDACTED:anthropic_key] the rest" in served
+    assert "sk-ant" not in start + served and "admin:1" not in start + served
+
+
 def test_memory_stays_bounded_for_a_long_answer() -> None:
     window = RedactionWindow(REDACTOR)
     chunk = "A reply line with sk-ant-api03-" + "Q" * 40 + " and 日本語 text.\n"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from orchestrator.policy.shapes import marker
 
-__all__ = ["Hit", "Proof", "Scan", "settle", "settled"]
+__all__ = ["Hit", "Proof", "Scan", "masked_to", "settle", "settled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +103,20 @@ def settled(
             first_hit = hit.start
     out.append(text[last:stop])
     return "".join(out), stop, open_at, first_hit
+
+
+def masked_to(hits: Sequence[Hit], start: int) -> int:
+    """The end of the hits (sorted, none overlapping) that cover the text from ``start`` on
+    without a gap; ``start`` when none begins there. The output for ``[start, masked_to)``
+    shows nothing of that text but the hits' replacements."""
+    end = start
+    for hit in hits:
+        if hit.start < end:
+            continue  # before ``start``: emitted already
+        if hit.start > end:
+            break
+        end = hit.end
+    return end
 
 
 @dataclass(frozen=True, slots=True)

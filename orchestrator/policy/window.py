@@ -50,8 +50,10 @@ Restart: :meth:`begin_round` returns the whole state (strings are immutable, so 
 and :meth:`rollback` reinstates it; a failed attempt is never flushed. A possible secret start
 carried over from the previous round is shared by every attempt at the next one, and one attempt
 may turn it into plain text ("AKIA" + " is a prefix") while the next completes the key; so
-during a round the carried start is emitted only once it has become a secret (masked), and
+during a round the carried text is emitted only as far as it has become secrets (masked), and
 otherwise waits for the round to end (``carried``: the round is then held, as by a guardrail).
+The carried text may hold more than one possible secret start (a password in a URL, then a key
+start): masking the first does not show the rest (:func:`~orchestrator.policy.hits.masked_to`).
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.policy.catalogue import Redactor
-from orchestrator.policy.hits import Proof, settled
+from orchestrator.policy.hits import Proof, masked_to, settled
 from orchestrator.policy.lookbehind import view_context
 from orchestrator.policy.searches import SearchMemo
 
@@ -122,7 +124,8 @@ class WindowState:
         run_bytes: UTF-8 length of the run from ``run_from`` on.
         carried: what the text at ``settled`` is, when it was carried over from an earlier
             round: ``"open"`` (a possible secret start, unresolved), ``"held"`` (this attempt
-            made it no secret: held to the end of the round); ``None`` otherwise.
+            would show some of it unmasked: held to the end of the round); ``None`` otherwise.
+        carried_end: where the carried text ends (while ``carried`` is set).
         breaks: where rounds after the first start (indices into ``text``, at or after
             ``settled``): word boundaries for keywords (architecture §4 "Scope").
         context: a position at or before ``settled`` that no token spans, where the views of
@@ -139,6 +142,7 @@ class WindowState:
     run_from: int = 0
     run_bytes: int = 0
     carried: Literal["open", "held"] | None = None
+    carried_end: int = 0
     breaks: tuple[int, ...] = ()
     context: int = 0
 
@@ -247,6 +251,7 @@ class RedactionWindow:
         self._forget()
         if s.settled < len(s.text):
             s.carried = "open"
+            s.carried_end = len(s.text)
         if s.text:
             s.breaks = (*s.breaks, len(s.text))
         return replace(s)
@@ -339,9 +344,9 @@ class RedactionWindow:
         ceiling = _grapheme_start(s.text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
-        out, cut, open_at, first_hit = self._scan(s, ceiling)
-        if s.carried and cut > s.settled and first_hit != s.settled:
-            s.carried = "held"
+        out, cut, open_at, masked = self._scan(s, ceiling)
+        if s.carried and cut > s.settled and masked < min(cut, s.carried_end):
+            s.carried = "held"  # it would show carried text unmasked
             return ""
         emitted = self._advance(out, cut, open_at)
         if not run_held and s.run_from < s.settled:
@@ -349,15 +354,19 @@ class RedactionWindow:
             s.run_from, s.run_bytes = s.settled, s.unsettled_bytes
         return emitted
 
-    def _scan(self, s: WindowState, ceiling: int) -> tuple[str, int, int | None, int | None]:
-        """The catalogue's open scan of ``text[settled:ceiling]`` (the fields of its
-        :class:`~orchestrator.policy.hits.Scan`): cut from the last proof when it reaches the
-        ceiling; else the text after the proof (from ``settled`` when there is none) is scanned
-        to its end, and what that proves kept for the next looks."""
+    def _scan(self, s: WindowState, ceiling: int) -> tuple[str, int, int | None, int]:
+        """The catalogue's open scan of ``text[settled:ceiling]``: its output, cut and
+        possible secret start (those of :class:`~orchestrator.policy.hits.Scan`), and, while
+        ``carried`` is set, how far from ``settled`` the output masks the text without a gap
+        (:func:`~orchestrator.policy.hits.masked_to`; else ``settled``). The output is cut
+        from the last proof when that reaches the ceiling; else the text after the proof (from
+        ``settled`` when there is none) is scanned to its end, and what that proves kept for
+        the next looks."""
         observer = self._redactor.observer
         proof = self._proof
         if proof is not None and ceiling <= proof.limit:
-            return settled(s.text, (), s.settled, ceiling, proof.open_at, observer)
+            out, cut, open_at, _ = settled(s.text, (), s.settled, ceiling, proof.open_at)
+            return out, cut, open_at, s.settled
         start = s.settled
         if proof is not None and proof.limit > s.settled:
             start = proof.limit  # no match starts before it: a settled position
@@ -379,10 +388,17 @@ class RedactionWindow:
                 memo=self._memo,
                 context=context,
             )
-            return scan.text, scan.cut, scan.open_at, scan.first_hit
+            masked = s.settled
+            if s.carried and scan.first_hit == s.settled:
+                found = self._redactor.open_hits(
+                    s.text, s.settled, breaks=s.breaks, context=context
+                )
+                masked = s.settled if found is None else masked_to(found[0], s.settled)
+            return scan.text, scan.cut, scan.open_at, masked
         hits, open_at = found
         self._proof = Proof.of(hits, open_at, len(s.text) - PROOF_MARGIN_CHARS)
-        return settled(s.text, hits, s.settled, ceiling, open_at, observer)
+        out, cut, open_at, _ = settled(s.text, hits, s.settled, ceiling, open_at, observer)
+        return out, cut, open_at, masked_to(hits, s.settled) if s.carried else s.settled
 
     @staticmethod
     def _context(s: WindowState, start: int) -> tuple[int, int]:
@@ -410,7 +426,8 @@ class RedactionWindow:
         s = self._state
         if cut > s.settled:
             s.unsettled_bytes = _utf8_len(s.text[cut:])
-            s.carried = None
+            if cut >= s.carried_end:
+                s.carried = None  # the carried text is all shown
         s.next_look_bytes = RESCAN_BYTES
         if open_at is not None:
             s.next_look_bytes = max(RESCAN_BYTES, (len(s.text) - open_at) // 4)
@@ -422,6 +439,7 @@ class RedactionWindow:
                 self._memo.shift(drop)
             self._proof = None
             cut -= drop
+            s.carried_end = max(0, s.carried_end - drop)
             s.run_from = max(0, s.run_from - drop)
             s.breaks = tuple(b - drop for b in s.breaks)
         if s.breaks and s.breaks[0] < cut:

@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from orchestrator.delivery.driver import DeliveryDriver
 from orchestrator.delivery.events import AnswerEnded, TextEmitted
 from orchestrator.policy import ReplyPolicy
+from orchestrator.policy.window import HOLDBACK_BYTES, RESCAN_BYTES
 from orchestrator.turn.round_sink import READ_AHEAD_SECS, READ_PACE_MAX_SECS, RoundSink
 from providers.base import ChatMessage, ChatRequest, PacedStream
 from providers.events import Final, StreamEvent, TextDelta
@@ -90,43 +91,58 @@ async def test_a_paced_stream_reads_again_only_once_its_pace_returned() -> None:
     assert log == ["read", "pace", "read", "pace", "read"]
 
 
+class PacedReply:
+    """What a paced reply of ``words`` sent 20 ms apart did: when the server sent each word,
+    when the body was read, the events, and the chat (edited once a second, no latency)."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self.sent: list[tuple[float, str]] = []
+        self.reads: list[float] = []
+        self.events: list[StreamEvent] = []
+        self.channel = RecordingChannel(FakeChannelConfig(latency_ms=0))
+
+    async def run(self) -> None:
+        policy = ReplyPolicy(channel="fake", chat_id="chat")
+        driver = DeliveryDriver(self.channel, "chat", policy)
+        sink = RoundSink(policy, driver)
+        send, received = anyio.create_memory_object_stream[bytes](10_000)
+
+        async def server() -> None:
+            async with send:
+                for word in self.words:
+                    await anyio.sleep(0.02)
+                    self.sent.append((anyio.current_time(), word))
+                    await send.send(chunk(word))
+                await send.send(DONE)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(driver.run)
+            tg.start_soon(server)
+            policy.begin_round()
+            stream = ReducedStream(
+                socket_body(received, self.reads), ChatCompletionsStreamReducer()
+            )
+            stream.pace_reads(sink.pause)
+            async for event in stream:
+                self.events.append(event)
+                sink.event(event)
+            sink.end()
+            if finished := policy.finish():
+                driver.feed(TextEmitted(finished))
+            driver.feed(AnswerEnded())
+
+
 @pytest.mark.looptime
 async def test_reads_wait_for_the_chats_spacing_and_every_write_has_the_text_read() -> None:
     # 300 deltas 20 ms apart (6 s) into a chat edited once a second: after the first write the
     # stream is read about every READ_PACE_MAX_SECS instead of 50 times a second; each edit
     # after the first shows what the server sent up to READ_AHEAD_SECS before it, but what the
     # redaction window holds back; the answer arrives whole.
-    channel = RecordingChannel(FakeChannelConfig(latency_ms=0))
-    policy = ReplyPolicy(channel="fake", chat_id="chat")
-    driver = DeliveryDriver(channel, "chat", policy)
-    sink = RoundSink(policy, driver)
-    send, received = anyio.create_memory_object_stream[bytes](10_000)
     words = [f"w{i} " for i in range(300)]
-    sent: list[tuple[float, str]] = []
-    reads: list[float] = []
-
-    async def server() -> None:
-        async with send:
-            for word in words:
-                await anyio.sleep(0.02)
-                sent.append((anyio.current_time(), word))
-                await send.send(chunk(word))
-            await send.send(DONE)
-
-    events: list[StreamEvent] = []
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(driver.run)
-        tg.start_soon(server)
-        policy.begin_round()
-        stream = ReducedStream(socket_body(received, reads), ChatCompletionsStreamReducer())
-        stream.pace_reads(sink.pause)
-        async for event in stream:
-            events.append(event)
-            sink.event(event)
-        sink.end()
-        if finished := policy.finish():
-            driver.feed(TextEmitted(finished))
-        driver.feed(AnswerEnded())
+    reply = PacedReply(words)
+    await reply.run()
+    channel, events, sent, reads = reply.channel, reply.events, reply.sent, reply.reads
 
     assert channel.chat.visible() == ["".join(words)]
     assert isinstance(events[-1], Final)
@@ -143,6 +159,24 @@ async def test_reads_wait_for_the_chats_spacing_and_every_write_has_the_text_rea
         shown = write.text.rstrip()
         assert up_to.startswith(shown) or shown.startswith(up_to)
         assert len(up_to) - len(shown) <= 128 + 8, (len(up_to), len(shown))
+
+
+@pytest.mark.looptime
+async def test_no_read_in_the_read_ahead_but_the_one_that_ends_the_pace() -> None:
+    # The read that ends READ_AHEAD_SECS before a write could start is the write's last: a read
+    # after it, before the write, would bring text the write cannot wait for or a tool call that
+    # cannot be run sooner than the next pace. So none comes until READ_PACE_MAX_SECS after it,
+    # and after the first write the stream is read about once a pace, not per delta there.
+    reply = PacedReply([f"w{i} " for i in range(300)])
+    await reply.run()
+    writes = reply.channel.chat.chat_writes()
+    assert len(writes) >= 6
+    for write in writes[1:-1]:
+        ahead = [t for t in reply.reads if write.t - READ_AHEAD_SECS + 0.005 < t < write.t]
+        assert not ahead, (write.t, ahead)
+    after_first = [t for t in reply.reads if writes[0].t < t < writes[-2].t]
+    seconds = writes[-2].t - writes[0].t
+    assert len(after_first) <= seconds * (1 / READ_PACE_MAX_SECS + 1.5), len(after_first)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/fd")
@@ -172,3 +206,21 @@ async def test_while_a_read_waits_what_the_server_sends_stays_in_the_socket() ->
             await provider.aclose()
     assert "".join(texts) == words
     assert unread and max(unread) > 0, unread
+
+
+@pytest.mark.looptime
+async def test_the_first_write_comes_with_the_read_that_lets_the_window_show_text() -> None:
+    # Held text short of what the policy could show does not wake delivery (RoundSink), yet the
+    # first write comes with the read that takes the text past the window's holdback and the
+    # look after it (HOLDBACK_BYTES + RESCAN_BYTES), not one read later.
+    words = [f"w{i} " for i in range(100)]
+    reply = PacedReply(words)
+    await reply.run()
+    writes = reply.channel.chat.chat_writes()
+    total, due = 0, 0.0
+    for t, word in reply.sent:
+        total += len(word)
+        if total > HOLDBACK_BYTES + RESCAN_BYTES:
+            due = t
+            break
+    assert 0.0 < writes[0].t <= due, (writes[0].t, due)

@@ -147,6 +147,11 @@ class ReplyPolicy:
             return ""
         return emitted
 
+    def bytes_before_output(self) -> int:
+        """How many UTF-8 bytes more :meth:`feed` can take and still return ``""``: a lower
+        bound (:meth:`RedactionWindow.bytes_before_output`). A query."""
+        return self._window.bytes_before_output()
+
     def end_round(self) -> str:
         """The round ended with tool calls: release all but a trailing possible secret start."""
         if self.refusal is not None:

@@ -267,6 +267,16 @@ class RedactionWindow:
         self._forget()
         self._state = replace(state)
 
+    def bytes_before_output(self) -> int:
+        """How many UTF-8 bytes more :meth:`feed` can take, in any pieces, and still emit
+        nothing: a lower bound (``0``: the next feed may emit). Feeds emit only from a look,
+        which comes once ``next_look_bytes`` were fed since the last, and a look emits nothing
+        while the unsettled text is within the holdback. A query: the caller that holds text
+        for the window (the round's sink) wakes delivery only once the text could show."""
+        s = self._state
+        fresh = s.fresh_bytes  # counted in ``unsettled_bytes`` too, or not yet: at most twice
+        return max(0, s.next_look_bytes - fresh, HOLDBACK_BYTES + 1 - s.unsettled_bytes - fresh)
+
     @property
     def held(self) -> str:
         """The raw text fed but not emitted yet."""

@@ -20,10 +20,12 @@ start before a later time (the chat's spacing after the last write, a rate limit
 waits until :data:`READ_AHEAD_SECS` before it, at most :data:`READ_PACE_MAX_SECS`: the socket
 buffers what the model sends meanwhile and one read takes it all, so a model streaming 50 deltas
 a second into a chat edited once a second costs a few reads a second, not fifty wakeups of the
-whole read path. A write starts with the text read up to a moment before it; nothing is lost or
-reordered (the bytes wait in the socket), the first text is read at once (before the first write
-nothing waits), and a tool call or the end of the stream is seen at most
-:data:`READ_PACE_MAX_SECS` later."""
+whole read path. The read that ends :data:`READ_AHEAD_SECS` before a write is that write's last:
+the next waits until the write has started (a read per delta in those last milliseconds would
+give the write a few words more at the cost of as many wakeups as the rest of the second). A write
+starts with the text read up to a moment before it; nothing is lost or reordered (the bytes wait
+in the socket), the first text is read at once (before the first write nothing waits), and a
+tool call or the end of the stream is seen at most :data:`READ_PACE_MAX_SECS` later."""
 
 from __future__ import annotations
 
@@ -57,6 +59,11 @@ READ_AHEAD_SECS = 0.05
 """A paced read ends this long (seconds) before a write could start, so the write takes the
 text sent up to then."""
 
+_TIMER_SLACK_SECS = 0.001
+"""How early a timer of the loop may end (its clock's resolution): a pace that ends this close
+to :data:`READ_AHEAD_SECS` before a write ended there, and the read after it waits this much
+past the write's start."""
+
 
 class ReplyPolicyLike(PiecePolicy, Protocol):
     """The reply's outbound policy: its stream side here, its piece side for delivery
@@ -67,6 +74,7 @@ class ReplyPolicyLike(PiecePolicy, Protocol):
     def begin_round(self) -> None: ...
     def restart(self) -> None: ...
     def feed(self, text: str) -> str: ...
+    def bytes_before_output(self) -> int: ...
     def end_round(self) -> str: ...
     def finish(self) -> str: ...
 
@@ -99,6 +107,13 @@ class RoundSink:
         self._think = ThinkFilter()
         self._held: list[str] = []
         """Visible text not yet through the policy: it came while no write could start."""
+        self._held_bytes = 0
+        """UTF-8 length of ``_held``."""
+        self._quiet_bytes = 0
+        """How many bytes the policy could take and still emit nothing, as of the driver's last
+        take (:meth:`ReplyPolicyLike.bytes_before_output`): held text short of it does not wake
+        the driver, whose pass would find nothing to write (before the first write, every read
+        did: a dozen passes a reply for nothing)."""
         self.visible: list[str] = []
         self.attempts = 1
         driver.pull_from(self._take)
@@ -108,7 +123,9 @@ class RoundSink:
             return
         self.visible.append(visible)
         self._held.append(visible)  # through the policy when the driver takes it
-        self._driver.text_ready()
+        self._held_bytes += len(visible) if visible.isascii() else len(visible.encode("utf-8"))
+        if self._held_bytes >= self._quiet_bytes:
+            self._driver.text_ready()
 
     def _take(self) -> str:
         """The driver's source: the held text through the policy, what it emits (``""``:
@@ -117,17 +134,26 @@ class RoundSink:
             return ""
         visible = "".join(self._held)
         self._held.clear()
-        return self._policy.feed(visible)
+        self._held_bytes = 0
+        emitted = self._policy.feed(visible)
+        self._quiet_bytes = self._policy.bytes_before_output()
+        return emitted
 
     def pause(self) -> Awaitable[None] | None:
         """The wait before the next read while the text read so far could start no write
         anyway: until :data:`READ_AHEAD_SECS` before a write could start, at most
         :data:`READ_PACE_MAX_SECS`; ``None`` when a write could start now, so the read need not
         wait at all (see the module docstring)."""
-        delay = min(self._driver.quiet_for() - READ_AHEAD_SECS, READ_PACE_MAX_SECS)
+        quiet = self._driver.quiet_for()
+        if quiet <= 0.0:
+            return None
         # asyncio's own sleep (the delivery driver's loop is asyncio's): anyio's looks up the
         # running backend on every call, and this runs before every paced read.
-        return asyncio.sleep(delay) if delay > 0.0 else None
+        if quiet < READ_AHEAD_SECS + _TIMER_SLACK_SECS:
+            # the read that ended the last pace was the coming write's last: the next waits
+            # until the write has started (see the module docstring)
+            return asyncio.sleep(quiet + _TIMER_SLACK_SECS)
+        return asyncio.sleep(min(quiet - READ_AHEAD_SECS, READ_PACE_MAX_SECS))
 
     def event(self, event: StreamEvent) -> None:
         if type(event) is TextDelta:  # nearly every event: no pattern matching for it
@@ -178,6 +204,7 @@ class RoundSink:
         self._end_running("interrupted")
         self._think = ThinkFilter()
         self._held.clear()  # the attempt's text: forgotten with it, never emitted
+        self._held_bytes = self._quiet_bytes = 0  # the policy returns to an earlier state
         self.visible.clear()
         self.attempts += 1
         self._policy.restart()

@@ -93,14 +93,15 @@ async def test_a_paced_stream_reads_again_only_once_its_pace_returned() -> None:
 
 class PacedReply:
     """What a paced reply of ``words`` sent 20 ms apart did: when the server sent each word,
-    when the body was read, the events, and the chat (edited once a second, no latency)."""
+    when the body was read, the events, and the chat (edited once a second, each write taking
+    ``latency_ms``)."""
 
-    def __init__(self, words: list[str]) -> None:
+    def __init__(self, words: list[str], latency_ms: int = 0) -> None:
         self.words = words
         self.sent: list[tuple[float, str]] = []
         self.reads: list[float] = []
         self.events: list[StreamEvent] = []
-        self.channel = RecordingChannel(FakeChannelConfig(latency_ms=0))
+        self.channel = RecordingChannel(FakeChannelConfig(latency_ms=latency_ms))
 
     async def run(self) -> None:
         policy = ReplyPolicy(channel="fake", chat_id="chat")
@@ -224,3 +225,18 @@ async def test_the_first_write_comes_with_the_read_that_lets_the_window_show_tex
             due = t
             break
     assert 0.0 < writes[0].t <= due, (writes[0].t, due)
+
+
+@pytest.mark.looptime
+async def test_while_a_write_is_in_flight_the_reads_keep_their_pace() -> None:
+    # Each write takes 300 ms (a slow chat API): the next can start only the interval after it
+    # lands, so the reads meanwhile keep their pace instead of taking each delta as it comes.
+    words = [f"w{i} " for i in range(300)]
+    reply = PacedReply(words, latency_ms=300)
+    await reply.run()
+    assert reply.channel.chat.visible() == ["".join(words)]
+    writes = reply.channel.chat.chat_writes()
+    assert len(writes) >= 5
+    after_first = [t for t in reply.reads if writes[0].t < t < writes[-2].t]
+    seconds = writes[-2].t - writes[0].t
+    assert len(after_first) <= seconds * (1 / READ_PACE_MAX_SECS + 1.5), len(after_first)

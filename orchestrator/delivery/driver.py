@@ -160,6 +160,9 @@ class DeliveryDriver:
         self._told = False
         """:meth:`text_ready` was heard in the current wait: later calls change nothing."""
         self._text_waits = self.engine.settings.mode == "partial" or not policy.has_hook
+        self._writing = False
+        """A send, edit or delete is awaited: the next write starts no sooner than the
+        interval after it completes (the spacing is counted from a write's outcome)."""
         self._changed: anyio.Event | None = None
         self._source: Callable[[], str] = _nothing
         """What the caller holds back, through its policy: pulled before each pass of the loop
@@ -203,11 +206,14 @@ class DeliveryDriver:
         return self._wait_until <= quiet or quiet != -math.inf
 
     def quiet_for(self) -> float:
-        """Seconds from now until text given now could start a write at the earliest; ``0.0``
-        when it could start one now or at the loop's next pass (before the first write, while
-        a write is in flight, or when every piece of text wakes the loop: a guarded
-        ``multi_message`` / ``off`` reply). A query: the round's reads are paced by it
+        """Seconds from now until text given now could start a write at the earliest: while
+        a write is in flight, the interval (the spacing counts from its outcome); ``0.0`` when
+        it could start one now or at the loop's next pass (before the first write, or when
+        every piece of text wakes the loop: a guarded ``multi_message`` / ``off`` reply). A
+        query: the round's reads are paced by it
         (:meth:`orchestrator.turn.round_sink.RoundSink.pause`)."""
+        if self._writing and self._text_waits:
+            return self.engine.settings.interval
         if not self.text_waits():
             return 0.0
         return max(0.0, self._quiet - self._clock())
@@ -383,7 +389,11 @@ class DeliveryDriver:
                         self.engine.receive(await self._verdict(action), self._clock())
                         wrote = True
                 case SendMessage() | EditMessage() | DeleteMessage():
-                    outcome = await self._writer.write(action)
+                    self._writing = True
+                    try:
+                        outcome = await self._writer.write(action)
+                    finally:
+                        self._writing = False
                     self.engine.receive(outcome, self._clock())
                     wrote = True
         return wrote, deadline

@@ -16,7 +16,8 @@ provider-run tool's status line and at the round's end it has the driver take th
 
 Reads are paced by the delivery (architecture §5 "Read pacing"): the provider's stream awaits
 :meth:`RoundSink.pause` before each read after a read's events were taken. While no write could
-start before a later time (the chat's spacing after the last write, a rate limit), the next read
+start before a later time (the chat's spacing after the last write or after the write in flight,
+a rate limit), the next read
 waits until :data:`READ_AHEAD_SECS` before it, at most :data:`READ_PACE_MAX_SECS`: the socket
 buffers what the model sends meanwhile and one read takes it all, so a model streaming 50 deltas
 a second into a chat edited once a second costs a few reads a second, not fifty wakeups of the

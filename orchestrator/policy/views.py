@@ -165,6 +165,27 @@ _TOKEN_AT = {
     )
     for char in "".join(leads for leads, _ in _TOKEN_PARTS)
 }
+# The same tokens in ASCII text (where the invisible and compatibility characters are not) as one
+# pattern for the standard engine, each alternative rewritten to begin with its first character
+# (a look-behind moved after it), in the same order: at each position only the alternatives of
+# that character can match, as with _TOKEN_AT, and the engine skips to the next such character
+# itself, so ``finditer`` finds the tokens :func:`tokens` finds, at one C call a token.
+_TAG_AFTER_LT = r"(?:/?[A-Za-z][A-Za-z0-9]{0,15}(?:\s[^<>\n]{0,64})?/?>|!--[^\n]{0,64}?-->)"
+_ASCII_TOKENS = re.compile(
+    _standard(
+        "|".join(
+            (
+                *(pattern for leads, pattern in _TOKEN_PARTS if leads and leads in "&\\%![]"),
+                *(
+                    rf"{re.escape(lead)}(?<=[A-Za-z0-9_-]{re.escape(lead)})[*~`]{{0,2}}"
+                    r"(?=[A-Za-z0-9_-])"
+                    for lead in "*~`"
+                ),
+                rf"<(?<=\S<){_TAG_AFTER_LT}{_HTML_TAG}{{0,7}}|<{_TAG_AFTER_LT}{_HTML_TAG}{{0,7}}(?=\S)",
+            )
+        )
+    )
+)
 _JSON_CONTROL = {"n": "\n", "r": "\r", "t": "\t", "b": "\b", "f": "\f"}
 # The first character of every token (each part of _TOKEN starts with one of them): the standard
 # engine skips to the next, where _TOKEN's own search tries every position (~40 ns a character).
@@ -177,15 +198,20 @@ def tokens(text: str, begin: int = 0) -> Iterator[re.Match[str] | regex.Match[st
     """The tokens of ``text[begin:]``, as ``_TOKEN.finditer(text, begin)`` finds them: each
     is tried only where a token's first character stands (tests/test_policy_prechecks.py
     compares the two on generated text)."""
-    leads = _ASCII_TOKEN_LEAD if text.isascii() else _TOKEN_LEAD
-    lead = leads.search(text, begin)
+    if text.isascii():
+        return _ASCII_TOKENS.finditer(text, begin)
+    return _tokens(text, begin)
+
+
+def _tokens(text: str, begin: int) -> Iterator[re.Match[str] | regex.Match[str]]:
+    lead = _TOKEN_LEAD.search(text, begin)
     while lead is not None:
         found = _TOKEN_AT.get(text[lead.start()], _TOKEN).match(text, lead.start())
         if found is None:
-            lead = leads.search(text, lead.start() + 1)
+            lead = _TOKEN_LEAD.search(text, lead.start() + 1)
         else:
             yield found
-            lead = leads.search(text, found.end())
+            lead = _TOKEN_LEAD.search(text, found.end())
 
 
 def token_spans(text: str, begin: int, end: int) -> list[tuple[int, int, int]]:

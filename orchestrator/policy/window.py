@@ -300,7 +300,15 @@ class RedactionWindow:
         if self._counted == len(pending):
             return
         s = self._state
-        new = "".join(pending[self._counted :])
+        # The parts not counted yet are joined once, and kept joined for :meth:`_join`.
+        if self._counted:
+            new = "".join(pending[self._counted :])
+            del pending[self._counted :]
+            pending.append(new)
+        else:
+            new = "".join(pending)
+            pending.clear()
+            pending.append(new)
         size = _utf8_len(new)
         s.unsettled_bytes += size
         space = after_last_space(new)
@@ -316,7 +324,8 @@ class RedactionWindow:
         s = self._state
         if self._pending:
             self._count()
-            s.text += "".join(self._pending)
+            pending = self._pending
+            s.text += pending[0] if len(pending) == 1 else "".join(pending)
             self._pending.clear()
             self._counted = self._pending_chars = 0
         return s
@@ -348,13 +357,30 @@ class RedactionWindow:
         if run_held and s.run_from <= s.settled:
             return ""  # all unsettled text is one run still held: nothing to look at
         self._join()
-        ceiling = self._holdback_start(s)
-        if run_held:
-            ceiling = min(ceiling, s.run_from)
-        ceiling = _grapheme_start(s.text, ceiling, s.settled)
+        text = s.text
+        if text.isascii():  # (O(1)) no code point is cut apart, no character extends another
+            ceiling = len(text) - min(HOLDBACK_BYTES, len(text) - s.settled)
+            if run_held and s.run_from < ceiling:
+                ceiling = s.run_from
+        else:
+            ceiling = self._holdback_start(s)
+            if run_held:
+                ceiling = min(ceiling, s.run_from)
+            ceiling = _grapheme_start(text, ceiling, s.settled)
         if ceiling <= s.settled:
             return ""
-        out, cut, open_at, masked = self._scan(s, ceiling)
+        proof = self._proof
+        if proof is not None and ceiling <= proof.limit:
+            # the last scan's proof reaches the ceiling: the raw text up to it, unsearched
+            # (what :func:`~orchestrator.policy.hits.settled` gives without hits), no mask
+            open_at = proof.open_at
+            if open_at is not None and open_at < ceiling:
+                ceiling = open_at
+            else:
+                open_at = None
+            out, cut, masked = text[s.settled : ceiling], ceiling, s.settled
+        else:
+            out, cut, open_at, masked = self._scan(s, ceiling)
         if s.carried and cut > s.settled and masked < min(cut, s.carried_end):
             s.carried = "held"  # it would show carried text unmasked
             return ""
@@ -365,18 +391,15 @@ class RedactionWindow:
         return emitted
 
     def _scan(self, s: WindowState, ceiling: int) -> tuple[str, int, int | None, int]:
-        """The catalogue's open scan of ``text[settled:ceiling]``: its output, cut and
+        """The catalogue's open scan of ``text[settled:ceiling]`` when the last proof does not
+        reach the ceiling (:meth:`_look` cuts from it when it does): its output, cut and
         possible secret start (those of :class:`~orchestrator.policy.hits.Scan`), and, while
         ``carried`` is set, how far from ``settled`` the output masks the text without a gap
-        (:func:`~orchestrator.policy.hits.masked_to`; else ``settled``). The output is cut
-        from the last proof when that reaches the ceiling; else the text after the proof (from
-        ``settled`` when there is none) is scanned to its end, and what that proves kept for
-        the next looks."""
+        (:func:`~orchestrator.policy.hits.masked_to`; else ``settled``). The text after the
+        proof (from ``settled`` when there is none) is scanned to its end, and what that proves
+        kept for the next looks."""
         observer = self._redactor.observer
         proof = self._proof
-        if proof is not None and ceiling <= proof.limit:
-            out, cut, open_at, _ = settled(s.text, (), s.settled, ceiling, proof.open_at)
-            return out, cut, open_at, s.settled
         start = s.settled
         if proof is not None and proof.limit > s.settled:
             start = proof.limit  # no match starts before it: a settled position
@@ -435,7 +458,8 @@ class RedactionWindow:
     def _advance(self, emitted: str, cut: int, open_at: int | None) -> str:
         s = self._state
         if cut > s.settled:
-            s.unsettled_bytes = _utf8_len(s.text[cut:])
+            text = s.text
+            s.unsettled_bytes = len(text) - cut if text.isascii() else _utf8_len(text[cut:])
             if cut >= s.carried_end:
                 s.carried = None  # the carried text is all shown
         s.next_look_bytes = RESCAN_BYTES

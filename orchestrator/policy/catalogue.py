@@ -45,16 +45,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 import regex
 
 from orchestrator.policy.hits import Hit, Scan, settle
-from orchestrator.policy.joints import ends_in_a_joint, joined, spans_a_joint
+from orchestrator.policy.joints import joined, spans_a_joint
+from orchestrator.policy.merge import TAIL_REACH, merged_hits
 from orchestrator.policy.open_tokens import held_from
 from orchestrator.policy.searches import (
     CompiledShape,
     SearchMemo,
     TimedOut,
     gated,
-    head_start,
     keyword_probes,
-    overlapping_head,
     timed_search,
 )
 from orchestrator.policy.shapes import (
@@ -80,6 +79,7 @@ from orchestrator.policy.views import (
 __all__ = [
     "BUILTIN_SHAPES",
     "EXTRA_PATTERN_TIMEOUT_SECS",
+    "TAIL_REACH",
     "Hit",
     "Redactor",
     "Scan",
@@ -89,10 +89,12 @@ __all__ = [
     "marker",
 ]
 
-TAIL_REACH = 16
-"""A match or partial match of a built-in shape holds a whole keyword after at most 13
-characters (the digits before a bot token's ``1:``; others start with theirs): one of a text
-without a keyword from where it starts on begins in its last 13 characters."""
+
+def _quiet_view(view: View, raw_end: int) -> bool:
+    """Whether the last :data:`TAIL_REACH` characters of ``view`` came from the last as many of
+    the raw text (which ends at ``raw_end``): then what starts in them starts in those."""
+    cut = len(view.text) - TAIL_REACH
+    return cut > 0 and view.raw_start(cut) >= raw_end - TAIL_REACH
 
 
 class Redactor:
@@ -213,13 +215,18 @@ class Redactor:
         breaks: Sequence[int] = (),
         memo: SearchMemo | None = None,
         context: int | None = None,
+        quiet_tail: bool = False,
     ) -> tuple[list[Hit], int | None] | None:
         """What :meth:`scan` of ``text[start:]`` with ``open_end`` finds before it cuts: the
         settled matches (sorted) and the first possible secret start (or ``None``), the same
         for every stop; ``None`` when a search ran out of time (its masked span depends on
-        the stop: scan with the stop instead)."""
+        the stop: scan with the stop instead). ``quiet_tail``: the caller takes a match or a
+        possible secret that starts in the last :data:`TAIL_REACH` characters for none (the
+        live window's proofs end before them), and those may be left out."""
         timeouts = self._timeouts
-        found = self._collect(text, start, len(text), True, breaks, memo, context)
+        found = self._collect(
+            text, start, len(text), True, breaks, memo, context, quiet_tail=quiet_tail
+        )
         return found if self._timeouts == timeouts else None
 
     # -- views ------------------------------------------------------------------------------
@@ -233,6 +240,8 @@ class Redactor:
         breaks: Sequence[int],
         memo: SearchMemo | None = None,
         context: int | None = None,
+        *,
+        quiet_tail: bool = False,
     ) -> tuple[list[Hit], int | None]:
         """Hits of every view in raw coordinates, merged, and the first open position."""
         begin = min(context_start(text, start), start if context is None else context)
@@ -250,13 +259,22 @@ class Redactor:
                 tokens = has_tokens(text, begin)
         cuts = [b for b in breaks if start <= b <= len(text)] if breaks else breaks
         joints = joined(text, begin, open_end=open_end, prechecks=self._prechecks)
+        quiet_tail = quiet_tail and held is None  # the raw view's tail is the text's
         if memo is not None and not (open_end and text is unfolded):
             memo.ruled.clear()  # only the raw text's open searches are remembered
             memo = None
         if not tokens and not cuts and joints is None:  # the usual text: the raw view alone
             raw_hits: list[Hit] = []
             open_raw: int | None = held
-            for hit in self._hits(text, start, stop, open_end=open_end, memo=memo):
+            for hit in self._hits(
+                text,
+                start,
+                stop,
+                open_end=open_end,
+                memo=memo,
+                end_inert=True,
+                quiet_tail=quiet_tail,
+            ):
                 if isinstance(hit, int):
                     open_raw = hit if open_raw is None else min(open_raw, hit)
                     break
@@ -289,7 +307,8 @@ class Redactor:
         at_break = frozenset(cuts)
         raw_text = text
         # a hit (at or after ``start``) may be a marker: pre-checked, where one opens near it
-        markers = may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
+        # (tested at the first hit a view adds)
+        markers: bool | None = None
         found: list[tuple[int, int, Hit]] = []
         open_at: int | None = None
         timeouts = self._timeouts
@@ -300,10 +319,20 @@ class Redactor:
             memo = None
             if view is None:
                 vtext, vstart, vstop = text, start, stop
+                end_inert = True
             else:
                 vtext, vstart = view.text, view.view_index(start)
                 vstop = view.view_index(stop)
-            for hit in self._hits(vtext, vstart, vstop, open_end=open_end, memo=searches):
+                end_inert = view.raw_start(len(vtext)) == len(text)
+            for hit in self._hits(
+                vtext,
+                vstart,
+                vstop,
+                open_end=open_end,
+                memo=searches,
+                end_inert=end_inert,
+                quiet_tail=quiet_tail and (view is None or _quiet_view(view, len(text))),
+            ):
                 if isinstance(hit, int):
                     raw = hit if view is None else view.raw_start(hit)
                     open_at = raw if open_at is None else min(open_at, raw)
@@ -319,9 +348,11 @@ class Redactor:
                         view.raw_start(hit.secret_start),
                         view.raw_end(hit.secret_end),
                     )
-                    if hit.end <= hit.start or (
-                        markers and inert(raw_text, hit.secret_start, hit.secret_end)
-                    ):
+                    if hit.end <= hit.start:
+                        continue
+                    if markers is None:
+                        markers = self._may_be_inert(raw_text, start)
+                    if markers and inert(raw_text, hit.secret_start, hit.secret_end):
                         continue
                     if first_broken <= order < first_joined and not (
                         hit.start in at_break or hit.end in at_break
@@ -416,78 +447,44 @@ class Redactor:
         at, late = max(start, len(text) - TAIL_REACH), ending & self._builtin
         return [(compiled[i], at if i in late else start) for i in sorted(found)]
 
+    def _may_be_inert(self, text: str, start: int) -> bool:
+        """Whether a hit at or after ``start`` may be a marker (pre-checked: where one opens
+        near it; else wherever one occurs in ``text``)."""
+        return may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
+
     def _search(
-        self, shape: CompiledShape, text: str, pos: int, partial: bool
+        self, shape: CompiledShape, text: str, pos: int, partial: bool, *, at_end: bool = True
     ) -> regex.Match[str] | TimedOut | None:
-        found = timed_search(shape, text, pos, partial)
+        found = timed_search(shape, text, pos, partial, at_end=at_end)
         if type(found) is TimedOut:
             self._timeouts += 1
         return found
 
     def _hits(
-        self, text: str, start: int, stop: int, *, open_end: bool, memo: SearchMemo | None = None
+        self,
+        text: str,
+        start: int,
+        stop: int,
+        *,
+        open_end: bool,
+        memo: SearchMemo | None = None,
+        end_inert: bool = False,
+        quiet_tail: bool = False,
     ) -> Iterator[Hit | int]:
-        """Settled hits in order; with ``open_end`` a final ``int`` marks an open match.
-        ``memo`` (open scans of the raw text only): where each shape's first search may begin,
-        updated with what this scan's first searches found."""
+        """Settled hits in order; with ``open_end`` a final ``int`` marks an open match
+        (:func:`~orchestrator.policy.merge.merged_hits`, which says what the flags do)."""
         found = self._candidates(text, start, open_end)
         if not found:
-            return
-        shapes = [shape for shape, _ in found]
-        n = len(text)
-        markers = may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
-        if memo is None:
-            heads = [self._search(shape, text, at, open_end) for shape, at in found]
-        else:
-            heads = [memo.search(self._search, shape, text, at) for shape, at in found]
-        while True:
-            best = -1
-            for index, head in enumerate(heads):
-                if head is not None and (best < 0 or head_start(head) < head_start(heads[best])):
-                    best = index
-            if best < 0:
-                return
-            head = heads[best]
-            shape = shapes[best]
-            if isinstance(head, TimedOut):
-                # Conservative: everything from where the search began to the stop is masked.
-                end = max(stop, head.start + 1) if stop > head.start else n
-                yield Hit(shape.name, head.start, end, head.start, end)
-            else:
-                assert head is not None
-                begin, end = head.span()
-                if open_end and (
-                    head.partial
-                    or end >= n
-                    or (shape.tail is not None and shape.tail.fullmatch(text, end) is not None)
-                    or ends_in_a_joint(text, end)
-                ):
-                    yield begin
-                    return
-                if end == begin:  # an empty match of a look-around pattern: not a secret
-                    heads[best] = self._search(shape, text, begin + 1, open_end)
-                    continue
-                secret = head.span(shape.secret) if shape.secret is not None else (begin, end)
-                if secret[0] < 0:
-                    secret = (begin, end)
-                if markers and inert(text, *secret):
-                    # a marker where a secret would be (an extra pattern's hit inside one): text
-                    # already redacted is never redacted again
-                    heads[best] = self._search(shape, text, begin + 1, open_end)
-                    continue
-                # A match of another shape that begins inside this one and runs past its end
-                # (a key right after a PEM body the match read into) is one secret with it.
-                overlapping = overlapping_head(heads, best, end)
-                while overlapping is not None:
-                    if open_end and (overlapping.partial or overlapping.end() >= n):
-                        yield begin
-                        return
-                    end = overlapping.end()
-                    secret = (secret[0], end)
-                    overlapping = overlapping_head(heads, best, end)
-                yield Hit(shape.name, begin, end, secret[0], secret[1])
-            for index, other in enumerate(heads):
-                if isinstance(other, TimedOut) and head_start(other) < end:
-                    heads[index] = None  # one time-out per scan: the rest is masked already
-                elif other is not None and head_start(other) < end:
-                    heads[index] = self._search(shapes[index], text, end, open_end)
+            return iter(())
+        return merged_hits(
+            found,
+            self._search,
+            lambda: self._may_be_inert(text, start),
+            text,
+            start,
+            stop,
+            open_end=open_end,
+            memo=memo,
+            end_inert=end_inert,
+            quiet_tail=quiet_tail,
+        )

@@ -74,12 +74,17 @@ class CompiledShape:
         self.tail = regex.compile(shape.open_tail) if shape.open_tail else None
         self.lead = re.compile(shape.lead) if leads and shape.lead else None
 
-    def search(self, text: str, pos: int, partial: bool) -> regex.Match[str] | None:
+    def search(
+        self, text: str, pos: int, partial: bool, *, at_end: bool = True
+    ) -> regex.Match[str] | None:
+        """The first full (else partial, with ``partial``) match from ``pos``; ``at_end``:
+        also the empty partial match at the end of the text when the lead does not occur
+        from ``pos`` on (``False``: ``None`` then, unsearched)."""
         if self.lead is not None:
             found = self.lead.search(text, pos)
             if found is not None:
                 pos = found.start()
-            elif partial:
+            elif partial and at_end:
                 pos = max(pos, len(text))  # only the empty partial match at the end is left
             else:
                 return None
@@ -155,13 +160,13 @@ class TimedOut:
 
 
 def timed_search(
-    shape: CompiledShape, text: str, pos: int, partial: bool
+    shape: CompiledShape, text: str, pos: int, partial: bool, *, at_end: bool = True
 ) -> regex.Match[str] | TimedOut | None:
-    """``shape``'s search from ``pos`` (partial matches too with ``partial``), or
-    :class:`TimedOut` when it ran out of time (logged once per shape: the text it searched is
-    redacted)."""
+    """``shape``'s search from ``pos`` (partial matches too with ``partial``; ``at_end``: see
+    :meth:`CompiledShape.search`), or :class:`TimedOut` when it ran out of time (logged once
+    per shape: the text it searched is redacted)."""
     try:
-        return shape.search(text, pos, partial)
+        return shape.search(text, pos, partial, at_end=at_end)
     except TimeoutError:
         if not shape.timed_out:
             shape.timed_out = True

@@ -62,7 +62,7 @@ import unicodedata
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from orchestrator.policy.catalogue import Redactor
+from orchestrator.policy.catalogue import TAIL_REACH, Redactor
 from orchestrator.policy.hits import Proof, masked_to, settled
 from orchestrator.policy.lookbehind import view_context
 from orchestrator.policy.searches import SearchMemo
@@ -89,7 +89,9 @@ PROOF_MARGIN_CHARS = HOLDBACK_BYTES // 4
 """A look's proof ends this many characters before the end of the text it scanned, or earlier
 (at a possible secret or a match): where a view may still change (``sk_live_**`` + ``51…``).
 The holdback holds at least this many characters, so the margin never stops a look short of
-its own ceiling."""
+its own ceiling. What a scan finds starting in these characters changes no look, so the
+redactor may leave out what starts in the last :data:`~.catalogue.TAIL_REACH` (``quiet_tail``)."""
+assert PROOF_MARGIN_CHARS >= TAIL_REACH
 _PRUNE_CHARS = 4096
 
 
@@ -356,7 +358,11 @@ class RedactionWindow:
         run_held = s.run_bytes < RUN_LIMIT_BYTES
         if run_held and s.run_from <= s.settled:
             return ""  # all unsettled text is one run still held: nothing to look at
-        self._join()
+        pending = self._pending
+        if pending:  # counted above: join it (what :meth:`_join` does)
+            s.text += pending[0] if len(pending) == 1 else "".join(pending)
+            pending.clear()
+            self._counted = self._pending_chars = 0
         text = s.text
         if text.isascii():  # (O(1)) no code point is cut apart, no character extends another
             ceiling = len(text) - min(HOLDBACK_BYTES, len(text) - s.settled)
@@ -406,8 +412,11 @@ class RedactionWindow:
         found = None
         if self._reuse:
             context, s.context = self._context(s, start)
+            # What starts in the text's last PROOF_MARGIN_CHARS (>= TAIL_REACH) characters
+            # changes no look (the proof and the ceiling end before it): the redactor may
+            # leave it out (``quiet_tail``).
             found = self._redactor.open_hits(
-                s.text, start, breaks=s.breaks, memo=self._memo, context=context
+                s.text, start, breaks=s.breaks, memo=self._memo, context=context, quiet_tail=True
             )
         if found is None:  # not reused, or a search ran out of time: its mask needs the stop
             self._proof = None

@@ -46,7 +46,7 @@ import regex
 
 from orchestrator.policy.hits import Hit, Scan, settle
 from orchestrator.policy.joints import joined, spans_a_joint
-from orchestrator.policy.merge import TAIL_REACH, merged_hits
+from orchestrator.policy.merge import TAIL_REACH, merged_hits, quiet_view
 from orchestrator.policy.open_tokens import held_from
 from orchestrator.policy.searches import (
     CompiledShape,
@@ -54,7 +54,7 @@ from orchestrator.policy.searches import (
     TimedOut,
     gated,
     keyword_probes,
-    timed_search,
+    timed_out,
 )
 from orchestrator.policy.shapes import (
     BUILTIN_SHAPES,
@@ -88,13 +88,6 @@ __all__ = [
     "compile_shape",
     "marker",
 ]
-
-
-def _quiet_view(view: View, raw_end: int) -> bool:
-    """Whether the last :data:`TAIL_REACH` characters of ``view`` came from the last as many of
-    the raw text (which ends at ``raw_end``): then what starts in them starts in those."""
-    cut = len(view.text) - TAIL_REACH
-    return cut > 0 and view.raw_start(cut) >= raw_end - TAIL_REACH
 
 
 class Redactor:
@@ -148,6 +141,14 @@ class Redactor:
                 self._ending[shape.ignore_case].setdefault(last, []).append((index, ending))
         self._shape_probes = keyword_probes(self._compiled)  # the pre-checked prefilter
         self._builtin = frozenset(i for i, s in enumerate(self._shapes) if s in BUILTIN_SHAPES)
+        # The same for the shapes but the built-in ones (a scan with a quiet tail leaves those out).
+        self._ending_extra = tuple(
+            {
+                last: [e for e in entries if e[0] not in self._builtin]
+                for last, entries in by.items()
+            }
+            for by in self._ending
+        )
         self._timeouts = 0  # searches that ran out of time, ever
         self.prefix_closed = all(not s.keywords or s in BUILTIN_SHAPES for s in self._shapes)
         """Whether an open scan recognises every possible secret from its first character
@@ -331,7 +332,7 @@ class Redactor:
                 open_end=open_end,
                 memo=searches,
                 end_inert=end_inert,
-                quiet_tail=quiet_tail and (view is None or _quiet_view(view, len(text))),
+                quiet_tail=quiet_tail and (view is None or quiet_view(view, len(text))),
             ):
                 if isinstance(hit, int):
                     raw = hit if view is None else view.raw_start(hit)
@@ -381,10 +382,13 @@ class Redactor:
 
     # -- the merge of per-shape searches ----------------------------------------------------
 
-    def _candidates(self, text: str, start: int, open_end: bool) -> list[tuple[CompiledShape, int]]:
+    def _candidates(
+        self, text: str, start: int, open_end: bool, *, late: bool = True
+    ) -> list[tuple[CompiledShape, int]]:
         """The shapes to search, each with where its search begins: ``start``, or (pre-checked)
         for a built-in shape let through only by a keyword's prefix at the end, the last
-        :data:`TAIL_REACH` characters (tests/test_policy_prechecks.py compares them)."""
+        :data:`TAIL_REACH` characters (tests/test_policy_prechecks.py compares them); without
+        ``late``, not those (pre-checked: for a scan with a quiet tail)."""
         region = text[start:] if start else text
         lowered: str | None = None
         found = set(self._always)
@@ -421,13 +425,14 @@ class Redactor:
         ending: set[int] = set()
         if open_end and region and self._prechecks:
             # A proper prefix of a keyword the tail ends with ends with the tail's last character.
+            endings = self._ending if late else self._ending_extra
             tail = region[-self._longest :]
-            for index, prefixes in self._ending[False].get(tail[-1], ()):
+            for index, prefixes in endings[False].get(tail[-1], ()):
                 if tail.endswith(prefixes):
                     ending.add(index)
-            if self._ending[True]:
+            if endings[True]:
                 low_tail = tail.lower()
-                for index, prefixes in self._ending[True].get(low_tail[-1], ()):
+                for index, prefixes in endings[True].get(low_tail[-1], ()):
                     if low_tail.endswith(prefixes):
                         ending.add(index)
             ending -= found
@@ -444,21 +449,21 @@ class Redactor:
         compiled = self._compiled
         if not ending:
             return [(compiled[i], start) for i in sorted(found)]
-        at, late = max(start, len(text) - TAIL_REACH), ending & self._builtin
-        return [(compiled[i], at if i in late else start) for i in sorted(found)]
+        at, tail_only = max(start, len(text) - TAIL_REACH), ending & self._builtin
+        return [(compiled[i], at if i in tail_only else start) for i in sorted(found)]
 
     def _may_be_inert(self, text: str, start: int) -> bool:
-        """Whether a hit at or after ``start`` may be a marker (pre-checked: where one opens
-        near it; else wherever one occurs in ``text``)."""
+        """Whether a hit at or after ``start`` may be a marker (pre-checked: one opens near)."""
         return may_be_inert(text, start) if self._prechecks else MARKER_OPEN in text
 
     def _search(
         self, shape: CompiledShape, text: str, pos: int, partial: bool, *, at_end: bool = True
     ) -> regex.Match[str] | TimedOut | None:
-        found = timed_search(shape, text, pos, partial, at_end=at_end)
-        if type(found) is TimedOut:
+        try:
+            return shape.search(text, pos, partial, at_end=at_end)
+        except TimeoutError:
             self._timeouts += 1
-        return found
+            return timed_out(shape, pos)
 
     def _hits(
         self,
@@ -473,18 +478,19 @@ class Redactor:
     ) -> Iterator[Hit | int]:
         """Settled hits in order; with ``open_end`` a final ``int`` marks an open match
         (:func:`~orchestrator.policy.merge.merged_hits`, which says what the flags do)."""
-        found = self._candidates(text, start, open_end)
+        quiet = quiet_tail and self._prechecks
+        found = self._candidates(text, start, open_end, late=not quiet)
         if not found:
-            return iter(())
+            return iter(())  # (with a quiet tail, what the left-out shapes find starts in it)
         return merged_hits(
             found,
             self._search,
-            lambda: self._may_be_inert(text, start),
+            self._may_be_inert,
             text,
             start,
             stop,
             open_end=open_end,
             memo=memo,
             end_inert=end_inert,
-            quiet_tail=quiet_tail,
+            complete=(lambda: self._candidates(text, start, open_end)) if quiet else None,
         )

@@ -24,8 +24,9 @@ from orchestrator.policy.searches import (
     overlapping_head,
 )
 from orchestrator.policy.shapes import inert
+from orchestrator.policy.view_map import View
 
-__all__ = ["TAIL_REACH", "Searcher", "merged_hits"]
+__all__ = ["TAIL_REACH", "Searcher", "merged_hits", "quiet_view"]
 
 TAIL_REACH = 16
 """A match or partial match of a built-in shape holds a whole keyword after at most 13
@@ -39,7 +40,7 @@ Searcher = Callable[..., Head]
 def merged_hits(
     found: Sequence[tuple[CompiledShape, int]],
     search: Searcher,
-    may_be_inert: Callable[[], bool],
+    may_be_inert: Callable[[str, int], bool],
     text: str,
     start: int,
     stop: int,
@@ -47,57 +48,55 @@ def merged_hits(
     open_end: bool,
     memo: SearchMemo | None = None,
     end_inert: bool = False,
-    quiet_tail: bool = False,
+    complete: Callable[[], Sequence[tuple[CompiledShape, int]]] | None = None,
 ) -> Iterator[Hit | int]:
     """Settled hits of ``text`` in order, from the candidates ``found`` (``(shape, where its
     search begins)``, in catalogue order); with ``open_end`` a final ``int`` marks an open
-    match. ``may_be_inert``: whether a hit at or after ``start`` may be a marker (asked at the
-    first full match).
+    match. ``may_be_inert(text, start)``: whether a hit at or after ``start`` may be a marker
+    (asked at the first full match).
 
     ``memo`` (open scans of the raw text only): where each shape's first search may begin,
     updated with what this scan's first searches found. ``end_inert``: the end of ``text`` is
     the end of the raw text, where an open position is none (a scan's stop is at most the
     end, and a proof ends before it): a search whose lead does not occur is not run for the
-    empty partial match at the end (as with a memo). ``quiet_tail``: the caller takes a match
-    or a possible secret that starts in the last :data:`TAIL_REACH` characters for none (the
-    live window's looks, whose proofs end before them): a built-in shape let through only by a
-    keyword's prefix at the end (searched from there) is searched only once a match reaches
-    into them, when the merge goes on as if it had been searched from the start; and the
-    merge ends where the next match or possible secret starts in them.
+    empty partial match at the end (as with a memo). ``complete`` (a *quiet tail*): the caller
+    takes a match or a possible secret that starts in the last :data:`TAIL_REACH` characters
+    for none (the live window's looks, whose proofs end before them), and ``found`` leaves out
+    the built-in shapes let through only by a keyword's prefix at the end (searched from
+    there): ``complete()`` gives all the candidates, searched only once a match reaches into
+    those characters, when the merge goes on as if they had been searched from the start; and
+    the merge ends where the next match or possible secret starts in them.
     """
     n = len(text)
     at_end = not end_inert
-    heads: list[Head] = []
     tail_start = n - TAIL_REACH
-    deferred = [i for i, (_, at) in enumerate(found) if at != start] if quiet_tail else []
-    for index, (shape, at) in enumerate(found):
-        if deferred and index in deferred:
-            heads.append(None)  # searched once a match reaches into the tail
-        elif memo is None:
-            heads.append(search(shape, text, at, open_end, at_end=at_end))
-        else:
-            heads.append(memo.search(search, shape, text, at))
+    if memo is None:
+        heads = [search(shape, text, at, open_end, at_end=at_end) for shape, at in found]
+    else:
+        heads = [memo.search(search, shape, text, at) for shape, at in found]
     shapes = [shape for shape, _ in found]
     markers: bool | None = None  # tested at the first full match
     while True:
         best = -1
-        for index, head in enumerate(heads):
-            if head is not None and (best < 0 or head_start(head) < head_start(heads[best])):
-                best = index
+        first = 0
+        for index, candidate in enumerate(heads):
+            if candidate is not None:
+                at = candidate.start if isinstance(candidate, TimedOut) else candidate.start()
+                if best < 0 or at < first:
+                    best, first = index, at
         if best < 0:
             return
         head = heads[best]
         assert head is not None
-        if deferred and head_start(head) >= tail_start:
+        if complete is not None and head_start(head) >= tail_start:
             return  # all that is left starts in the tail: the caller takes it for none
         shape = shapes[best]
         if isinstance(head, TimedOut):
             # Conservative: everything from where the search began to the stop is masked.
             end = max(stop, head.start + 1) if stop > head.start else n
-            if deferred and end > tail_start:
-                deferred = _search_deferred(
-                    deferred, heads, found, search, memo, text, open_end, at_end
-                )
+            if complete is not None and end > tail_start:
+                shapes, heads = _completed(complete(), shapes, heads, search, memo, text, at_end)
+                complete = None
                 continue
             yield Hit(shape.name, head.start, end, head.start, end)
         else:
@@ -117,7 +116,7 @@ def merged_hits(
             if secret[0] < 0:
                 secret = (begin, end)
             if markers is None:
-                markers = may_be_inert()
+                markers = may_be_inert(text, start)
             if markers and inert(text, *secret):
                 # a marker where a secret would be (an extra pattern's hit inside one): text
                 # already redacted is never redacted again
@@ -133,12 +132,11 @@ def merged_hits(
                 end = overlapping.end()
                 secret = (secret[0], end)
                 overlapping = overlapping_head(heads, best, end)
-            if deferred and end > tail_start:
-                # the match reaches into the tail, where a deferred head may start: search them
-                # (as the merge would have from the start) and take this match again
-                deferred = _search_deferred(
-                    deferred, heads, found, search, memo, text, open_end, at_end
-                )
+            if complete is not None and end > tail_start:
+                # the match reaches into the tail, where a left-out shape's match may start:
+                # search them (as the merge would have from the start), take this match again
+                shapes, heads = _completed(complete(), shapes, heads, search, memo, text, at_end)
+                complete = None
                 continue
             yield Hit(shape.name, begin, end, secret[0], secret[1])
         for index, other in enumerate(heads):
@@ -148,22 +146,31 @@ def merged_hits(
                 heads[index] = search(shapes[index], text, end, open_end, at_end=at_end)
 
 
-def _search_deferred(
-    deferred: list[int],
-    heads: list[Head],
+def _completed(
     found: Sequence[tuple[CompiledShape, int]],
+    shapes: list[CompiledShape],
+    heads: list[Head],
     search: Searcher,
     memo: SearchMemo | None,
     text: str,
-    open_end: bool,
     at_end: bool,
-) -> list[int]:
-    """Search the deferred candidates as the merge's first searches would have; returns the
-    empty list (none is deferred any more)."""
-    for index in deferred:
-        shape, at = found[index]
-        if memo is None:
-            heads[index] = search(shape, text, at, open_end, at_end=at_end)
+) -> tuple[list[CompiledShape], list[Head]]:
+    """All the candidates ``found`` and their heads: those of ``shapes`` as they stand, the
+    others searched as the merge's first searches would have (an open search)."""
+    standing = dict(zip(shapes, heads, strict=True))
+    completed: list[Head] = []
+    for shape, at in found:
+        if shape in standing:
+            completed.append(standing[shape])
+        elif memo is None:
+            completed.append(search(shape, text, at, True, at_end=at_end))
         else:
-            heads[index] = memo.search(search, shape, text, at)
-    return []
+            completed.append(memo.search(search, shape, text, at))
+    return [shape for shape, _ in found], completed
+
+
+def quiet_view(view: View, raw_end: int) -> bool:
+    """Whether the last :data:`TAIL_REACH` characters of ``view`` came from the raw text's last
+    as many (it ends at ``raw_end``)."""
+    cut = len(view.text) - TAIL_REACH
+    return cut > 0 and view.raw_start(cut) >= raw_end - TAIL_REACH

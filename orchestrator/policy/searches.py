@@ -29,6 +29,7 @@ __all__ = [
     "head_start",
     "keyword_probes",
     "overlapping_head",
+    "timed_out",
     "timed_search",
 ]
 
@@ -168,14 +169,20 @@ def timed_search(
     try:
         return shape.search(text, pos, partial, at_end=at_end)
     except TimeoutError:
-        if not shape.timed_out:
-            shape.timed_out = True
-            log.warning(
-                "secret pattern %r took longer than %s s: the text it searched is redacted",
-                shape.name,
-                shape.timeout,
-            )
-        return TimedOut(shape, pos)
+        return timed_out(shape, pos)
+
+
+def timed_out(shape: CompiledShape, pos: int) -> TimedOut:
+    """What a search of ``shape`` from ``pos`` that ran out of time gives (logged once per
+    shape: the text it searched is redacted)."""
+    if not shape.timed_out:
+        shape.timed_out = True
+        log.warning(
+            "secret pattern %r took longer than %s s: the text it searched is redacted",
+            shape.name,
+            shape.timeout,
+        )
+    return TimedOut(shape, pos)
 
 
 GATES = ("//", "=", "_", ":", "-", ".")

@@ -47,7 +47,7 @@ import regex
 from orchestrator.policy.hits import Hit, Scan, settle
 from orchestrator.policy.joints import joined, spans_a_joint
 from orchestrator.policy.merge import TAIL_REACH, merged_hits, quiet_view
-from orchestrator.policy.open_tokens import held_from
+from orchestrator.policy.open_tokens import held_from, partial_token
 from orchestrator.policy.searches import (
     CompiledShape,
     SearchMemo,
@@ -247,13 +247,14 @@ class Redactor:
         """Hits of every view in raw coordinates, merged, and the first open position."""
         begin = min(context_start(text, start), start if context is None else context)
         unfolded = text
-        text = folded(text, begin)  # space, dash and look-alike variants; every index kept
+        if not text.isascii():  # (ASCII text folds to itself)
+            text = folded(text, begin)  # space, dash and look-alike variants; every index kept
         held: int | None = None
         tokens = has_tokens(text, begin)
         if open_end:
             # A token begun at the end (``&#11``) may become any character: the views end before
             # it, so what precedes it stays a possible secret start, and it is held itself.
-            held = held_from(text, start, tokens=tokens)
+            held = held_from(text, start) if tokens else partial_token(text, start)
             if held is not None:
                 text = text[:held]
                 stop = min(stop, held)

@@ -43,6 +43,8 @@ def view_context(text: str, safe: int, start: int, settled: int | None = None) -
     safe = max(safe, start - VIEW_CONTEXT_REACH)
     other = start if settled is None else min(settled, start)
     spans = token_spans(text, safe, start)
+    if not spans:  # (what _looked_back gives without tokens)
+        return max(safe, start - VIEW_CONTEXT_CHARS), max(safe, other - VIEW_CONTEXT_CHARS)
     here = _looked_back(spans, safe, start)
     there = here if other == start else _looked_back(spans, safe, other)
     if spans and _may_join(text, spans, start):

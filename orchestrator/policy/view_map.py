@@ -1,5 +1,6 @@
 """How a view's characters map back to the raw text (architecture §4 "What the reader sees is
-what is checked"): :class:`View`. Pure; a view never changes once built.
+what is checked"): :class:`View`, and :func:`aligned`, a renderer's output aligned with the raw
+text it showed. Pure; a view never changes once built.
 
 A view of the raw text is mostly runs of raw characters copied as they are, with a few decoded
 tokens and breaks between them, so a view built by one pass over the raw text is held as *runs*
@@ -13,7 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-__all__ = ["View"]
+__all__ = ["View", "aligned"]
 
 
 class View:
@@ -106,3 +107,23 @@ class View:
         if self._ends is not None:
             return self._ends[-1] if self._ends else 0
         return self.raw_end(len(self.text)) if self.text else 0
+
+
+def aligned(raw: str, shown: str, reach: int = 64) -> View:
+    """A view of ``raw`` as a renderer showed it (``shown``: Markdown syntax gone, escapes
+    resolved, bullets added): each shown character is aligned with the next equal raw character
+    within ``reach`` characters, greedily; one that has none (a bullet the renderer added) maps
+    to no raw character."""
+    starts: list[int] = []
+    ends: list[int] = []
+    pos = 0
+    for char in shown:
+        found = raw.find(char, pos, pos + reach)
+        if found < 0:
+            starts.append(pos)
+            ends.append(pos)
+        else:
+            starts.append(found)
+            ends.append(found + 1)
+            pos = found + 1
+    return View(shown, starts, ends)

@@ -75,7 +75,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import regex
 
 from orchestrator.policy.folding import folded
-from orchestrator.policy.view_map import View
+from orchestrator.policy.view_map import View, aligned
 
 __all__ = [
     "BREAK",
@@ -171,17 +171,28 @@ _TOKEN_AT = {
 # that character can match, as with _TOKEN_AT, and the engine skips to the next such character
 # itself, so ``finditer`` finds the tokens :func:`tokens` finds, at one C call a token.
 _TAG_AFTER_LT = r"(?:/?[A-Za-z][A-Za-z0-9]{0,15}(?:\s[^<>\n]{0,64})?/?>|!--[^\n]{0,64}?-->)"
+_LEAD_FIRST_DELIMITERS = tuple(
+    rf"{re.escape(lead)}(?<=[A-Za-z0-9_-]{re.escape(lead)})[*~`]{{0,2}}(?=[A-Za-z0-9_-])"
+    for lead in "*~`"
+)
 _ASCII_TOKENS = re.compile(
     _standard(
         "|".join(
             (
                 *(pattern for leads, pattern in _TOKEN_PARTS if leads and leads in "&\\%![]"),
-                *(
-                    rf"{re.escape(lead)}(?<=[A-Za-z0-9_-]{re.escape(lead)})[*~`]{{0,2}}"
-                    r"(?=[A-Za-z0-9_-])"
-                    for lead in "*~`"
-                ),
+                *_LEAD_FIRST_DELIMITERS,
                 rf"<(?<=\S<){_TAG_AFTER_LT}{_HTML_TAG}{{0,7}}|<{_TAG_AFTER_LT}{_HTML_TAG}{{0,7}}(?=\S)",
+            )
+        )
+    )
+)
+# The same for the tokens markup may hold (see :func:`unwrapped`): ``_INNER_LEAD``'s characters.
+_ASCII_INNER_TOKENS = re.compile(
+    _standard(
+        "|".join(
+            (
+                *(pattern for leads, pattern in _TOKEN_PARTS if leads in ("&", "\\", "%")),
+                *_LEAD_FIRST_DELIMITERS,
             )
         )
     )
@@ -239,6 +250,8 @@ LINK_URL_CHARS = 2048
 
 def has_tokens(text: str, start: int = 0) -> bool:
     """Whether ``text[start:]`` holds anything a view would change."""
+    if text.isascii():  # whether :func:`tokens` finds one (it does where the tests below do)
+        return _ASCII_TOKENS.search(text, start) is not None
     found = (_ASCII_TRIGGER if text.isascii() else _TRIGGER).search(text, start)
     if found is not None and next(tokens(text, found.start()), None) is not None:
         return True
@@ -251,8 +264,13 @@ def unwrapped(text: str, begin: int = 0) -> View | None:
     """``text[begin:]`` decoded once, with the markup :func:`normalised` drops whole (an image,
     a link's URL, an HTML tag, a footnote) kept as a client that does not render it shows it
     (``![i](…sk_**51…)``); ``None`` when no such markup holds a token."""
-    leads = _INNER_LEAD[text.isascii()].finditer(text, begin)  # any token markup may hold?
-    if not any(_TOKEN_AT.get(m[0], _TOKEN).match(text, m.start()) for m in leads):
+    if text.isascii():  # any token markup may hold?
+        if _ASCII_INNER_TOKENS.search(text, begin) is None:
+            return None
+    elif not any(
+        _TOKEN_AT.get(m[0], _TOKEN).match(text, m.start())
+        for m in _INNER_LEAD[0].finditer(text, begin)
+    ):
         return None
     if not any(m[0][0] in "![]<" and _INNER_TOKEN.search(m[0]) for m in tokens(text, begin)):
         return None
@@ -451,26 +469,6 @@ def _pass_breaks(
     new_starts.extend(starts[pos:])
     new_ends.extend(ends[pos:])
     return "".join(out), new_starts, new_ends
-
-
-def aligned(raw: str, shown: str, reach: int = 64) -> View:
-    """A view of ``raw`` as a renderer showed it (``shown``: Markdown syntax gone, escapes
-    resolved, bullets added): each shown character is aligned with the next equal raw character
-    within ``reach`` characters, greedily; one that has none (a bullet the renderer added) maps
-    to no raw character."""
-    starts: list[int] = []
-    ends: list[int] = []
-    pos = 0
-    for char in shown:
-        found = raw.find(char, pos, pos + reach)
-        if found < 0:
-            starts.append(pos)
-            ends.append(pos)
-        else:
-            starts.append(found)
-            ends.append(found + 1)
-            pos = found + 1
-    return View(shown, starts, ends)
 
 
 VIEW_CONTEXT_CHARS = 16

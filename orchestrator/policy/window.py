@@ -228,8 +228,9 @@ class RedactionWindow:
             return ""
         self._pending.append(text)
         s = self._state
-        s.fresh_bytes += len(text) if text.isascii() else len(text.encode("utf-8"))
-        if s.fresh_bytes < s.next_look_bytes:
+        fresh = s.fresh_bytes + (len(text) if text.isascii() else len(text.encode("utf-8")))
+        s.fresh_bytes = fresh
+        if fresh < s.next_look_bytes:
             return ""
         return self._look()
 
@@ -411,7 +412,7 @@ class RedactionWindow:
             start = proof.limit  # no match starts before it: a settled position
         found = None
         if self._reuse:
-            context, s.context = self._context(s, start)
+            context, s.context = view_context(s.text, s.context, start, s.settled)  # _context
             # What starts in the text's last PROOF_MARGIN_CHARS (>= TAIL_REACH) characters
             # changes no look (the proof and the ceiling end before it): the redactor may
             # leave it out (``quiet_tail``).

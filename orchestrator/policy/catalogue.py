@@ -144,8 +144,9 @@ class Redactor:
         # The same for the shapes but the built-in ones (a scan with a quiet tail leaves those out).
         self._ending_extra = tuple(
             {
-                last: [e for e in entries if e[0] not in self._builtin]
+                last: kept
                 for last, entries in by.items()
+                if (kept := [e for e in entries if e[0] not in self._builtin])
             }
             for by in self._ending
         )

@@ -312,14 +312,15 @@ class RedactionWindow:
             new = "".join(pending)
             pending.clear()
             pending.append(new)
-        size = _utf8_len(new)
+        plain = new.isascii()
+        size = len(new) if plain else _utf8_len(new)
         s.unsettled_bytes += size
         space = after_last_space(new)
         if space is None:
             s.run_bytes += size
         else:
             s.run_from = len(s.text) + self._pending_chars + space
-            s.run_bytes = _utf8_len(new[space:])
+            s.run_bytes = len(new) - space if plain else _utf8_len(new[space:])
         self._pending_chars += len(new)
         self._counted = len(pending)
 

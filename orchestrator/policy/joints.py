@@ -54,8 +54,12 @@ _BETWEEN = (
 _QUOTE = r"[\"'`]"
 # How every joint ends (a necessary condition, in the standard engine, which skips to the line
 # breaks and quotes it starts with): a line break and the next line's indentation and quote
-# prefix, or a closing quote, then a key-like run.
-_JOINT_END = re.compile(rf"(?:[\n\r\x0b\x0c\x85\u2028\u2029][ \t>]*|{_QUOTE}){_KEY_LIKE}")
+# prefix, or a closing quote, then a key-like run. It is led by one class of both, so that the
+# engine skips to them (an alternation of two classes it tries at every position); the
+# indentation is read only after a line break (tests/test_policy_joint_end.py).
+_JOINT_END = re.compile(
+    rf"[\n\r\x0b\x0c\x85\u2028\u2029\"'`](?:(?<=[\n\r\x0b\x0c\x85\u2028\u2029])[ \t>]*)?{_KEY_LIKE}"
+)
 _JOINT = regex.compile(rf"(?<={_TOKEN_CHAR})(?:{_WRAP}|{_QUOTE}{_BETWEEN}{_QUOTE})(?={_KEY_LIKE})")
 # A joint the text may still be inside of, or whose next run of token characters has not ended
 # yet (``…AAAA\n``, ``…AAAA\nREAD``, ``"…AAAA" + '``): the text ends there.

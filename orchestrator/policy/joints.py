@@ -25,6 +25,7 @@ __all__ = [
     "joined",
     "may_end_in_a_joint",
     "spans_a_joint",
+    "trailing_joint",
 ]
 
 
@@ -78,6 +79,16 @@ def ends_in_a_joint(text: str, end: int) -> bool:
     with nothing after it, at no cost to the text that has none)."""
     n = len(text)
     return 0 < n - end <= 17 and _TRAILING_JOINT.match(text, end) is not None
+
+
+def trailing_joint(text: str, start: int) -> int | None:
+    """Where a joint begun at the end of ``text`` starts, at or after ``start``: spaces or a
+    hard break's ``\\`` right after a token character (a line break may follow, and the next
+    line continue a key: ``sk-ant-api03-AbC `` + ``\\n`` + ``dEf…``); ``None`` when the text ends
+    otherwise."""
+    found = _TRAILING_JOINT.search(text, max(start, len(text) - 17))
+    at: int = -1 if found is None else found.start()
+    return at if at > start and text[at - 1] in _TOKEN_CHARS else None
 
 
 OPEN_JOINT_CHARS = 640

@@ -130,8 +130,12 @@ BUILTIN_SHAPES: tuple[SecretShape, ...] = (
         r"(?P<secret>(?:(?!\[REDACTED:)[^\s/:@?#]){0,256}:(?![0-9]{1,5}(?:/|\Z))"
         rf"(?:{_PASSWORD}(?=@{_HOST})|{_PASSWORD}(?=@{_ANY_HOST})))@",
         ("//",),
-        # a host that reaches the end may still be followed by "@" (then it was password)
-        open_tail=r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?::[0-9]{0,5})?",
+        # A host that reaches the end may still be followed by "@" (then it was password); and
+        # a match that ended at "@" before a host that does not end the authority may still
+        # give way to a longer password while password characters run on to the end (a later
+        # "@" and host: "//:pw@cache:6379@" + "other.example" has the password "pw@cache:6379").
+        open_tail=r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}(?::[0-9]{0,5})?"
+        rf"|(?!{_HOST})[^\s\"'<>`]{{0,256}}",
         # The user is the whole run after "//" of characters other than "/:@?#" and spaces (":"
         # ends it): that run, spaces let in (a superset), up to 256 long and then ":" or the end
         # of the text; or the text ends inside the "//". Led by "/", not by the look-behind, so

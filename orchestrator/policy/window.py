@@ -24,7 +24,8 @@ Round starts after the first are *breaks* for the catalogue (word boundaries for
 "Looking it up now" + a round opening with ``AKIA…`` is caught, while a key split across the
 round start is still one key in the text as it is).
 
-``release`` (end of a round) emits everything except a trailing possible secret start;
+``release`` (end of a round) emits everything except a trailing possible secret start (one
+followed only by spaces too: a line break and the rest of a hard-wrapped key may follow);
 ``flush`` (end of the reply) emits everything. Invariant: the concatenation of everything
 emitted equals ``Redactor.redact(everything fed)``.
 
@@ -63,7 +64,9 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from orchestrator.policy.catalogue import TAIL_REACH, Redactor
+from orchestrator.policy.folding import folded
 from orchestrator.policy.hits import Proof, masked_to, settled
+from orchestrator.policy.joints import trailing_joint
 from orchestrator.policy.lookbehind import view_context
 from orchestrator.policy.searches import SearchMemo
 
@@ -341,13 +344,15 @@ class RedactionWindow:
         s.carried = None
         self._forget()
         context, s.context = self._context(s, s.settled)
+        stop = len(s.text)
+        if open_end and (joint := trailing_joint(folded(s.text, s.settled), s.settled)):
+            # a start before spaces that the next round may make a hard wrap is held with them
+            # (``sk-ant-api03-0 `` + ``\n`` + ``…``); all from the spaces on when a search timed out
+            before = s.text[:joint]
+            found = self._redactor.open_hits(before, s.settled, breaks=s.breaks, context=context)
+            stop = joint if found is None else stop if found[1] is None else found[1]
         scan = self._redactor.scan(
-            s.text,
-            s.settled,
-            len(s.text),
-            open_end=open_end,
-            breaks=s.breaks,
-            context=context,
+            s.text, s.settled, stop, open_end=open_end, breaks=s.breaks, context=context
         )
         return self._advance(scan.text, scan.cut, scan.open_at if open_end else None)
 

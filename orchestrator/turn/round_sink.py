@@ -17,16 +17,13 @@ provider-run tool's status line and at the round's end it has the driver take th
 Reads are paced by the delivery (architecture §5 "Read pacing"): the provider's stream awaits
 :meth:`RoundSink.pause` before each read after a read's events were taken. While no write could
 start before a later time (the chat's spacing after the last write or after the write in flight,
-a rate limit), the next read
-waits until :data:`READ_AHEAD_SECS` before it, at most :data:`READ_PACE_MAX_SECS`: the socket
-buffers what the model sends meanwhile and one read takes it all, so a model streaming 50 deltas
-a second into a chat edited once a second costs a few reads a second, not fifty wakeups of the
-whole read path. The read that ends :data:`READ_AHEAD_SECS` before a write is that write's last:
-the next waits until the write has started (a read per delta in those last milliseconds would
-give the write a few words more at the cost of as many wakeups as the rest of the second). A write
-starts with the text read up to a moment before it; nothing is lost or reordered (the bytes wait
-in the socket), the first text is read at once (before the first write nothing waits), and a
-tool call or the end of the stream is seen at most :data:`READ_PACE_MAX_SECS` later."""
+a rate limit), the next read waits until :data:`READ_AHEAD_SECS` before it, at most
+:data:`READ_PACE_MAX_SECS`: the socket buffers what the model sends meanwhile and one read takes
+it all, so a model streaming 50 deltas a second into a chat edited once a second costs a few
+reads a second, not fifty wakeups of the whole read path. A write starts with the text read up
+to a moment before it; nothing is lost or reordered (the bytes wait in the socket), the first
+text is read at once (before the first write nothing waits), and a tool call or the end of the
+stream is seen at most :data:`READ_PACE_MAX_SECS` later."""
 
 from __future__ import annotations
 
@@ -59,11 +56,6 @@ or the end of the stream may be seen while the chat's spacing holds the text any
 READ_AHEAD_SECS = 0.05
 """A paced read ends this long (seconds) before a write could start, so the write takes the
 text sent up to then."""
-
-_TIMER_SLACK_SECS = 0.001
-"""How early a timer of the loop may end (its clock's resolution): a pace that ends this close
-to :data:`READ_AHEAD_SECS` before a write ended there, and the read after it waits this much
-past the write's start."""
 
 
 class ReplyPolicyLike(PiecePolicy, Protocol):
@@ -145,16 +137,10 @@ class RoundSink:
         anyway: until :data:`READ_AHEAD_SECS` before a write could start, at most
         :data:`READ_PACE_MAX_SECS`; ``None`` when a write could start now, so the read need not
         wait at all (see the module docstring)."""
-        quiet = self._driver.quiet_for()
-        if quiet <= 0.0:
-            return None
+        delay = min(self._driver.quiet_for() - READ_AHEAD_SECS, READ_PACE_MAX_SECS)
         # asyncio's own sleep (the delivery driver's loop is asyncio's): anyio's looks up the
         # running backend on every call, and this runs before every paced read.
-        if quiet < READ_AHEAD_SECS + _TIMER_SLACK_SECS:
-            # the read that ended the last pace was the coming write's last: the next waits
-            # until the write has started (see the module docstring)
-            return asyncio.sleep(quiet + _TIMER_SLACK_SECS)
-        return asyncio.sleep(min(quiet - READ_AHEAD_SECS, READ_PACE_MAX_SECS))
+        return asyncio.sleep(delay) if delay > 0.0 else None
 
     def event(self, event: StreamEvent) -> None:
         if type(event) is TextDelta:  # nearly every event: no pattern matching for it

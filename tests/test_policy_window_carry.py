@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from orchestrator.policy import Redactor, ReplyPolicy
 from orchestrator.policy.window import RedactionWindow
 from tests.policy_samples import texts_with_secrets, windows
+from tests.test_policy_window import _round_starts
 
 REDACTOR = Redactor()
 
@@ -172,17 +173,6 @@ def carried_scripts(draw: st.DrawFn) -> tuple[str, list[str], Ops]:
             ops += [("junk", junk[i : i + step]) for i in range(0, len(junk), step)]
             ops.append(("restart", None))
     return full, secrets, ops
-
-
-def _round_starts(ops: Ops) -> list[int]:
-    pos, starts = 0, []
-    for op, arg in ops:
-        if op == "feed":
-            assert isinstance(arg, str)
-            pos += len(arg)
-        elif op == "begin" and pos and (not starts or starts[-1] != pos):
-            starts.append(pos)
-    return starts
 
 
 class _Window:

@@ -44,20 +44,28 @@ DONE = chunk(finish="stop") + b"data: [DONE]\n\n"
 
 @asynccontextmanager
 async def socket_body(
-    received: MemoryObjectReceiveStream[bytes], reads: list[float]
+    received: MemoryObjectReceiveStream[bytes], reads: list[float], read_bytes: int = 1 << 30
 ) -> AsyncIterator[AsyncIterator[bytes]]:
-    """A body read as a socket is: a read waits for bytes, then takes all that arrived."""
+    """A body read as a socket is: a read waits for bytes, then takes all that arrived, at
+    most ``read_bytes`` (the rest stays for the next read)."""
 
     async def body() -> AsyncIterator[bytes]:
+        held = b""
         async for first in received:
-            reads.append(anyio.current_time())
-            parts = [first]
+            parts = [held, first]
             while True:
                 try:
                     parts.append(received.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
-            yield b"".join(parts)
+            held = b"".join(parts)
+            while len(held) > read_bytes:
+                reads.append(anyio.current_time())
+                yield held[:read_bytes]
+                held = held[read_bytes:]
+            reads.append(anyio.current_time())
+            yield held
+            held = b""
 
     yield body()
 
@@ -92,27 +100,42 @@ async def test_a_paced_stream_reads_again_only_once_its_pace_returned() -> None:
 
 
 class PacedReply:
-    """What a paced reply of ``words`` sent 20 ms apart did: when the server sent each word,
-    when the body was read, the events, and the chat (edited once a second, each write taking
-    ``latency_ms``)."""
+    """What a paced reply of ``words`` sent ``gap_secs`` apart (20 ms; 0: all at once) did:
+    when the server sent each word, when the body was read (each read taking at most
+    ``read_bytes``), the events, and the chat (edited every ``interval_ms``, once a second,
+    each write taking ``latency_ms``)."""
 
-    def __init__(self, words: list[str], latency_ms: int = 0) -> None:
+    def __init__(
+        self,
+        words: list[str],
+        latency_ms: int = 0,
+        *,
+        gap_secs: float = 0.02,
+        interval_ms: int = 1000,
+        read_bytes: int = 1 << 30,
+    ) -> None:
         self.words = words
+        self.gap_secs = gap_secs
+        self.read_bytes = read_bytes
         self.sent: list[tuple[float, str]] = []
         self.reads: list[float] = []
         self.events: list[StreamEvent] = []
-        self.channel = RecordingChannel(FakeChannelConfig(latency_ms=latency_ms))
+        config = FakeChannelConfig(
+            latency_ms=latency_ms, draft_update_interval_ms=interval_ms, max_length=1 << 20
+        )
+        self.channel = RecordingChannel(config)
 
     async def run(self) -> None:
         policy = ReplyPolicy(channel="fake", chat_id="chat")
         driver = DeliveryDriver(self.channel, "chat", policy)
         sink = RoundSink(policy, driver)
-        send, received = anyio.create_memory_object_stream[bytes](10_000)
+        send, received = anyio.create_memory_object_stream[bytes](len(self.words) + 1)
 
         async def server() -> None:
             async with send:
                 for word in self.words:
-                    await anyio.sleep(0.02)
+                    if self.gap_secs:
+                        await anyio.sleep(self.gap_secs)
                     self.sent.append((anyio.current_time(), word))
                     await send.send(chunk(word))
                 await send.send(DONE)
@@ -122,7 +145,8 @@ class PacedReply:
             tg.start_soon(server)
             policy.begin_round()
             stream = ReducedStream(
-                socket_body(received, self.reads), ChatCompletionsStreamReducer()
+                socket_body(received, self.reads, self.read_bytes),
+                ChatCompletionsStreamReducer(),
             )
             stream.pace_reads(sink.pause)
             async for event in stream:
@@ -223,3 +247,21 @@ async def test_while_a_write_is_in_flight_the_reads_keep_their_pace() -> None:
     after_first = [t for t in reply.reads if writes[0].t < t < writes[-2].t]
     seconds = writes[-2].t - writes[0].t
     assert len(after_first) <= seconds * (1 / READ_PACE_MAX_SECS + 4), len(after_first)
+
+
+@pytest.mark.looptime
+async def test_a_burst_in_the_socket_is_read_between_two_writes_not_a_read_a_write() -> None:
+    # The server sends a whole answer at once (3,000 deltas, ~150 KB) into a chat redrawn every
+    # 100 ms, as the console is; a read takes at most 4 KB, as a socket read does (~40 reads).
+    # The reads in the READ_AHEAD_SECS before a write do not wait: the burst is read by the
+    # second write and the answer is whole by the third. Were each of those reads to wait for
+    # the write, a read would take a write's interval: ~4 s here, and `relaybot run` took 53 s
+    # instead of 0.8 s to print a 60,000-delta answer.
+    words = [f"word{i} " for i in range(3000)]
+    reply = PacedReply(words, gap_secs=0.0, interval_ms=100, read_bytes=4096)
+    await reply.run()
+    assert reply.channel.chat.visible() == ["".join(words)]
+    assert len(reply.reads) >= 30
+    writes = reply.channel.chat.chat_writes()
+    assert reply.reads[-1] <= writes[0].t + 2 * 0.1, (writes[0].t, reply.reads[-1])
+    assert len(writes) <= 3, [w.t for w in writes]

@@ -116,7 +116,7 @@ def _pipeline(smoke: bool) -> list[Row]:
 
 def _e2e(smoke: bool) -> list[Row]:
     sizes = (200, 1_000, 4_000) if smoke else e2e.SIZES
-    s = e2e.run(sizes, 1 if smoke else 5, sdk=not smoke)
+    s = e2e.run(sizes, 1 if smoke else 5, sdk=not smoke, repeats=1 if smoke else e2e.REPEATS)
     span = f"{sizes[0]:,} -> {sizes[-1]:,} deltas"
     rows: list[Row] = [
         (f"e2e relaybot run µs/event ({span})", _fmt(s["relaybot_slope"]), "", "-"),

@@ -30,9 +30,14 @@ span tens of thousands of events, so a start-up that varies by a tenth of a seco
 moves the figure little (a slope between the middle and the largest answer over one between the
 smallest and the middle, per round, moved by ±0.3 between runs). Targets: relaybot's slope
 ≤ 1.5× the floor's, flat ≤ 1.3. Every (client, size) is run once per round, the order rotating
-every round; the slopes are medians over the rounds of each round's slope.
+every round — relaybot's and the floor's :data:`REPEATS` times, back to back — and the slopes are
+medians over the rounds of each round's slope. The repeats are for flat: relaybot's start-up is
+~1.1 s of CPU and moves by a few hundredths between runs, while 2,000 → 60,000 deltas add only
+~0.15 s, so with one run per size and round the middle's median moved flat by ±0.2 between two
+sittings of the same tree (1.07 and 1.43 on 2fe5e0a).
 
-Usage: ``python -m bench.e2e [--sizes 2000 60000 240000] [--rounds 5] [--tree NAME=DIR]``
+Usage: ``python -m bench.e2e [--sizes 2000 60000 240000] [--rounds 5] [--repeats 3]
+[--tree NAME=DIR]``
 (``--tree``: relaybot from another checkout too, ``relaybot@NAME``, in the same rounds: a
 before and after on the same host in the same minutes).
 """
@@ -52,9 +57,12 @@ from pathlib import Path
 from bench.parse import ROOT, _pin, running_server
 from bench.streams import deltas
 
-__all__ = ["SIZES", "main", "run"]
+__all__ = ["REPEATS", "SIZES", "main", "run"]
 
 SIZES = (2_000, 60_000, 240_000)
+REPEATS = 3
+"""Runs of relaybot and the floor per size and round (the SDK's: one; see the module
+docstring)."""
 _FRAMING_EVENTS = 4  # openai_chat: the role chunk, the finish chunk, the usage chunk, [DONE]
 _CONFIG = """\
 providers:
@@ -142,11 +150,13 @@ def run(
     *,
     sdk: bool = True,
     trees: dict[str, Path] | None = None,
+    repeats: int = REPEATS,
 ) -> dict[str, float]:
     """The e2e section: per client, ``slope`` (µs per event, smallest → largest answer) and
     ``flat`` (cost per event at the largest answer over at the middle one, both from the
     smallest; see the module docstring); ``ratio`` relaybot / floor, and
-    ``sdk_ratio`` SDK / relaybot. Medians over ``rounds`` rounds. ``sdk``: False leaves the
+    ``sdk_ratio`` SDK / relaybot. Medians over ``rounds`` rounds of ``repeats`` runs of
+    relaybot and the floor (one of the SDK) per size. ``sdk``: False leaves the
     SDK out (the smoke run). ``trees``: more relaybot clients, ``relaybot@<name>``, each running
     the code of another checkout (a before and after in the same rounds)."""
     others = trees or {}
@@ -157,19 +167,26 @@ def run(
         for r in range(rounds):
             shift = r * len(sizes) % len(jobs) + r % len(sizes)
             for client, n in jobs[shift:] + jobs[:shift]:
-                if client.startswith("relaybot"):
-                    root = others[client[9:]] if "@" in client else ROOT
-                    seconds = _relaybot(url, n, 1, Path(tmp), root)
-                else:
-                    seconds = _reader(client, url, n, 1)
-                cpu[(client, n)].append(seconds)
+                for _ in range(1 if client.startswith("sdk") else repeats):
+                    if client.startswith("relaybot"):
+                        root = others[client[9:]] if "@" in client else ROOT
+                        seconds = _relaybot(url, n, 1, Path(tmp), root)
+                    else:
+                        seconds = _reader(client, url, n, 1)
+                    cpu[(client, n)].append(seconds)
     small, mid, large = sizes[0], sizes[len(sizes) // 2], sizes[-1]
 
     def slope(client: str, a: int, b: int, r: int) -> float:
-        return (cpu[(client, b)][r] - cpu[(client, a)][r]) / (b - a) * 1e6
+        per_round = len(cpu[(client, a)]) // rounds
+        at_a = statistics.median(cpu[(client, a)][r * per_round : (r + 1) * per_round])
+        at_b = statistics.median(cpu[(client, b)][r * per_round : (r + 1) * per_round])
+        return (at_b - at_a) / (b - a) * 1e6
 
     summary: dict[str, float] = {}
-    print(f"e2e: CPU slope per event, {small:,} → {large:,} deltas, median of {rounds} rounds")
+    print(
+        f"e2e: CPU slope per event, {small:,} → {large:,} deltas, median of {rounds} rounds "
+        f"({repeats} runs of relaybot and the floor per size and round)"
+    )
     for client in chosen:
         slopes = [slope(client, small, large, r) for r in range(rounds)]
         median = {n: statistics.median(cpu[(client, n)]) for n in (small, mid, large)}
@@ -202,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs=3, default=list(SIZES))
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=REPEATS)
     parser.add_argument(
         "--tree",
         action="append",
@@ -211,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     trees = {name: Path(d).resolve() for name, _, d in (t.partition("=") for t in args.tree)}
-    run(tuple(args.sizes), args.rounds, trees=trees)
+    run(tuple(args.sizes), args.rounds, trees=trees, repeats=args.repeats)
     return 0
 
 

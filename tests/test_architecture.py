@@ -200,6 +200,18 @@ def test_every_adapter_is_checked() -> None:
     assert adapters == set(ADAPTERS)
 
 
+def test_a_bot_without_mcp_servers_starts_without_the_mcp_sdk() -> None:
+    """architecture §5 "MCP": what ``relaybot run`` loads for a bot without MCP servers — the
+    daemon, its start-up checks, the tool registry — does not import the ``mcp`` SDK (about a
+    third of the start-up's CPU); the MCP client loads it."""
+    code = (
+        "import sys, orchestrator.cli, orchestrator.ops.daemon, orchestrator.ops.config_checks, "
+        "orchestrator.tools.tool_setup; loaded = 'mcp' in sys.modules; "
+        "import orchestrator.tools.mcp_client; print(loaded, 'mcp' in sys.modules)"
+    )
+    assert fresh_interpreter(code) == "False True"
+
+
 def test_the_config_loads_no_adapter() -> None:
     """architecture §1, §3 "Kinds": the config imports the registry, whose ``kind`` modules are
     models and numbers; loading the config loads no adapter and no network library."""

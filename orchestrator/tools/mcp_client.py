@@ -30,7 +30,6 @@ import shlex
 import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 import anyio
@@ -42,6 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
 from config.tools import McpHttpServerConfig, McpServerConfig, McpStdioServerConfig
+from orchestrator.tools.mcp_shapes import McpTool, McpToolError, McpUnavailable
 
 __all__ = ["McpConnection", "McpTool", "McpToolError", "McpUnavailable", "result_text"]
 
@@ -83,24 +83,6 @@ class _ServerStderr:
                 text = _ANSI.sub("", line.rstrip("\n"))[:STDERR_LINE_CHARS]
                 if text.strip():
                     log.info("MCP server %s: %s", self._name, text)
-
-
-class McpUnavailable(Exception):
-    """The server's session is gone (or never came up): the call did not reach it."""
-
-
-class McpToolError(Exception):
-    """The server answered the call with a JSON-RPC error (unknown tool, bad arguments)."""
-
-
-@dataclass(frozen=True, slots=True)
-class McpTool:
-    """A tool a server lists: its own ``name``, ``description`` and JSON Schema."""
-
-    server: str
-    name: str
-    description: str
-    parameters: dict[str, Any]
 
 
 class McpConnection:

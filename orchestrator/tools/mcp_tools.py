@@ -15,14 +15,17 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from anyio.abc import TaskGroup
 
 from config.tools import McpServerConfig, valid_tool_name
-from orchestrator.tools.mcp_client import McpConnection, McpTool, McpToolError, McpUnavailable
+from orchestrator.tools.mcp_shapes import McpTool, McpToolError, McpUnavailable
 from providers.base import ToolSpec
+
+if TYPE_CHECKING:
+    from orchestrator.tools.mcp_client import McpConnection
 
 __all__ = ["McpServers", "qualified_name"]
 
@@ -45,8 +48,11 @@ class McpServers:
     """
 
     def __init__(self, configs: Mapping[str, McpServerConfig], reserved: Collection[str]) -> None:
+        # the mcp SDK, loaded only for a bot that has MCP servers (orchestrator/tools/mcp_shapes.py)
+        from orchestrator.tools.mcp_client import McpConnection
+
         self._reserved = frozenset(reserved)
-        self.connections = {
+        self.connections: dict[str, McpConnection] = {
             name: McpConnection(name, config, on_tools_changed=self._rename)
             for name, config in configs.items()
         }

@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import anyio
 
-from orchestrator.tools.mcp_client import McpToolError
+from orchestrator.tools.mcp_shapes import McpToolError
 from orchestrator.tools.mcp_tools import McpServers
 from providers.base import ToolSpec
 

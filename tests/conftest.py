@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.pipeline import close_made_providers
 
 __all__: list[str] = []
 
@@ -68,3 +70,11 @@ def _own_heap() -> Iterator[None]:
 def fixtures_dir() -> Path:
     """``tests/fixtures``: the recorded streams and their README."""
     return FIXTURES
+
+
+@pytest.fixture
+async def closes_providers() -> AsyncIterator[None]:
+    """After the test, the providers ``tests.pipeline.make_turns`` built are closed (their HTTP
+    clients' sessions would be left to the interpreter's exit): for the modules using it."""
+    yield
+    await close_made_providers()

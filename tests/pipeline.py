@@ -112,6 +112,26 @@ def provider_config(
     return ProviderConfig(**values)
 
 
+_MADE: list[ChainEntry] = []
+"""The providers :func:`make_turns` built (and those given to :func:`closed_after_test`), until
+:func:`close_made_providers` closes them."""
+
+
+def closed_after_test(entry: ChainEntry) -> ChainEntry:
+    """``entry``, its provider closed after the test by :func:`close_made_providers` (as the
+    providers :func:`make_turns` builds are)."""
+    _MADE.append(entry)
+    return entry
+
+
+async def close_made_providers() -> None:
+    """Close the providers :func:`make_turns` built (their HTTP clients' sessions): the
+    ``closes_providers`` fixture of tests/conftest.py, after each test of a module that uses
+    it."""
+    while _MADE:
+        await _MADE.pop().provider.aclose()
+
+
 def make_turns(
     tmp_path: Path,
     providers: list[ProviderConfig],
@@ -121,7 +141,10 @@ def make_turns(
     sleep: Any = None,
     **agent: Any,
 ) -> tuple[TurnRunner, Store]:
-    chain = [ChainEntry(build_provider(f"p{i}", cfg), cfg) for i, cfg in enumerate(providers)]
+    chain = [
+        closed_after_test(ChainEntry(build_provider(f"p{i}", cfg), cfg))
+        for i, cfg in enumerate(providers)
+    ]
     store = Store(tmp_path / "relaybot.db")
     runner = RoundRunner(chain, sleep=sleep) if sleep else RoundRunner(chain)
     turns = TurnRunner(

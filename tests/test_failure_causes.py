@@ -19,6 +19,8 @@ from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config
 
+pytestmark = pytest.mark.usefixtures("closes_providers")
+
 PATH = "/v1/chat/completions"
 
 

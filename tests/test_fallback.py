@@ -21,6 +21,8 @@ from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config, sse, text_answer
 
+pytestmark = pytest.mark.usefixtures("closes_providers")
+
 A_TEXT = (
     "Provider A starts a careful answer about the weather in three cities. Paris is mild and "
     "dry this week.\n\nBerlin is colder, with rain expected on most days and strong wind on "

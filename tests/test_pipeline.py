@@ -27,6 +27,8 @@ from tests.pipeline import (
     tool_call_stream,
 )
 
+pytestmark = pytest.mark.usefixtures("closes_providers")
+
 PATH = "/v1/chat/completions"
 INTERVAL_MS = 150
 ANSWER = (

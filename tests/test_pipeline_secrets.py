@@ -13,6 +13,8 @@ from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config, sse, tool_call_stream
 
+pytestmark = pytest.mark.usefixtures("closes_providers")
+
 PATH = "/v1/chat/completions"
 KEY = "sk-ant-api03-AAAABBBBCCCCDDDDEEEEFFFFGGGGHHHHIIIIJJJJ"
 

@@ -20,6 +20,9 @@ from providers.base import ChatMessage, ChatRequest, ToolSpec
 from providers.events import Final, StreamEvent, TextDelta
 from providers.openai_chat import OpenAIChatProvider
 from tests.peers.provider_server import ProviderServer, Reply
+from tests.pipeline import closed_after_test
+
+pytestmark = pytest.mark.usefixtures("closes_providers")
 
 PATH = "/v1/chat/completions"
 REQUEST = ChatRequest((ChatMessage("user", "hi"),))
@@ -89,7 +92,7 @@ def entry(server: ProviderServer, name: str, prefix: str = "/v1", **overrides: A
         model="m",
         **overrides,
     )
-    return ChainEntry(OpenAIChatProvider(name, config), config)
+    return closed_after_test(ChainEntry(OpenAIChatProvider(name, config), config))
 
 
 class Sleeps:
@@ -213,7 +216,7 @@ async def test_a_provider_that_cannot_stream_is_called_blocking() -> None:
         )
         sleeps = Sleeps()
         result = await RoundRunner(
-            [ChainEntry(BlockingOnly("a", config), config)], sleep=sleeps
+            [closed_after_test(ChainEntry(BlockingOnly("a", config), config))], sleep=sleeps
         ).run(REQUEST, Sink())
     assert [r.json["stream"] for r in server.requests] == [False, False]
     assert sleeps.calls == [0.5]
@@ -232,9 +235,13 @@ async def test_tools_offered_to_a_provider_without_streamed_tool_events_go_block
             kind="openai_chat", base_url=server.url + "/v1", api_key="k", model="m"
         )
         request = ChatRequest(REQUEST.messages, tools=(ToolSpec("t", "d"),))
-        await RoundRunner([ChainEntry(NoToolEvents("a", config), config)]).run(request, Sink())
+        await RoundRunner([closed_after_test(ChainEntry(NoToolEvents("a", config), config))]).run(
+            request, Sink()
+        )
         assert server.requests[0].json["stream"] is False
-        await RoundRunner([ChainEntry(NoToolEvents("a", config), config)]).run(REQUEST, Sink())
+        await RoundRunner([closed_after_test(ChainEntry(NoToolEvents("a", config), config))]).run(
+            REQUEST, Sink()
+        )
         assert server.requests[1].json["stream"] is True
 
 

@@ -24,6 +24,8 @@ from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config, sse, text_answer
 from tests.policy_samples import SAMPLES, secret_part, windows
 
+pytestmark = pytest.mark.usefixtures("closes_providers")
+
 MULTI = FakeChannelConfig(
     stream_mode="multi_message", show_tool_status=True, draft_update_interval_ms=100
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from channels.base import InboundMessage
 from orchestrator.tools.registry import Tool, ToolRegistry, builtin_tools
@@ -15,6 +16,8 @@ from orchestrator.turn.runner import STOPPED_MARKER, conversation_key
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config, sse, text_answer, tool_call_stream
+
+pytestmark = pytest.mark.usefixtures("closes_providers")
 
 PATH = "/v1/chat/completions"
 

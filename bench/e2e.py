@@ -34,7 +34,7 @@ every round — relaybot's and the floor's :data:`REPEATS` times, back to back �
 medians over the rounds of each round's slope. The repeats are for flat: relaybot's start-up is
 ~1.1 s of CPU and moves by a few hundredths between runs, while 2,000 → 60,000 deltas add only
 ~0.15 s, so with one run per size and round the middle's median moved flat by ±0.2 between two
-sittings of the same tree (1.07 and 1.43 on 2fe5e0a).
+runs of the same tree (1.07 in an alternating run, 1.43 in a sitting, on 2fe5e0a).
 
 Usage: ``python -m bench.e2e [--sizes 2000 60000 240000] [--rounds 5] [--repeats 3]
 [--tree NAME=DIR]``

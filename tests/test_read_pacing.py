@@ -50,22 +50,17 @@ async def socket_body(
     most ``read_bytes`` (the rest stays for the next read)."""
 
     async def body() -> AsyncIterator[bytes]:
-        held = b""
         async for first in received:
-            parts = [held, first]
+            parts = [first]
             while True:
                 try:
                     parts.append(received.receive_nowait())
                 except (anyio.WouldBlock, anyio.EndOfStream):
                     break
-            held = b"".join(parts)
-            while len(held) > read_bytes:
+            arrived = b"".join(parts)
+            for at in range(0, len(arrived), read_bytes):
                 reads.append(anyio.current_time())
-                yield held[:read_bytes]
-                held = held[read_bytes:]
-            reads.append(anyio.current_time())
-            yield held
-            held = b""
+                yield arrived[at : at + read_bytes]
 
     yield body()
 

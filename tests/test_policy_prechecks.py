@@ -15,7 +15,7 @@ import re
 import sys
 
 import regex
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.policy import Redactor
@@ -169,6 +169,9 @@ def _replay(ops: Ops, redactor: Redactor, reuse_proofs: bool) -> list[str]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_scripts(), st.booleans())
+@example(  # CI found a longer one: without pre-checks, spaces after "ok" held at a round's end
+    [("begin", ""), ("feed", "the ok"), ("feed", " "), ("release", ""), ("begin", "")], False
+)
 def test_property_prechecks_change_no_output_of_a_window(ops: Ops, reuse_proofs: bool) -> None:
     assert _replay(ops, FAST, reuse_proofs) == _replay(ops, REFERENCE, reuse_proofs)
 

@@ -346,11 +346,13 @@ class RedactionWindow:
         context, s.context = self._context(s, s.settled)
         stop = len(s.text)
         if open_end and (joint := trailing_joint(folded(s.text, s.settled), s.settled)):
-            # a start before spaces that the next round may make a hard wrap is held with them
-            # (``sk-ant-api03-0 `` + ``\n`` + ``…``); all from the spaces on when a search timed out
+            # a start before (not at) spaces a hard wrap may continue is held with them
             before = s.text[:joint]
             found = self._redactor.open_hits(before, s.settled, breaks=s.breaks, context=context)
-            stop = joint if found is None else stop if found[1] is None else found[1]
+            if found is None:  # a search timed out: all from the spaces on
+                stop = joint
+            elif found[1] is not None and found[1] < joint:
+                stop = found[1]
         scan = self._redactor.scan(
             s.text, s.settled, stop, open_end=open_end, breaks=s.breaks, context=context
         )

@@ -143,12 +143,17 @@ def _median_of(s: dict[str, float], prefix: str) -> str:
     return f" (median of {runs})" if runs > 1 else ""
 
 
+STEADY_RATES = (40_000, 50_000, 60_000)
+"""Offered loads (deltas/s) of the scale section's ``steady`` rows (:mod:`bench.scale`)."""
+
+
 def _scale(smoke: bool) -> list[Row]:
     ns = (3,) if smoke else (100, 300, 400, 500, 700, 1000, 1200)
     repeat = () if smoke else (500, 700, 1000, 1200)
     spread = () if smoke else (500,)
     uvloop = () if smoke or not _have("uvloop") else (300, 500, 700, 1000, 1200)
-    s = scale.run(ns, 10 if smoke else 186, uvloop, spread, repeat)
+    steady = () if smoke else STEADY_RATES
+    s = scale.run(ns, 10 if smoke else 186, uvloop, spread, repeat, steady=steady)
     rows: list[Row] = []
     for n in ns:
         p = f"asyncio_{n}"
@@ -186,6 +191,18 @@ def _scale(smoke: bool) -> list[Row]:
                      _fmt(on_uvloop), ">= 60,000", _met(on_uvloop >= 60_000)))  # fmt: skip
     rows.append(("deltas/s per core from CPU per delta", _fmt(s["capacity_deltas_per_s"]),
                  ">= 60,000", _met(s["capacity_deltas_per_s"] >= 60_000)))  # fmt: skip
+    for loop in ("asyncio", "uvloop") if steady else ():
+        if f"steady_{loop}_sustained" not in s:
+            continue
+        for rate in steady:
+            p = f"steady_{loop}_{rate}"
+            rows.append((f"steady {rate:,} deltas/s on {loop} ({int(s[f'{p}_n'])} conversations "
+                         f"over {scale.STEADY_SECS} s): TTFT p99 / lag p99 ms / µs per delta",
+                         f"{_fmt(s[f'{p}_ttft_p99_ms'])} / {_fmt(s[f'{p}_lag_p99_ms'])} / "
+                         f"{_fmt(s[f'{p}_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
+        held = s[f"steady_{loop}_sustained"]
+        rows.append((f"deltas/s sustained with steady arrivals, lag p99 < 100 ms ({loop})",
+                     _fmt(held), ">= 60,000", _met(held >= 60_000)))  # fmt: skip
     return rows
 
 

@@ -24,8 +24,18 @@ Rows marked ``spread`` start their conversations evenly over :data:`SPREAD_MS` i
 once (``--spread N …``): the N streams open over one second rather than in one millisecond,
 and the chats' once-a-second writes are not in step.
 
+Rows marked ``steady`` are a load that goes on (``--steady RATE …``, offered deltas per second):
+conversations begin one after another, evenly over :data:`STEADY_SECS`, as many as carry RATE
+deltas a second (RATE × STEADY_SECS / deltas; at 60,000 deltas/s, 3,226 conversations, about
+1,200 streaming at any moment). Streams open while others end, the connections of ended
+streams are used again, and no write of one chat is in step with another's: the loop gets no
+batch of a thousand alike reads or writes to take in one pass, as a burst gives it. The deltas
+per second one core sustains *steadily* is the largest RATE whose edit lag p99 stayed under
+100 ms, as did every smaller RATE's (per loop); its CPU per delta includes the ramps (the
+first and last answer's length of the run, with fewer conversations open).
+
 Usage: ``python -m bench.scale [--n 100 200 300 500 1000] [--deltas 186] [--uvloop N …]
-[--spread N …]``
+[--spread N …] [--steady RATE …]``
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ REPEATS = 3
 """Runs of each N given with ``--repeat`` (asyncio and uvloop alternating): their figures are
 the medians. One run's lag p99 near the bound moves by half or more with the host's speed
 between minutes, so the sustained figure is judged on the median of three."""
+STEADY_SECS = 10
+"""The ``steady`` rows begin their conversations evenly over this long (seconds)."""
 
 
 def _rss_kb() -> int:
@@ -198,8 +210,11 @@ def run(
     spread_n: tuple[int, ...] = (),
     repeat_n: tuple[int, ...] = (),
     repeats: int = REPEATS,
+    steady: tuple[int, ...] = (),
 ) -> dict[str, float]:
-    """The scale section; returns the summary figures (medians over the runs of an N)."""
+    """The scale section; returns the summary figures (medians over the runs of an N).
+    ``steady``: offered loads (deltas/s) run as ``steady`` rows, on asyncio and, when
+    ``uvloop_n`` names any N, on uvloop too (see the module docstring)."""
     from bench.parse import running_server
 
     rows: list[tuple[str, dict[str, float]]] = []
@@ -217,12 +232,17 @@ def run(
                 rows.append(("uvloop", measure(url, n, deltas, uvloop=True)))
         for n in spread_n:
             rows.append(("spread", measure(url, n, deltas, spread_ms=SPREAD_MS)))
+        for rate in steady:
+            n = steady_conversations(rate, deltas)
+            for loop, on_uvloop in [("asyncio", False)] + ([("uvloop", True)] if uvloop_n else []):
+                r = measure(url, n, deltas, uvloop=on_uvloop, spread_ms=STEADY_SECS * 1000)
+                rows.append((f"steady-{loop}", {**r, "offered": rate}))
     print(f"scale: N conversations at {RATE} deltas/s, {deltas} deltas of 11 characters each")
-    print(f"  {'loop':8} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
+    print(f"  {'loop':14} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
           f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'wall s':>7}")  # fmt: skip
     for loop, r in rows:
         print(
-            f"  {loop:8} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
+            f"  {loop:14} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
             f"{r['lag_p50_ms']:6.0f}ms {r['lag_p99_ms']:6.0f}ms {r['peak_rss_mb']:7.0f}MB "
             f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['wall_s']:7.1f}"
         )
@@ -233,6 +253,8 @@ def run(
     sustained = {"asyncio": 0, "uvloop": 0}  # the spread rows are figures, not a sustained load
     missed: set[str] = set()  # loops with an N that missed: no larger N counts for them
     for (loop, n), results in sorted(runs.items()):
+        if loop.startswith("steady-"):
+            continue  # their figures: _steady_summary
         prefix = f"{loop}_{n}"
         for key in ("completed", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
                     "peak_rss_mb", "rss_per_conv_kb", "cpu_us_per_delta"):  # fmt: skip
@@ -249,6 +271,7 @@ def run(
             sustained[loop] = n * RATE
         else:
             missed.add(loop)
+    summary.update(_steady_summary([(loop[7:], r) for loop, r in rows if loop[:7] == "steady-"]))
     cpu = min(r["cpu_us_per_delta"] for loop, r in rows if loop == "asyncio")
     summary["sustained_deltas_per_s"] = sustained["asyncio"]
     if uvloop_n:
@@ -259,6 +282,33 @@ def run(
         f"  sustained with edit lag p99 < 100 ms: {sustained['asyncio']} deltas/s; "
         f"capacity from CPU per delta: {1e6 / cpu:.0f} deltas/s per core"
     )
+    return summary
+
+
+def steady_conversations(rate: int, deltas: int) -> int:
+    """How many conversations of ``deltas`` deltas, begun evenly over :data:`STEADY_SECS`,
+    carry ``rate`` deltas a second."""
+    return max(1, round(rate * STEADY_SECS / deltas))
+
+
+def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
+    """The ``steady`` rows' figures (``steady_<loop>_<rate>_<figure>``) and, per loop, the
+    largest offered rate sustained (``steady_<loop>_sustained``: lag p99 < 100 ms and nothing
+    failed, at it and at every smaller rate; 0 when the smallest missed)."""
+    summary: dict[str, float] = {}
+    for loop in dict.fromkeys(loop for loop, _ in rows):
+        sustained, missed = 0, False
+        for r in sorted((r for lp, r in rows if lp == loop), key=lambda r: r["offered"]):
+            prefix = f"steady_{loop}_{int(r['offered'])}"
+            for key in ("n", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
+                        "cpu_us_per_delta"):  # fmt: skip
+                summary[f"{prefix}_{key}"] = r[key]
+            if not missed and r["lag_p99_ms"] < 100 and r["failed"] == 0:
+                sustained = int(r["offered"])
+            else:
+                missed = True
+        summary[f"steady_{loop}_sustained"] = sustained
+        print(f"  steady arrivals on {loop}: {sustained} deltas/s sustained")
     return summary
 
 
@@ -276,8 +326,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--repeat", type=int, nargs="*", default=[], help=f"N to run {REPEATS} times (medians)"
     )
+    parser.add_argument(
+        "--steady", type=int, nargs="*", default=[], help="offered deltas/s to run steadily"
+    )
     args = parser.parse_args(argv)
-    run(tuple(args.n), args.deltas, tuple(args.uvloop), tuple(args.spread), tuple(args.repeat))
+    run(
+        tuple(args.n),
+        args.deltas,
+        tuple(args.uvloop),
+        tuple(args.spread),
+        tuple(args.repeat),
+        steady=tuple(args.steady),
+    )
     return 0
 
 

@@ -98,3 +98,35 @@ def test_check_config_rejects_a_bad_server_entry(tmp_path: Path) -> None:
         f"{path}:7: agent.mcp_servers.web.url: must be an http:// or https:// URL",
         f'{path}:8: agent.mcp_servers["bad name"]: must match the pattern ^[a-zA-Z0-9_-]{{1,32}}$',
     ]
+
+
+def test_a_broken_installation_without_the_mcp_sdk_is_named_at_the_servers_line(
+    tmp_path: Path,
+) -> None:
+    """The ``mcp`` SDK is a dependency; an installation that lost it (shadowed here by a module
+    that fails as a missing package does) is told, at ``agent.mcp_servers``' line, what to do —
+    by ``check-config``, ``run`` and ``tools`` alike, exit 2 and no traceback."""
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    (shadow / "mcp.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n", encoding="utf-8"
+    )
+    path = _config(tmp_path)
+    expected = (
+        f"{path}:5: agent.mcp_servers: the MCP client cannot be imported (No module named "
+        "'mcp'): relaybot's installation is incomplete. Reinstall it (pip install "
+        "--force-reinstall relaybot; in a checkout, pip install -e .), or remove "
+        "agent.mcp_servers to run without MCP tools"
+    )
+    for args in (("check-config", str(path)), ("run", "--config", str(path)),
+                 ("tools", "--config", str(path))):  # fmt: skip
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", *args],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": f"{shadow}:{REPO}", "PATH": "/usr/bin:/bin", "HOME": "/nonexistent"},
+            cwd=REPO,
+            timeout=120,
+            stdin=subprocess.DEVNULL,
+        )
+        assert (result.returncode, result.stderr.splitlines()) == (2, [expected]), args

@@ -12,7 +12,8 @@ after the schema, found by ``relaybot check-config`` too, in the same pass and a
   could talk to it; a refused user is told their id, which the admin adds);
 * ``agent.mcp_servers``: a warning for each stdio server whose program is not found (on
   ``PATH``, or as the path given); the server would not start, and the bot runs without its
-  tools.
+  tools. An error when servers are named and the ``mcp`` SDK (a dependency of relaybot) cannot
+  be imported: a broken installation, which no server could be reached through.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from config.tools import McpServers, McpStdioServerConfig
 from orchestrator.policy import OutboundPolicy, PolicyError, TermList
 from orchestrator.policy.hook import load_hook
 from orchestrator.policy.outbound import extra_shapes
+from orchestrator.tools.mcp_shapes import mcp_sdk_missing
 from orchestrator.tools.registry import ToolRegistry, builtin_tools
 
 __all__ = ["RUN_CHECKS", "available_channel_kinds"]
@@ -167,6 +169,11 @@ def _mcp_programs(servers: McpServers) -> CheckResult:
             )
 
 
+def _mcp_sdk(servers: McpServers) -> CheckResult:
+    if servers and (missing := mcp_sdk_missing()) is not None:
+        yield (), missing
+
+
 RUN_CHECKS: tuple[SectionCheck, ...] = (
     SectionCheck(("agent", "tools"), list[str], _tools),
     SectionCheck(("policy", "on_message_sending"), str | None, _hook),
@@ -175,6 +182,7 @@ RUN_CHECKS: tuple[SectionCheck, ...] = (
     SectionCheck(("policy",), PolicyConfig, _policy),
     SectionCheck(("channels",), dict[str, Any], _channels, warning=True),
     SectionCheck(("channels",), dict[str, Any], _open_to_nobody, warning=True),
+    SectionCheck(("agent", "mcp_servers"), McpServers, _mcp_sdk),
     SectionCheck(("agent", "mcp_servers"), McpServers, _mcp_programs, warning=True),
 )
 """The checks ``relaybot check-config`` and ``relaybot run`` pass to the loader."""

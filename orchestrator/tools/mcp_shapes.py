@@ -1,15 +1,16 @@
 """What the MCP client and the tool registry share, without the ``mcp`` SDK: the failures of a
-call and a listed tool's shape. The SDK (~0.35 s of imports) is loaded only when
-``agent.mcp_servers`` names a server (:class:`~orchestrator.tools.mcp_tools.McpServers`
-imports :mod:`orchestrator.tools.mcp_client` then), so a bot without MCP servers starts
-without it (architecture §5 "MCP")."""
+call, a listed tool's shape, and whether the SDK can be imported at all. The SDK (~0.35 s of
+imports) is loaded only when ``agent.mcp_servers`` names a server
+(:class:`~orchestrator.tools.mcp_tools.McpServers` imports :mod:`orchestrator.tools.mcp_client`
+then), so a bot without MCP servers starts without it (architecture §5 "MCP")."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["McpTool", "McpToolError", "McpUnavailable"]
+__all__ = ["McpSdkMissing", "McpTool", "McpToolError", "McpUnavailable", "mcp_sdk_missing"]
 
 
 class McpUnavailable(Exception):
@@ -28,3 +29,23 @@ class McpTool:
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+class McpSdkMissing(Exception):
+    """``agent.mcp_servers`` names servers and the ``mcp`` SDK cannot be imported (the message
+    says what to do: :func:`mcp_sdk_missing`)."""
+
+
+def mcp_sdk_missing() -> str | None:
+    """What to tell the admin when the MCP client (and with it the ``mcp`` SDK, a dependency of
+    relaybot) cannot be imported — a broken installation; ``None`` when it imports. Imports it:
+    call it only for a config that names servers."""
+    try:
+        importlib.import_module("orchestrator.tools.mcp_client")
+    except ImportError as exc:
+        return (
+            f"the MCP client cannot be imported ({exc}): relaybot's installation is incomplete. "
+            "Reinstall it (pip install --force-reinstall relaybot; in a checkout, pip install "
+            "-e .), or remove agent.mcp_servers to run without MCP tools"
+        )
+    return None

@@ -21,7 +21,13 @@ import anyio
 from anyio.abc import TaskGroup
 
 from config.tools import McpServerConfig, valid_tool_name
-from orchestrator.tools.mcp_shapes import McpTool, McpToolError, McpUnavailable
+from orchestrator.tools.mcp_shapes import (
+    McpSdkMissing,
+    McpTool,
+    McpToolError,
+    McpUnavailable,
+    mcp_sdk_missing,
+)
 from providers.base import ToolSpec
 
 if TYPE_CHECKING:
@@ -45,11 +51,17 @@ class McpServers:
     Args:
         configs: the ``agent.mcp_servers`` section.
         reserved: the built-in tools' names (an MCP tool of such a name is qualified).
+
+    Raises:
+        McpSdkMissing: the ``mcp`` SDK cannot be imported (a broken installation).
     """
 
     def __init__(self, configs: Mapping[str, McpServerConfig], reserved: Collection[str]) -> None:
         # the mcp SDK, loaded only for a bot that has MCP servers (orchestrator/tools/mcp_shapes.py)
-        from orchestrator.tools.mcp_client import McpConnection
+        try:
+            from orchestrator.tools.mcp_client import McpConnection
+        except ImportError as exc:  # check-config and run report it first, at the file's line
+            raise McpSdkMissing(mcp_sdk_missing() or str(exc)) from exc
 
         self._reserved = frozenset(reserved)
         self.connections: dict[str, McpConnection] = {

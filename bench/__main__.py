@@ -1,13 +1,15 @@
 """``python -m bench``: every benchmark, then one summary table (figures and targets).
 
-Sections: parse (:mod:`bench.parse`), pipeline (:mod:`bench.pipeline`), e2e
-(:mod:`bench.e2e`: ``relaybot run`` end to end), scale (:mod:`bench.scale`), redaction
-(``bench/redaction.py``, called, at 4 KB / 64 KB / 1 MB with deltas of 3–6 characters), and
-every other ``bench/*.py`` script that exposes ``main()`` (``delivery``, ``decoders``,
-``false_positives``... when present), run as they are.
+Sections, in this order: parse (:mod:`bench.parse`), pipeline (:mod:`bench.pipeline`),
+redaction (``bench/redaction.py``, called, at 4 KB / 64 KB / 1 MB with deltas of 3–6
+characters, and on prose and URL-dense text), e2e (:mod:`bench.e2e`: ``relaybot run`` end to
+end), scale (:mod:`bench.scale`), and every other ``bench/*.py`` script that exposes ``main()``
+(``delivery``, ``decoders``, ``false_positives``... when present), run as they are. Redaction,
+timed in this process, runs before e2e and scale keep both cores busy for minutes: right after
+them the same code reads about 5–10 % slower for a while.
 
 ``--smoke`` runs tiny sizes (a few seconds; the SDK clients only when installed), for the test
-suite. ``--only parse,scale`` picks sections. About 8 minutes in full on 2 shared cores.
+suite. ``--only parse,scale`` picks sections. About 10 minutes in full on 2 shared cores.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from bench import e2e, parse, pipeline, scale
 
 BENCH = Path(__file__).resolve().parent
 OWN = {"__init__", "__main__", "channels", "e2e", "parse", "pipeline", "scale", "server", "streams"}
-SECTIONS = ("parse", "pipeline", "e2e", "scale", "redaction", "extra")
+SECTIONS = ("parse", "pipeline", "redaction", "e2e", "scale", "extra")
 
 Row = tuple[str, str, str, str]  # figure, value, target, met
 

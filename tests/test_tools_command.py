@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -100,22 +102,28 @@ def test_check_config_rejects_a_bad_server_entry(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("failure", "cause"),
+    [
+        ("ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')", "No module named 'mcp'"),
+        ("AttributeError('half installed')", "AttributeError: half installed"),
+    ],
+)
 def test_a_broken_installation_without_the_mcp_sdk_is_named_at_the_servers_line(
-    tmp_path: Path,
+    tmp_path: Path, failure: str, cause: str
 ) -> None:
     """The ``mcp`` SDK is a dependency; an installation that lost it (shadowed here by a module
-    that fails as a missing package does) is told, at ``agent.mcp_servers``' line, what to do —
-    by ``check-config``, ``run`` and ``tools`` alike, exit 2 and no traceback."""
+    that fails as a missing package does, or as a half-removed one might) is told, at
+    ``agent.mcp_servers``' line, what to do — by ``check-config``, ``run`` and ``tools`` alike,
+    exit 2 and no traceback."""
     shadow = tmp_path / "shadow"
     shadow.mkdir()
-    (shadow / "mcp.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'mcp'\", name='mcp')\n", encoding="utf-8"
-    )
+    (shadow / "mcp.py").write_text(f"raise {failure}\n", encoding="utf-8")
     path = _config(tmp_path)
     expected = (
-        f"{path}:5: agent.mcp_servers: the MCP client cannot be imported (No module named "
-        "'mcp'): relaybot's installation is incomplete. Reinstall it (pip install "
-        "--force-reinstall relaybot; in a checkout, pip install -e .), or remove "
+        f"{path}:5: agent.mcp_servers: the MCP client cannot be imported ({cause}): relaybot's "
+        "installation is incomplete. Reinstall it from its checkout (pip install "
+        "--force-reinstall ., or pip install -e . for an editable one), or remove "
         "agent.mcp_servers to run without MCP tools"
     )
     for args in (("check-config", str(path)), ("run", "--config", str(path)),

@@ -38,14 +38,17 @@ class McpSdkMissing(Exception):
 
 def mcp_sdk_missing() -> str | None:
     """What to tell the admin when the MCP client (and with it the ``mcp`` SDK, a dependency of
-    relaybot) cannot be imported — a broken installation; ``None`` when it imports. Imports it:
-    call it only for a config that names servers."""
+    relaybot) cannot be imported — missing, or raising anything while it imports: a broken
+    installation; ``None`` when it imports. Imports it: call it only for a config that names
+    servers."""
     try:
         importlib.import_module("orchestrator.tools.mcp_client")
-    except ImportError as exc:
+    except Exception as exc:  # missing, or broken in a way of its own: the same advice
+        cause = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
         return (
-            f"the MCP client cannot be imported ({exc}): relaybot's installation is incomplete. "
-            "Reinstall it (pip install --force-reinstall relaybot; in a checkout, pip install "
-            "-e .), or remove agent.mcp_servers to run without MCP tools"
+            f"the MCP client cannot be imported ({cause}): relaybot's installation is "
+            "incomplete. Reinstall it from its checkout (pip install --force-reinstall ., or pip "
+            "install -e . for an editable one), or remove agent.mcp_servers to run without MCP "
+            "tools"
         )
     return None

@@ -60,7 +60,7 @@ class McpServers:
         # the mcp SDK, loaded only for a bot that has MCP servers (orchestrator/tools/mcp_shapes.py)
         try:
             from orchestrator.tools.mcp_client import McpConnection
-        except ImportError as exc:  # check-config and run report it first, at the file's line
+        except Exception as exc:  # check-config and run report it first, at the file's line
             raise McpSdkMissing(mcp_sdk_missing() or str(exc)) from exc
 
         self._reserved = frozenset(reserved)

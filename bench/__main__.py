@@ -155,7 +155,9 @@ def _scale(smoke: bool) -> list[Row]:
     spread = () if smoke else (500,)
     uvloop = () if smoke or not _have("uvloop") else (300, 500, 700, 1000, 1200)
     steady = () if smoke else STEADY_RATES
-    s = scale.run(ns, 10 if smoke else 186, uvloop, spread, repeat, steady=steady)
+    s = scale.run(
+        ns, 10 if smoke else 186, uvloop, spread, repeat, steady=steady, steady_uvloop=bool(uvloop)
+    )
     rows: list[Row] = []
     for n in ns:
         p = f"asyncio_{n}"

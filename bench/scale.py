@@ -32,7 +32,9 @@ streams are used again, and no write of one chat is in step with another's: the 
 batch of a thousand alike reads or writes to take in one pass, as a burst gives it. The deltas
 per second one core sustains *steadily* is the largest RATE whose edit lag p99 stayed under
 100 ms, as did every smaller RATE's (per loop); its CPU per delta includes the ramps (the
-first and last answer's length of the run, with fewer conversations open).
+first and last answer's length of the run, with fewer conversations open). A row's TTFT counts
+from when its conversation was due to begin (in every row): an overloaded loop shows as streams
+waiting to open (TTFT p99 of seconds) as much as in the lag.
 
 Usage: ``python -m bench.scale [--n 100 200 300 500 1000] [--deltas 186] [--uvloop N …]
 [--spread N …] [--steady RATE …]``
@@ -93,6 +95,7 @@ def _pct(values: list[float], q: int) -> float:
 
 async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str, float]:
     import anyio
+    from pydantic import SecretStr
 
     from bench.channels import RecordingChannel, StampingPolicies
     from channels.base import InboundMessage
@@ -109,7 +112,7 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
     config = ProviderConfig(
         kind="openai_chat",
         base_url=url + "/v1",
-        api_key="sk-bench",
+        api_key=SecretStr("sk-bench"),
         model=f"bench:{deltas}:{gap_us}:1",
         max_connections=max(n, DEFAULT_MAX_CONNECTIONS),
     )
@@ -128,15 +131,16 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
         )
 
         async def conversation(i: int) -> None:
-            if spread_ms:
-                await anyio.sleep(spread_ms / 1000 * i / n)
             chat = f"c{i}"
-            starts[chat] = time.monotonic()
+            starts[chat] = begun + spread_ms / 1000 * i / n  # when its question comes
+            if spread_ms:
+                await anyio.sleep(max(0.0, starts[chat] - time.monotonic()))
             inbound = InboundMessage("bench", chat, "u1", "user", "tell me", f"m{i}")
             outcomes.append((await turns.run(channel, inbound)).outcome)
 
         base_rss = _rss_kb()
         cpu0, wall0 = time.process_time(), time.monotonic()
+        begun = wall0
         async with anyio.create_task_group() as group:
             for i in range(n):
                 group.start_soon(conversation, i)
@@ -211,10 +215,18 @@ def run(
     repeat_n: tuple[int, ...] = (),
     repeats: int = REPEATS,
     steady: tuple[int, ...] = (),
+    steady_uvloop: bool = False,
 ) -> dict[str, float]:
     """The scale section; returns the summary figures (medians over the runs of an N).
-    ``steady``: offered loads (deltas/s) run as ``steady`` rows, on asyncio and, when
-    ``uvloop_n`` names any N, on uvloop too (see the module docstring)."""
+    ``steady``: offered loads (deltas/s, each at least one conversation's worth:
+    :func:`steady_conversations`) run as ``steady`` rows on asyncio, and on uvloop too with
+    ``steady_uvloop`` (see the module docstring).
+
+    Raises:
+        ValueError: a steady rate too small to carry one conversation over :data:`STEADY_SECS`.
+    """
+    for rate in steady:
+        steady_conversations(rate, deltas)  # before minutes of burst rows, not after
     from bench.parse import running_server
 
     rows: list[tuple[str, dict[str, float]]] = []
@@ -234,15 +246,17 @@ def run(
             rows.append(("spread", measure(url, n, deltas, spread_ms=SPREAD_MS)))
         for rate in steady:
             n = steady_conversations(rate, deltas)
-            for loop, on_uvloop in [("asyncio", False)] + ([("uvloop", True)] if uvloop_n else []):
+            loops = [("asyncio", False)] + ([("uvloop", True)] if steady_uvloop else [])
+            for loop, on_uvloop in loops:
                 r = measure(url, n, deltas, uvloop=on_uvloop, spread_ms=STEADY_SECS * 1000)
                 rows.append((f"steady-{loop}", {**r, "offered": rate}))
     print(f"scale: N conversations at {RATE} deltas/s, {deltas} deltas of 11 characters each")
-    print(f"  {'loop':14} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
+    print(f"  {'loop':24} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
           f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'wall s':>7}")  # fmt: skip
     for loop, r in rows:
+        label = f"{loop} {r['offered']:,.0f}/s" if "offered" in r else loop
         print(
-            f"  {loop:14} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
+            f"  {label:24} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
             f"{r['lag_p50_ms']:6.0f}ms {r['lag_p99_ms']:6.0f}ms {r['peak_rss_mb']:7.0f}MB "
             f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['wall_s']:7.1f}"
         )
@@ -271,7 +285,6 @@ def run(
             sustained[loop] = n * RATE
         else:
             missed.add(loop)
-    summary.update(_steady_summary([(loop[7:], r) for loop, r in rows if loop[:7] == "steady-"]))
     cpu = min(r["cpu_us_per_delta"] for loop, r in rows if loop == "asyncio")
     summary["sustained_deltas_per_s"] = sustained["asyncio"]
     if uvloop_n:
@@ -280,15 +293,26 @@ def run(
     summary["capacity_deltas_per_s"] = 1e6 / cpu
     print(
         f"  sustained with edit lag p99 < 100 ms: {sustained['asyncio']} deltas/s; "
-        f"capacity from CPU per delta: {1e6 / cpu:.0f} deltas/s per core"
+        f"capacity from CPU per delta (the rows begun at once): {1e6 / cpu:.0f} deltas/s per core"
     )
+    summary.update(_steady_summary([(loop[7:], r) for loop, r in rows if loop[:7] == "steady-"]))
     return summary
 
 
 def steady_conversations(rate: int, deltas: int) -> int:
     """How many conversations of ``deltas`` deltas, begun evenly over :data:`STEADY_SECS`,
-    carry ``rate`` deltas a second."""
-    return max(1, round(rate * STEADY_SECS / deltas))
+    carry ``rate`` deltas a second.
+
+    Raises:
+        ValueError: ``deltas`` < 1, or ``rate`` below one conversation's worth
+            (``deltas / STEADY_SECS``).
+    """
+    if deltas < 1 or rate * STEADY_SECS < deltas:
+        raise ValueError(
+            f"a steady rate of {rate} deltas/s carries no conversation of {deltas} deltas over "
+            f"{STEADY_SECS} s (at least {max(1, deltas) / STEADY_SECS:g})"
+        )
+    return round(rate * STEADY_SECS / deltas)
 
 
 def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
@@ -319,7 +343,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 300, 400, 500, 1000])
     parser.add_argument("--deltas", type=int, default=186)
-    parser.add_argument("--uvloop", type=int, nargs="*", default=[], help="N to run on uvloop")
+    parser.add_argument(
+        "--uvloop",
+        type=int,
+        nargs="*",
+        default=None,
+        help="N to run on uvloop (given at all: the steady rates too)",
+    )
     parser.add_argument(
         "--spread", type=int, nargs="*", default=[], help="N to run with the starts spread"
     )
@@ -330,13 +360,21 @@ def main(argv: list[str] | None = None) -> int:
         "--steady", type=int, nargs="*", default=[], help="offered deltas/s to run steadily"
     )
     args = parser.parse_args(argv)
+    if args.deltas < 1:
+        parser.error("--deltas must be at least 1")
+    for rate in args.steady:
+        try:
+            steady_conversations(rate, args.deltas)
+        except ValueError as exc:
+            parser.error(f"--steady: {exc}")
     run(
         tuple(args.n),
         args.deltas,
-        tuple(args.uvloop),
+        tuple(args.uvloop or ()),
         tuple(args.spread),
         tuple(args.repeat),
         steady=tuple(args.steady),
+        steady_uvloop=args.uvloop is not None,
     )
     return 0
 

@@ -247,8 +247,13 @@ class ChatCompletionsStreamReducer(StreamReducer):
         here (the events :meth:`_on_object` would give for their dicts)."""
         read, fast = self._read, CHAT_CHUNK
         add_text = read.text
+        # Within the depth bound as a whole, a read that continues no event of an earlier one has
+        # no event past it: two counts a read, not two an event (bounded_json.within_depth).
+        shallow = not final and not self._sse.continues_event and within_depth(chunk)
         for payload in self._sse.close_payloads() if final else self._sse.feed_payloads(chunk):
-            if fast is not None and (len(payload) <= MAX_JSON_DEPTH or within_depth(payload)):
+            if fast is not None and (
+                shallow or len(payload) <= MAX_JSON_DEPTH or within_depth(payload)
+            ):
                 try:
                     delta = fast(payload).choices[0].delta
                 except REFUSED:

@@ -81,6 +81,13 @@ class SSEDecoder:
         self._failure: StreamProtocolError | None = None
         self._objects = True  # dispatch ServerSentEvent objects (feed) or data alone (feed_data)
 
+    @property
+    def continues_event(self) -> bool:
+        """Whether the next read may complete an event begun in an earlier one (part of a line,
+        or field lines not yet dispatched, are held). When False, every event the next
+        :meth:`feed_payloads` returns is made of that read's bytes alone. A query."""
+        return self._has_lines or bool(self._pending)
+
     def feed(self, chunk: bytes) -> list[ServerSentEvent]:
         """Decode ``chunk`` (bytes, any split) and return the events it completed.
 

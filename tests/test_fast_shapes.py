@@ -135,6 +135,22 @@ def test_a_deeply_nested_field_is_refused_as_the_dict_way_refuses_it() -> None:
     assert "nested deeper" in str(reducer.failure)
 
 
+@pytest.mark.parametrize("fields", [b"", b"event: content_block_delta\n"])
+def test_a_deep_event_split_over_reads_is_refused_at_every_split(fields: bytes) -> None:
+    # A read's own brackets bound its events only when it continues none of an earlier read:
+    # here the second read alone holds fewer than 256 brackets, the event it ends 300 levels.
+    head = b'{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"}'
+    chat = b'{"choices":[{"delta":{"content":"a"}}]'
+    for start, reducer in ((chat, ChatCompletionsStreamReducer()),
+                           (head, AnthropicStreamReducer())):  # fmt: skip
+        event = fields + framed(start + b',"x":' + b"[" * 300 + b"]" * 300 + b"}")
+        for split in range(1, len(event)):
+            fresh = type(reducer)()
+            fresh.feed(b": warm-up\n\n")  # later reads: the bulk framing too
+            events = fresh.feed(event[:split]) + fresh.feed(event[split:])
+            assert events == [] and "nested deeper" in str(fresh.failure), (start, split)
+
+
 _BLOCK_DELTA = st.fixed_dictionaries(
     {"type": mostly(st.sampled_from(["text_delta", "thinking_delta", "input_json_delta"]))},
     optional={"text": _TEXT, "thinking": _TEXT, "partial_json": _TEXT},

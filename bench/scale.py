@@ -36,8 +36,10 @@ first and last answer's length of the run, with fewer conversations open). A row
 from when its conversation was due to begin (in every row): an overloaded loop shows as streams
 waiting to open (TTFT p99 of seconds) as much as in the lag.
 
-Usage: ``python -m bench.scale [--n 100 200 300 500 1000] [--deltas 186] [--uvloop N …]
-[--spread N …] [--steady RATE …]``
+Usage: ``python -m bench.scale [--n 100 200 300 400 500 1000] [--deltas 186] [--uvloop N …]
+[--spread N …] [--repeat N …] [--steady RATE …]`` (``--steady`` without ``--n``: the steady rows
+alone). Each N is 1 to :data:`MAX_CONVERSATIONS`, and so is a steady rate's count of
+conversations; ``--deltas`` is 1 to :data:`MAX_DELTAS`. A row is printed as its run ends.
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ the medians. One run's lag p99 near the bound moves by half or more with the hos
 between minutes, so the sustained figure is judged on the median of three."""
 STEADY_SECS = 10
 """The ``steady`` rows begin their conversations evenly over this long (seconds)."""
+MAX_CONVERSATIONS = 20_000
+"""The most conversations one client process runs (each holds ~40-100 KB at its peak)."""
+MAX_DELTAS = 100_000
+"""The most deltas an answer has (33 minutes of streaming at 50 a second)."""
 
 
 def _rss_kb() -> int:
@@ -229,7 +235,11 @@ def run(
         steady_conversations(rate, deltas)  # before minutes of burst rows, not after
     from bench.parse import running_server
 
-    rows: list[tuple[str, dict[str, float]]] = []
+    print(f"scale: N conversations at {RATE} deltas/s each, {deltas} deltas of 11 characters each "
+          f"(begun at once; a steady row's N in all, begun over {STEADY_SECS} s)")  # fmt: skip
+    print(f"  {'loop':24} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
+          f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'wall s':>7}")  # fmt: skip
+    rows = _Rows()
     with running_server() as url:
         for n in ns:
             if n not in repeat_n:
@@ -250,16 +260,6 @@ def run(
             for loop, on_uvloop in loops:
                 r = measure(url, n, deltas, uvloop=on_uvloop, spread_ms=STEADY_SECS * 1000)
                 rows.append((f"steady-{loop}", {**r, "offered": rate}))
-    print(f"scale: N conversations at {RATE} deltas/s, {deltas} deltas of 11 characters each")
-    print(f"  {'loop':24} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
-          f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'wall s':>7}")  # fmt: skip
-    for loop, r in rows:
-        label = f"{loop} {r['offered']:,.0f}/s" if "offered" in r else loop
-        print(
-            f"  {label:24} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
-            f"{r['lag_p50_ms']:6.0f}ms {r['lag_p99_ms']:6.0f}ms {r['peak_rss_mb']:7.0f}MB "
-            f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['wall_s']:7.1f}"
-        )
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for loop, r in rows:
         runs.setdefault((loop, int(r["n"])), []).append(r)
@@ -285,18 +285,38 @@ def run(
             sustained[loop] = n * RATE
         else:
             missed.add(loop)
-    cpu = min(r["cpu_us_per_delta"] for loop, r in rows if loop == "asyncio")
-    summary["sustained_deltas_per_s"] = sustained["asyncio"]
     if uvloop_n:
         summary["sustained_uvloop_deltas_per_s"] = sustained["uvloop"]
-        print(f"  sustained on uvloop: {sustained['uvloop']} deltas/s")
-    summary["capacity_deltas_per_s"] = 1e6 / cpu
-    print(
-        f"  sustained with edit lag p99 < 100 ms: {sustained['asyncio']} deltas/s; "
-        f"capacity from CPU per delta (the rows begun at once): {1e6 / cpu:.0f} deltas/s per core"
-    )
+        print(f"  sustained on uvloop: {sustained['uvloop']:,} deltas/s")
+    burst = [r["cpu_us_per_delta"] for loop, r in rows if loop == "asyncio"]
+    if burst:
+        summary["sustained_deltas_per_s"] = sustained["asyncio"]
+        summary["capacity_deltas_per_s"] = 1e6 / min(burst)
+        print(
+            f"  sustained with edit lag p99 < 100 ms: {sustained['asyncio']:,} deltas/s; capacity "
+            f"from CPU per delta (the rows begun at once): {1e6 / min(burst):,.0f} deltas/s a core"
+        )
+    for rate in steady:  # whole conversations carry the rate asked for only nearly
+        n = steady_conversations(rate, deltas)
+        print(f"  steady {rate:,}/s: {n:,} conversations of {deltas} deltas begun over "
+              f"{STEADY_SECS} s carry {n * deltas / STEADY_SECS:,.0f} deltas/s")  # fmt: skip
     summary.update(_steady_summary([(loop[7:], r) for loop, r in rows if loop[:7] == "steady-"]))
     return summary
+
+
+class _Rows(list[tuple[str, dict[str, float]]]):
+    """The rows of a run: each printed as it is added (a run that fails later keeps them)."""
+
+    def append(self, row: tuple[str, dict[str, float]]) -> None:
+        super().append(row)
+        loop, r = row
+        label = f"{loop} {r['offered']:,.0f}/s" if "offered" in r else loop
+        print(
+            f"  {label:24} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
+            f"{r['lag_p50_ms']:6.0f}ms {r['lag_p99_ms']:6.0f}ms {r['peak_rss_mb']:7.0f}MB "
+            f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['wall_s']:7.1f}",
+            flush=True,
+        )
 
 
 def steady_conversations(rate: int, deltas: int) -> int:
@@ -304,15 +324,23 @@ def steady_conversations(rate: int, deltas: int) -> int:
     carry ``rate`` deltas a second.
 
     Raises:
-        ValueError: ``deltas`` < 1, or ``rate`` below one conversation's worth
-            (``deltas / STEADY_SECS``).
+        ValueError: ``deltas`` < 1, ``rate`` below one conversation's worth (``deltas /
+            STEADY_SECS``, rounded up), or so high that it needs more than
+            :data:`MAX_CONVERSATIONS`.
     """
-    if deltas < 1 or rate * STEADY_SECS < deltas:
+    least = -(-max(1, deltas) // STEADY_SECS)
+    if deltas < 1 or rate < least:
         raise ValueError(
             f"a steady rate of {rate} deltas/s carries no conversation of {deltas} deltas over "
-            f"{STEADY_SECS} s (at least {max(1, deltas) / STEADY_SECS:g})"
+            f"{STEADY_SECS} s (at least {least})"
         )
-    return round(rate * STEADY_SECS / deltas)
+    n = round(rate * STEADY_SECS / deltas)
+    if n > MAX_CONVERSATIONS:
+        raise ValueError(
+            f"a steady rate of {rate:,} deltas/s needs {n:,} conversations of {deltas} deltas, "
+            f"more than one client runs ({MAX_CONVERSATIONS:,})"
+        )
+    return n
 
 
 def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
@@ -332,7 +360,7 @@ def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float
             else:
                 missed = True
         summary[f"steady_{loop}_sustained"] = sustained
-        print(f"  steady arrivals on {loop}: {sustained} deltas/s sustained")
+        print(f"  steady arrivals on {loop}: {sustained:,} deltas/s sustained")
     return summary
 
 
@@ -341,8 +369,17 @@ def main(argv: list[str] | None = None) -> int:
     if "--client" in argv:
         return client_main(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[100, 200, 300, 400, 500, 1000])
-    parser.add_argument("--deltas", type=int, default=186)
+    parser.add_argument(
+        "--n",
+        type=int,
+        nargs="+",
+        default=None,
+        help="conversations begun at once, a row each (default 100 200 300 400 500 1000; "
+        "none when only --steady is given)",
+    )
+    parser.add_argument(
+        "--deltas", type=int, default=186, help="deltas per answer, one per 20 ms (default 186)"
+    )
     parser.add_argument(
         "--uvloop",
         type=int,
@@ -360,8 +397,14 @@ def main(argv: list[str] | None = None) -> int:
         "--steady", type=int, nargs="*", default=[], help="offered deltas/s to run steadily"
     )
     args = parser.parse_args(argv)
-    if args.deltas < 1:
-        parser.error("--deltas must be at least 1")
+    if args.n is None:
+        args.n = [] if args.steady else [100, 200, 300, 400, 500, 1000]
+    if not 1 <= args.deltas <= MAX_DELTAS:
+        parser.error(f"--deltas must be 1 to {MAX_DELTAS:,}")
+    for flag in ("n", "uvloop", "spread", "repeat"):
+        for n in getattr(args, flag) or ():
+            if not 1 <= n <= MAX_CONVERSATIONS:
+                parser.error(f"--{flag}: {n} conversations: each N is 1 to {MAX_CONVERSATIONS:,}")
     for rate in args.steady:
         try:
             steady_conversations(rate, args.deltas)

@@ -75,3 +75,30 @@ def test_the_smoke_run_prints_the_summary_table() -> None:
         assert figure in summary
     assert "3/3" in summary  # every smoke conversation completed
     assert "n/a" not in summary  # and every figure was measured
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--n", "0"], "--n: 0 conversations"),
+        (["--n", "-3"], "--n: -3 conversations"),
+        (["--n", "20001"], "each N is 1 to 20,000"),
+        (["--n", "2", "--spread", "0"], "--spread: 0 conversations"),
+        (["--n", "2", "--repeat", "0"], "--repeat: 0 conversations"),
+        (["--n", "2", "--uvloop", "0"], "--uvloop: 0 conversations"),
+        (["--deltas", "0"], "--deltas must be 1 to 100,000"),
+        (["--deltas", "1000000000"], "--deltas must be 1 to 100,000"),
+        (["--steady", "18"], "(at least 19)"),
+        (["--steady", "100000000"], "more than one client runs (20,000)"),
+    ],
+)
+def test_the_scale_bench_refuses_what_it_cannot_run_before_running_anything(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import scale
+
+    with pytest.raises(SystemExit) as exited:
+        scale.main(argv)
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err

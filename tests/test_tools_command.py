@@ -102,6 +102,29 @@ def test_check_config_rejects_a_bad_server_entry(tmp_path: Path) -> None:
     ]
 
 
+def test_a_server_that_fails_to_start_is_reported_with_what_it_wrote(tmp_path: Path) -> None:
+    # Why a stdio server did not start is often only in its stderr (a missing module): the
+    # warning carries its last lines, not just the closed connection the client saw.
+    program = (
+        "import sys; sys.stderr.write('starting\\n'); "
+        "sys.stderr.write(\"ModuleNotFoundError: No module named 'mcp_server_fetch'\\n\"); "
+        "sys.exit(1)"
+    )
+    path = _config(tmp_path)
+    text = path.read_text("utf-8").replace(
+        "channels:",
+        f"    fetch: {{command: {json.dumps([sys.executable, '-c', program])}}}\nchannels:",
+    )
+    path.write_text(text, encoding="utf-8")
+    result = _relaybot("tools", "--config", str(path))
+    assert result.returncode == 1
+    assert "mcp:fetch: did not start" in result.stdout
+    warning = next(line for line in result.stderr.splitlines() if "MCP server fetch:" in line)
+    assert warning.endswith(
+        "; it wrote: starting | ModuleNotFoundError: No module named 'mcp_server_fetch'"
+    ), result.stderr
+
+
 @pytest.mark.parametrize(
     ("failure", "cause"),
     [
@@ -122,8 +145,8 @@ def test_a_broken_installation_without_the_mcp_sdk_is_named_at_the_servers_line(
     path = _config(tmp_path)
     expected = (
         f"{path}:5: agent.mcp_servers: the MCP client cannot be imported ({cause}): relaybot's "
-        "installation is incomplete. Reinstall it from its checkout (pip install "
-        "--force-reinstall ., or pip install -e . for an editable one), or remove "
+        "installation is incomplete. Install it again from its checkout (pip install ., or pip "
+        "install -e . for an editable one: either installs what is missing), or remove "
         "agent.mcp_servers to run without MCP tools"
     )
     for args in (("check-config", str(path)), ("run", "--config", str(path)),

@@ -28,6 +28,7 @@ import os
 import re
 import shlex
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, TextIO
@@ -56,15 +57,21 @@ STOP_TIMEOUT_SECS = 5.0
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 STDERR_LINE_CHARS = 2000
 """A stdio server's stderr line longer than this is cut in the log."""
+STDERR_TAIL_LINES = 3
+"""A stdio server that fails to start has its last this many stderr lines in the warning."""
+STDERR_DRAIN_SECS = 1.0
+"""How long a failed start waits for the rest of the server's stderr to be read, in seconds."""
 
 
 class _ServerStderr:
     """A stdio MCP server's stderr, as lines of this module's log (so they cross the log's
     redaction like every log line, architecture §4), not the terminal: a pipe whose write end
-    the server gets, read by a daemon thread until the server and this context closed it."""
+    the server gets, read by a daemon thread until the server and this context closed it. The
+    last :data:`STDERR_TAIL_LINES` lines are kept (:meth:`tail`) for a start that fails."""
 
     def __init__(self, name: str) -> None:
         self._name = name
+        self._last: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         read_fd, write_fd = os.pipe()
         self._reader = os.fdopen(read_fd, "r", encoding="utf-8", errors="replace")
         self.writer: TextIO = os.fdopen(write_fd, "w", encoding="utf-8")
@@ -83,6 +90,14 @@ class _ServerStderr:
                 text = _ANSI.sub("", line.rstrip("\n"))[:STDERR_LINE_CHARS]
                 if text.strip():
                     log.info("MCP server %s: %s", self._name, text)
+                    self._last.append(text.strip())
+
+    async def tail(self) -> str:
+        """The last lines the server wrote (joined with `` | ``; ``""``: none), once the relay
+        read all it will within :data:`STDERR_DRAIN_SECS` (the server's copy of the pipe closes
+        when it exits)."""
+        await anyio.to_thread.run_sync(self._thread.join, STDERR_DRAIN_SECS)
+        return " | ".join(self._last)
 
 
 class McpConnection:
@@ -106,6 +121,8 @@ class McpConnection:
         self.tools: tuple[McpTool, ...] = ()
         self._on_tools_changed = on_tools_changed
         self._session: ClientSession | None = None
+        self._stderr: _ServerStderr | None = None
+        """The current stdio session's stderr relay (``None``: an HTTP server, or none yet)."""
         self._scope: anyio.CancelScope | None = None
         # Made in start(): the daemon may build its tools before the event loop runs.
         self._ended: anyio.Event | None = None  # the session's end, once served
@@ -153,7 +170,11 @@ class McpConnection:
                         log.info("MCP server %s: tools changed: %d", self.name, len(self.tools))
                         self._on_tools_changed()
             except Exception as exc:  # a server that fails must not stop the bot
-                log.warning("MCP server %s: %s", self.name, _describe(exc))
+                said = await self._stderr.tail() if self._stderr is not None else ""
+                if said and not started:  # why it did not start is often only there
+                    log.warning("MCP server %s: %s; it wrote: %s", self.name, _describe(exc), said)
+                else:
+                    log.warning("MCP server %s: %s", self.name, _describe(exc))
             finally:
                 self._session = None
                 ended.set()
@@ -227,10 +248,14 @@ class McpConnection:
                     env={k: v.get_secret_value() for k, v in self.config.env.items()} or None,
                     cwd=self.config.cwd,
                 )
-                errlog = stack.enter_context(_ServerStderr(self.name))
+                errlog = stack.enter_context(self._relay_stderr())
                 read, write = await stack.enter_async_context(stdio_client(params, errlog))
             session = ClientSession(read, write, message_handler=self._on_message)
             yield await stack.enter_async_context(session)
+
+    def _relay_stderr(self) -> _ServerStderr:
+        self._stderr = _ServerStderr(self.name)
+        return self._stderr
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification) and self._relist is not None:

@@ -47,8 +47,8 @@ def mcp_sdk_missing() -> str | None:
         cause = str(exc) if isinstance(exc, ImportError) else f"{type(exc).__name__}: {exc}"
         return (
             f"the MCP client cannot be imported ({cause}): relaybot's installation is "
-            "incomplete. Reinstall it from its checkout (pip install --force-reinstall ., or pip "
-            "install -e . for an editable one), or remove agent.mcp_servers to run without MCP "
-            "tools"
+            "incomplete. Install it again from its checkout (pip install ., or pip install -e . "
+            "for an editable one: either installs what is missing), or remove agent.mcp_servers "
+            "to run without MCP tools"
         )
     return None

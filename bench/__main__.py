@@ -170,9 +170,10 @@ def _scale(smoke: bool) -> list[Row]:
                      f"{_fmt(s[f'{p}_ttft_p99_ms'])} / {_fmt(s[f'{p}_lag_p50_ms'])} / "
                      f"{_fmt(lag)}", "p99 < 100" if n == 1000 else "",
                      _met(lag < 100) if n == 1000 else "-"))  # fmt: skip
-        rows.append((f"scale N={n}: peak RSS MB / KB per conv / µs per delta{of}",
+        rows.append((f"scale N={n}: peak RSS MB / KB per conv / µs per delta / turns{of}",
                      f"{_fmt(s[f'{p}_peak_rss_mb'])} / {_fmt(s[f'{p}_rss_per_conv_kb'])} / "
-                     f"{_fmt(s[f'{p}_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
+                     f"{_fmt(s[f'{p}_cpu_us_per_delta'])} / {_fmt(s[f'{p}_delta_turns'])}",
+                     "", "-"))  # fmt: skip
     for n in uvloop:
         p = f"uvloop_{n}"
         rows.append((f"scale N={n} on uvloop: lag p99 ms{_median_of(s, p)} / µs per delta",
@@ -201,9 +202,11 @@ def _scale(smoke: bool) -> list[Row]:
         for rate in steady:
             p = f"steady_{loop}_{rate}"
             rows.append((f"steady {rate:,} deltas/s on {loop} ({int(s[f'{p}_n'])} conversations "
-                         f"over {scale.STEADY_SECS} s): TTFT p99 / lag p99 ms / µs per delta",
+                         f"over {scale.STEADY_SECS} s): TTFT p99 / lag p99 ms / µs per delta / "
+                         "turns",
                          f"{_fmt(s[f'{p}_ttft_p99_ms'])} / {_fmt(s[f'{p}_lag_p99_ms'])} / "
-                         f"{_fmt(s[f'{p}_cpu_us_per_delta'])}", "", "-"))  # fmt: skip
+                         f"{_fmt(s[f'{p}_cpu_us_per_delta'])} / {_fmt(s[f'{p}_delta_turns'])}",
+                         "", "-"))  # fmt: skip
         held = s[f"steady_{loop}_sustained"]
         rows.append((f"deltas/s sustained with steady arrivals, lag p99 < 100 ms ({loop})",
                      _fmt(held), ">= 60,000", _met(held >= 60_000)))  # fmt: skip

@@ -16,7 +16,10 @@ first write, ms), edit lag p50/p99 (how late a write came against when it was du
 interval after the previous write, or when the server sent the delta that released its new
 text, whichever is later; see :mod:`bench.channels`; ms), peak RSS of
 the process and peak RSS per conversation above the process's RSS before the conversations
-started (KB), CPU per delta (process CPU time / deltas delivered, µs). The deltas per second
+started (KB), CPU per delta (process CPU time / deltas delivered, µs; and in ``turns``, a
+delta's CPU in turns of a fixed pure-Python loop timed in the same process before and after the
+run, :func:`reference_ms`: the figure to compare between runs of different minutes, as the host's
+speed moves). The deltas per second
 one core sustains is the largest offered load (N × 50) whose edit lag p99 stayed under
 100 ms, as did every smaller N's; ``capacity`` is 1e6 / CPU per delta.
 
@@ -47,6 +50,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import resource
 import statistics
 import subprocess
@@ -73,6 +77,28 @@ MAX_CONVERSATIONS = 20_000
 """The most conversations one client process runs (each holds ~40-100 KB at its peak)."""
 MAX_DELTAS = 100_000
 """The most deltas an answer has (33 minutes of streaming at 50 a second)."""
+
+
+REFERENCE_TURNS = 300_000
+"""Turns of :func:`reference_ms`'s loop."""
+
+
+def reference_ms() -> float:
+    """CPU milliseconds of a fixed pure-Python loop (:data:`REFERENCE_TURNS` turns of dict
+    stores and lookups and ``str``), the best of three: the host's speed at this minute, which
+    on a shared machine moves by a third between minutes. A client times it before and after
+    its run, outside the measured window; CPU per delta over it (``delta_turns``: a delta's
+    CPU in turns of this loop) compares runs of different minutes, where µs do not."""
+    best = math.inf
+    for _ in range(3):
+        start = time.process_time()
+        table: dict[int, str] = {}
+        total = 0
+        for i in range(REFERENCE_TURNS):
+            table[i & 1023] = str(i)
+            total += len(table.get((i * 7) & 1023, ""))
+        best = min(best, time.process_time() - start)
+    return best * 1000
 
 
 def _rss_kb() -> int:
@@ -144,6 +170,7 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
             inbound = InboundMessage("bench", chat, "u1", "user", "tell me", f"m{i}")
             outcomes.append((await turns.run(channel, inbound)).outcome)
 
+        reference = reference_ms()
         base_rss = _rss_kb()
         cpu0, wall0 = time.process_time(), time.monotonic()
         begun = wall0
@@ -154,6 +181,7 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
         peak_kb = _peak_rss_kb()
         await provider.aclose()
         store.close()
+    reference = (reference + reference_ms()) / 2
     if outcomes and not channel.first_write:
         raise RuntimeError("the channel got no write: its primitives no longer match Channel's")
     ttft = [
@@ -171,6 +199,8 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
         "peak_rss_mb": peak_kb / 1024,
         "rss_per_conv_kb": (peak_kb - base_rss) / n,
         "cpu_us_per_delta": cpu / max(1, completed * deltas) * 1e6,
+        "reference_ms": reference,
+        "delta_turns": cpu / max(1, completed * deltas) / (reference / 1000 / REFERENCE_TURNS),
         "wall_s": wall,
         "writes": channel.writes,
     }
@@ -238,7 +268,7 @@ def run(
     print(f"scale: N conversations at {RATE} deltas/s each, {deltas} deltas of 11 characters each "
           f"(begun at once; a steady row's N in all, begun over {STEADY_SECS} s)")  # fmt: skip
     print(f"  {'loop':24} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
-          f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'wall s':>7}")  # fmt: skip
+          f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'turns':>6} {'wall s':>7}")  # fmt: skip
     rows = _Rows()
     with running_server() as url:
         for n in ns:
@@ -271,7 +301,8 @@ def run(
             continue  # their figures: _steady_summary
         prefix = f"{loop}_{n}"
         for key in ("completed", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
-                    "peak_rss_mb", "rss_per_conv_kb", "cpu_us_per_delta"):  # fmt: skip
+                    "peak_rss_mb", "rss_per_conv_kb", "cpu_us_per_delta",
+                    "delta_turns"):  # fmt: skip
             summary[f"{prefix}_{key}"] = statistics.median(r[key] for r in results)
         summary[f"{prefix}_runs"] = len(results)
         median = summary[f"{prefix}_lag_p99_ms"]
@@ -314,7 +345,8 @@ class _Rows(list[tuple[str, dict[str, float]]]):
         print(
             f"  {label:24} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
             f"{r['lag_p50_ms']:6.0f}ms {r['lag_p99_ms']:6.0f}ms {r['peak_rss_mb']:7.0f}MB "
-            f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['wall_s']:7.1f}",
+            f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['delta_turns']:6.0f} "
+            f"{r['wall_s']:7.1f}",
             flush=True,
         )
 
@@ -353,7 +385,7 @@ def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float
         for r in sorted((r for lp, r in rows if lp == loop), key=lambda r: r["offered"]):
             prefix = f"steady_{loop}_{int(r['offered'])}"
             for key in ("n", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
-                        "cpu_us_per_delta"):  # fmt: skip
+                        "cpu_us_per_delta", "delta_turns"):  # fmt: skip
                 summary[f"{prefix}_{key}"] = r[key]
             if not missed and r["lag_p99_ms"] < 100 and r["failed"] == 0:
                 sustained = int(r["offered"])

@@ -140,6 +140,8 @@ def _tools(args: argparse.Namespace) -> int:
     config = _load(path) if path else default_config(environ, demo_base_url=demo)
     if config is None:
         return 2
+    # The servers' failures (and the lines they wrote) are logged: redacted, as under `run`.
+    _setup_logging(config, "text", logging.WARNING)
     return anyio.run(list_tools, config)
 
 

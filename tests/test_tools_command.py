@@ -125,6 +125,46 @@ def test_a_server_that_fails_to_start_is_reported_with_what_it_wrote(tmp_path: P
     ), result.stderr
 
 
+_LEAKY = r"""
+import sys
+key = "sk-ant-api03-" + "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"
+url = "postgres://user:password123@db.example.com/x"
+if sys.argv[1] == "stdout":  # not JSON-RPC: the SDK logs it with pydantic's elided input
+    print("connecting to " + url + " " + "q" * 200, flush=True)
+    sys.stdin.readline()
+else:
+    sys.stderr.write("\x1b]0;evil title\x07\x1b[31musing key " + key + "\x1b[0m\n")
+    sys.stderr.write("y" * 1975 + " " + url + "\n")  # the line limit falls in the URL
+sys.exit(1)
+"""
+
+
+def test_what_failing_servers_wrote_is_redacted_in_tools_output(tmp_path: Path) -> None:
+    # `tools` logs the servers' failures as `run` does: redacted, one line each, no terminal
+    # control; a secret in a command is redacted in its "did not start" line too.
+    (tmp_path / "leaky.py").write_text(_LEAKY, encoding="utf-8")
+    leaky = [sys.executable, str(tmp_path / "leaky.py")]
+    servers = {
+        "err": [*leaky, "stderr"],
+        "out": [*leaky, "stdout"],
+        "arg": [*leaky, "stderr", "postgres://user:password123@db.example.com/x"],
+    }
+    path = _config(tmp_path)
+    entries = "".join(f"    {k}: {{command: {json.dumps(v)}}}\n" for k, v in servers.items())
+    path.write_text(path.read_text("utf-8").replace("channels:", entries + "channels:"), "utf-8")
+    result = _relaybot("tools", "--config", str(path))
+    assert result.returncode == 1
+    shown = result.stdout + result.stderr
+    for secret in ("password123", "user:pass", "sk-ant-api03-abc", "evil title", "\x1b"):
+        assert secret not in shown, (secret, shown)
+    assert "Traceback" not in result.stderr
+    assert "it wrote: using key [REDACTED:anthropic_key] | yyy" in result.stderr
+    assert "…(45 more characters)" in result.stderr
+    assert (
+        "mcp:arg: did not start (" in result.stdout and "[REDACTED:url_password]" in result.stdout
+    )
+
+
 @pytest.mark.parametrize(
     ("failure", "cause"),
     [

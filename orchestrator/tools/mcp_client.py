@@ -54,13 +54,32 @@ START_TIMEOUT_SECS = 30.0
 STOP_TIMEOUT_SECS = 5.0
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# Terminal control a server may write: escape sequences (CSI, OSC to BEL or ST, two-character
+# ones) are dropped, and so are the other control characters but the tab (joined, not spaced:
+# a key with a BEL inside stays one word for the redactor).
+_TERMINAL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -~]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+_SPACE = re.compile(r"\s")
 STDERR_LINE_CHARS = 2000
-"""A stdio server's stderr line longer than this is cut in the log."""
+"""A stdio server's stderr line longer than this is cut in the log, at a space: the word the
+limit falls in is left out whole, so no part of a secret stands at the cut where the log's
+redaction could not tell it for one."""
 STDERR_TAIL_LINES = 3
 """A stdio server that fails to start has its last this many stderr lines in the warning."""
 STDERR_DRAIN_SECS = 1.0
 """How long a failed start waits for the rest of the server's stderr to be read, in seconds."""
+
+
+def _line(raw: str) -> str:
+    """A server's stderr line as the log takes it: terminal control dropped, cut at a space
+    before :data:`STDERR_LINE_CHARS` (see there) with what was left out counted."""
+    text = _TERMINAL.sub("", raw.rstrip("\n"))
+    if len(text) <= STDERR_LINE_CHARS:
+        return text
+    cut = max((m.start() for m in _SPACE.finditer(text, 0, STDERR_LINE_CHARS + 1)), default=0)
+    return f"{text[:cut].rstrip()} …({len(text) - cut:,} more characters)"
 
 
 class _ServerStderr:
@@ -87,7 +106,7 @@ class _ServerStderr:
     def _relay(self) -> None:
         with self._reader:
             for line in self._reader:
-                text = _ANSI.sub("", line.rstrip("\n"))[:STDERR_LINE_CHARS]
+                text = _line(line)
                 if text.strip():
                     log.info("MCP server %s: %s", self._name, text)
                     self._last.append(text.strip())
@@ -309,7 +328,44 @@ def result_text(result: types.CallToolResult) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    """An exception in a few words; a group is described by its first leaf."""
+    """An exception in a few words, one line; a group is described by its first leaf. What a
+    validation error quotes of its input is left out (pydantic elides the middle of a long
+    input, which can leave part of a secret where the log's redaction cannot tell it for one)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    errors = getattr(exc, "errors", None)
+    if isinstance(exc, ValueError) and callable(errors):  # pydantic's ValidationError
+        try:
+            first = errors(include_input=False, include_url=False)[0]
+            return f"{type(exc).__name__}: {first['msg']}"
+        except (TypeError, IndexError, KeyError):
+            pass
+    text = str(exc).strip().split("\n", 1)[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class _OneLine(logging.Filter):
+    """The SDK's own log records of a server's failures (a line on stdout that is not JSON-RPC,
+    a read that broke) in one line: the exception described by :func:`_describe` instead of its
+    traceback, which quotes the server's output as pydantic elides it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            record.msg = f"{record.getMessage()}: {_describe(record.exc_info[1])}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+_SDK_LOGGERS = (
+    "client",  # mcp.client.session's own name
+    "mcp.client.stdio",
+    "mcp.client.streamable_http",
+    "mcp.client.client",
+    "mcp.shared.dispatcher",
+    "mcp.shared.jsonrpc_dispatcher",
+)
+"""The SDK's loggers a client session logs a server's failures through."""
+for _name in _SDK_LOGGERS:
+    logging.getLogger(_name).addFilter(_OneLine())

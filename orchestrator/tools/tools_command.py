@@ -5,8 +5,10 @@ The config is the one ``run`` uses (``--config``, else ``$RELAYBOT_CONFIG``, els
 default). The MCP servers of ``agent.mcp_servers`` are started, asked for their tools and
 stopped again. One line per tool: the name the model sees, where it comes from (``built-in`` or
 ``mcp:<server>``), ``approval`` when ``require_approval`` covers it, and its description; then
-one line per MCP server that did not start. Exit 0; 1 when a server did not start or a name in
-``require_approval`` is no tool's (``run`` would refuse to start); 2 for a bad config file.
+one line per MCP server that did not start (its command redacted, as the log's lines are: the
+servers' failures, with the last lines each wrote on stderr, are logged on stderr). Exit 0; 1
+when a server did not start or a name in ``require_approval`` is no tool's (``run`` would refuse
+to start); 2 for a bad config file.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import anyio
 
 from config.models import RelaybotConfig
 from config.tools import requires_approval
+from orchestrator.policy import OutboundPolicy
 from orchestrator.tools.tool_setup import build_registry, start_tools
 
 __all__ = ["list_tools"]
@@ -26,6 +29,7 @@ __all__ = ["list_tools"]
 async def list_tools(config: RelaybotConfig, out: TextIO = sys.stdout) -> int:
     """Print the tools of ``config.agent`` to ``out``; the exit code (see the module doc)."""
     agent = config.agent
+    redact = OutboundPolicy.from_config(config.policy).redact
     registry = build_registry(agent)
     code = 0
     async with anyio.create_task_group() as tg:
@@ -39,8 +43,9 @@ async def list_tools(config: RelaybotConfig, out: TextIO = sys.stdout) -> int:
             out.write(f"{name:<{width}}  {sources[name]:<12}  {approval:<8}  {summary}\n")
         if registry.mcp is not None:
             for server in registry.mcp.connections.values():
-                if not server.connected:
-                    out.write(f"mcp:{server.name}: did not start ({server.describe()})\n")
+                if not server.connected:  # its command may carry a secret: redacted
+                    where = redact(server.describe())
+                    out.write(f"mcp:{server.name}: did not start ({where})\n")
                     code = 1
             await registry.mcp.aclose()
         tg.cancel_scope.cancel()

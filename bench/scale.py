@@ -329,8 +329,9 @@ def run(
         )
     for rate in steady:  # whole conversations carry the rate asked for only nearly
         n = steady_conversations(rate, deltas)
-        print(f"  steady {rate:,}/s: {n:,} conversations of {deltas} deltas begun over "
-              f"{STEADY_SECS} s carry {n * deltas / STEADY_SECS:,.0f} deltas/s")  # fmt: skip
+        print(f"  steady {rate:,}/s: {n:,} conversation{'s' * (n != 1)} of {deltas} deltas "
+              f"begun evenly over {STEADY_SECS} s carry {n * deltas / STEADY_SECS:,.0f} "
+              "deltas/s")  # fmt: skip
     summary.update(_steady_summary([(loop[7:], r) for loop, r in rows if loop[:7] == "steady-"]))
     return summary
 
@@ -363,14 +364,14 @@ def steady_conversations(rate: int, deltas: int) -> int:
     least = -(-max(1, deltas) // STEADY_SECS)
     if deltas < 1 or rate < least:
         raise ValueError(
-            f"a steady rate of {rate} deltas/s carries no conversation of {deltas} deltas over "
-            f"{STEADY_SECS} s (at least {least})"
+            f"a steady rate of {rate:,} deltas/s carries no conversation of {deltas:,} deltas "
+            f"over {STEADY_SECS} s (at least {least:,})"
         )
-    n = round(rate * STEADY_SECS / deltas)
+    n = (2 * rate * STEADY_SECS + deltas) // (2 * deltas)  # rounded, in integers: any rate
     if n > MAX_CONVERSATIONS:
         raise ValueError(
-            f"a steady rate of {rate:,} deltas/s needs {n:,} conversations of {deltas} deltas, "
-            f"more than one client runs ({MAX_CONVERSATIONS:,})"
+            f"a steady rate of {rate:,} deltas/s needs {n:,} conversations of {deltas:,} "
+            f"deltas, more than one client runs ({MAX_CONVERSATIONS:,})"
         )
     return n
 
@@ -420,13 +421,13 @@ def main(argv: list[str] | None = None) -> int:
         help="N to run on uvloop (given at all: the steady rates too)",
     )
     parser.add_argument(
-        "--spread", type=int, nargs="*", default=[], help="N to run with the starts spread"
+        "--spread", type=int, nargs="+", default=[], help="N to run with the starts spread"
     )
     parser.add_argument(
-        "--repeat", type=int, nargs="*", default=[], help=f"N to run {REPEATS} times (medians)"
+        "--repeat", type=int, nargs="+", default=[], help=f"N to run {REPEATS} times (medians)"
     )
     parser.add_argument(
-        "--steady", type=int, nargs="*", default=[], help="offered deltas/s to run steadily"
+        "--steady", type=int, nargs="+", default=[], help="offered deltas/s to run steadily"
     )
     args = parser.parse_args(argv)
     if args.n is None:
@@ -436,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     for flag in ("n", "uvloop", "spread", "repeat"):
         for n in getattr(args, flag) or ():
             if not 1 <= n <= MAX_CONVERSATIONS:
-                parser.error(f"--{flag}: {n} conversations: each N is 1 to {MAX_CONVERSATIONS:,}")
+                parser.error(f"--{flag}: {n:,} conversations: each N is 1 to {MAX_CONVERSATIONS:,}")
     for rate in args.steady:
         try:
             steady_conversations(rate, args.deltas)

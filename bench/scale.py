@@ -261,8 +261,7 @@ def run(
     Raises:
         ValueError: a steady rate too small to carry one conversation over :data:`STEADY_SECS`.
     """
-    for rate in steady:
-        steady_conversations(rate, deltas)  # before minutes of burst rows, not after
+    steady_n = {rate: steady_conversations(rate, deltas) for rate in steady}  # before the rows
     from bench.parse import running_server
 
     print(f"scale: N conversations at {RATE} deltas/s each, {deltas} deltas of 11 characters each "
@@ -284,8 +283,7 @@ def run(
                 rows.append(("uvloop", measure(url, n, deltas, uvloop=True)))
         for n in spread_n:
             rows.append(("spread", measure(url, n, deltas, spread_ms=SPREAD_MS)))
-        for rate in steady:
-            n = steady_conversations(rate, deltas)
+        for rate, n in steady_n.items():
             loops = [("asyncio", False)] + ([("uvloop", True)] if steady_uvloop else [])
             for loop, on_uvloop in loops:
                 r = measure(url, n, deltas, uvloop=on_uvloop, spread_ms=STEADY_SECS * 1000)
@@ -327,8 +325,7 @@ def run(
             f"  sustained with edit lag p99 < 100 ms: {sustained['asyncio']:,} deltas/s; capacity "
             f"from CPU per delta (the rows begun at once): {1e6 / min(burst):,.0f} deltas/s a core"
         )
-    for rate in steady:  # whole conversations carry the rate asked for only nearly
-        n = steady_conversations(rate, deltas)
+    for rate, n in steady_n.items():  # whole conversations carry the rate asked for only nearly
         print(f"  steady {rate:,}/s: {n:,} conversation{'s' * (n != 1)} of {deltas} deltas "
               f"begun evenly over {STEADY_SECS} s carry {n * deltas / STEADY_SECS:,.0f} "
               "deltas/s")  # fmt: skip

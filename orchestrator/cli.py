@@ -36,7 +36,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import anyio
@@ -141,8 +141,8 @@ def _tools(args: argparse.Namespace) -> int:
     if config is None:
         return 2
     # The servers' failures (and the lines they wrote) are logged: redacted, as under `run`.
-    _setup_logging(config, "text", logging.WARNING)
-    return anyio.run(list_tools, config)
+    redact = _setup_logging(config, "text", logging.WARNING)
+    return anyio.run(list_tools, config, redact)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -318,12 +318,14 @@ def _run(args: argparse.Namespace) -> int:
         return 0
 
 
-def _setup_logging(config: RelaybotConfig | None, fmt: str, level: int) -> None:
+def _setup_logging(config: RelaybotConfig | None, fmt: str, level: int) -> Callable[[str], str]:
+    """Log redacted by ``config``'s policy; returns that redaction, for text printed beside."""
     from orchestrator.ops.logsetup import setup_logging
     from orchestrator.policy import OutboundPolicy
 
     policy = OutboundPolicy.from_config(config.policy if config else PolicyConfig())
     setup_logging(policy.redact, fmt="json" if fmt == "json" else "text", level=level)
+    return policy.redact
 
 
 async def _serve(

@@ -40,6 +40,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
+from pydantic import ValidationError
 
 from config.tools import McpHttpServerConfig, McpServerConfig, McpStdioServerConfig
 from orchestrator.tools.mcp_shapes import McpTool, McpToolError, McpUnavailable
@@ -333,13 +334,8 @@ def _describe(exc: BaseException) -> str:
     input, which can leave part of a secret where the log's redaction cannot tell it for one)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    errors = getattr(exc, "errors", None)
-    if isinstance(exc, ValueError) and callable(errors):  # pydantic's ValidationError
-        try:
-            first = errors(include_input=False, include_url=False)[0]
-            return f"{type(exc).__name__}: {first['msg']}"
-        except (TypeError, IndexError, KeyError):
-            pass
+    if isinstance(exc, ValidationError) and exc.error_count():
+        return f"{type(exc).__name__}: {exc.errors(include_input=False)[0]['msg']}"
     text = str(exc).strip().split("\n", 1)[0]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 

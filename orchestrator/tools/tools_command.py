@@ -14,22 +14,24 @@ to start); 2 for a bad config file.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import TextIO
 
 import anyio
 
 from config.models import RelaybotConfig
 from config.tools import requires_approval
-from orchestrator.policy import OutboundPolicy
 from orchestrator.tools.tool_setup import build_registry, start_tools
 
 __all__ = ["list_tools"]
 
 
-async def list_tools(config: RelaybotConfig, out: TextIO = sys.stdout) -> int:
-    """Print the tools of ``config.agent`` to ``out``; the exit code (see the module doc)."""
+async def list_tools(
+    config: RelaybotConfig, redact: Callable[[str], str], out: TextIO = sys.stdout
+) -> int:
+    """Print the tools of ``config.agent`` to ``out``, a server's command through ``redact``
+    (the log's redaction); the exit code (see the module doc)."""
     agent = config.agent
-    redact = OutboundPolicy.from_config(config.policy).redact
     registry = build_registry(agent)
     code = 0
     async with anyio.create_task_group() as tg:

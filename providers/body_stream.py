@@ -2,12 +2,13 @@
 waits, bounded by the byte-idle watchdog (architecture §2 "Timeouts", §5 "Read pacing").
 
 A streaming body is read from aiohttp's own reader (``ClientResponse.content``, at most
-:data:`READ_BYTES` a read), the response reached through aiohttp's public ``on_request_end``
-trace event, not through httpx's byte-stream layers, which add nothing for a body without a
-content coding (httpx decodes one that has one). The same response's connection lends its
-transport to :meth:`BodyStream.held`: while the reader paces its reads (architecture §5 "Read
-pacing") the socket is not read, so a burst the model sends meanwhile costs one ``recv`` later,
-not a wakeup of the loop per packet.
+:data:`READ_BYTES` a read) — the response :func:`providers.transport.open_stream` posted
+directly, or the one under httpx's, reached through aiohttp's public ``on_request_end`` trace
+event — not through httpx's byte-stream layers, which add nothing for a body without a
+content coding (httpx's decoders decode one that has one: :func:`decoded_view`). The same
+response's connection lends its transport to :meth:`BodyStream.held`: while the reader paces its
+reads (architecture §5 "Read pacing") the socket is not read, so a burst the model sends
+meanwhile costs one ``recv`` later, not a wakeup of the loop per packet.
 
 The idle bound is one watchdog per stream (:class:`IdleWatchdog`), not a timer per read: a read
 only stores the loop's time; one timer per idle period compares that time with the bound and,
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
@@ -35,10 +36,27 @@ from providers.errors import ProviderTimeout
 from providers.status_errors import is_json_media_type
 from providers.transport_errors import translated
 
-__all__ = ["READ_BYTES", "BodyStream", "IdleWatchdog"]
+__all__ = ["READ_BYTES", "BodyStream", "IdleWatchdog", "decoded_view"]
 
 READ_BYTES = 16 * 1024
 """The most one read of a body takes (bytes), as httpx-aiohttp's own reads of it."""
+
+
+class _AiohttpBody(httpx.AsyncByteStream):
+    """An aiohttp response's body as httpx's byte stream (its bytes as they came)."""
+
+    def __init__(self, answer: aiohttp.ClientResponse) -> None:
+        self._answer = answer
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._answer.content.iter_chunked(READ_BYTES):
+            yield chunk
+
+
+def decoded_view(answer: aiohttp.ClientResponse) -> httpx.Response:
+    """``answer`` as an ``httpx.Response`` over the same body, for httpx's decoders of a content
+    coding (``aiter_bytes``, ``aread``); nothing is read until it is iterated."""
+    return httpx.Response(answer.status, headers=answer.raw_headers, stream=_AiohttpBody(answer))
 
 
 class IdleWatchdog:
@@ -141,21 +159,36 @@ class BodyStream:
         paceable: a read takes all that arrived (up to :data:`READ_BYTES`; aiohttp's reader),
             not one HTTP chunk as httpx's own transports give (a proxied request), where a
             paced reader would fall one chunk a pause behind (architecture §5 "Read pacing").
+
+    Args:
+        response: httpx's response (``None``: a direct stream, ``answer`` alone).
+        url: the request's URL (in errors).
+        idle_timeout_secs: the byte-idle bound.
+        answer: aiohttp's response beneath (``None``: httpx's own transport, a proxied request).
+
+    Raises:
+        ValueError: neither response given.
     """
 
     def __init__(
         self,
-        response: httpx.Response,
+        response: httpx.Response | None,
         url: str,
         idle_timeout_secs: float,
         answer: aiohttp.ClientResponse | None = None,
     ) -> None:
+        if response is None:
+            if answer is None:
+                raise ValueError("a BodyStream needs an httpx or an aiohttp response")
+            self._headers: Mapping[str, str] = answer.headers
+        else:
+            self._headers = response.headers
         self._response = response
         self._url = url
         self._idle = idle_timeout_secs
         self._answer = answer
         self.paceable = answer is not None
-        self.whole_json = is_json_media_type(response.headers.get("content-type"))
+        self.whole_json = is_json_media_type(self._headers.get("content-type"))
 
     def held(self) -> AbstractContextManager[None]:
         """While inside, the connection's socket is not read (asyncio's
@@ -184,12 +217,15 @@ class BodyStream:
             ProviderConnectionError: the connection broke.
             StreamProtocolError: the body could not be decoded (e.g. corrupt gzip).
         """
-        response = self._response
-        coding = response.headers.get("content-encoding", "identity").strip().lower()
+        coding = self._headers.get("content-encoding", "identity").strip().lower()
         raw = coding in ("", "identity")
         if raw and self._answer is not None:  # aiohttp's own reader, no layer between
             read: Callable[[], Awaitable[bytes]] = partial(self._answer.content.read, READ_BYTES)
         else:
+            response = self._response
+            if response is None:
+                assert self._answer is not None
+                response = decoded_view(self._answer)
             read = (response.aiter_raw() if raw else response.aiter_bytes()).__anext__
         watchdog = IdleWatchdog(self._idle)
         try:

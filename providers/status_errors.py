@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import email.utils
 import time
+from collections.abc import Mapping
 from typing import Any
-
-import httpx
 
 from providers.bounded_json import parse_json
 from providers.error_events import is_context_overflow, special_error
@@ -63,7 +62,7 @@ def _error_fields(body: bytes) -> tuple[str | None, str | None, Any]:
 
 
 def error_from_status(
-    status: int, body: bytes, headers: httpx.Headers | None = None
+    status: int, body: bytes, headers: Mapping[str, str] | None = None
 ) -> ProviderError:
     """Map a non-2xx answer to a typed error (architecture §2 "Failures").
 

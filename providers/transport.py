@@ -20,8 +20,15 @@ reading an error body is bounded by ``timeout_secs``. The body of a stream is bo
 a long answer that keeps arriving is never cut by a total deadline. No read timeout is given to
 the client: it would bound the headers by the idle value too.
 
-A streaming body is a :class:`providers.body_stream.BodyStream` (aiohttp's own reader, the
-socket held while a paced read waits, the byte-idle watchdog).
+A stream is posted straight through the client's aiohttp session (:class:`SharedSession`, the
+one its httpx transport uses) when the environment names no proxy: the same request httpx
+would send (httpx's JSON encoding, the client's default headers under the request's, aiohttp's
+cookie jar as under the transport), without httpx's request building, its auth, redirect and
+cookie layers, and the transport's response wrapping — a third of opening a stream, a tenth of
+a 2 KB answer's CPU (bench/README.md). With a proxy in the environment every request goes
+through httpx's client, which chooses the proxy per URL. A streaming body is a
+:class:`providers.body_stream.BodyStream` either way (aiohttp's own reader, the socket held
+while a paced read waits, the byte-idle watchdog).
 
 The pool (aiohttp's ``TCPConnector``) holds ``max_connections`` connections per provider (default
 1000, architecture §2); waiting for one is unbounded: it is not the model's time, and it is
@@ -41,12 +48,13 @@ Every exception of the client is translated once, with ``raise ... from exc``, b
 from __future__ import annotations
 
 import ipaddress
+import json
 import ssl
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from types import SimpleNamespace
+from types import SimpleNamespace, TracebackType
 from typing import Any
 from urllib.request import getproxies
 
@@ -55,7 +63,7 @@ import anyio
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
-from providers.body_stream import BodyStream, IdleWatchdog
+from providers.body_stream import BodyStream, IdleWatchdog, decoded_view
 from providers.bounded_json import parse_json
 from providers.errors import (
     ProviderServerError,
@@ -113,6 +121,58 @@ class ProviderClient(httpx.AsyncClient):
     max_connections: int
     pool_queue: PoolQueue
     open_admission: OpenAdmission
+    session: SharedSession
+    direct: bool
+    """Whether :func:`open_stream` posts straight through :attr:`session` (no proxy in the
+    environment), not through httpx's client layers."""
+
+    async def aclose(self) -> None:
+        """Close the transports, then the aiohttp session (made or not)."""
+        try:
+            await super().aclose()
+        finally:
+            await self.session.close()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        try:
+            await super().__aexit__(exc_type, exc_value, traceback)
+        finally:
+            await self.session.close()
+
+
+class SharedSession:
+    """The one aiohttp session of a :class:`ProviderClient`, made on first use (inside the
+    event loop): its httpx transport's (``AiohttpTransport`` calls :meth:`get`) and
+    :func:`open_stream`'s.
+
+    Attributes:
+        headers: what httpx adds to every request of the client (``client.headers``: accept,
+            accept-encoding, connection, user-agent; lower-case names), sent on a direct
+            stream under the request's own.
+    """
+
+    __slots__ = ("_factory", "_session", "headers")
+
+    def __init__(self, factory: Callable[[], aiohttp.ClientSession]) -> None:
+        self._factory = factory
+        self._session: aiohttp.ClientSession | None = None
+        self.headers: dict[str, str] = {}
+
+    def get(self) -> aiohttp.ClientSession:
+        """The session (made now if it was not)."""
+        if self._session is None:
+            self._session = self._factory()
+        return self._session
+
+    async def close(self) -> None:
+        """Close the session if it was made (idempotent)."""
+        if self._session is not None:
+            await self._session.close()
 
 
 async def _on_connection(
@@ -155,6 +215,7 @@ def _session_factory(
             connector=connector,
             trace_configs=[trace],
             trust_env=False,  # the environment's proxies are httpx's mounts
+            cookie_jar=aiohttp.CookieJar(unsafe=True),  # an IP address's too, as httpx's jar
             auto_decompress=False,  # httpx decodes content codings
             timeout=aiohttp.ClientTimeout(total=None),
         )
@@ -219,18 +280,21 @@ def make_client(
     context = ssl_context or httpx.create_ssl_context(trust_env=True)
     limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=KEEPALIVE_SECS)
     queue = PoolQueue(name or base_url or "(no name)", max_connections)
-    transport = AiohttpTransport(
-        verify=context, limits=limits, client=_session_factory(max_connections, context, queue)
-    )
+    mounts = environment_mounts(limits, context)
+    session = SharedSession(_session_factory(max_connections, context, queue))
+    transport = AiohttpTransport(verify=context, limits=limits, client=session.get)
     client = ProviderClient(
         timeout=httpx.Timeout(
             connect=CONNECT_TIMEOUT_SECS, read=None, write=WRITE_TIMEOUT_SECS, pool=None
         ),
         base_url=base_url or "",
         transport=transport,
-        mounts=environment_mounts(limits, context),
+        mounts=mounts,
         trust_env=True,
     )
+    session.headers = dict(client.headers)
+    client.session = session
+    client.direct = not any(mounts.values())  # NO_PROXY's entries mount None
     client.max_connections = max_connections
     client.pool_queue = queue
     client.open_admission = OpenAdmission(name or base_url or "(no name)")
@@ -244,8 +308,7 @@ def _parsed_url(url: str) -> httpx.URL:
     return httpx.URL(url)
 
 
-@asynccontextmanager
-async def open_stream(
+def open_stream(
     client: httpx.AsyncClient,
     url: str,
     *,
@@ -253,7 +316,7 @@ async def open_stream(
     headers: dict[str, str],
     timeout_secs: float,
     idle_timeout_secs: float,
-) -> AsyncIterator[BodyStream]:
+) -> AbstractAsyncContextManager[BodyStream]:
     """POST ``json_body`` and yield the 2xx body as a :class:`BodyStream`.
 
     ``timeout_secs`` bounds the headers from the moment a pooled connection is acquired (the
@@ -266,6 +329,78 @@ async def open_stream(
         ProviderConnectionError: could not connect, or a pool bound of the client ran out.
         ProviderError: a typed error for a non-2xx answer (see :func:`error_from_status`).
     """
+    if isinstance(client, ProviderClient) and client.direct:
+        return _direct_stream(client, url, json_body, headers, timeout_secs, idle_timeout_secs)
+    return _client_stream(client, url, json_body, headers, timeout_secs, idle_timeout_secs)
+
+
+_DIRECT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECS)
+"""A direct stream's aiohttp bounds: the connect only, as the client's (the others are
+:func:`open_stream`'s and :class:`BodyStream`'s)."""
+
+
+@asynccontextmanager
+async def _direct_stream(
+    client: ProviderClient,
+    url: str,
+    json_body: dict[str, Any],
+    headers: dict[str, str],
+    timeout_secs: float,
+    idle_timeout_secs: float,
+) -> AsyncIterator[BodyStream]:
+    """:func:`open_stream` through aiohttp's session alone: the request httpx would send (its
+    JSON encoding, its default headers under the request's), the response read by aiohttp,
+    a content coding decoded by httpx's decoders (:func:`decoded_view`)."""
+    await client.open_admission.admitted()
+    data = json.dumps(json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    sent = client.session.headers | {name.lower(): value for name, value in headers.items()}
+    sent["content-type"] = "application/json"
+    scope = anyio.CancelScope()
+
+    def acquired() -> None:
+        if scope.deadline == float("inf"):
+            scope.deadline = anyio.current_time() + timeout_secs
+
+    token = _acquired.set(acquired)
+    try:
+        with scope, watching():
+            response = await client.session.get().post(
+                url,
+                data=data.encode(),
+                headers=sent,
+                allow_redirects=False,
+                compress=False,
+                timeout=_DIRECT_TIMEOUT,
+            )
+    except Exception as exc:
+        raise translated(exc, url, "send", idle_timeout_secs) from exc
+    finally:
+        _acquired.reset(token)
+    if scope.cancelled_caught:
+        raise ProviderTimeout(f"no response headers within {timeout_secs:g} s", phase="headers")
+    try:
+        if response.status >= 300:
+            try:
+                with anyio.fail_after(timeout_secs):
+                    body = await decoded_view(response).aread()
+            except (TimeoutError, aiohttp.ClientError, httpx.TransportError, httpx.DecodingError):
+                body = b""
+            raise error_from_status(response.status, body, response.headers)
+        yield BodyStream(None, url, idle_timeout_secs, response)
+    finally:
+        response.release()
+        await response.wait_for_close()
+
+
+@asynccontextmanager
+async def _client_stream(
+    client: httpx.AsyncClient,
+    url: str,
+    json_body: dict[str, Any],
+    headers: dict[str, str],
+    timeout_secs: float,
+    idle_timeout_secs: float,
+) -> AsyncIterator[BodyStream]:
     if isinstance(client, ProviderClient):
         await client.open_admission.admitted()
     request = client.build_request("POST", _parsed_url(url), json=json_body, headers=headers)

@@ -18,23 +18,20 @@ import itertools
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
 from bench.streams import last_stamp
 from channels.base import Channel, ChannelLimits, InboundMessage, MessageRef
+from channels.settings import StreamModeSettings
 from orchestrator.policy import OutboundPolicy
 
 __all__ = ["BenchChannelConfig", "NoopChannel", "RecordingChannel", "StampingPolicies"]
 
 
-class BenchChannelConfig(BaseModel):
-    """The capability fields a channel config has (see ``config.models``)."""
-
-    model_config = ConfigDict(frozen=True)
+class BenchChannelConfig(StreamModeSettings):
+    """A chat network's channel config (:class:`channels.settings.StreamModeSettings`, every
+    key a channel reads at the start of a reply, as a Telegram config has them)."""
 
     kind: Literal["bench"] = "bench"
-    stream_mode: Literal["off", "partial", "multi_message"] = "partial"
-    draft_update_interval_ms: int = 1000
+    draft_update_interval_ms: int = 1000  # 0 too: the pipeline bench times every write
 
 
 async def _ignore(message: InboundMessage) -> None:

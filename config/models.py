@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -50,6 +51,9 @@ __all__ = [
 
 
 ProviderKind = Literal["openai_chat", "openai_responses", "anthropic", "ollama"]
+
+_HEADER_SAFE = re.compile(r"[!-~]*")
+"""What a key may hold: visible ASCII, as an HTTP header value carries it (RFC 9110 §5.5)."""
 
 _DEFAULT_BASE_URLS: dict[str, str] = {
     "openai_chat": "https://api.openai.com/v1",
@@ -136,6 +140,21 @@ class ProviderConfig(_Strict):
     def _http_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError("expected an http:// or https:// URL")
+        if value is not None and "@" in urlsplit(value).netloc:
+            raise ValueError(
+                "a user or password in the URL is not sent: put the key in api_key and write "
+                "the URL without user:password@"
+            )
+        return value
+
+    @field_validator("api_key")
+    @classmethod
+    def _header_safe(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not _HEADER_SAFE.fullmatch(value.get_secret_value()):
+            raise ValueError(
+                "the key holds a character an HTTP header cannot carry (a space, a line break, "
+                "or a non-ASCII character such as a typographic quote): copy the key again"
+            )
         return value
 
     @property

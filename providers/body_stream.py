@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any
@@ -177,18 +177,21 @@ class BodyStream:
         idle_timeout_secs: float,
         answer: aiohttp.ClientResponse | None = None,
     ) -> None:
-        if response is None:
-            if answer is None:
-                raise ValueError("a BodyStream needs an httpx or an aiohttp response")
-            self._headers: Mapping[str, str] = answer.headers
+        if response is not None:
+            media_type = response.headers.get("content-type")
+            coding = response.headers.get("content-encoding", "identity")
+        elif answer is not None:  # a field sent more than once reads as httpx joins it
+            media_type = ", ".join(answer.headers.getall("content-type", ())) or None
+            coding = ", ".join(answer.headers.getall("content-encoding", ("identity",)))
         else:
-            self._headers = response.headers
+            raise ValueError("a BodyStream needs an httpx or an aiohttp response")
         self._response = response
         self._url = url
         self._idle = idle_timeout_secs
         self._answer = answer
+        self._raw = coding.strip().lower() in ("", "identity")
         self.paceable = answer is not None
-        self.whole_json = is_json_media_type(self._headers.get("content-type"))
+        self.whole_json = is_json_media_type(media_type)
 
     def held(self) -> AbstractContextManager[None]:
         """While inside, the connection's socket is not read (asyncio's
@@ -217,8 +220,7 @@ class BodyStream:
             ProviderConnectionError: the connection broke.
             StreamProtocolError: the body could not be decoded (e.g. corrupt gzip).
         """
-        coding = self._headers.get("content-encoding", "identity").strip().lower()
-        raw = coding in ("", "identity")
+        raw = self._raw
         if raw and self._answer is not None:  # aiohttp's own reader, no layer between
             read: Callable[[], Awaitable[bytes]] = partial(self._answer.content.read, READ_BYTES)
         else:

@@ -61,6 +61,7 @@ from urllib.request import getproxies
 import aiohttp
 import anyio
 import httpx
+import yarl
 from httpx_aiohttp import AiohttpTransport
 
 from providers.body_stream import BodyStream, IdleWatchdog, decoded_view
@@ -156,21 +157,30 @@ class SharedSession:
             stream under the request's own.
     """
 
-    __slots__ = ("_factory", "_session", "headers")
+    __slots__ = ("_closed", "_factory", "_session", "headers")
 
     def __init__(self, factory: Callable[[], aiohttp.ClientSession]) -> None:
         self._factory = factory
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
         self.headers: dict[str, str] = {}
 
     def get(self) -> aiohttp.ClientSession:
-        """The session (made now if it was not)."""
-        if self._session is None:
-            self._session = self._factory()
-        return self._session
+        """The session (made now if it was not).
+
+        Raises:
+            RuntimeError: the client was closed (as httpx's client raises).
+        """
+        session = self._session
+        if session is None:
+            if self._closed:
+                raise RuntimeError("Cannot send a request, as the client has been closed.")
+            session = self._session = self._factory()
+        return session
 
     async def close(self) -> None:
-        """Close the session if it was made (idempotent)."""
+        """Close the session if it was made; none is made after (idempotent)."""
+        self._closed = True
         if self._session is not None:
             await self._session.close()
 
@@ -330,8 +340,33 @@ def open_stream(
         ProviderError: a typed error for a non-2xx answer (see :func:`error_from_status`).
     """
     if isinstance(client, ProviderClient) and client.direct:
-        return _direct_stream(client, url, json_body, headers, timeout_secs, idle_timeout_secs)
+        target = _direct_url(url)
+        if target is not None:
+            return _direct_stream(
+                client, url, target, json_body, headers, timeout_secs, idle_timeout_secs
+            )
     return _client_stream(client, url, json_body, headers, timeout_secs, idle_timeout_secs)
+
+
+@lru_cache(maxsize=256)
+def _direct_url(url: str) -> yarl.URL | None:
+    """``url`` as httpx sends it (its percent-encoding), for aiohttp to send as it is, parsed
+    once; ``None`` for a relative URL (httpx's client joins it to its ``base_url``)."""
+    parsed = _parsed_url(url)
+    return yarl.URL(str(parsed), encoded=True) if parsed.is_absolute_url else None
+
+
+def _sent_headers(defaults: dict[str, str], headers: dict[str, str]) -> list[tuple[str, str]]:
+    """The header fields of a direct stream, as httpx merges them: the client's defaults under
+    the request's (names compared case-insensitively; two names differing in case both sent),
+    then ``content-type: application/json`` unless the request names one."""
+    own = [(name.lower(), value) for name, value in headers.items()]
+    named = {name for name, _ in own}
+    sent = [(name, value) for name, value in defaults.items() if name not in named]
+    sent += own
+    if "content-type" not in named:
+        sent.append(("content-type", "application/json"))
+    return sent
 
 
 _DIRECT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECS)
@@ -343,6 +378,7 @@ _DIRECT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT
 async def _direct_stream(
     client: ProviderClient,
     url: str,
+    target: yarl.URL,
     json_body: dict[str, Any],
     headers: dict[str, str],
     timeout_secs: float,
@@ -353,8 +389,7 @@ async def _direct_stream(
     a content coding decoded by httpx's decoders (:func:`decoded_view`)."""
     await client.open_admission.admitted()
     data = json.dumps(json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    sent = client.session.headers | {name.lower(): value for name, value in headers.items()}
-    sent["content-type"] = "application/json"
+    sent = _sent_headers(client.session.headers, headers)
     scope = anyio.CancelScope()
 
     def acquired() -> None:
@@ -365,7 +400,7 @@ async def _direct_stream(
     try:
         with scope, watching():
             response = await client.session.get().post(
-                url,
+                target,
                 data=data.encode(),
                 headers=sent,
                 allow_redirects=False,
@@ -385,7 +420,7 @@ async def _direct_stream(
                     body = await decoded_view(response).aread()
             except (TimeoutError, aiohttp.ClientError, httpx.TransportError, httpx.DecodingError):
                 body = b""
-            raise error_from_status(response.status, body, response.headers)
+            raise error_from_status(response.status, body, httpx.Headers(response.raw_headers))
         yield BodyStream(None, url, idle_timeout_secs, response)
     finally:
         response.release()

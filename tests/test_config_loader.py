@@ -382,6 +382,31 @@ def test_provider_base_url_is_an_http_url(tmp_path: Path) -> None:
     assert "sk-test-key" not in "\n".join(errors)
 
 
+@pytest.mark.parametrize(
+    "url", ["http://user:pw@127.0.0.1:8000/v1", "https://:sk-x@api.example/v1"]
+)
+def test_provider_base_url_carries_no_user_or_password(tmp_path: Path, url: str) -> None:
+    # httpx would send it as Basic auth and aiohttp refuse it beside that header: a clear error
+    text = VALID.replace("    model: gpt-4.1-mini", f"    model: gpt-4.1-mini\n    base_url: {url}")
+    errors = _errors(tmp_path, text)
+    assert errors == [
+        "FILE:6: providers.main.base_url: a user or password in the URL is not sent: put the "
+        "key in api_key and write the URL without user:password@"
+    ]
+    assert "pw" not in errors[0] and "sk-x" not in errors[0]
+
+
+@pytest.mark.parametrize("key", ["sk-“abc”", "sk-abc def", "sk-abc\n", "sk-é"])
+def test_a_provider_key_an_http_header_cannot_carry_is_an_error(tmp_path: Path, key: str) -> None:
+    errors = _errors(tmp_path, VALID, {**ENV, "OPENAI_API_KEY": key})
+    assert errors == [
+        "FILE:4: providers.main.api_key: the key holds a character an HTTP header cannot carry "
+        "(a space, a line break, or a non-ASCII character such as a typographic quote): copy "
+        "the key again"
+    ]
+    assert key.strip() not in errors[0]
+
+
 def test_storage_url_a_relative_sqlite_path_joins_the_state_directory(tmp_path: Path) -> None:
     path = tmp_path / "relaybot.yaml"
     path.write_text(VALID + "storage:\n  url: sqlite:///data/bot.db\n", encoding="utf-8")

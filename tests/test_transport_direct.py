@@ -6,6 +6,7 @@ proxy in the environment sends every stream through httpx's client."""
 
 from __future__ import annotations
 
+import asyncio
 import gzip
 import json
 from typing import Any
@@ -17,6 +18,7 @@ from providers.transport import ProviderClient, make_client, open_stream
 from tests.peers.http_proxy import HttpProxy
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import text_answer
+from tests.test_transport_client import read_request, serving
 
 PATH = "/v1/chat/completions"
 BODY: dict[str, Any] = {
@@ -35,11 +37,13 @@ def _client(*, direct: bool) -> ProviderClient:
     return client
 
 
-async def _read(client: ProviderClient, url: str) -> bytes:
+async def _read(
+    client: ProviderClient, url: str, headers: dict[str, str] = HEADERS, path: str = PATH
+) -> bytes:
     async with open_stream(
-        client, url + PATH, json_body=BODY, headers=HEADERS, timeout_secs=5, idle_timeout_secs=5
+        client, url + path, json_body=BODY, headers=headers, timeout_secs=5, idle_timeout_secs=5
     ) as stream:
-        return b"".join([chunk async for chunk in stream])
+        return b"".join([chunk async for chunk in stream]) + b"|json" * stream.whole_json
 
 
 async def _outcome(client: ProviderClient, url: str) -> bytes | ProviderError:
@@ -151,3 +155,84 @@ async def test_with_a_proxy_in_the_environment_streams_go_through_it(
             assert not client.direct
             assert await _read(client, server.url) == text_answer("via proxy")
         assert proxy.targets == [f"{server.url}{PATH}"]
+
+
+def _raw_reply(head: str, body: bytes) -> bytes:
+    return (head.replace("\n", "\r\n") + f"content-length: {len(body)}\r\n\r\n").encode() + body
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        (  # a coding named over two fields: httpx joins them ("identity, gzip") and decodes
+            _raw_reply(
+                "HTTP/1.1 200 OK\ncontent-type: text/event-stream\ncontent-encoding: identity\n"
+                "content-encoding: gzip\n",
+                gzip.compress(b"data: hello\n\n"),
+            ),
+            b"data: hello\n\n",
+        ),
+        (  # two media types joined are no JSON body
+            _raw_reply(
+                "HTTP/1.1 200 OK\ncontent-type: application/json\n"
+                "content-type: text/event-stream\n",
+                b"data: x\n\n",
+            ),
+            b"data: x\n\n",
+        ),
+        (  # "7, 9" is no Retry-After value
+            _raw_reply("HTTP/1.1 429 Too Many\nretry-after: 7\nretry-after: 9\n", b"{}"),
+            None,
+        ),
+    ],
+    ids=["coding", "media-type", "retry-after"],
+)
+async def test_a_field_sent_twice_reads_as_httpx_joins_it(
+    reply: bytes, expected: bytes | None
+) -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await read_request(reader):
+            writer.write(reply)
+            await writer.drain()
+
+    outcomes = []
+    async with serving(answer) as port:
+        for direct in (True, False):
+            async with _client(direct=direct) as client:
+                outcomes.append(await _outcome(client, f"http://127.0.0.1:{port}"))
+    direct_outcome, httpx_outcome = outcomes
+    if expected is not None:
+        assert direct_outcome == httpx_outcome == expected
+    else:
+        assert isinstance(direct_outcome, ProviderRateLimited)
+        assert isinstance(httpx_outcome, ProviderRateLimited)
+        assert direct_outcome.retry_after == httpx_outcome.retry_after
+        assert str(direct_outcome) == str(httpx_outcome)
+
+
+async def test_the_requests_own_fields_win_and_a_relative_url_joins_the_base_url() -> None:
+    own = {"Content-Type": "application/json; charset=utf-8", "User-Agent": "bot/1", "X-A": "1"}
+    async with ProviderServer() as server:
+        server.script(PATH, Reply(body=text_answer("a")))
+        for direct in (True, False):
+            async with _client(direct=direct) as client:
+                await _read(client, server.url, own)
+        async with make_client(base_url=server.url + "/v1") as client:
+            assert client.direct
+            await _read(client, "", own, path="/chat/completions")
+    direct_request, httpx_request, relative = server.requests
+    assert direct_request.headers == httpx_request.headers == relative.headers
+    assert direct_request.headers["content-type"] == "application/json; charset=utf-8"
+    assert direct_request.headers["user-agent"] == "bot/1"
+    assert relative.path == PATH
+
+
+async def test_a_closed_client_sends_nothing_either_way() -> None:
+    async with ProviderServer() as server:
+        server.script(PATH, Reply(body=text_answer("a")))
+        for direct in (True, False):
+            client = _client(direct=direct)
+            await client.aclose()
+            with pytest.raises(RuntimeError, match="client has been closed"):
+                await _read(client, server.url)
+        assert server.requests == []

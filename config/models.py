@@ -71,10 +71,12 @@ class ProviderConfig(_Strict):
         default=None,
         description="API root as the vendor SDK spells it; default per kind: "
         "https://api.openai.com/v1 (openai_*), https://api.anthropic.com (anthropic; "
-        "a value ending in /v1 is accepted too), http://127.0.0.1:11434 (ollama)",
+        "a value ending in /v1 is accepted too), http://127.0.0.1:11434 (ollama); "
+        "no user:password@",
     )
     api_key: SecretStr | None = Field(
-        default=None, description="required except for ollama; write it as ${VAR}"
+        default=None,
+        description="required except for ollama; write it as ${VAR}; visible ASCII only",
     )
     model: str = Field(description="model name sent to the API")
     timeout_secs: float = Field(

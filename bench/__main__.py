@@ -156,7 +156,14 @@ def _scale(smoke: bool) -> list[Row]:
     uvloop = () if smoke or not _have("uvloop") else (300, 500, 700, 1000, 1200)
     steady = () if smoke else STEADY_RATES
     s = scale.run(
-        ns, 10 if smoke else 186, uvloop, spread, repeat, steady=steady, steady_uvloop=bool(uvloop)
+        ns,
+        10 if smoke else 186,
+        uvloop,
+        spread,
+        repeat,
+        steady=steady,
+        steady_uvloop=bool(uvloop),
+        steady_repeats=scale.REPEATS,
     )
     rows: list[Row] = []
     for n in ns:
@@ -203,7 +210,7 @@ def _scale(smoke: bool) -> list[Row]:
             p = f"steady_{loop}_{rate}"
             rows.append((f"steady {rate:,} deltas/s on {loop} ({int(s[f'{p}_n'])} conversations "
                          f"over {scale.STEADY_SECS} s): TTFT p99 / lag p99 ms / µs per delta / "
-                         "turns",
+                         f"turns{_median_of(s, p)}",
                          f"{_fmt(s[f'{p}_ttft_p99_ms'])} / {_fmt(s[f'{p}_lag_p99_ms'])} / "
                          f"{_fmt(s[f'{p}_cpu_us_per_delta'])} / {_fmt(s[f'{p}_delta_turns'])}",
                          "", "-"))  # fmt: skip

@@ -40,9 +40,11 @@ from when its conversation was due to begin (in every row): an overloaded loop s
 waiting to open (TTFT p99 of seconds) as much as in the lag.
 
 Usage: ``python -m bench.scale [--n 100 200 300 400 500 1000] [--deltas 186] [--uvloop N …]
-[--spread N …] [--repeat N …] [--steady RATE …]`` (``--steady`` without ``--n``: the steady rows
-alone). Each N is 1 to :data:`MAX_CONVERSATIONS`, and so is a steady rate's count of
-conversations; ``--deltas`` is 1 to :data:`MAX_DELTAS`. A row is printed as its run ends.
+[--spread N …] [--repeat N …] [--steady RATE …] [--steady-repeats K]`` (``--steady`` without
+``--n``: the steady rows alone; ``--steady-repeats``: runs of each rate, medians). Each N is 1
+to :data:`MAX_CONVERSATIONS`, and so is a steady rate's count of conversations; ``--deltas`` is 1
+to :data:`MAX_DELTAS`, ``--steady-repeats`` 1 to :data:`MAX_REPEATS`. A row is printed as its run
+ends.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ MAX_CONVERSATIONS = 20_000
 """The most conversations one client process runs (each holds ~40-100 KB at its peak)."""
 MAX_DELTAS = 100_000
 """The most deltas an answer has (33 minutes of streaming at 50 a second)."""
+MAX_REPEATS = 10
+"""The most runs of each steady rate (``--steady-repeats``)."""
 
 
 REFERENCE_TURNS = 300_000
@@ -252,11 +256,13 @@ def run(
     repeats: int = REPEATS,
     steady: tuple[int, ...] = (),
     steady_uvloop: bool = False,
+    steady_repeats: int = 1,
 ) -> dict[str, float]:
     """The scale section; returns the summary figures (medians over the runs of an N).
     ``steady``: offered loads (deltas/s, each at least one conversation's worth:
     :func:`steady_conversations`) run as ``steady`` rows on asyncio, and on uvloop too with
-    ``steady_uvloop`` (see the module docstring).
+    ``steady_uvloop`` (see the module docstring), each ``steady_repeats`` times (the loops
+    alternating, the order flipping every run; figures are the medians).
 
     Raises:
         ValueError: a steady rate too small to carry one conversation over :data:`STEADY_SECS`.
@@ -283,11 +289,12 @@ def run(
                 rows.append(("uvloop", measure(url, n, deltas, uvloop=True)))
         for n in spread_n:
             rows.append(("spread", measure(url, n, deltas, spread_ms=SPREAD_MS)))
-        for rate, n in steady_n.items():
-            loops = [("asyncio", False)] + ([("uvloop", True)] if steady_uvloop else [])
-            for loop, on_uvloop in loops:
-                r = measure(url, n, deltas, uvloop=on_uvloop, spread_ms=STEADY_SECS * 1000)
-                rows.append((f"steady-{loop}", {**r, "offered": rate}))
+        loops = [("asyncio", False)] + ([("uvloop", True)] if steady_uvloop else [])
+        for i in range(steady_repeats):
+            for rate, n in steady_n.items():
+                for loop, on_uvloop in loops[:: -1 if i % 2 else 1]:
+                    r = measure(url, n, deltas, uvloop=on_uvloop, spread_ms=STEADY_SECS * 1000)
+                    rows.append((f"steady-{loop}", {**r, "offered": rate}))
     runs: dict[tuple[str, int], list[dict[str, float]]] = {}
     for loop, r in rows:
         runs.setdefault((loop, int(r["n"])), []).append(r)
@@ -374,19 +381,27 @@ def steady_conversations(rate: int, deltas: int) -> int:
 
 
 def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
-    """The ``steady`` rows' figures (``steady_<loop>_<rate>_<figure>``) and, per loop, the
-    largest offered rate sustained (``steady_<loop>_sustained``: lag p99 < 100 ms and nothing
-    failed, at it and at every smaller rate; 0 when the smallest missed)."""
+    """The ``steady`` rows' figures (``steady_<loop>_<rate>_<figure>``, medians over the runs
+    of a rate; ``_runs``: how many) and, per loop, the largest offered rate sustained
+    (``steady_<loop>_sustained``: median lag p99 < 100 ms and nothing failed in any run, at it
+    and at every smaller rate; 0 when the smallest missed)."""
     summary: dict[str, float] = {}
     for loop in dict.fromkeys(loop for loop, _ in rows):
         sustained, missed = 0, False
-        for r in sorted((r for lp, r in rows if lp == loop), key=lambda r: r["offered"]):
-            prefix = f"steady_{loop}_{int(r['offered'])}"
+        for rate in sorted({r["offered"] for lp, r in rows if lp == loop}):
+            runs = [r for lp, r in rows if lp == loop and r["offered"] == rate]
+            prefix = f"steady_{loop}_{int(rate)}"
             for key in ("n", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
                         "cpu_us_per_delta", "delta_turns"):  # fmt: skip
-                summary[f"{prefix}_{key}"] = r[key]
-            if not missed and r["lag_p99_ms"] < 100 and r["failed"] == 0:
-                sustained = int(r["offered"])
+                summary[f"{prefix}_{key}"] = statistics.median(r[key] for r in runs)
+            summary[f"{prefix}_runs"] = len(runs)
+            lag = summary[f"{prefix}_lag_p99_ms"]
+            if len(runs) > 1:
+                lags = [r["lag_p99_ms"] for r in runs]
+                print(f"  steady {loop} {rate:,.0f}/s median of {len(runs)} runs: lag p99 "
+                      f"{lag:.0f} ms ({min(lags):.0f}-{max(lags):.0f})")  # fmt: skip
+            if not missed and lag < 100 and all(r["failed"] == 0 for r in runs):
+                sustained = int(rate)
             else:
                 missed = True
         summary[f"steady_{loop}_sustained"] = sustained
@@ -426,6 +441,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--steady", type=int, nargs="+", default=[], help="offered deltas/s to run steadily"
     )
+    parser.add_argument(
+        "--steady-repeats",
+        type=int,
+        default=1,
+        help=f"runs of each steady rate, 1 to {MAX_REPEATS} (medians; default 1)",
+    )
     args = parser.parse_args(argv)
     if args.n is None:
         args.n = [] if args.steady else [100, 200, 300, 400, 500, 1000]
@@ -435,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         for n in getattr(args, flag) or ():
             if not 1 <= n <= MAX_CONVERSATIONS:
                 parser.error(f"--{flag}: {n:,} conversations: each N is 1 to {MAX_CONVERSATIONS:,}")
+    if not 1 <= args.steady_repeats <= MAX_REPEATS:
+        parser.error(f"--steady-repeats must be 1 to {MAX_REPEATS}")
     for rate in args.steady:
         try:
             steady_conversations(rate, args.deltas)
@@ -448,6 +471,7 @@ def main(argv: list[str] | None = None) -> int:
         tuple(args.repeat),
         steady=tuple(args.steady),
         steady_uvloop=args.uvloop is not None,
+        steady_repeats=args.steady_repeats,
     )
     return 0
 

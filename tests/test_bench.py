@@ -90,6 +90,8 @@ def test_the_smoke_run_prints_the_summary_table() -> None:
         (["--deltas", "1000000000"], "--deltas must be 1 to 100,000"),
         (["--steady", "18"], "(at least 19)"),
         (["--steady", "100000000"], "more than one client runs (20,000)"),
+        (["--steady", "40000", "--steady-repeats", "0"], "--steady-repeats must be 1 to 10"),
+        (["--steady", "40000", "--steady-repeats", "11"], "--steady-repeats must be 1 to 10"),
     ],
 )
 def test_the_scale_bench_refuses_what_it_cannot_run_before_running_anything(
@@ -102,3 +104,23 @@ def test_the_scale_bench_refuses_what_it_cannot_run_before_running_anything(
     assert exited.value.code == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_a_steady_rate_is_judged_on_the_median_of_its_runs() -> None:
+    from bench.scale import _steady_summary
+
+    def run(rate: int, lag: float, failed: int = 0) -> tuple[str, dict[str, float]]:
+        figures = {"n": 10, "failed": failed, "ttft_p99_ms": 1, "lag_p50_ms": 1}
+        return "asyncio", {**figures, "lag_p99_ms": lag, "cpu_us_per_delta": lag / 10,
+                           "delta_turns": 1, "offered": rate}  # fmt: skip
+
+    rows = [run(40_000, 20), run(50_000, 150), run(60_000, 60), run(40_000, 30),
+            run(50_000, 40), run(60_000, 225), run(40_000, 25), run(50_000, 35),
+            run(60_000, 140)]  # fmt: skip
+    summary = _steady_summary(rows)
+    assert summary["steady_asyncio_50000_lag_p99_ms"] == 40  # one slow run of three
+    assert summary["steady_asyncio_60000_lag_p99_ms"] == 140
+    assert summary["steady_asyncio_60000_runs"] == 3
+    assert summary["steady_asyncio_sustained"] == 50_000
+    rows[4] = run(50_000, 40, failed=1)  # a failed conversation in any run misses the rate
+    assert _steady_summary(rows)["steady_asyncio_sustained"] == 40_000

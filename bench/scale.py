@@ -456,6 +456,11 @@ def main(argv: list[str] | None = None) -> int:
         for n in getattr(args, flag) or ():
             if not 1 <= n <= MAX_CONVERSATIONS:
                 parser.error(f"--{flag}: {n:,} conversations: each N is 1 to {MAX_CONVERSATIONS:,}")
+    if args.uvloop is not None:
+        try:
+            import uvloop  # noqa: F401
+        except ImportError:
+            parser.error("--uvloop: uvloop is not installed (pip install uvloop)")
     if not 1 <= args.steady_repeats <= MAX_REPEATS:
         parser.error(f"--steady-repeats must be 1 to {MAX_REPEATS}")
     for rate in args.steady:

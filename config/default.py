@@ -11,10 +11,12 @@ server address is known only once it listens) and the store's path under ``$XDG_
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from config.errors import ConfigIssue
 
 __all__ = [
     "ANTHROPIC_MODEL",
@@ -30,6 +32,7 @@ __all__ = [
     "default_data",
     "default_store_path",
     "default_yaml_text",
+    "environment_problems",
 ]
 
 DEFAULT_SOURCE_NAME = "<embedded default>"
@@ -141,3 +144,21 @@ def default_data(
     result["agent"] = {**(result.get("agent") or {}), "providers": [name]}
     result["storage"] = {**(result.get("storage") or {}), "path": str(default_store_path(environ))}
     return result
+
+
+def environment_problems(issues: Sequence[ConfigIssue]) -> list[str]:
+    """What is wrong with the embedded default, said as the environment caused it: one line per
+    issue, ``relaybot: OPENAI_API_KEY: <message>`` for a value taken from a variable
+    (:data:`PROVIDER_VARIABLES`), else ``relaybot: <issue>``. Never the value itself (the
+    messages hold none)."""
+    variables = {
+        f"providers.{name}.{field}": variable
+        for name, fields in PROVIDER_VARIABLES.items()
+        for field, variable in fields.items()
+    }
+    return [
+        f"relaybot: {variables[issue.path]}: {issue.message}"
+        if issue.path in variables
+        else f"relaybot: {issue}"
+        for issue in issues
+    ]

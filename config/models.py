@@ -72,11 +72,11 @@ class ProviderConfig(_Strict):
         description="API root as the vendor SDK spells it; default per kind: "
         "https://api.openai.com/v1 (openai_*), https://api.anthropic.com (anthropic; "
         "a value ending in /v1 is accepted too), http://127.0.0.1:11434 (ollama); "
-        "no user:password@",
+        "no user:password@, ?query or #fragment",
     )
     api_key: SecretStr | None = Field(
         default=None,
-        description="required except for ollama; write it as ${VAR}; visible ASCII only",
+        description="required except for ollama; write it as ${VAR}; not empty, visible ASCII",
     )
     model: str = Field(description="model name sent to the API")
     timeout_secs: float = Field(
@@ -140,13 +140,28 @@ class ProviderConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
+        if value is None:
+            return None
+        if not value.lower().startswith(("http://", "https://")):
             raise ValueError("expected an http:// or https:// URL")
-        if value is not None and "@" in urlsplit(value).netloc:
+        if value != value.strip() or any(c.isspace() for c in value):
+            raise ValueError("the URL holds a space or a line break: write it without")
+        parts = urlsplit(value)
+        if "@" in parts.netloc:
             raise ValueError(
                 "a user or password in the URL is not sent: put the key in api_key and write "
                 "the URL without user:password@"
             )
+        if parts.query or parts.fragment or value.rstrip("/").endswith(("?", "#")):
+            raise ValueError(
+                "the API root takes no ?query or #fragment: each endpoint's path is added to it"
+            )
+        try:
+            parts.port  # noqa: B018 - raises for a port that is not a number 0-65535
+        except ValueError:
+            raise ValueError("the port is not a number from 0 to 65535") from None
+        if not parts.hostname:
+            raise ValueError("the URL names no host")
         return value
 
     @field_validator("api_key")
@@ -177,6 +192,10 @@ class ProviderConfig(_Strict):
         if self.kind != "ollama" and self.api_key is None:
             raise LocatedValueError(
                 (("api_key",), f"missing required key (needed for kind {self.kind})")
+            )
+        if self.kind != "ollama" and self.api_key is not None and not self.api_key:
+            raise LocatedValueError(
+                (("api_key",), f"the key is empty (needed for kind {self.kind}): set it")
             )
         return self
 

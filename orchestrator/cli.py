@@ -137,7 +137,7 @@ def _tools(args: argparse.Namespace) -> int:
     path = args.config or environ.get("RELAYBOT_CONFIG")
     # The default's model is never asked here: the demo's address only completes the config.
     demo = "http://127.0.0.1:9/v1"
-    config = _load(path) if path else default_config(environ, demo_base_url=demo)
+    config = _load(path) if path else _default(environ, demo)
     if config is None:
         return 2
     # The servers' failures (and the lines they wrote) are logged: redacted, as under `run`.
@@ -160,9 +160,7 @@ def _doctor(args: argparse.Namespace) -> int:
     else:
         demo = "http://127.0.0.1:9/v1"  # the demo model runs only under `run`: not checked
         # The store is one of doctor's own checks (a ✗ line), not a config error.
-        config = (
-            _load(path, check_store=False) if path else default_config(environ, demo_base_url=demo)
-        )
+        config = _load(path, check_store=False) if path else _default(environ, demo)
         if config is None:
             return 2
         storage = config.storage
@@ -342,8 +340,12 @@ async def _serve(
         print(problem, file=sys.stderr)
         return 2
     if environ.get("OPENAI_API_KEY") or environ.get("ANTHROPIC_API_KEY"):
-        listed = await _first_listed_model(environ)
-        default = default_config(environ, demo_base_url=None, listed_model=listed)
+        default = _default(environ, None)  # the environment's values checked before any use
+        if default is None:
+            return 2
+        listed = await _first_listed_model(environ, default)
+        if listed is not None:
+            default = default_config(environ, demo_base_url=None, listed_model=listed)
         return await serve(default, storage_path=Path(default.storage.path))
     from orchestrator.ops.demo_model import DemoModelServer
 
@@ -357,28 +359,34 @@ async def _serve(
     return code
 
 
-async def _first_listed_model(environ: dict[str, str]) -> str | None:
+def _default(environ: dict[str, str], demo_base_url: str | None) -> RelaybotConfig | None:
+    """The embedded default config (:func:`config.loader.default_config`); ``None`` once what
+    is wrong with the environment's values was printed, one line each, naming the variable."""
+    from config.default import environment_problems
+
+    try:
+        return default_config(environ, demo_base_url=demo_base_url)
+    except ConfigError as exc:
+        for line in environment_problems(exc.errors):
+            print(line, file=sys.stderr)
+        return None
+
+
+async def _first_listed_model(environ: dict[str, str], default: RelaybotConfig) -> str | None:
     """With ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` but no ``OPENAI_MODEL``: the first model
     that server lists, said in one banner line on stderr (``None`` otherwise, or when the
-    server lists none: the default model is used and the line says why)."""
+    server lists none: the default model is used and the line says why). ``default``: the
+    embedded default, its ``openai`` provider checked."""
     if not environ.get("OPENAI_API_KEY") or environ.get("OPENAI_MODEL"):
         return None
     base_url = environ.get("OPENAI_BASE_URL")
     if not base_url:
         return None
-    from config.default import OPENAI_MODEL
-    from config.models import ProviderConfig
+    from config.default import OPENAI_MODEL, OPENAI_PROVIDER_NAME
     from providers.errors import ProviderError
     from providers.model_list import list_models
 
-    config = ProviderConfig.model_validate(
-        {
-            "kind": "openai_chat",
-            "base_url": base_url,
-            "api_key": environ["OPENAI_API_KEY"],
-            "model": "-",
-        }
-    )
+    config = default.providers[OPENAI_PROVIDER_NAME]
     try:
         names = await list_models(config)
     except ProviderError as exc:

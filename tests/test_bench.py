@@ -124,3 +124,15 @@ def test_a_steady_rate_is_judged_on_the_median_of_its_runs() -> None:
     assert summary["steady_asyncio_sustained"] == 50_000
     rows[4] = run(50_000, 40, failed=1)  # a failed conversation in any run misses the rate
     assert _steady_summary(rows)["steady_asyncio_sustained"] == 40_000
+
+
+def test_the_scale_bench_refuses_uvloop_rows_without_uvloop(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from bench import scale
+
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as where it is not installed
+    with pytest.raises(SystemExit) as exited:
+        scale.main(["--n", "10", "--uvloop", "10"])
+    assert exited.value.code == 2
+    assert "uvloop is not installed" in capsys.readouterr().err

@@ -271,3 +271,38 @@ async def test_openai_model_is_sent_and_no_models_are_asked(tmp_path: Path) -> N
     assert code == 0, err
     assert sent["model"] == "gpt-5-nano" and asked == []
     assert "the first that" not in err
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            {"OPENAI_API_KEY": "“sk-secretvalue”"},
+            "relaybot: OPENAI_API_KEY: the key holds a character an HTTP header cannot carry",
+        ),
+        (
+            {"OPENAI_API_KEY": "sk-ok", "OPENAI_BASE_URL": "http://u:hunter2@127.0.0.1:9/v1"},
+            "relaybot: OPENAI_BASE_URL: a user or password in the URL is not sent",
+        ),
+        (
+            {"OPENAI_API_KEY": "sk-ok", "OPENAI_MODEL": "m", "OPENAI_BASE_URL": "http://h:x/v1"},
+            "relaybot: OPENAI_BASE_URL: the port is not a number",
+        ),
+        (
+            {"ANTHROPIC_API_KEY": "sk-ant-secret value"},
+            "relaybot: ANTHROPIC_API_KEY: the key holds a character",
+        ),
+    ],
+    ids=["openai-key", "openai-url-userinfo", "openai-url-port", "anthropic-key"],
+)
+@pytest.mark.parametrize("command", ["run", "doctor", "tools"])
+def test_a_bad_value_in_the_environment_is_one_line_naming_its_variable(
+    tmp_path: Path, env: dict[str, str], line: str, command: str
+) -> None:
+    # without a config file the embedded default takes these variables
+    result = _relaybot(tmp_path, command, stdin="hi\n", **env)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(line) and result.stderr.count("\n") == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for secret in ("secretvalue", "hunter2", "secret value"):
+        assert secret not in result.stderr + result.stdout

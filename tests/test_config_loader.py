@@ -396,6 +396,41 @@ def test_provider_base_url_carries_no_user_or_password(tmp_path: Path, url: str)
     assert "pw" not in errors[0] and "sk-x" not in errors[0]
 
 
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("https://api.example.com/v1?x=a@b", "the API root takes no ?query or #fragment"),
+        ("https://api.example.com/v1#top", "the API root takes no ?query or #fragment"),
+        ('"https://api.example.com/v1 "', "the URL holds a space or a line break"),
+        ("http://127.0.0.1:abc/v1", "the port is not a number from 0 to 65535"),
+        ("http:///v1", "the URL names no host"),
+    ],
+)
+def test_provider_base_url_is_an_api_root(tmp_path: Path, url: str, message: str) -> None:
+    # each failed every request: the endpoint's path after the query (a 404), "%20/chat", an
+    # InvalidURL traceback, a connection to ":80"
+    text = VALID.replace("    model: gpt-4.1-mini", f"    model: gpt-4.1-mini\n    base_url: {url}")
+    errors = _errors(tmp_path, text)
+    assert len(errors) == 1 and errors[0].startswith(f"FILE:6: providers.main.base_url: {message}")
+
+
+@pytest.mark.parametrize(
+    "url", ["HTTP://127.0.0.1:8000/v1", "https://api.example.com/v1/", "http://[::1]:8000/v1"]
+)
+def test_a_provider_base_url_as_written_in_the_wild_loads(tmp_path: Path, url: str) -> None:
+    path = tmp_path / "relaybot.yaml"
+    text = VALID.replace("    model: gpt-4.1-mini", f"    model: gpt-4.1-mini\n    base_url: {url}")
+    path.write_text(text, encoding="utf-8")
+    assert load_config(path, environ=ENV).providers["main"].base_url == url
+
+
+def test_an_empty_provider_key_is_an_error(tmp_path: Path) -> None:
+    errors = _errors(tmp_path, VALID, {**ENV, "OPENAI_API_KEY": ""})
+    assert errors == [
+        "FILE:4: providers.main.api_key: the key is empty (needed for kind openai_chat): set it"
+    ]
+
+
 @pytest.mark.parametrize("key", ["sk-“abc”", "sk-abc def", "sk-abc\n", "sk-é"])
 def test_a_provider_key_an_http_header_cannot_carry_is_an_error(tmp_path: Path, key: str) -> None:
     errors = _errors(tmp_path, VALID, {**ENV, "OPENAI_API_KEY": key})

@@ -73,7 +73,14 @@ class Terminal:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait(timeout=10)
+        if self._master >= 0:
+            os.close(self._master)
+
+    def hang_up(self) -> None:
+        """Close the terminal, as closing its window does: the kernel hangs up the session
+        (``SIGHUP``) and the process's reads of it fail (``EIO``). Nothing is read after."""
         os.close(self._master)
+        self._master = -1
 
     def _pump(self, timeout: float) -> bool:
         """Read what the process wrote within ``timeout`` seconds; False at end of output."""

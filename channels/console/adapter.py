@@ -26,6 +26,7 @@ as they were before readline changed them.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import sys
 import termios
@@ -367,7 +368,9 @@ class ConsoleChannel(Channel):
         return self.render(text).form
 
     def _read_line(self) -> str | None:
-        """One line of input, or None at its end (Ctrl-D at an empty prompt)."""
+        """One line of input, or None at its end (Ctrl-D at an empty prompt), or once the
+        terminal is gone (closed: its reads fail with ``EIO``), which ends the channel as the
+        end of input does instead of starting it again on a terminal nobody can type into."""
         if self._prompting:
             coloured = self._console.color_system is not None and not self._console.no_color
             prompt = _COLOUR_PROMPT if coloured else _PLAIN_PROMPT
@@ -375,12 +378,18 @@ class ConsoleChannel(Channel):
             try:
                 return input(prompt)  # readline draws the prompt: editing keeps it in place
             except EOFError:
-                self._console.file.write("\n")  # the shell's prompt starts on a line of its own
-                self._console.file.flush()
+                with contextlib.suppress(OSError):  # the shell's prompt on a line of its own
+                    self._console.file.write("\n")
+                    self._console.file.flush()
+                return None
+            except OSError:
                 return None
             finally:
                 self._at_prompt = False
-        line = self._stdin.readline()
+        try:
+            line = self._stdin.readline()
+        except OSError:
+            return None
         return line or None
 
     def _print_local(self, text: str) -> None:

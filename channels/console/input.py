@@ -91,12 +91,16 @@ async def in_daemon_thread(func: Callable[[], _T]) -> _T:
 
 def read_typed_line(fd: int, stop: threading.Event) -> str | None:
     """A line from terminal ``fd`` in canonical mode (one ``read`` returns one line, or what
-    Ctrl-D pushed), or None at end of input; None too once ``stop`` is set."""
-    while not stop.is_set():
-        ready, _, _ = select.select([fd], [], [], TYPED_POLL_SECS)
-        if ready:
-            data = os.read(fd, 4096)
-            return data.decode(errors="replace") if data else None
+    Ctrl-D pushed), or None at end of input — the terminal gone too (``EIO`` once it was hung
+    up, closed) — and once ``stop`` is set."""
+    try:
+        while not stop.is_set():
+            ready, _, _ = select.select([fd], [], [], TYPED_POLL_SECS)
+            if ready:
+                data = os.read(fd, 4096)
+                return data.decode(errors="replace") if data else None
+    except OSError:
+        return None
     return None
 
 

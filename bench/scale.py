@@ -304,17 +304,8 @@ def run(
     for (loop, n), results in sorted(runs.items()):
         if loop.startswith("steady-"):
             continue  # their figures: _steady_summary
-        prefix = f"{loop}_{n}"
-        for key in ("completed", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
-                    "peak_rss_mb", "rss_per_conv_kb", "cpu_us_per_delta",
-                    "delta_turns"):  # fmt: skip
-            summary[f"{prefix}_{key}"] = statistics.median(r[key] for r in results)
-        summary[f"{prefix}_runs"] = len(results)
-        median = summary[f"{prefix}_lag_p99_ms"]
-        if len(results) > 1:
-            lags = [r["lag_p99_ms"] for r in results]
-            print(f"  {loop:8} {n:5d} median of {len(results)} runs: lag p99 {median:.0f} ms "
-                  f"({min(lags):.0f}-{max(lags):.0f})")  # fmt: skip
+        median = _medians(summary, f"{loop}_{n}", results, f"{loop:8} {n:5d}",
+                          ("completed", "peak_rss_mb", "rss_per_conv_kb"))  # fmt: skip
         if loop not in sustained or loop in missed:
             continue
         if median < 100 and all(r["failed"] == 0 for r in results):
@@ -380,6 +371,28 @@ def steady_conversations(rate: int, deltas: int) -> int:
     return n
 
 
+def _medians(
+    summary: dict[str, float],
+    prefix: str,
+    runs: list[dict[str, float]],
+    label: str,
+    extra: tuple[str, ...],
+) -> float:
+    """Put the medians of ``runs``' figures (those of every row, and ``extra``) into
+    ``summary`` as ``<prefix>_<figure>``, and ``<prefix>_runs``; print the lag p99's spread
+    when there was more than one run. Returns the median lag p99 (ms)."""
+    for key in (*extra, "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
+                "cpu_us_per_delta", "delta_turns"):  # fmt: skip
+        summary[f"{prefix}_{key}"] = statistics.median(r[key] for r in runs)
+    summary[f"{prefix}_runs"] = len(runs)
+    median = summary[f"{prefix}_lag_p99_ms"]
+    if len(runs) > 1:
+        lags = [r["lag_p99_ms"] for r in runs]
+        print(f"  {label} median of {len(runs)} runs: lag p99 {median:.0f} ms "
+              f"({min(lags):.0f}-{max(lags):.0f})")  # fmt: skip
+    return median
+
+
 def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float]:
     """The ``steady`` rows' figures (``steady_<loop>_<rate>_<figure>``, medians over the runs
     of a rate; ``_runs``: how many) and, per loop, the largest offered rate sustained
@@ -390,16 +403,8 @@ def _steady_summary(rows: list[tuple[str, dict[str, float]]]) -> dict[str, float
         sustained, missed = 0, False
         for rate in sorted({r["offered"] for lp, r in rows if lp == loop}):
             runs = [r for lp, r in rows if lp == loop and r["offered"] == rate]
-            prefix = f"steady_{loop}_{int(rate)}"
-            for key in ("n", "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
-                        "cpu_us_per_delta", "delta_turns"):  # fmt: skip
-                summary[f"{prefix}_{key}"] = statistics.median(r[key] for r in runs)
-            summary[f"{prefix}_runs"] = len(runs)
-            lag = summary[f"{prefix}_lag_p99_ms"]
-            if len(runs) > 1:
-                lags = [r["lag_p99_ms"] for r in runs]
-                print(f"  steady {loop} {rate:,.0f}/s median of {len(runs)} runs: lag p99 "
-                      f"{lag:.0f} ms ({min(lags):.0f}-{max(lags):.0f})")  # fmt: skip
+            lag = _medians(summary, f"steady_{loop}_{int(rate)}", runs,
+                           f"steady {loop} {rate:,.0f}/s", ("n",))  # fmt: skip
             if not missed and lag < 100 and all(r["failed"] == 0 for r in runs):
                 sustained = int(rate)
             else:

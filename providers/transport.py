@@ -50,7 +50,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import ssl
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from contextvars import ContextVar
 from functools import lru_cache
@@ -67,6 +67,7 @@ from httpx_aiohttp import AiohttpTransport
 from providers.body_stream import BodyStream, IdleWatchdog, decoded_view
 from providers.bounded_json import parse_json
 from providers.errors import (
+    ProviderError,
     ProviderServerError,
     ProviderTimeout,
     StreamProtocolError,
@@ -369,6 +370,47 @@ def _sent_headers(defaults: dict[str, str], headers: dict[str, str]) -> list[tup
     return sent
 
 
+class _HeadersBound:
+    """The bound on a stream's response headers: ``timeout_secs`` from the moment a pooled
+    connection is the request's (:meth:`acquired`, called by the pool's trace events), not
+    from the request's start: waiting for a connection is not the model's time."""
+
+    __slots__ = ("_timeout", "scope")
+
+    def __init__(self, timeout_secs: float) -> None:
+        self._timeout = timeout_secs
+        self.scope = anyio.CancelScope()
+
+    def acquired(self) -> None:
+        """A connection is the request's: the bound starts now (once)."""
+        if self.scope.deadline == float("inf"):
+            self.scope.deadline = anyio.current_time() + self._timeout
+
+    def check(self) -> None:
+        """After the scope: raise when it ran out.
+
+        Raises:
+            ProviderTimeout: phase ``"headers"``.
+        """
+        if self.scope.cancelled_caught:
+            raise ProviderTimeout(
+                f"no response headers within {self._timeout:g} s", phase="headers"
+            )
+
+
+async def _refusal(
+    status: int, read: Callable[[], Awaitable[bytes]], headers: httpx.Headers, timeout_secs: float
+) -> ProviderError:
+    """The typed error of a non-2xx answer (:func:`error_from_status`), its body read within
+    ``timeout_secs`` (decoded; empty when it cannot be read in time or at all)."""
+    try:
+        with anyio.fail_after(timeout_secs):
+            body = await read()
+    except (TimeoutError, aiohttp.ClientError, httpx.TransportError, httpx.DecodingError):
+        body = b""
+    return error_from_status(status, body, headers)
+
+
 _DIRECT_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_SECS)
 """A direct stream's aiohttp bounds: the connect only, as the client's (the others are
 :func:`open_stream`'s and :class:`BodyStream`'s)."""
@@ -390,15 +432,10 @@ async def _direct_stream(
     await client.open_admission.admitted()
     data = json.dumps(json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     sent = _sent_headers(client.session.headers, headers)
-    scope = anyio.CancelScope()
-
-    def acquired() -> None:
-        if scope.deadline == float("inf"):
-            scope.deadline = anyio.current_time() + timeout_secs
-
-    token = _acquired.set(acquired)
+    bound = _HeadersBound(timeout_secs)
+    token = _acquired.set(bound.acquired)
     try:
-        with scope, watching():
+        with bound.scope, watching():
             response = await client.session.get().post(
                 target,
                 data=data.encode(),
@@ -411,16 +448,11 @@ async def _direct_stream(
         raise translated(exc, url, "send", idle_timeout_secs) from exc
     finally:
         _acquired.reset(token)
-    if scope.cancelled_caught:
-        raise ProviderTimeout(f"no response headers within {timeout_secs:g} s", phase="headers")
+    bound.check()
     try:
         if response.status >= 300:
-            try:
-                with anyio.fail_after(timeout_secs):
-                    body = await decoded_view(response).aread()
-            except (TimeoutError, aiohttp.ClientError, httpx.TransportError, httpx.DecodingError):
-                body = b""
-            raise error_from_status(response.status, body, httpx.Headers(response.raw_headers))
+            view = decoded_view(response)
+            raise await _refusal(response.status, view.aread, view.headers, timeout_secs)
         yield BodyStream(None, url, idle_timeout_secs, response)
     finally:
         response.release()
@@ -439,42 +471,34 @@ async def _client_stream(
     if isinstance(client, ProviderClient):
         await client.open_admission.admitted()
     request = client.build_request("POST", _parsed_url(url), json=json_body, headers=headers)
-    scope = anyio.CancelScope()
-
-    def acquired() -> None:
-        if scope.deadline == float("inf"):
-            scope.deadline = anyio.current_time() + timeout_secs
+    bound = _HeadersBound(timeout_secs)
 
     async def on_trace(name: str, info: dict[str, Any]) -> None:
         # httpcore's trace events (a proxied request): the first one comes once a pooled
         # connection is ours. Only the first is wanted, so the extension goes with it.
-        acquired()
+        bound.acquired()
         request.extensions.pop("trace", None)
 
     request.extensions["trace"] = on_trace
     if not isinstance(client, ProviderClient):  # its transport may report nothing
-        acquired()
-    token = _acquired.set(acquired)
+        bound.acquired()
+    token = _acquired.set(bound.acquired)
     answered: list[aiohttp.ClientResponse] = []
     answered_token = _answered.set(answered)
     try:
-        with scope, watching():
+        with bound.scope, watching():
             response = await client.send(request, stream=True)
     except Exception as exc:
         raise translated(exc, url, "send", idle_timeout_secs) from exc
     finally:
         _answered.reset(answered_token)
         _acquired.reset(token)
-    if scope.cancelled_caught:
-        raise ProviderTimeout(f"no response headers within {timeout_secs:g} s", phase="headers")
+    bound.check()
     try:
         if response.status_code >= 300:
-            try:
-                with anyio.fail_after(timeout_secs):
-                    body = await response.aread()
-            except (TimeoutError, httpx.TransportError, httpx.DecodingError):
-                body = b""
-            raise error_from_status(response.status_code, body, response.headers)
+            raise await _refusal(
+                response.status_code, response.aread, response.headers, timeout_secs
+            )
         yield BodyStream(response, url, idle_timeout_secs, answered[-1] if answered else None)
     finally:
         await response.aclose()

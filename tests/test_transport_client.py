@@ -1,7 +1,7 @@
-"""The providers' client (providers/transport.py: httpx over aiohttp) over real sockets on
-127.0.0.1: TLS, bodies larger than a socket's buffer read slowly, connection reuse and refusal,
-a server that closes an idle kept-alive connection, chunked framing split every way, and a body
-cut short."""
+"""The providers' client (providers/provider_client.py: httpx over aiohttp; its streams,
+providers/transport.py) over real sockets on 127.0.0.1: TLS, bodies larger than a socket's
+buffer read slowly, connection reuse and refusal, a server that closes an idle kept-alive
+connection, chunked framing split every way, and a body cut short."""
 
 from __future__ import annotations
 

@@ -19,7 +19,9 @@ the process and peak RSS per conversation above the process's RSS before the con
 started (KB), CPU per delta (process CPU time / deltas delivered, µs; and in ``turns``, a
 delta's CPU in turns of a fixed pure-Python loop timed in the same process before and after the
 run, :func:`reference_ms`: the figure to compare between runs of different minutes, as the host's
-speed moves). The deltas per second
+speed moves), and the cyclic garbage collector's pauses over the run (``gc ms``: their total;
+``gc max``: the longest, during which the loop did nothing: a write due then is that much late;
+:class:`CollectorPauses`). The deltas per second
 one core sustains is the largest offered load (N × 50) whose edit lag p99 stayed under
 100 ms, as did every smaller N's; ``capacity`` is 1e6 / CPU per delta.
 
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import resource
@@ -103,6 +106,34 @@ def reference_ms() -> float:
             total += len(table.get((i * 7) & 1023, ""))
         best = min(best, time.process_time() - start)
     return best * 1000
+
+
+class CollectorPauses:
+    """The cyclic garbage collector's pauses in this process while inside (``gc.callbacks``;
+    a collection stops the loop, whichever thread runs it): ``total`` and ``longest`` (wall
+    seconds) and ``full``, how many collected the oldest generation (every live object)."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.longest = 0.0
+        self.full = 0
+        self._began = 0.0
+
+    def __enter__(self) -> CollectorPauses:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        gc.callbacks.remove(self._note)
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._began
+        self.total += pause
+        self.longest = max(self.longest, pause)
+        self.full += info["generation"] == 2
 
 
 def _rss_kb() -> int:
@@ -178,9 +209,10 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
         base_rss = _rss_kb()
         cpu0, wall0 = time.process_time(), time.monotonic()
         begun = wall0
-        async with anyio.create_task_group() as group:
-            for i in range(n):
-                group.start_soon(conversation, i)
+        with CollectorPauses() as pauses:
+            async with anyio.create_task_group() as group:
+                for i in range(n):
+                    group.start_soon(conversation, i)
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
         peak_kb = _peak_rss_kb()
         await provider.aclose()
@@ -206,6 +238,9 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
         "reference_ms": reference,
         "delta_turns": cpu / max(1, completed * deltas) / (reference / 1000 / REFERENCE_TURNS),
         "wall_s": wall,
+        "gc_ms": pauses.total * 1000,
+        "gc_max_ms": pauses.longest * 1000,
+        "gc_full": pauses.full,
         "writes": channel.writes,
     }
 
@@ -273,7 +308,8 @@ def run(
     print(f"scale: N conversations at {RATE} deltas/s each, {deltas} deltas of 11 characters each "
           f"(begun at once; a steady row's N in all, begun over {STEADY_SECS} s)")  # fmt: skip
     print(f"  {'loop':24} {'N':>5} {'done':>5} {'ttft p99':>9} {'lag p50':>8} {'lag p99':>8} "
-          f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'turns':>6} {'wall s':>7}")  # fmt: skip
+          f"{'peak RSS':>9} {'KB/conv':>8} {'µs/delta':>9} {'turns':>6} {'wall s':>7} {'gc ms':>6} "
+          f"{'gc max':>7}")  # fmt: skip
     rows = _Rows()
     with running_server() as url:
         for n in ns:
@@ -342,7 +378,7 @@ class _Rows(list[tuple[str, dict[str, float]]]):
             f"  {label:24} {r['n']:5d} {r['completed']:5d} {r['ttft_p99_ms']:7.0f}ms "
             f"{r['lag_p50_ms']:6.0f}ms {r['lag_p99_ms']:6.0f}ms {r['peak_rss_mb']:7.0f}MB "
             f"{r['rss_per_conv_kb']:8.0f} {r['cpu_us_per_delta']:9.1f} {r['delta_turns']:6.0f} "
-            f"{r['wall_s']:7.1f}",
+            f"{r['wall_s']:7.1f} {r['gc_ms']:6.0f} {r['gc_max_ms']:5.0f}ms",
             flush=True,
         )
 
@@ -382,7 +418,7 @@ def _medians(
     ``summary`` as ``<prefix>_<figure>``, and ``<prefix>_runs``; print the lag p99's spread
     when there was more than one run. Returns the median lag p99 (ms)."""
     for key in (*extra, "failed", "ttft_p99_ms", "lag_p50_ms", "lag_p99_ms",
-                "cpu_us_per_delta", "delta_turns"):  # fmt: skip
+                "cpu_us_per_delta", "delta_turns", "gc_ms", "gc_max_ms"):  # fmt: skip
         summary[f"{prefix}_{key}"] = statistics.median(r[key] for r in runs)
     summary[f"{prefix}_runs"] = len(runs)
     median = summary[f"{prefix}_lag_p99_ms"]

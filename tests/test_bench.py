@@ -110,9 +110,9 @@ def test_a_steady_rate_is_judged_on_the_median_of_its_runs() -> None:
     from bench.scale import _steady_summary
 
     def run(rate: int, lag: float, failed: int = 0) -> tuple[str, dict[str, float]]:
-        figures = {"n": 10, "failed": failed, "ttft_p99_ms": 1, "lag_p50_ms": 1}
+        figures = {"n": 10, "failed": failed, "ttft_p99_ms": 1, "lag_p50_ms": 1, "gc_ms": 1}
         return "asyncio", {**figures, "lag_p99_ms": lag, "cpu_us_per_delta": lag / 10,
-                           "delta_turns": 1, "offered": rate}  # fmt: skip
+                           "delta_turns": 1, "gc_max_ms": 1, "offered": rate}  # fmt: skip
 
     rows = [run(40_000, 20), run(50_000, 150), run(60_000, 60), run(40_000, 30),
             run(50_000, 40), run(60_000, 225), run(40_000, 25), run(50_000, 35),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import weakref
 from typing import Any, Literal
 
 from bench.streams import last_stamp
@@ -113,11 +114,14 @@ class StampingPolicies:
     def new_reply(self, channel: str, chat_id: str, render: Any = None) -> Any:
         reply = self._policy.new_reply(channel, chat_id, render)
         released = self._channel.released
-        feed, finish = reply.feed, reply.finish
+        # The wrappers live on the reply: they reach it weakly, or the reply and they would be
+        # a reference cycle that `relaybot run`'s replies are not (a turn freed by the
+        # collector, not when it ends, changes what the scale rows measure).
+        this, feed, finish = weakref.ref(reply), type(reply).feed, type(reply).finish
         last = [time.monotonic()]
 
         def stamped_feed(text: str) -> str:
-            emitted = feed(text)
+            emitted = feed(this(), text)
             stamp = last_stamp(text)
             if stamp is not None:
                 last[0] = stamp
@@ -127,7 +131,7 @@ class StampingPolicies:
 
         def stamped_finish() -> str:
             released.setdefault(chat_id, last[0])
-            return finish()
+            return finish(this())
 
         reply.feed = stamped_feed
         reply.finish = stamped_finish

@@ -223,8 +223,9 @@ class DeliveryDriver:
         (``""``: nothing), and is called before each pass of the loop, by :meth:`pull` and by
         :meth:`drain`; it replaces the source given before. The caller tells the driver it
         holds text with :meth:`text_ready` and never feeds that text itself: it only flows
-        when the driver asks."""
-        self._source = source
+        when the driver asks. A closed driver (its :meth:`run` ended) keeps no source."""
+        if not self._closed:
+            self._source = source
 
     def text_ready(self) -> None:
         """The source holds new text: wake the loop to pull it, unless it could start nothing
@@ -297,6 +298,9 @@ class DeliveryDriver:
                 self._clock = anyio.current_time
             self._hooks = None
             self._closed = True
+            # A closed driver takes no more text; and its source (a round's sink, which holds
+            # the driver) is let go, so the two are not a reference cycle left to the collector.
+            self._source = _nothing
             self._notify()
         stats = self.engine.stats
         if stats.writes_given_up and not stats.unreachable:

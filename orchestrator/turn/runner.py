@@ -32,6 +32,7 @@ only as status lines through the policy.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
@@ -215,13 +216,21 @@ class TurnRunner:
         self, channel: Channel, inbound: InboundMessage, documents: tuple[DocumentPart, ...]
     ) -> tuple[TurnState, ReplyJournal]:
         policy = self._policies.new_reply(channel.name, inbound.chat_id, channel.visible_text)
-        turns: list[TurnState] = []  # the turn, once built (the driver's callbacks need it)
+        # The driver's callbacks reach the turn, built after the driver, weakly: the turn holds
+        # the driver, so a strong reference back would make the whole turn (~90 objects) a
+        # reference cycle, freed only by the cycle collector after it ended instead of when
+        # its last reference goes (a full collection walks every such turn still waiting).
+        this: weakref.ref[TurnState] | None = None
 
         async def moved(new_chat_id: str) -> None:
-            await self._move(turns[0], new_chat_id)
+            turn = None if this is None else this()
+            if turn is not None:
+                await self._move(turn, new_chat_id)
 
         def unreachable() -> None:
-            self._cancel(turns[0], UNDELIVERED_CAUSE)
+            turn = None if this is None else this()
+            if turn is not None:
+                self._cancel(turn, UNDELIVERED_CAUSE)
 
         journal = ReplyJournal(
             self._store, channel.name, inbound.chat_id, inbound.thread_id, inbound.message_id
@@ -237,8 +246,9 @@ class TurnRunner:
             on_written=journal.written,
         )
         user = user_message(inbound, documents)
-        turns.append(TurnState(channel, inbound, policy, driver, [], [user]))
-        return turns[0], journal
+        turn = TurnState(channel, inbound, policy, driver, [], [user])
+        this = weakref.ref(turn)
+        return turn, journal
 
     async def _move(self, turn: TurnState, new_chat_id: str) -> None:
         """The reply's chat moved: the turn belongs to the new chat id from now on (its

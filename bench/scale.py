@@ -21,7 +21,7 @@ delta's CPU in turns of a fixed pure-Python loop timed in the same process befor
 run, :func:`reference_ms`: the figure to compare between runs of different minutes, as the host's
 speed moves), and the cyclic garbage collector's pauses over the run (``gc ms``: their total;
 ``gc max``: the longest, during which the loop did nothing: a write due then is that much late;
-:class:`CollectorPauses`). The deltas per second
+:class:`bench.collector.CollectorPauses`). The deltas per second
 one core sustains is the largest offered load (N × 50) whose edit lag p99 stayed under
 100 ms, as did every smaller N's; ``capacity`` is 1e6 / CPU per delta.
 
@@ -53,7 +53,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import math
 import resource
@@ -63,6 +62,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from bench.collector import CollectorPauses
 
 __all__ = ["main", "run"]
 
@@ -106,34 +107,6 @@ def reference_ms() -> float:
             total += len(table.get((i * 7) & 1023, ""))
         best = min(best, time.process_time() - start)
     return best * 1000
-
-
-class CollectorPauses:
-    """The cyclic garbage collector's pauses in this process while inside (``gc.callbacks``;
-    a collection stops the loop, whichever thread runs it): ``total`` and ``longest`` (wall
-    seconds) and ``full``, how many collected the oldest generation (every live object)."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self.longest = 0.0
-        self.full = 0
-        self._began = 0.0
-
-    def __enter__(self) -> CollectorPauses:
-        gc.callbacks.append(self._note)
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        gc.callbacks.remove(self._note)
-
-    def _note(self, phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            self._began = time.perf_counter()
-            return
-        pause = time.perf_counter() - self._began
-        self.total += pause
-        self.longest = max(self.longest, pause)
-        self.full += info["generation"] == 2
 
 
 def _rss_kb() -> int:

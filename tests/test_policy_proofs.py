@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from orchestrator.policy import Redactor, SecretShape
 from orchestrator.policy.hits import Hit, Proof
-from orchestrator.policy.window import RedactionWindow
+from orchestrator.policy.window import (
+    HOLDBACK_BYTES,
+    PROOF_MARGIN_CHARS,
+    RESCAN_BYTES,
+    SCAN_STEP_CHARS,
+    RedactionWindow,
+)
 from tests.policy_samples import SAMPLES, texts_with_secrets
 
 REDACTOR = Redactor()
@@ -201,3 +207,35 @@ def test_a_delimiter_run_at_the_end_is_held_with_what_follows_it() -> None:
         assert not [state for state in reused if "s3cr3t" in state], step
         _agree(reused, _replay(ops, reuse_proofs=False))
         assert reused[-1] == REDACTOR.redact(text)
+
+
+def _prose_fed_in_model_deltas(window: RedactionWindow, text: str) -> list[int]:
+    """Feed ``text`` in deltas of 3-6 characters; how many characters were held after each."""
+    rng = random.Random(7)
+    held: list[int] = []
+    fed = shown = 0
+    while fed < len(text):
+        step = rng.randint(3, 6)
+        shown += len(window.feed(text[fed : fed + step]))
+        fed = min(len(text), fed + step)
+        held.append(fed - shown)
+    return held
+
+
+_PROSE = "".join(
+    f"Step {i}: restart the replica, then compare the latency of both regions. " for i in range(900)
+)
+
+
+def test_a_look_scans_only_once_its_ceiling_passed_the_proof_by_the_scan_step() -> None:
+    """A scan's cost is mostly fixed, so a look whose ceiling passed the last proof by fewer than
+    SCAN_STEP_CHARS emits up to the proof instead: a scan covers the holdback less the proof's
+    margin plus the step (~160 characters of prose), not the ~100 of a scan at every look past
+    the proof; and the text held meanwhile grows by the step at most."""
+    window = RedactionWindow(REDACTOR)
+    held = _prose_fed_in_model_deltas(window, _PROSE)
+    stride = HOLDBACK_BYTES - PROOF_MARGIN_CHARS + SCAN_STEP_CHARS
+    assert 0 < window.scans <= len(_PROSE) // stride + 2, (window.scans, len(_PROSE) // stride)
+    assert max(held) <= HOLDBACK_BYTES + SCAN_STEP_CHARS + RESCAN_BYTES + 6, max(held)
+    assert max(held) > HOLDBACK_BYTES + RESCAN_BYTES + 6  # a look emitted up to a proof
+    assert window.flush() == _PROSE[len(_PROSE) - held[-1] :]

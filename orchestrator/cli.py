@@ -32,6 +32,7 @@ quietly with exit 1, as the Python documentation recommends for ``EPIPE``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -151,6 +152,7 @@ def _doctor(args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     path = args.config or environ.get("RELAYBOT_CONFIG")
     config: RelaybotConfig | None = None
+    demo_model = False
     if args.store_only and path:
         try:
             storage = store_only_config(path, environ)
@@ -168,10 +170,11 @@ def _doctor(args: argparse.Namespace) -> int:
             from config.default import DEMO_PROVIDER_NAME
 
             providers = {k: v for k, v in config.providers.items() if k != DEMO_PROVIDER_NAME}
+            demo_model = len(providers) < len(config.providers)
             config = config.model_copy(update={"providers": providers})
         if args.store_only:
             config = None
-    code = anyio.run(doctor, config, storage, sys.stdout)
+    code = anyio.run(functools.partial(doctor, demo_model=demo_model), config, storage, sys.stdout)
     sys.stdout.flush()
     return code
 

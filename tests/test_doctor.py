@@ -318,3 +318,22 @@ async def test_matrix_whoami_against_synapse(
         assert lines[0] == (
             "✗ channel mx: the access token was refused (401): check channels.mx.access_token"
         )
+
+
+async def test_the_embedded_default_says_its_demo_model_is_started_by_run(tmp_path: Path) -> None:
+    """Without a file: the demo model runs only under ``relaybot run``, so it gets a line saying
+    so (and how to use a real model), and the ops port ``:0`` one saying any free port is
+    taken at start, instead of "free" for a port no one will use."""
+    code, lines, err = await _doctor(tmp_path)
+    assert code == 0, (lines, err)
+    assert (
+        "✓ model: the built-in demo model, started by relaybot run (nothing to check; set "
+        "OPENAI_API_KEY or ANTHROPIC_API_KEY for a real one)"
+    ) in lines
+    assert lines[-1] == "✓ ops port 127.0.0.1:0: a free port, chosen at start (nothing to check)"
+    # with a real model's key, the model is that provider's check, not the demo line
+    code, lines, _ = await _doctor(
+        tmp_path, OPENAI_API_KEY="sk-test", OPENAI_BASE_URL="http://127.0.0.1:9/v1"
+    )
+    assert not [line for line in lines if "demo model" in line], lines
+    assert [line for line in lines if line.startswith("✗ provider openai:")], lines

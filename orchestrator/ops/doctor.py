@@ -16,7 +16,11 @@ words (its first line; never a traceback). The checks:
   a failure reads as the interrupted marker would (:mod:`orchestrator.turn.failure_causes`);
 * the store: connect, migrate (``open``), write and read back one channel-state row
   (channel ``relaybot-doctor``), close;
-* the ops port (``server.listen``): can it be bound (then it is released at once).
+* the ops port (``server.listen``): can it be bound (then it is released at once); port 0 is
+  any free port, chosen at start: nothing to check.
+
+The embedded default's demo model runs only under ``relaybot run``: it gets a line saying so
+(``demo_model``), not a check.
 
 :func:`doctor` prints the lines and returns the exit code: 0 when every check passed, else 1.
 :func:`store_only_config` reads only the ``storage`` section of a file, so the secrets of the
@@ -264,6 +268,8 @@ def check_ops_port(listen: str | None) -> Check | None:
     host, _, port = listen.rpartition(":")
     host = host.strip("[]")
     subject = f"ops port {listen}"
+    if int(port) == 0:
+        return Check(True, subject, "a free port, chosen at start (nothing to check)")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
@@ -292,15 +298,32 @@ def store_only_config(path: str, environ: Mapping[str, str]) -> StorageConfig:
         raise ValueError(str(exc.errors[0])) from None
 
 
-async def doctor(config: RelaybotConfig | None, storage: StorageConfig, out: TextIO) -> int:
+DEMO_MODEL_LINE = Check(
+    True,
+    "model",
+    "the built-in demo model, started by relaybot run (nothing to check; set OPENAI_API_KEY or "
+    "ANTHROPIC_API_KEY for a real one)",
+)
+
+
+async def doctor(
+    config: RelaybotConfig | None, storage: StorageConfig, out: TextIO, *, demo_model: bool = False
+) -> int:
     """Run the checks of ``config`` (all of them; only the store when ``config`` is None),
-    print one line each to ``out``; 0 when all passed, else 1."""
+    print one line each to ``out``; 0 when all passed, else 1. ``demo_model``: the config
+    answers with the embedded default's demo model (its line, :data:`DEMO_MODEL_LINE`)."""
     pending: list[Callable[[], Awaitable[Check | None]]] = []
     if config is not None:
         for name, channel in config.channels.items():
             pending.append(functools.partial(check_channel, name, channel))
         for name, provider in config.providers.items():
             pending.append(functools.partial(check_provider, name, provider))
+        if demo_model:
+
+            async def demo() -> Check:
+                return DEMO_MODEL_LINE
+
+            pending.append(demo)
     pending.append(functools.partial(check_store, storage))
     if config is not None:
 

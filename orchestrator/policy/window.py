@@ -35,11 +35,13 @@ match or possible secret it found, nor before the last 32 characters (where a vi
 change: ``sk_live_**`` reads as a key once ``51…`` follows). The looks after it whose ceiling lies
 within the proof emit the raw text up to the ceiling without searching; the next scan starts
 where the proof ends (a settled position), not at ``settled``. So each held character is scanned
-about once, not at every look. A look whose ceiling passed the proof by fewer than
-``SCAN_STEP_CHARS`` (64) emits up to the proof and leaves the scan to a later look: a scan costs
-about as much for 100 characters as for 200 (its fixed part: candidates, views, context), so
-each scan covers ~160 new characters, not ~100, for ~10 characters more held on average (at
-most 64). This needs a catalogue that recognises every possible secret
+about once, not at every look. A look after a small feed (fewer than ``SCAN_STEP_CHARS``, 64,
+new bytes: a caller that feeds each delta) whose ceiling passed the proof by fewer than 64
+characters emits up to the proof and leaves the scan to a later look: a scan costs about as much
+for 100 characters as for 200 (its fixed part: candidates, views, context), so each scan covers
+~160 new characters, not ~100, for ~10 characters more held on average (at most 64). A look
+after a larger feed (the round's sink feeds the text held for a write at once) scans, so the
+write shows all but the holdback. This needs a catalogue that recognises every possible secret
 from its first character (:attr:`Redactor.prefix_closed`: the built-in shapes, and extra ones
 without keywords); with another, every look scans from ``settled`` as before.
 
@@ -100,9 +102,10 @@ its own ceiling. What a scan finds starting in these characters changes no look,
 redactor may leave out what starts in the last :data:`~.catalogue.TAIL_REACH` (``quiet_tail``)."""
 assert PROOF_MARGIN_CHARS >= TAIL_REACH
 SCAN_STEP_CHARS = 64
-"""A look whose ceiling passed the last proof by fewer characters emits up to the proof and
-leaves the scan to a later look: a scan then covers ~160 new characters of prose (the holdback
-less the proof's margin, plus this), not ~100."""
+"""A look after a feed of fewer new bytes whose ceiling passed the last proof by fewer characters
+emits up to the proof and leaves the scan to a later look: fed delta by delta, a scan then
+covers ~160 new characters of prose (the holdback less the proof's margin, plus this), not
+~100."""
 _PRUNE_CHARS = 4096
 
 
@@ -335,7 +338,7 @@ class RedactionWindow:
     def _look(self) -> str:
         self._count()
         s = self._state
-        s.fresh_bytes = 0
+        fresh, s.fresh_bytes = s.fresh_bytes, 0
         if s.unsettled_bytes <= HOLDBACK_BYTES or s.carried == "held":
             return ""
         run_held = s.run_bytes < RUN_LIMIT_BYTES
@@ -359,9 +362,14 @@ class RedactionWindow:
         if ceiling <= s.settled:
             return ""
         proof = self._proof
-        if proof is not None and proof.limit < ceiling < proof.limit + SCAN_STEP_CHARS:
-            # the ceiling passed the proof by little: the scan waits for a look whose ceiling
-            # passed it by SCAN_STEP_CHARS, and this one emits up to the proof
+        if (
+            proof is not None
+            and fresh < SCAN_STEP_CHARS
+            and proof.limit < ceiling < proof.limit + SCAN_STEP_CHARS
+        ):
+            # a look after a small feed whose ceiling passed the proof by little: the scan
+            # waits for a look whose ceiling passed it by SCAN_STEP_CHARS (or that follows a
+            # feed of as many bytes), and this one emits up to the proof
             ceiling = (
                 proof.limit if text.isascii() else grapheme_start(text, proof.limit, s.settled)
             )

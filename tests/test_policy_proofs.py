@@ -239,3 +239,16 @@ def test_a_look_scans_only_once_its_ceiling_passed_the_proof_by_the_scan_step() 
     assert max(held) <= HOLDBACK_BYTES + SCAN_STEP_CHARS + RESCAN_BYTES + 6, max(held)
     assert max(held) > HOLDBACK_BYTES + RESCAN_BYTES + 6  # a look emitted up to a proof
     assert window.flush() == _PROSE[len(_PROSE) - held[-1] :]
+
+
+def test_a_look_after_a_larger_feed_scans_at_once() -> None:
+    """A write's worth of text fed in one piece (the round's sink, once per write) is shown but
+    for the holdback, even where its ceiling passed the last proof by less than the scan step:
+    only a caller that feeds each delta waits for the step."""
+    window = RedactionWindow(REDACTOR)
+    shown = window.feed(_PROSE[:300])
+    step = SCAN_STEP_CHARS + 6  # every other feed's ceiling passes the proof by 2 x 6 + 32 < 64
+    for end in range(300 + step, 3000, step):
+        shown += window.feed(_PROSE[end - step : end])
+        assert len(shown) == end - HOLDBACK_BYTES, (end, len(shown))
+    assert window.scans >= (3000 - 300) // step // 2

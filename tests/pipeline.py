@@ -71,7 +71,7 @@ def tool_call_stream(
     """A Chat Completions stream: optional narration, one tool call, finish ``tool_calls``,
     ``[DONE]``."""
     call = {"index": 0, "id": call_id, "type": "function"}
-    call["function"] = {"name": name, "arguments": arguments}  # type: ignore[assignment]
+    call["function"] = {"name": name, "arguments": arguments}
     text = [{"choices": [{"index": 0, "delta": {"content": narration}}]}] if narration else []
     return sse(
         *text,

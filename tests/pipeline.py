@@ -12,6 +12,7 @@ from config.models import AgentConfig, PolicyConfig, ProviderConfig, RelaybotCon
 from orchestrator.policy import OutboundPolicy
 from orchestrator.store import Store
 from orchestrator.tools.registry import Tool, ToolRegistry, builtin_tools
+from orchestrator.turn.round_sink import ReplyPolicyFactory
 from orchestrator.turn.rounds import ChainEntry, RoundRunner
 from orchestrator.turn.runner import TurnRunner
 from providers.registry import build_provider
@@ -71,7 +72,7 @@ def tool_call_stream(
     """A Chat Completions stream: optional narration, one tool call, finish ``tool_calls``,
     ``[DONE]``."""
     call = {"index": 0, "id": call_id, "type": "function"}
-    call["function"] = {"name": name, "arguments": arguments}  # type: ignore[assignment]
+    call["function"] = {"name": name, "arguments": arguments}
     text = [{"choices": [{"index": 0, "delta": {"content": narration}}]}] if narration else []
     return sse(
         *text,
@@ -138,9 +139,12 @@ def make_turns(
     *,
     tools: ToolRegistry | None = None,
     policy: PolicyConfig | None = None,
+    policies: ReplyPolicyFactory | None = None,
     sleep: Any = None,
     **agent: Any,
 ) -> tuple[TurnRunner, Store]:
+    """The turn loop over ``providers`` (named ``p0``, ``p1``…) and a store in ``tmp_path``;
+    each reply's policy comes from ``policies``, default: the outbound policy of ``policy``."""
     chain = [
         closed_after_test(ChainEntry(build_provider(f"p{i}", cfg), cfg))
         for i, cfg in enumerate(providers)
@@ -152,6 +156,6 @@ def make_turns(
         rounds=runner,
         tools=tools or ToolRegistry.from_names(["current_time"]),
         store=store,
-        policies=OutboundPolicy.from_config(policy or PolicyConfig()),
+        policies=policies or OutboundPolicy.from_config(policy or PolicyConfig()),
     )
     return turns, store

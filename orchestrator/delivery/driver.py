@@ -40,8 +40,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import traceback
 from collections import deque
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TypeVar
 
 import anyio
@@ -71,7 +73,7 @@ from orchestrator.delivery.events import (
 from orchestrator.delivery.hooks import PiecePolicy, guard_piece
 from orchestrator.delivery.settings import DeliverySettings
 
-__all__ = ["MAX_MOVES", "WRITE_OUTCOMES", "DeliveryDriver", "write_outcome"]
+__all__ = ["MAX_MOVES", "WRITE_OUTCOMES", "DeliveryDriver", "as_task", "write_outcome"]
 # MAX_MOVES, WRITE_OUTCOMES and write_outcome live in chat_writes.py (re-exported: the driver is
 # where the delivery's boundary is named).
 
@@ -90,6 +92,24 @@ def _ignore() -> None:
 
 def _nothing() -> str:
     return ""
+
+
+async def as_task(run: Callable[[], Awaitable[object]]) -> None:
+    """``await run()`` as a task of a task group (the driver's :meth:`~DeliveryDriver.run` in
+    the turn's, a hook's verdict in the driver's), leaving no reference cycle when cancelled.
+
+    anyio's task group keeps a cancelled child's error in a cycle of its own (its ``task_done``
+    callback's frame holds the error, whose traceback holds that frame), and the traceback
+    holds the frames ``run`` left, which hold the driver, its engine, the reply's policy and
+    window: all would wait for the cycle collector. So those frames' locals are cleared (a
+    child's cancellation is dropped by its task group: nothing shows it) and this frame lets go
+    of ``run`` before the cancellation goes on."""
+    try:
+        await run()
+    except anyio.get_cancelled_exc_class() as cancelled:
+        del run
+        traceback.clear_frames(cancelled.__traceback__)
+        raise
 
 
 class DeliveryDriver:
@@ -388,7 +408,7 @@ class DeliveryDriver:
                         self.engine.destination_gone()
                 case GuardPiece():
                     if self._policy.has_hook and self._hooks is not None:
-                        self._hooks.start_soon(self._guard, action)
+                        self._hooks.start_soon(as_task, partial(self._guard, action))
                     else:  # only redaction: no worker, no wait
                         self.engine.receive(await self._verdict(action), self._clock())
                         wrote = True

@@ -148,10 +148,15 @@ class _Round:
         return _Attempt()
 
     def failed(self, name: str, how: str, error: ProviderError) -> None:
-        self.last_error = error
+        """An attempt failed with ``error``: logged (its message), counted, and kept as the
+        round's last error without its traceback. The traceback's frames hold this round, its
+        sink and so the delivery driver: kept, it would make the round a reference cycle left to
+        the cycle collector. Nothing shows it: the log line, the metrics, the user's words and
+        the wait before a retry use the error alone."""
         log.warning("provider %s: %s failed: %s", name, how, error)
         if self.on_error is not None:
             self.on_error(name, error)
+        self.last_error = error.with_traceback(None)
 
 
 class RoundRunner:

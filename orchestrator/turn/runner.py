@@ -40,7 +40,7 @@ import anyio
 
 from channels.base import Channel, InboundMessage
 from config.models import AgentConfig
-from orchestrator.delivery.driver import DeliveryDriver
+from orchestrator.delivery.driver import DeliveryDriver, as_task
 from orchestrator.delivery.events import (
     AnswerEnded,
     AnswerInterrupted,
@@ -177,7 +177,7 @@ class TurnRunner:
         await journal.begin()  # before the reply's first write
         await channel.answer_started(inbound.chat_id, inbound.thread_id, inbound.sender_id)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(turn.driver.run)
+            tg.start_soon(as_task, turn.driver.run)
             self._running[key] = turn
             try:
                 with turn.scope:

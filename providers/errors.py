@@ -20,6 +20,7 @@ Hierarchy::
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "ProviderRateLimited",
     "ProviderServerError",
     "ProviderTimeout",
+    "ProxyVia",
     "QuotaExhausted",
     "StreamProtocolError",
     "StreamTruncated",
@@ -121,15 +123,33 @@ class QuotaExhausted(ProviderError):
     retryable = False
 
 
-class ProviderTimeout(ProviderError):
-    """A timeout; ``phase`` is ``"connect"``, ``"headers"``, ``"idle"`` or ``"total"``."""
+@dataclass(frozen=True, slots=True)
+class ProxyVia:
+    """The proxy a request went through, named when the failure was reaching or passing it.
 
-    def __init__(self, message: str, *, phase: str) -> None:
+    Attributes:
+        host: ``host:port`` of the proxy.
+        variable: the environment variable that named it (``HTTPS_PROXY``, ``http_proxy``...).
+        scheme: the proxy URL's scheme (``http``: a TLS handshake through its tunnel is the
+            server's, not the proxy's).
+    """
+
+    host: str
+    variable: str
+    scheme: str = "http"
+
+
+class ProviderTimeout(ProviderError):
+    """A timeout; ``phase`` is ``"connect"``, ``"headers"``, ``"idle"`` or ``"total"``;
+    ``proxy``: the proxy no connection was made to in time (``None``: the server's)."""
+
+    def __init__(self, message: str, *, phase: str, proxy: ProxyVia | None = None) -> None:
         super().__init__(message)
         self.phase = phase
+        self.proxy = proxy
 
 
-ConnectionReason = Literal["refused", "dns", "tls", "broken", "other"]
+ConnectionReason = Literal["refused", "dns", "tls", "broken", "tunnel", "other"]
 
 
 class ProviderConnectionError(ProviderError):
@@ -139,15 +159,25 @@ class ProviderConnectionError(ProviderError):
         host: ``host:port`` of the server (``None`` when not known).
         reason: ``"refused"`` (nothing listens there), ``"dns"`` (the name does not resolve),
             ``"tls"`` (the TLS handshake or certificate check failed), ``"broken"`` (the
-            connection closed or broke after it was made) or ``"other"``.
+            connection closed or broke after it was made), ``"tunnel"`` (the proxy answered
+            ``CONNECT`` with a status other than 2xx, ``status_code``) or ``"other"``.
+        proxy: the proxy the failure was at (connecting to it, or its tunnel refused);
+            ``None`` when it was the server's (``reason`` and ``host`` then say whose).
     """
 
     def __init__(
-        self, message: str, *, host: str | None = None, reason: ConnectionReason = "other"
+        self,
+        message: str,
+        *,
+        host: str | None = None,
+        reason: ConnectionReason = "other",
+        proxy: ProxyVia | None = None,
+        status_code: int | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(message, status_code=status_code)
         self.host = host
         self.reason: ConnectionReason = reason
+        self.proxy = proxy
 
 
 class StreamTruncated(ProviderError):

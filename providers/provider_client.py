@@ -46,6 +46,7 @@ from httpx_aiohttp import AiohttpTransport
 
 from providers.open_admission import OpenAdmission
 from providers.pool_queue import PoolQueue
+from providers.proxy_transport import ProxiedTransport, proxy_variable
 
 __all__ = [
     "ACQUIRED",
@@ -211,13 +212,16 @@ def environment_mounts(
     builds its own transport (``httpx._utils.get_environment_proxies``, 0.28): ``HTTP_PROXY``,
     ``HTTPS_PROXY`` and ``ALL_PROXY`` mount a proxy on ``http://``, ``https://``, ``all://``;
     each ``NO_PROXY`` entry mounts none on its hosts (``*``: no proxy at all; ``example.com``
-    also matches its subdomains, ``.example.com`` only them)."""
+    also matches its subdomains, ``.example.com`` only them). Each proxy's transport is a
+    :class:`~providers.proxy_transport.ProxiedTransport`: a failure to reach or pass the proxy
+    names it."""
     found = getproxies()
-    patterns: dict[str, str | None] = {}
+    patterns: dict[str, tuple[str, str] | None] = {}
     for scheme in ("http", "https", "all"):
         if found.get(scheme):
             url = found[scheme]
-            patterns[f"{scheme}://"] = url if "://" in url else f"http://{url}"
+            url = url if "://" in url else f"http://{url}"
+            patterns[f"{scheme}://"] = (url, proxy_variable(scheme))
     for host in (entry.strip() for entry in found.get("no", "").split(",")):
         if host == "*":
             return {}
@@ -229,11 +233,13 @@ def environment_mounts(
             patterns[f"all://[{host}]" if ":" in host else f"all://{host}"] = None
         else:
             patterns[f"all://*{host}"] = None
+
+    def through(url: str) -> httpx.AsyncHTTPTransport:
+        return httpx.AsyncHTTPTransport(proxy=httpx.Proxy(url), verify=ssl_context, limits=limits)
+
     return {
-        pattern: None
-        if url is None
-        else httpx.AsyncHTTPTransport(proxy=httpx.Proxy(url), verify=ssl_context, limits=limits)
-        for pattern, url in patterns.items()
+        pattern: None if proxy is None else ProxiedTransport(through(proxy[0]), *proxy)
+        for pattern, proxy in patterns.items()
     }
 
 

@@ -40,6 +40,7 @@ from providers.errors import (
     ProviderTimeout,
     StreamProtocolError,
 )
+from providers.proxy_transport import ProxyConnectError, ProxyConnectTimeout, ProxyTunnelRefused
 
 __all__ = ["OUTCOMES", "Where", "connection_error", "provider_error", "translated"]
 
@@ -82,6 +83,7 @@ def connection_error(
         "dns": "the name does not resolve:",
         "tls": "TLS handshake failed with",
         "broken": "connection broke with",
+        "tunnel": "no tunnel to",
         "other": "could not connect to",
     }[reason]
     return ProviderConnectionError(f"{words} {host}: {exc!r}", host=host, reason=reason)
@@ -142,6 +144,45 @@ def _connect_failed(exc: BaseException, where: Where) -> ProviderError:
     return connection_error(where.url, exc, _connect_reason(exc))
 
 
+def _proxy_failed(exc: BaseException, where: Where) -> ProviderError:
+    """A connect through a proxy failed (:class:`ProxyConnectError`): the proxy's, but for a
+    TLS handshake through an ``http://`` proxy's tunnel, which is the server's."""
+    assert isinstance(exc, ProxyConnectError)
+    failed = connection_error(where.url, exc)
+    if failed.reason == "tls" and exc.via.scheme == "http":
+        return failed
+    words = {"refused": "refused by", "dns": "name does not resolve:", "tls": "TLS failed with"}
+    what = words.get(failed.reason, "could not connect to")
+    return ProviderConnectionError(
+        f"proxy {what} {exc.via.host} ({exc.via.variable}): {exc.__cause__!r}",
+        host=failed.host,
+        reason=failed.reason,
+        proxy=exc.via,
+    )
+
+
+def _proxy_timed_out(exc: BaseException, where: Where) -> ProviderError:
+    assert isinstance(exc, ProxyConnectTimeout)
+    return ProviderTimeout(
+        f"connect to the proxy {exc.via.host} ({exc.via.variable}) timed out: {exc.__cause__!r}",
+        phase="connect",
+        proxy=exc.via,
+    )
+
+
+def _tunnel_refused(exc: BaseException, where: Where) -> ProviderError:
+    assert isinstance(exc, ProxyTunnelRefused)
+    host = connection_error(where.url, exc, "tunnel").host
+    status = str(exc).split(" ", 1)[0]  # httpcore's message: the status line, "502 Bad Gateway"
+    return ProviderConnectionError(
+        f"the proxy {exc.via.host} ({exc.via.variable}) answered CONNECT {host} with {exc}",
+        host=host,
+        reason="tunnel",
+        proxy=exc.via,
+        status_code=int(status) if status.isdigit() else None,
+    )
+
+
 def _broken(exc: BaseException, where: Where) -> ProviderError:
     if where.phase == "read":
         return ProviderConnectionError(f"connection broke while reading: {exc!r}", reason="broken")
@@ -164,6 +205,9 @@ OUTCOMES: dict[type[BaseException], Outcome] = {
     aiohttp.ClientError: _broken,  # e.g. a response that is not HTTP
     HttpProcessingError: _broken,  # aiohttp's pure-Python parser raises its framing faults as is
     # httpx's (proxied requests go through httpx's own transport)
+    ProxyConnectTimeout: _proxy_timed_out,
+    ProxyConnectError: _proxy_failed,
+    ProxyTunnelRefused: _tunnel_refused,
     httpx.PoolTimeout: _no_free_connection,
     httpx.ReadTimeout: _no_byte,
     httpx.TimeoutException: _connect_timed_out,

@@ -75,6 +75,7 @@ async def _run(
     model: str = "m",
     store: str | None = None,
     port: int | None = None,
+    **env: str,
 ) -> tuple[int, list[str], str]:
     async with TelegramBotApiServer() as telegram, DiscordServer() as discord:
         async with ProviderServer() as provider:
@@ -98,6 +99,7 @@ async def _run(
                 TG_TOKEN=tg_token or telegram.token,
                 DC_TOKEN=discord.token,
                 OPENAI_API_KEY="sk-test",
+                **env,
             )
 
 
@@ -158,6 +160,17 @@ async def test_an_unreachable_channel_names_only_the_channel_s_setting(tmp_path:
     assert lines[0] == f"✗ channel tg: {refused} check channels.tg.base_url)"
     assert lines[1] == f"✗ channel dc: {refused} check channels.dc.api_base_url)"
     assert "providers" not in lines[0] + lines[1]
+
+
+async def test_a_dead_proxy_is_named_in_every_check_that_goes_through_it(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens: the proxy is down
+    code, lines, err = await _run(tmp_path, HTTP_PROXY=f"http://127.0.0.1:{port}")
+    assert code == 1, (lines, err)
+    proxy = f"the proxy 127.0.0.1:{port} (HTTP_PROXY) refused the connection (is it running? "
+    advice = "check HTTP_PROXY, or add 127.0.0.1 to NO_PROXY to reach it directly)"
+    assert lines[0] == f"✗ channel tg: cannot reach the server: {proxy}{advice}"
+    assert lines[1] == f"✗ channel dc: cannot reach the server: {proxy}{advice}"
+    assert lines[2] == f"✗ provider openai: cannot reach the model service: {proxy}{advice}"
 
 
 async def test_an_ops_port_in_use_is_a_failure(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from channels.base import InboundMessage
 from orchestrator.turn.failure_causes import FailureContext, user_cause
 from providers.errors import ContextLengthExceeded, ProviderBadRequest, ProviderError
 from tests.fakes import FakeChannelConfig, RecordingChannel
+from tests.peers.http_proxy import HttpProxy
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import make_turns, provider_config
 
@@ -342,3 +343,76 @@ def test_a_hint_names_a_variable_only_where_the_value_came_from_it() -> None:
     assert FailureContext("anthropic", anthropic).setting("base_url") == (
         "ANTHROPIC_BASE_URL / providers.anthropic.base_url"
     )
+
+
+# -- through a proxy: the proxy is named when the failure was its ---------------------------
+
+
+@pytest.mark.parametrize("variable", ["HTTP_PROXY", "http_proxy", "ALL_PROXY"])
+async def test_a_dead_proxy_is_named_not_the_model_server(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    port = _closed_port()
+    monkeypatch.setenv(variable, f"http://127.0.0.1:{port}")
+    async with ProviderServer() as server:
+        shown, line = await _interrupted(tmp_path, caplog, server)
+        assert server.requests == []
+    cause = (
+        f"cannot reach the model service: the proxy 127.0.0.1:{port} ({variable}) refused the "
+        f"connection (is it running? check {variable}, or add 127.0.0.1 to NO_PROXY to reach it "
+        "directly)"
+    )
+    assert cause in shown and cause in line
+    assert server.url.removeprefix("http://") not in shown  # the model server is not blamed
+
+
+async def test_an_unresolvable_proxy_name_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://relaybot-proxy.invalid:3128")
+    async with ProviderServer() as server:
+        shown, line = await _interrupted(tmp_path, caplog, server)
+    cause = "the name of the proxy relaybot-proxy.invalid:3128 (HTTP_PROXY) does not resolve"
+    assert cause in shown and cause in line
+
+
+async def test_a_proxy_that_cannot_reach_the_server_says_which(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = _closed_port()
+    async with ProviderServer() as server, HttpProxy() as proxy:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        url = f"https://127.0.0.1:{port}/v1"
+        shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
+    assert set(proxy.targets) == {f"127.0.0.1:{port}"}  # asked for the tunnel (each try): 502
+    proxy_host = proxy.url.removeprefix("http://")
+    cause = (
+        f"cannot reach the model service: the proxy {proxy_host} (HTTPS_PROXY) would not open a "
+        f"connection to 127.0.0.1:{port} (it answered HTTP 502: check the proxy, or add "
+        "127.0.0.1 to NO_PROXY to reach it directly)"
+    )
+    assert cause in shown and cause in line
+
+
+async def test_tls_through_a_proxy_tunnel_is_the_servers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(1)  # the ClientHello, through the tunnel
+        writer.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    tcp = await asyncio.start_server(plain_http, "127.0.0.1", 0)
+    port = tcp.sockets[0].getsockname()[1]
+    try:
+        async with ProviderServer() as server, HttpProxy() as proxy:
+            monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+            url = f"https://127.0.0.1:{port}/v1"
+            shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
+    finally:
+        tcp.close()
+    assert set(proxy.targets) == {f"127.0.0.1:{port}"}  # the handshake went through the tunnel
+    cause = f"the TLS handshake with 127.0.0.1:{port} failed"
+    assert cause in shown and cause in line
+    assert "proxy" not in shown

@@ -53,7 +53,8 @@ from providers.errors import (
     ProviderError,
     ProviderTimeout,
 )
-from providers.transport import connection_error
+from providers.provider_client import environment_mounts
+from providers.transport_errors import translated
 
 __all__ = [
     "HTTP_TIMEOUT_SECS",
@@ -93,13 +94,21 @@ def _first_line(exc: BaseException) -> str:
 
 
 async def _get(url: str, headers: Mapping[str, str] | None = None) -> tuple[int, Any]:
-    """GET ``url``: (status, JSON body or ``None``). Raises ProviderConnectionError (typed by
-    cause) when it cannot connect, TimeoutError-like httpx errors as they are."""
-    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_SECS, trust_env=True) as client:
+    """GET ``url`` through the environment's proxies as a provider's client goes (a failure
+    to reach or pass a proxy names it): (status, JSON body or ``None``).
+
+    Raises:
+        ProviderConnectionError: no answer (typed by cause); ProviderTimeout: none in time.
+    """
+    context = httpx.create_ssl_context(trust_env=True)
+    mounts = environment_mounts(httpx.Limits(), context)
+    async with httpx.AsyncClient(
+        timeout=HTTP_TIMEOUT_SECS, verify=context, mounts=mounts, trust_env=True
+    ) as client:
         try:
             response = await client.get(url, headers=dict(headers or {}))
         except httpx.TransportError as exc:
-            raise connection_error(url, exc) from exc
+            raise translated(exc, url, "post") from exc
     try:
         body = response.json()
     except ValueError:
@@ -108,10 +117,16 @@ async def _get(url: str, headers: Mapping[str, str] | None = None) -> tuple[int,
 
 
 def _unreachable(subject: str, exc: BaseException, where: str) -> Check:
-    """A channel's server could not be asked: the cause names the channel's setting only."""
+    """A channel's server could not be asked: the cause names the channel's setting only (or,
+    when the failure was at a proxy, the proxy and the variable that named it)."""
     if isinstance(exc, ProviderConnectionError):
         host = exc.host or "the server"
         return Check(False, subject, unreachable_cause(exc, host, where, service="the server"))
+    if isinstance(exc, ProviderTimeout) and exc.proxy is not None:
+        named, variable = f"{exc.proxy.host} ({exc.proxy.variable})", exc.proxy.variable
+        return Check(
+            False, subject, f"no connection to the proxy {named} in time (check {variable})"
+        )
     if isinstance(exc, ProviderTimeout):
         return Check(False, subject, f"the server did not answer in time (check {where})")
     return Check(False, subject, f"{_first_line(exc)} (check {where})")

@@ -33,6 +33,7 @@ from providers.errors import (
     ProviderRateLimited,
     ProviderServerError,
     ProviderTimeout,
+    ProxyVia,
     QuotaExhausted,
     StreamProtocolError,
     StreamTruncated,
@@ -122,7 +123,10 @@ def unreachable_cause(
 ) -> str:
     """The cause of a connection to ``host`` (``host:port``) that failed, naming ``service``
     and the one setting to check, ``where`` (``providers.main.base_url``; a channel's check
-    passes its own, ``channels.tg.base_url``)."""
+    passes its own, ``channels.tg.base_url``); when the failure was at a proxy
+    (``error.proxy``), the proxy and the environment variable that named it instead."""
+    if error.proxy is not None:
+        return _proxy_cause(error, error.proxy, host, service)
     if error.reason == "refused":
         return (
             f"cannot reach {service}: {host} refused the connection (is it running? check {where})"
@@ -139,7 +143,39 @@ def unreachable_cause(
     return f"cannot reach {service} at {host} (check {where})"
 
 
+def _proxy_cause(error: ProviderConnectionError, proxy: ProxyVia, host: str, service: str) -> str:
+    named = f"the proxy {proxy.host} ({proxy.variable})"
+    direct = f"or add {host.rsplit(':', 1)[0]} to NO_PROXY to reach it directly"
+    if error.reason == "refused":
+        return (
+            f"cannot reach {service}: {named} refused the connection (is it running? "
+            f"check {proxy.variable}, {direct})"
+        )
+    if error.reason == "dns":
+        return (
+            f"cannot reach {service}: the name of {named} does not resolve (check {proxy.variable})"
+        )
+    if error.reason == "tls":
+        return (
+            f"cannot reach {service}: the TLS handshake with {named} failed (check "
+            f"{proxy.variable}, SSL_CERT_FILE)"
+        )
+    if error.reason == "tunnel":
+        answer = f"it answered HTTP {error.status_code}: " if error.status_code else ""
+        return (
+            f"cannot reach {service}: {named} would not open a connection to {host} "
+            f"({answer}check the proxy, {direct})"
+        )
+    return f"cannot reach {service}: {named} could not be reached (check {proxy.variable})"
+
+
 def _timeout(error: ProviderTimeout, context: FailureContext) -> str:
+    if error.phase == "connect" and error.proxy is not None:
+        proxy = error.proxy
+        return (
+            f"cannot reach the model service: no connection to the proxy {proxy.host} "
+            f"({proxy.variable}) within 10 s (check {proxy.variable} and the network)"
+        )
     if error.phase == "connect":
         host = context.host or "the model server"
         return (

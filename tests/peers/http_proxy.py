@@ -10,6 +10,9 @@ copies bytes both ways until either side closes (RFC 9112 §3.2.2). For an ``htt
 ``host:port``, answers 200 and then copies the TLS bytes both ways. So an answer that reaches
 the client proves the client used the proxy.
 
+A server it cannot connect to is answered ``502 Bad Gateway`` (to the ``CONNECT``, or to the
+request), as forwarding proxies answer.
+
 With ``upstream=(host, port)`` every request goes there, whatever host its target names: a test
 can then give a client a base URL whose host does not exist (``telegram.invalid``, RFC 6761),
 which only the proxy can reach.
@@ -93,7 +96,10 @@ class HttpProxy:
             await writer.drain()
             return
         host, port = self.upstream or (parts.hostname, parts.port or 80)
-        up_reader, up_writer = await asyncio.open_connection(host, port)
+        upstream = await _open_or_answer(host, port, writer)
+        if upstream is None:
+            return
+        up_reader, up_writer = upstream
         path = parts.path + (f"?{parts.query}" if parts.query else "")
         up_writer.write(f"{method} {path or '/'} {version}\r\n".encode("latin-1"))
         try:
@@ -108,13 +114,29 @@ class HttpProxy:
         while (await reader.readuntil(b"\r\n")) != b"\r\n":
             pass  # the CONNECT request's headers
         host, _, port = target.rpartition(":")
-        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        upstream = await _open_or_answer(host, int(port), writer)
+        if upstream is None:
+            return
+        up_reader, up_writer = upstream
         writer.write(b"HTTP/1.1 200 Connection Established\r\n\r\n")
         await writer.drain()
         try:
             await asyncio.gather(_copy(reader, up_writer), _copy(up_reader, writer))
         finally:
             up_writer.close()
+
+
+async def _open_or_answer(
+    host: str, port: int, writer: asyncio.StreamWriter
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+    """A connection to ``host:port``; when none can be made, ``None`` after answering the
+    client ``502 Bad Gateway``, as forwarding proxies do (squid, tinyproxy)."""
+    try:
+        return await asyncio.open_connection(host, port)
+    except OSError:
+        writer.write(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+        await writer.drain()
+        return None
 
 
 async def _copy(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:

@@ -1,0 +1,93 @@
+"""A proxy's transport that says which proxy a request failed to pass (architecture §2
+"Transport"): a dead proxy is reported as the proxy, not as the model server.
+
+Theory of operation
+-------------------
+A request through a proxy connects to the proxy, never to the server its URL names: for an
+``http://`` URL the proxy is sent the request in absolute form (RFC 9112 §3.2.2), for an
+``https://`` URL it is asked for a tunnel first (``CONNECT``, RFC 9110 §9.3.6). So a connect
+that fails, or times out, on that path failed at the proxy, and a tunnel the proxy answers with
+a status other than 2xx is the proxy's refusal. httpx raises those as ``httpx.ConnectError``,
+``httpx.ConnectTimeout`` and ``httpx.ProxyError`` from its transport's
+``handle_async_request``, which says nothing of the proxy: :class:`ProxiedTransport` wraps the
+proxy transport that :func:`~providers.provider_client.environment_mounts` mounts and raises
+them again as :class:`ProxyConnectError`, :class:`ProxyConnectTimeout` and
+:class:`ProxyTunnelRefused` (subclasses of httpx's, chained ``from`` them), which carry the
+proxy's :class:`~providers.errors.ProxyVia`. :mod:`providers.transport_errors` turns them into
+provider errors that name it. A TLS handshake that fails through an ``http://`` proxy's tunnel
+is the server's (the proxy only copies its bytes): the translation keeps the server's host then.
+"""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+
+from providers.errors import ProxyVia
+
+__all__ = [
+    "ProxiedTransport",
+    "ProxyConnectError",
+    "ProxyConnectTimeout",
+    "ProxyTunnelRefused",
+    "proxy_variable",
+]
+
+
+class ProxyConnectError(httpx.ConnectError):
+    """Connecting to the proxy (or through its tunnel, for TLS) failed; ``via``: the proxy."""
+
+    def __init__(self, message: str, *, request: httpx.Request, via: ProxyVia) -> None:
+        super().__init__(message, request=request)
+        self.via = via
+
+
+class ProxyConnectTimeout(httpx.ConnectTimeout):
+    """No connection to the proxy within the connect bound; ``via``: the proxy."""
+
+    def __init__(self, message: str, *, request: httpx.Request, via: ProxyVia) -> None:
+        super().__init__(message, request=request)
+        self.via = via
+
+
+class ProxyTunnelRefused(httpx.ProxyError):
+    """The proxy answered ``CONNECT`` with a status other than 2xx (``message``: httpx's, the
+    status line, ``"502 Bad Gateway"``); ``via``: the proxy."""
+
+    def __init__(self, message: str, *, request: httpx.Request, via: ProxyVia) -> None:
+        super().__init__(message, request=request)
+        self.via = via
+
+
+class ProxiedTransport(httpx.AsyncBaseTransport):
+    """``inner`` (httpx's transport through the proxy at ``url``, named by the environment
+    variable ``variable``), raising its failures to reach or pass the proxy as the classes
+    above; everything else passes through unchanged."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, url: str, variable: str) -> None:
+        self._inner = inner
+        proxy = httpx.URL(url)
+        port = proxy.port or (443 if proxy.scheme == "https" else 80)
+        self.via = ProxyVia(f"{proxy.host}:{port}", variable, proxy.scheme)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx.ConnectTimeout as exc:
+            raise ProxyConnectTimeout(str(exc), request=request, via=self.via) from exc
+        except httpx.ConnectError as exc:
+            raise ProxyConnectError(str(exc), request=request, via=self.via) from exc
+        except httpx.ProxyError as exc:
+            raise ProxyTunnelRefused(str(exc), request=request, via=self.via) from exc
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def proxy_variable(scheme: str) -> str:
+    """The environment variable that names the proxy for ``scheme`` (``http``, ``https``,
+    ``all``) as :func:`urllib.request.getproxies` reads it: the lower-case one when it is
+    set (it wins), else the upper-case one."""
+    lower = f"{scheme}_proxy"
+    return lower if os.environ.get(lower) else lower.upper()

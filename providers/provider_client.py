@@ -22,7 +22,8 @@ given to the client: it would bound the headers by the idle value too.
 The pool (aiohttp's ``TCPConnector``) holds ``max_connections`` connections per provider (default
 1000, architecture §2); waiting for one is unbounded: it is not the model's time, and it is
 counted and logged (:mod:`providers.pool_queue`). Idle connections are kept alive for httpx's
-5 s. Cookies are kept by aiohttp's jar (an IP address's too, as httpx's jar keeps them).
+5 s. Cookies are kept by aiohttp's jar (an IP address's too, as httpx's jar keeps them), and on
+httpx's path by its jar, which keeps none it could not send back (:class:`SendableCookies`).
 
 The environment is read as httpx reads it when it builds its own transport (as the openai and
 anthropic SDKs do): ``HTTPS_PROXY``, ``HTTP_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` choose a
@@ -37,8 +38,9 @@ import ipaddress
 import ssl
 from collections.abc import Callable
 from contextvars import ContextVar
+from http.cookiejar import Cookie, CookieJar, DefaultCookiePolicy
 from types import SimpleNamespace, TracebackType
-from urllib.request import getproxies
+from urllib.request import Request, getproxies
 
 import aiohttp
 import httpx
@@ -56,6 +58,7 @@ __all__ = [
     "KEEPALIVE_SECS",
     "WRITE_TIMEOUT_SECS",
     "ProviderClient",
+    "SendableCookies",
     "SharedSession",
     "environment_mounts",
     "make_client",
@@ -243,6 +246,18 @@ def environment_mounts(
     }
 
 
+class SendableCookies(DefaultCookiePolicy):
+    """httpx's cookie policy (the standard library's default), but a cookie that could not be
+    sent back is not kept: httpx encodes a request's headers as ASCII, so a ``Set-Cookie`` with
+    a name or value outside it (a raw byte, read as Latin-1) would make every later request of
+    the client fail to encode (``UnicodeEncodeError``). aiohttp's jar, on a direct stream, keeps
+    no such cookie either."""
+
+    def set_ok(self, cookie: Cookie, request: Request) -> bool:
+        value = cookie.value or ""
+        return cookie.name.isascii() and value.isascii() and super().set_ok(cookie, request)
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host.split("/", 1)[0])
@@ -271,6 +286,7 @@ def make_client(
     session = SharedSession(_session_factory(max_connections, context, queue))
     transport = AiohttpTransport(verify=context, limits=limits, client=session.get)
     client = ProviderClient(
+        cookies=CookieJar(SendableCookies()),
         timeout=httpx.Timeout(
             connect=CONNECT_TIMEOUT_SECS, read=None, write=WRITE_TIMEOUT_SECS, pool=None
         ),

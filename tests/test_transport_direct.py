@@ -128,6 +128,27 @@ async def test_a_cookie_the_server_sets_comes_back_on_the_next_stream_either_way
         assert second.headers.get("cookie") == "sid=abc", f"direct={direct}"
 
 
+async def test_a_cookie_that_cannot_be_sent_back_is_not_kept_either_way() -> None:
+    # "café" as a raw Latin-1 byte: httpx's jar kept it and then failed to encode every later
+    # request of the client (UnicodeEncodeError); a plain cookie beside it still comes back.
+    for direct in (True, False):
+        async with ProviderServer() as server:
+            server.script(
+                PATH,
+                [
+                    Reply(body=text_answer("one"), headers={"Set-Cookie": "sid=café; Path=/"}),
+                    Reply(body=text_answer("two"), headers={"Set-Cookie": "lb=7; Path=/"}),
+                    Reply(body=text_answer("three")),
+                ],
+            )
+            async with _client(direct=direct) as client:
+                for _ in range(3):
+                    await _read(client, server.url)
+            first, second, third = server.requests
+        assert "cookie" not in first.headers and "cookie" not in second.headers, direct
+        assert third.headers.get("cookie") == "lb=7", f"direct={direct}"
+
+
 async def test_the_client_closes_the_session_of_its_direct_streams() -> None:
     async with ProviderServer() as server:
         server.script(PATH, Reply(body=text_answer("x")))

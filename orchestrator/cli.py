@@ -314,9 +314,26 @@ def _run(args: argparse.Namespace) -> int:
 
     tune_collector()
     try:
-        return anyio.run(_serve, config, environ, path, backend_options=loop_options())
+        code = anyio.run(_serve, config, environ, path, backend_options=loop_options())
     except KeyboardInterrupt:
-        return 0
+        code = 0
+    _let_go_of_a_closed_terminal()
+    return code
+
+
+def _let_go_of_a_closed_terminal() -> None:
+    """Once the terminal was closed (its writes fail with ``EIO``), stdout and stderr are pointed
+    at devnull, so the interpreter's final flush of what is left for it does not fail the exit
+    (status 120): the bot ended as at the end of its input."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except OSError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, stream.fileno())
+            finally:
+                os.close(devnull)
 
 
 def _setup_logging(config: RelaybotConfig | None, fmt: str, level: int) -> Callable[[str], str]:

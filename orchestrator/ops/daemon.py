@@ -154,6 +154,7 @@ class Daemon(DaemonSignals):
         self._access: dict[str, AccessControl] = {}
         self._dispatcher: Dispatcher | SharedDispatcher | None = None
         self.stopping = anyio.Event()
+        self._serving = anyio.Event()  # set once started: from then on a SIGHUP reloads
         self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
         self._input_ended = False  # a console-only run ended with its input
 
@@ -225,6 +226,9 @@ class Daemon(DaemonSignals):
             # Before any channel starts: a Ctrl-C at the console's first prompt is the console's
             # (its line kept, or the answer stopped), never Python's KeyboardInterrupt.
             await tg.start(self._watch_signals)
+            # SIGHUP too: its default action would end the process (a terminal closed at the
+            # first prompt sends one); one received during start-up reloads once all is up.
+            await tg.start(self._watch_reload)
         # The ops server listens before the channels start, so the addresses of the channels
         # it serves are printed before the console's first prompt.
         server: OpsServer | None = None
@@ -256,8 +260,7 @@ class Daemon(DaemonSignals):
             return 2  # a config error (a token, a kind): restarting would not mend it
         for name, cause in unbuilt.items():
             log.error("channel %s: cannot start: %s", name, cause)
-        if handle_signals:
-            await tg.start(self._watch_reload)
+        self._serving.set()
         if shared is None:
             # The only instance on the store: every reply still in flight was cut by a hard
             # kill of the previous run; marked before any turn runs (architecture §7 "Store").

@@ -43,6 +43,7 @@ class DaemonSignals:
     _tg: TaskGroup | None
     _grace: anyio.CancelScope | None
     stopping: anyio.Event
+    _serving: anyio.Event
     channels: dict[str, Channel]
 
     _dispatcher: Dispatcher | SharedDispatcher | None
@@ -55,12 +56,21 @@ class DaemonSignals:
         raise NotImplementedError  # the daemon's
 
     async def _watch_reload(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
-        """SIGHUP reads the config file again (:mod:`orchestrator.ops.reload`)."""
-        with anyio.open_signal_receiver(signal.SIGHUP) as signals:
-            task_status.started()
-            async for _ in signals:
-                if self._tg is not None and not self.stopping.is_set():
-                    self._tg.start_soon(self.reload)
+        """SIGHUP reads the config file again (:mod:`orchestrator.ops.reload`); one received while
+        the daemon starts, once it has started (the watcher starts before any channel). Once it
+        stops watching (it is stopping), a SIGHUP does nothing: its default action would end the
+        process in the middle of its stop (a closed terminal sends one, which may come after the
+        failed read that ended the console; a no-op handler, not ``SIG_IGN``, which children
+        would inherit)."""
+        try:
+            with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+                task_status.started()
+                async for _ in signals:
+                    await self._serving.wait()  # one during start-up: once all is up
+                    if self._tg is not None and not self.stopping.is_set():
+                        self._tg.start_soon(self.reload)
+        finally:
+            signal.signal(signal.SIGHUP, _ignore_signal)
 
     async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
         """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short
@@ -107,3 +117,7 @@ class DaemonSignals:
             with anyio.move_on_after(DELIVERY_GRACE_SECS):
                 await self._dispatcher.wait_idle()
             await self._stop_channels()
+
+
+def _ignore_signal(signum: int, frame: object) -> None:
+    """A signal handler that does nothing."""

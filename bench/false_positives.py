@@ -4,9 +4,13 @@ files of the installed distributions (site-packages).
 
 Every match is classified as a *documentation placeholder* (the text says it is not a real
 secret: ``EXAMPLE``, ``your-token``, ``xxxx``, ``<password>``, ``user:password@``, a run of one
-character, a counting sequence) or a *real false positive* (anything else: prose or code that
-the catalogue mistook for a secret). Prints the count per shape and each real false positive
-with its file and line. Target: no real false positive.
+character, a counting sequence), a *named credential* (a token-like value of a URL query
+parameter whose name says it is a credential: ``token=``, ``access_token=``, ``api_key=``,
+``apikey=``, ``secret=``, ``password=``; not the generic ``key=``: a real credential, masked by
+design, though the URL may have been published with it, as a Codecov badge's graph token is) or
+a *real false positive* (anything else: prose or code that the catalogue mistook for a secret).
+Prints the count per shape and each named credential and real false positive with its file and
+line. Target: no real false positive.
 
 Usage: ``python bench/false_positives.py [--show N]``; exit status 1 when a real false positive
 is found.
@@ -28,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from orchestrator.policy import Redactor
+from orchestrator.policy.hits import Hit
 
 PLACEHOLDER = re.compile(
     r"example|sample|dummy|fake|placeholder|your|redacted|secret|token|password|passwd|"
@@ -72,6 +77,24 @@ def is_placeholder(secret: str, after: str = "") -> bool:
     return bool(re.search(r"(.)\1{5,}", body))
 
 
+NAMED_CREDENTIAL = re.compile(
+    r"[?&;](?:access_token|api_?key|token|secret|password)=\Z", re.IGNORECASE
+)
+"""A query parameter whose name says its value is a credential, just before the value."""
+
+
+def classify(text: str, hit: Hit) -> str:
+    """``"placeholder"``, ``"named"`` (a named credential) or ``"real"`` (a real false
+    positive): what the match ``hit`` of the catalogue in ``text`` is (module docstring)."""
+    secret = text[hit.secret_start : hit.secret_end]
+    if is_placeholder(secret, text[hit.end : hit.end + 64]):
+        return "placeholder"
+    before = text[max(0, hit.secret_start - 16) : hit.secret_start]
+    if hit.name == "url_credential" and NAMED_CREDENTIAL.search(before):
+        return "named"
+    return "real"
+
+
 def corpus() -> Iterator[Path]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     yield from sorted(p for p in stdlib.rglob("*.py") if "site-packages" not in p.parts)
@@ -90,8 +113,10 @@ def main() -> int:
     args = parser.parse_args()
     redactor = Redactor()
     placeholders: Counter[str] = Counter()
+    named: Counter[str] = Counter()
     real: Counter[str] = Counter()
     listed: list[str] = []
+    listed_named: list[str] = []
     files = size = 0
     start = time.perf_counter()
     for path in corpus():
@@ -102,20 +127,30 @@ def main() -> int:
         files += 1
         size += len(text.encode("utf-8", errors="replace"))
         for hit in redactor.hits(text):
-            secret = text[hit.secret_start : hit.secret_end]
-            if is_placeholder(secret, text[hit.end : hit.end + 64]):
+            kind = classify(text, hit)
+            if kind == "placeholder":
                 placeholders[hit.name] += 1
+                continue
+            line = text.count("\n", 0, hit.start) + 1
+            secret = text[hit.secret_start : hit.secret_end]
+            where = f"  {path}:{line}: {hit.name}: {secret[:80]!r}"
+            if kind == "named":
+                named[hit.name] += 1
+                listed_named.append(where)
                 continue
             real[hit.name] += 1
             if len(listed) < args.show:
-                line = text.count("\n", 0, hit.start) + 1
-                listed.append(f"  {path}:{line}: {hit.name}: {secret[:80]!r}")
+                listed.append(where)
     seconds = time.perf_counter() - start
     print(f"corpus: {files} files, {size / 1e6:.1f} MB ({seconds:.1f} s)")
-    print(f"{'shape':<20} {'placeholders':>12} {'real':>6}")
-    for name in sorted(set(placeholders) | set(real)):
-        print(f"{name:<20} {placeholders[name]:>12} {real[name]:>6}")
-    print(f"{'total':<20} {sum(placeholders.values()):>12} {sum(real.values()):>6}")
+    print(f"{'shape':<20} {'placeholders':>12} {'named':>6} {'real':>6}")
+    for name in sorted(set(placeholders) | set(named) | set(real)):
+        print(f"{name:<20} {placeholders[name]:>12} {named[name]:>6} {real[name]:>6}")
+    total = f"{sum(placeholders.values()):>12} {sum(named.values()):>6} {sum(real.values()):>6}"
+    print(f"{'total':<20} {total}")
+    if listed_named:
+        print("named credentials (masked by design):")
+        print("\n".join(listed_named[: args.show]))
     if listed:
         print("real false positives:")
         print("\n".join(listed))

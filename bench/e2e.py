@@ -54,6 +54,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench.args import decimal
 from bench.parse import ROOT, _pin, running_server
 from bench.streams import deltas
 
@@ -217,9 +218,9 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", type=int, nargs=3, default=list(SIZES))
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=REPEATS)
+    parser.add_argument("--sizes", type=decimal, nargs=3, default=list(SIZES))
+    parser.add_argument("--rounds", type=decimal, default=5)
+    parser.add_argument("--repeats", type=decimal, default=REPEATS)
     parser.add_argument(
         "--tree",
         action="append",

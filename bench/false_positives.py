@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.args import decimal
 from orchestrator.policy import Redactor
 from orchestrator.policy.hits import Hit
 
@@ -109,7 +110,7 @@ def corpus() -> Iterator[Path]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--show", type=int, default=20, help="real false positives to list")
+    parser.add_argument("--show", type=decimal, default=20, help="real false positives to list")
     args = parser.parse_args()
     redactor = Redactor()
     placeholders: Counter[str] = Counter()

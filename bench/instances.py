@@ -30,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.args import decimal
 from tests.instances import Fleet
 from tests.peers.echo_model import EchoModel, slow_answer_to
 from tests.peers.postgres import PASSWORD, PostgresServer, find_pg_bin
@@ -92,8 +93,8 @@ async def measure(
 def run(argv: list[str] | None = None) -> int:
     """The command line; prints one row per instance count. Exit 1 without PostgreSQL."""
     parser = argparse.ArgumentParser(prog="python -m bench.instances", description=__doc__)
-    parser.add_argument("--chats", type=int, default=30, help="chats asking at once")
-    parser.add_argument("--questions", type=int, default=3, help="questions per chat")
+    parser.add_argument("--chats", type=decimal, default=30, help="chats asking at once")
+    parser.add_argument("--questions", type=decimal, default=3, help="questions per chat")
     parser.add_argument("--instances", default="1,2,3", help="instance counts to run")
     args = parser.parse_args(argv)
     bin_dir = find_pg_bin()

@@ -42,6 +42,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
+from bench.args import decimal
 from bench.streams import deltas, events
 
 __all__ = ["main", "measure", "running_server"]
@@ -241,8 +242,8 @@ def client_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--client", required=True)
     parser.add_argument("--url", required=True)
-    parser.add_argument("--events", type=int, default=5000)
-    parser.add_argument("--gap-us", type=int, default=0)
+    parser.add_argument("--events", type=decimal, default=5000)
+    parser.add_argument("--gap-us", type=decimal, default=0)
     args = parser.parse_args(argv)
     coro = _client_run(args.client, args.url, args.events, args.gap_us)
     if args.client.endswith("_uvloop"):
@@ -368,10 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     if "--client" in argv:
         return client_main(argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--events", type=int, default=5000)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--trickle-events", type=int, default=1000)
-    parser.add_argument("--trickle-runs", type=int, default=3)
+    parser.add_argument("--events", type=decimal, default=5000)
+    parser.add_argument("--runs", type=decimal, default=5)
+    parser.add_argument("--trickle-events", type=decimal, default=1000)
+    parser.add_argument("--trickle-runs", type=decimal, default=3)
     args = parser.parse_args(argv)
     run(args.events, args.runs, args.trickle_events, args.trickle_runs)
     return 0

@@ -44,6 +44,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+from bench.args import decimal
 from bench.channels import BenchChannelConfig, NoopChannel
 from bench.streams import deltas
 from channels.base import InboundMessage
@@ -274,9 +275,9 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--kb", type=int, nargs="+", default=list(SIZES_KB))
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--interval-ms", type=int, default=0)
+    parser.add_argument("--kb", type=decimal, nargs="+", default=list(SIZES_KB))
+    parser.add_argument("--repeats", type=decimal, default=3)
+    parser.add_argument("--interval-ms", type=decimal, default=0)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     run(tuple(args.kb), args.repeats, args.interval_ms)
     return 0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.args import decimal
 from orchestrator.policy import Redactor
 from orchestrator.policy.window import RedactionWindow
 
@@ -125,7 +126,9 @@ def time_window(redactor: Redactor, pieces: list[str], repeats: int) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="Throughput of the live redaction window.")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per size (the best counts)")
+    parser.add_argument(
+        "--repeats", type=decimal, default=3, help="runs per size (the best counts)"
+    )
     args = parser.parse_args()
     redactor = Redactor()
     print("live redaction window (deltas of 3-6 characters)")

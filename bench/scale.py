@@ -63,6 +63,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.args import decimal
 from bench.collector import CollectorPauses
 
 __all__ = ["main", "run"]
@@ -222,10 +223,10 @@ def client_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--client", action="store_true")
     parser.add_argument("--url", required=True)
-    parser.add_argument("--n", type=int, required=True)
-    parser.add_argument("--deltas", type=int, default=186)
+    parser.add_argument("--n", type=decimal, required=True)
+    parser.add_argument("--deltas", type=decimal, default=186)
     parser.add_argument("--uvloop", action="store_true")
-    parser.add_argument("--spread-ms", type=int, default=0)
+    parser.add_argument("--spread-ms", type=decimal, default=0)
     args = parser.parse_args(argv)
     from orchestrator.ops.process import tune_collector
 
@@ -430,34 +431,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "--n",
-        type=int,
+        type=decimal,
         nargs="+",
         default=None,
         help="conversations begun at once, a row each (default 100 200 300 400 500 1000; "
         "none when only --steady is given)",
     )
     parser.add_argument(
-        "--deltas", type=int, default=186, help="deltas per answer, one per 20 ms (default 186)"
+        "--deltas", type=decimal, default=186, help="deltas per answer, one per 20 ms (default 186)"
     )
     parser.add_argument(
         "--uvloop",
-        type=int,
+        type=decimal,
         nargs="*",
         default=None,
         help="N to run on uvloop (given at all: the steady rates too)",
     )
     parser.add_argument(
-        "--spread", type=int, nargs="+", default=[], help="N to run with the starts spread"
+        "--spread", type=decimal, nargs="+", default=[], help="N to run with the starts spread"
     )
     parser.add_argument(
-        "--repeat", type=int, nargs="+", default=[], help=f"N to run {REPEATS} times (medians)"
+        "--repeat", type=decimal, nargs="+", default=[], help=f"N to run {REPEATS} times (medians)"
     )
     parser.add_argument(
-        "--steady", type=int, nargs="+", default=[], help="offered deltas/s to run steadily"
+        "--steady", type=decimal, nargs="+", default=[], help="offered deltas/s to run steadily"
     )
     parser.add_argument(
         "--steady-repeats",
-        type=int,
+        type=decimal,
         default=1,
         help=f"runs of each steady rate, 1 to {MAX_REPEATS} (medians; default 1)",
     )

@@ -16,11 +16,12 @@ from orchestrator.turn.round_sink import ReplyPolicyFactory
 from orchestrator.turn.rounds import ChainEntry, RoundRunner
 from orchestrator.turn.runner import TurnRunner
 from providers.registry import build_provider
-from tests.peers.provider_server import ProviderServer
+from tests.peers.provider_server import ProviderServer, Reply
 
 __all__ = [
     "RecordingTools",
     "chain_config",
+    "completion",
     "make_turns",
     "provider_config",
     "sse",
@@ -64,6 +65,22 @@ def text_answer(text: str, *, words: bool = True) -> bytes:
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     chunks.append({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 5}})
     return sse(*chunks, "[DONE]")
+
+
+def completion(text: str) -> Reply:
+    """A Chat Completions JSON answer (not streamed): ``text``, finish ``stop``, 7 + 3 tokens."""
+    return Reply.json(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+        }
+    )
 
 
 def tool_call_stream(

@@ -4,12 +4,15 @@ runs every section end to end and prints the summary table (figures only: no tim
 
 from __future__ import annotations
 
+import argparse
+import ast
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from bench.args import decimal
 from bench.parse import running_server
 from bench.streams import FORMATS, deltas, last_stamp, read_stamps, stamp
 from config.models import ProviderConfig
@@ -92,6 +95,14 @@ def test_the_smoke_run_prints_the_summary_table() -> None:
         (["--steady", "100000000"], "more than one client runs (20,000)"),
         (["--steady", "40000", "--steady-repeats", "0"], "--steady-repeats must be 1 to 10"),
         (["--steady", "40000", "--steady-repeats", "11"], "--steady-repeats must be 1 to 10"),
+        # int() reads these as 2, 10 and 2; were they read, a later check would refuse the
+        # run (another message), so no case runs a bench
+        (
+            ["--steady", "18", "--steady-repeats", "２"],
+            "--steady-repeats: not a whole number in digits 0-9: '２'",
+        ),
+        (["--n", "1_0", "--deltas", "0"], "--n: not a whole number in digits 0-9: '1_0'"),
+        (["--deltas", "+2", "--steady", "18"], "--deltas: not a whole number in digits 0-9: '+2'"),
     ],
 )
 def test_the_scale_bench_refuses_what_it_cannot_run_before_running_anything(
@@ -136,3 +147,29 @@ def test_the_scale_bench_refuses_uvloop_rows_without_uvloop(
         scale.main(["--n", "10", "--uvloop", "10"])
     assert exited.value.code == 2
     assert "uvloop is not installed" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["0", "7", "186", "-3", "20001"])
+def test_a_bench_integer_in_ascii_digits_reads_as_int_does(text: str) -> None:
+    assert decimal(text) == int(text)
+
+
+@pytest.mark.parametrize("text", ["２", "٣", "1_0", "+2", " 2", "2 ", "", "-", "2.0", "0x10"])
+def test_a_bench_integer_in_other_digits_or_forms_is_refused(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="not a whole number in digits 0-9"):
+        decimal(text)
+
+
+def test_every_integer_option_of_a_bench_cli_is_read_in_ascii_digits() -> None:
+    typed = [
+        (path.name, node.lineno, ast.unparse(keyword.value))
+        for path in sorted((ROOT / "bench").glob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "add_argument"
+        for keyword in node.keywords
+        if keyword.arg == "type"
+    ]
+    assert len(typed) >= 20  # the scripts' options are found at all
+    assert [t for t in typed if t[2] != "decimal"] == []

@@ -20,7 +20,7 @@ from providers.base import ChatMessage, ChatRequest, ToolSpec
 from providers.events import Final, StreamEvent, TextDelta
 from providers.openai_chat import OpenAIChatProvider
 from tests.peers.provider_server import ProviderServer, Reply
-from tests.pipeline import closed_after_test
+from tests.pipeline import closed_after_test, completion
 
 pytestmark = pytest.mark.usefixtures("closes_providers")
 
@@ -46,21 +46,6 @@ def answer_stream(text: str) -> bytes:
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
         {"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}},
         "[DONE]",
-    )
-
-
-def completion(text: str) -> Reply:
-    return Reply.json(
-        {
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 7, "completion_tokens": 3},
-        }
     )
 
 

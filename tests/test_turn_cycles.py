@@ -30,12 +30,12 @@ from tests.fakes import FakeChannelConfig, RecordingChannel
 from tests.peers.provider_server import ProviderServer, Reply
 from tests.pipeline import (
     RecordingTools,
+    completion,
     make_turns,
     provider_config,
     text_answer,
     tool_call_stream,
 )
-from tests.test_rounds import completion
 
 pytestmark = pytest.mark.usefixtures("closes_providers")
 

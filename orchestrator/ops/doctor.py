@@ -29,10 +29,9 @@ other sections need not be in the environment.
 
 from __future__ import annotations
 
-import functools
 import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -327,30 +326,24 @@ async def doctor(
     """Run the checks of ``config`` (all of them; only the store when ``config`` is None),
     print one line each to ``out``; 0 when all passed, else 1. ``demo_model``: the config
     answers with the embedded default's demo model (its line, :data:`DEMO_MODEL_LINE`)."""
-    pending: list[Callable[[], Awaitable[Check | None]]] = []
+    ok = True
     if config is not None:
         for name, channel in config.channels.items():
-            pending.append(functools.partial(check_channel, name, channel))
+            ok &= _show(await check_channel(name, channel), out)
         for name, provider in config.providers.items():
-            pending.append(functools.partial(check_provider, name, provider))
+            ok &= _show(await check_provider(name, provider), out)
         if demo_model:
-
-            async def demo() -> Check:
-                return DEMO_MODEL_LINE
-
-            pending.append(demo)
-    pending.append(functools.partial(check_store, storage))
+            ok &= _show(DEMO_MODEL_LINE, out)
+    ok &= _show(await check_store(storage), out)
     if config is not None:
-
-        async def ops() -> Check | None:
-            return check_ops_port(config.server.listen)
-
-        pending.append(ops)
-    ok = True
-    for run in pending:
-        result = await run()
-        if result is None:
-            continue
-        ok = ok and result.ok
-        print(result.line(), file=out, flush=True)
+        ok &= _show(check_ops_port(config.server.listen), out)
     return 0 if ok else 1
+
+
+def _show(check: Check | None, out: TextIO) -> bool:
+    """Print ``check``'s line to ``out`` as soon as it is known (nothing for ``None``, a check
+    that does not apply); whether it passed."""
+    if check is None:
+        return True
+    print(check.line(), file=out, flush=True)
+    return check.ok

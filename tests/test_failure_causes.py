@@ -236,25 +236,33 @@ async def test_unresolvable_name_says_dns(tmp_path: Path, caplog: pytest.LogCapt
     assert cause in shown and cause in line
 
 
-async def test_tls_to_a_plain_http_server_says_tls(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(1)  # the ClientHello: answer as a plain HTTP server does
-        writer.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-        await writer.drain()
-        writer.close()
+async def _plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    await reader.read(1)  # the ClientHello: answer as a plain HTTP server does
+    writer.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
+    await writer.drain()
+    writer.close()
 
-    tcp = await asyncio.start_server(plain_http, "127.0.0.1", 0)
+
+@pytest.mark.parametrize("through", ["direct", "an HTTPS_PROXY tunnel"])
+async def test_tls_to_a_plain_http_server_says_tls(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, through: str
+) -> None:
+    # Through an http:// proxy's tunnel the handshake is still the server's: the proxy only
+    # copies its bytes, so the server is named, not the proxy.
+    tcp = await asyncio.start_server(_plain_http, "127.0.0.1", 0)
     port = tcp.sockets[0].getsockname()[1]
     try:
-        async with ProviderServer() as server:
+        async with ProviderServer() as server, HttpProxy() as proxy:
+            if through != "direct":
+                monkeypatch.setenv("HTTPS_PROXY", proxy.url)
             url = f"https://127.0.0.1:{port}/v1"
             shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
     finally:
         tcp.close()
+    assert set(proxy.targets) == (set() if through == "direct" else {f"127.0.0.1:{port}"})
     cause = f"the TLS handshake with 127.0.0.1:{port} failed"
     assert cause in shown and cause in line
+    assert "proxy" not in shown
 
 
 def test_the_table_is_walked_by_class_hierarchy() -> None:
@@ -392,27 +400,3 @@ async def test_a_proxy_that_cannot_reach_the_server_says_which(
         "127.0.0.1 to NO_PROXY to reach it directly)"
     )
     assert cause in shown and cause in line
-
-
-async def test_tls_through_a_proxy_tunnel_is_the_servers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async def plain_http(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(1)  # the ClientHello, through the tunnel
-        writer.write(b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n")
-        await writer.drain()
-        writer.close()
-
-    tcp = await asyncio.start_server(plain_http, "127.0.0.1", 0)
-    port = tcp.sockets[0].getsockname()[1]
-    try:
-        async with ProviderServer() as server, HttpProxy() as proxy:
-            monkeypatch.setenv("HTTPS_PROXY", proxy.url)
-            url = f"https://127.0.0.1:{port}/v1"
-            shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
-    finally:
-        tcp.close()
-    assert set(proxy.targets) == {f"127.0.0.1:{port}"}  # the handshake went through the tunnel
-    cause = f"the TLS handshake with 127.0.0.1:{port} failed"
-    assert cause in shown and cause in line
-    assert "proxy" not in shown

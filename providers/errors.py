@@ -82,7 +82,15 @@ class ProviderRateLimited(ProviderError):
 
 
 class ProviderServerError(ProviderError):
-    pass
+    """A 5xx answer or a server error code.
+
+    Attributes:
+        proxy: the proxy a gateway error (502, 503, 504) came through: the proxy may have
+            answered it itself, not reaching the server (``None``: no proxy, or another
+            status).
+    """
+
+    proxy: ProxyVia | None = None
 
 
 class ProviderBadRequest(ProviderError):

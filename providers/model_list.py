@@ -28,6 +28,7 @@ import httpx
 from config.models import ProviderConfig
 from providers.bounded_json import parse_json
 from providers.errors import ProviderError, ProviderServerError, ProviderTimeout
+from providers.proxy_transport import through_proxy
 from providers.status_errors import error_from_status
 from providers.transport import make_client
 from providers.transport_errors import Where, provider_error
@@ -107,7 +108,8 @@ async def list_models(
         if own:
             await http.aclose()
     if response.status_code >= 300:
-        raise error_from_status(response.status_code, response.content, response.headers)
+        refusal = error_from_status(response.status_code, response.content, response.headers)
+        raise through_proxy(refusal, response)
     try:
         return _names(parse_json(response.content, what="models list"))
     except ProviderError:

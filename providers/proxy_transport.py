@@ -16,6 +16,9 @@ them again as :class:`ProxyConnectError`, :class:`ProxyConnectTimeout` and
 proxy's :class:`~providers.errors.ProxyVia`. :mod:`providers.transport_errors` turns them into
 provider errors that name it. A TLS handshake that fails through an ``http://`` proxy's tunnel
 is the server's (the proxy only copies its bytes): the translation keeps the server's host then.
+A response that came through the proxy carries it in its ``extensions``
+(:data:`PROXY_EXTENSION`): a gateway error (502, 503, 504) may be the proxy's own answer
+(:func:`through_proxy`).
 """
 
 from __future__ import annotations
@@ -24,14 +27,16 @@ import os
 
 import httpx
 
-from providers.errors import ProxyVia
+from providers.errors import ProviderError, ProviderServerError, ProxyVia
 
 __all__ = [
+    "PROXY_EXTENSION",
     "ProxiedTransport",
     "ProxyConnectError",
     "ProxyConnectTimeout",
     "ProxyTunnelRefused",
     "proxy_variable",
+    "through_proxy",
 ]
 
 
@@ -73,16 +78,33 @@ class ProxiedTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
-            return await self._inner.handle_async_request(request)
+            response = await self._inner.handle_async_request(request)
         except httpx.ConnectTimeout as exc:
             raise ProxyConnectTimeout(str(exc), request=request, via=self.via) from exc
         except httpx.ConnectError as exc:
             raise ProxyConnectError(str(exc), request=request, via=self.via) from exc
         except httpx.ProxyError as exc:
             raise ProxyTunnelRefused(str(exc), request=request, via=self.via) from exc
+        response.extensions[PROXY_EXTENSION] = self.via
+        return response
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+PROXY_EXTENSION = "relaybot.proxy"
+"""The key of a response's ``extensions`` (httpx's per-response dictionary) under which
+:class:`ProxiedTransport` puts the :class:`~providers.errors.ProxyVia` it came through."""
+
+
+def through_proxy(error: ProviderError, response: httpx.Response) -> ProviderError:
+    """``error``, the typed error of ``response``'s status; a gateway error (502, 503, 504)
+    that came through a proxy names it (:attr:`ProviderServerError.proxy`): a forwarding proxy
+    that cannot reach the server answers so itself (squid's ``ERR_CONNECT_FAIL``)."""
+    via = response.extensions.get(PROXY_EXTENSION)
+    if isinstance(error, ProviderServerError) and response.status_code in (502, 503, 504):
+        error.proxy = via if isinstance(via, ProxyVia) else None
+    return error
 
 
 def proxy_variable(scheme: str) -> str:

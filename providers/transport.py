@@ -59,6 +59,7 @@ from providers.provider_client import (
     environment_mounts,
     make_client,
 )
+from providers.proxy_transport import through_proxy
 from providers.status_errors import error_from_status
 from providers.transport_errors import connection_error, translated
 
@@ -261,9 +262,10 @@ async def _client_stream(
     bound.check()
     try:
         if response.status_code >= 300:
-            raise await _refusal(
+            refusal = await _refusal(
                 response.status_code, response.aread, response.headers, timeout_secs
             )
+            raise through_proxy(refusal, response)
         yield BodyStream(response, url, idle_timeout_secs, answered[-1] if answered else None)
     finally:
         await response.aclose()
@@ -293,7 +295,8 @@ async def post_json(
     except Exception as exc:
         raise translated(exc, url, "post") from exc
     if response.status_code >= 300:
-        raise error_from_status(response.status_code, response.content, response.headers)
+        refusal = error_from_status(response.status_code, response.content, response.headers)
+        raise through_proxy(refusal, response)
     try:
         return parse_json(response.content, what="answer")
     except StreamProtocolError as exc:

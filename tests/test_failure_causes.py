@@ -400,3 +400,31 @@ async def test_a_proxy_that_cannot_reach_the_server_says_which(
         "127.0.0.1 to NO_PROXY to reach it directly)"
     )
     assert cause in shown and cause in line
+
+
+@pytest.mark.parametrize("status", [502, 500])
+async def test_a_gateway_error_through_a_proxy_names_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    # A forwarding proxy that cannot reach the server answers 502 itself (squid's
+    # ERR_CONNECT_FAIL): "the model service failed, try again later" sent people to the wrong
+    # party. A 500 is the server's own answer, passed on by the proxy: not the proxy's.
+    async with ProviderServer() as server, HttpProxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        if status == 502:  # the proxy's own answer: nothing listens at the base URL
+            url = f"http://127.0.0.1:{_closed_port()}/v1"
+        else:
+            server.script(PATH, Reply.json({"error": {"message": "boom"}}, status=status))
+            url = f"{server.url}/v1"
+        shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
+    assert proxy.targets
+    named = f"the proxy {proxy.url.removeprefix('http://')} (HTTP_PROXY), or the model service "
+    if status == 502:
+        cause = (
+            f"{named}behind it, answered HTTP 502 after 3 tries (a proxy answers so when it "
+            "cannot reach the server: check the proxy, or add 127.0.0.1 to NO_PROXY to reach it "
+            "directly)"
+        )
+        assert cause in shown and cause in line
+    else:
+        assert "the model service failed (HTTP 500)" in shown and "proxy" not in shown

@@ -236,6 +236,15 @@ def _bad_request(error: ProviderBadRequest, context: FailureContext) -> str:
 
 
 def _server(error: ProviderServerError, context: FailureContext) -> str:
+    proxy = error.proxy
+    if proxy is not None:  # a gateway error through a proxy: the proxy's own, often
+        host = (context.host or "the model server").rsplit(":", 1)[0]
+        return (
+            f"the proxy {proxy.host} ({proxy.variable}), or the model service behind it, "
+            f"answered HTTP {error.status_code}{_tries(context)} (a proxy answers so when it "
+            f"cannot reach the server: check the proxy, or add {host} to NO_PROXY to reach "
+            "it directly)"
+        )
     return f"the model service failed{_status(error)}{_tries(context)}: try again later"
 
 

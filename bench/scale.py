@@ -1,45 +1,46 @@
 """Scale: N concurrent conversations streaming at 50 deltas/s through the whole pipeline.
 
 For each N (default 100, 200, 300, 400, 500, 1000) a fresh client process (pinned to one core with
-``taskset``) starts N conversations at once against the loopback server (:mod:`bench.server`,
-on the other core; its collector set as ``relaybot run`` sets it, :mod:`orchestrator.ops.process`):
-``openai_chat`` provider with its default pool (1000 connections; ``max_connections: N`` above
-1000 conversations, as an operator serving that many at once sets it, so that every stream is
-open at once and none waits for a connection), the real round runner, turn
-loop, outbound policy, store (SQLite in a temporary directory) and delivery driver, into one
+``taskset``) starts N conversations at once against the loopback server (:mod:`bench.server`, on
+the other core; its collector set as ``relaybot run`` sets it, :mod:`orchestrator.ops.process`):
+``openai_chat`` provider with its default pool (1000 connections; ``max_connections: N`` above 1000
+conversations, as an operator serving that many at once sets it, so that every stream is open at
+once and none waits for a connection), the real round runner, turn loop, outbound policy, store
+(SQLite in a temporary directory) and delivery driver, into one
 :class:`bench.channels.RecordingChannel` (``partial`` mode, one write per second per chat as
-Telegram's default). Each answer is about 2 KB: ``deltas`` deltas of 11 characters, each
-carrying its send time, one per 20 ms.
+Telegram's default). Each answer is about 2 KB: ``deltas`` deltas of 11 characters, each carrying
+its send time, one per 20 ms.
 
-Figures per N: conversations completed (``ok``), TTFT p99 (start of the turn to the chat's
-first write, ms), edit lag p50/p99 (how late a write came against when it was due: the draft
-interval after the previous write, or when the server sent the delta that released its new
-text, whichever is later; see :mod:`bench.channels`; ms), peak RSS of
-the process and peak RSS per conversation above the process's RSS before the conversations
-started (KB), CPU per delta (process CPU time / deltas delivered, µs; and in ``turns``, a
-delta's CPU in turns of a fixed pure-Python loop timed in the same process before and after the
-run, :func:`reference_ms`: the figure to compare between runs of different minutes, as the host's
-speed moves), and the cyclic garbage collector's pauses over the run (``gc ms``: their total;
-``gc max``: the longest, during which the loop did nothing: a write due then is that much late;
-:class:`bench.collector.CollectorPauses`). The deltas per second
-one core sustains is the largest offered load (N × 50) whose edit lag p99 stayed under
-100 ms, as did every smaller N's; ``capacity`` is 1e6 / CPU per delta.
+Figures per N: conversations completed (``ok``), TTFT p99 (start of the turn to the chat's first
+write, ms), edit lag p50/p99 (how late a write came against when it was due: the draft interval
+after the previous write, or when the server sent the delta that released its new text, whichever
+is later; see :mod:`bench.channels`; ms), peak RSS of the process and peak RSS per conversation
+above the process's RSS before the conversations started (KB), CPU per delta (process CPU time /
+deltas delivered, µs; and in ``turns``, a delta's CPU in turns of a fixed pure-Python loop timed in
+the same process before and after the run, :func:`reference_ms`: the figure to compare between runs
+of different minutes, as the host's speed moves), and the cyclic garbage collector's pauses over
+the run (the heap frozen before it, as the daemon freezes its own once started:
+:func:`orchestrator.ops.process.refreeze`; ``gc ms``: their total; ``gc max``: the longest, during
+which the loop did nothing: a write due then is that much late;
+:class:`bench.collector.CollectorPauses`). The deltas per second one core sustains is the largest
+offered load (N × 50) whose edit lag p99 stayed under 100 ms, as did every smaller N's;
+``capacity`` is 1e6 / CPU per delta.
 
-Rows marked ``spread`` start their conversations evenly over :data:`SPREAD_MS` instead of at
-once (``--spread N …``): the N streams open over one second rather than in one millisecond,
-and the chats' once-a-second writes are not in step.
+Rows marked ``spread`` start their conversations evenly over :data:`SPREAD_MS` instead of at once
+(``--spread N …``): the N streams open over one second rather than in one millisecond, and the
+chats' once-a-second writes are not in step.
 
 Rows marked ``steady`` are a load that goes on (``--steady RATE …``, offered deltas per second):
 conversations begin one after another, evenly over :data:`STEADY_SECS`, as many as carry RATE
-deltas a second (RATE × STEADY_SECS / deltas; at 60,000 deltas/s, 3,226 conversations, about
-1,200 streaming at any moment). Streams open while others end, the connections of ended
-streams are used again, and no write of one chat is in step with another's: the loop gets no
-batch of a thousand alike reads or writes to take in one pass, as a burst gives it. The deltas
-per second one core sustains *steadily* is the largest RATE whose edit lag p99 stayed under
-100 ms, as did every smaller RATE's (per loop); its CPU per delta includes the ramps (the
-first and last answer's length of the run, with fewer conversations open). A row's TTFT counts
-from when its conversation was due to begin (in every row): an overloaded loop shows as streams
-waiting to open (TTFT p99 of seconds) as much as in the lag.
+deltas a second (RATE × STEADY_SECS / deltas; at 60,000 deltas/s, 3,226 conversations, about 1,200
+streaming at any moment). Streams open while others end, the connections of ended streams are used
+again, and no write of one chat is in step with another's: the loop gets no batch of a thousand
+alike reads or writes to take in one pass, as a burst gives it. The deltas per second one core
+sustains *steadily* is the largest RATE whose edit lag p99 stayed under 100 ms, as did every
+smaller RATE's (per loop); its CPU per delta includes the ramps (the first and last answer's length
+of the run, with fewer conversations open). A row's TTFT counts from when its conversation was due
+to begin (in every row): an overloaded loop shows as streams waiting to open (TTFT p99 of seconds)
+as much as in the lag.
 
 Usage: ``python -m bench.scale [--n 100 200 300 400 500 1000] [--deltas 186] [--uvloop N …]
 [--spread N …] [--repeat N …] [--steady RATE …] [--steady-repeats K]`` (``--steady`` without
@@ -65,6 +66,7 @@ from pathlib import Path
 
 from bench.args import decimal
 from bench.collector import CollectorPauses
+from orchestrator.ops import process
 
 __all__ = ["main", "run"]
 
@@ -72,12 +74,12 @@ ROOT = Path(__file__).resolve().parents[1]
 RATE = 50  # deltas per second per conversation
 SPREAD_MS = 1000
 """The ``spread`` rows start their N conversations evenly over this long (one draft interval)
-instead of all at once, so the chats' writes and their streams' starts and ends are not in
-step, as replies that did not all begin in the same millisecond."""
+instead of all at once, so the chats' writes and their streams' starts and ends are not in step,
+as replies that did not all begin in the same millisecond."""
 REPEATS = 3
-"""Runs of each N given with ``--repeat`` (asyncio and uvloop alternating): their figures are
-the medians. One run's lag p99 near the bound moves by half or more with the host's speed
-between minutes, so the sustained figure is judged on the median of three."""
+"""Runs of each N given with ``--repeat`` (asyncio and uvloop alternating): their figures are the
+medians. One run's lag p99 near the bound moves by half or more with the host's speed between
+minutes, so the sustained figure is judged on the median of three."""
 STEADY_SECS = 10
 """The ``steady`` rows begin their conversations evenly over this long (seconds)."""
 MAX_CONVERSATIONS = 20_000
@@ -86,7 +88,6 @@ MAX_DELTAS = 100_000
 """The most deltas an answer has (33 minutes of streaming at 50 a second)."""
 MAX_REPEATS = 10
 """The most runs of each steady rate (``--steady-repeats``)."""
-
 
 REFERENCE_TURNS = 300_000
 """Turns of :func:`reference_ms`'s loop."""
@@ -116,9 +117,9 @@ def _rss_kb() -> int:
 
 
 def _peak_rss_kb() -> int:
-    """This process's peak RSS since its program started (``VmHWM``, per address space).
-    Not ``ru_maxrss``: Linux carries that across ``execve``, so a run started by a parent
-    that had grown (``python -m bench`` after its pipeline section) would read the parent's."""
+    """This process's peak RSS since its program started (``VmHWM``, per address space). Not
+    ``ru_maxrss``: Linux carries that across ``execve``, so a run started by a parent that had
+    grown (``python -m bench`` after its pipeline section) would read the parent's."""
     with open("/proc/self/status") as f:
         for line in f:
             if line.startswith("VmHWM:"):
@@ -127,10 +128,8 @@ def _peak_rss_kb() -> int:
 
 
 def _pct(values: list[float], q: int) -> float:
-    if not values:
-        return float("nan")
-    if len(values) == 1:
-        return values[0]
+    if len(values) < 2:  # statistics.quantiles needs two
+        return values[0] if values else float("nan")
     return statistics.quantiles(values, n=100)[q - 1]
 
 
@@ -179,6 +178,7 @@ async def _client(url: str, n: int, deltas: int, spread_ms: int = 0) -> dict[str
             inbound = InboundMessage("bench", chat, "u1", "user", "tell me", f"m{i}")
             outcomes.append((await turns.run(channel, inbound)).outcome)
 
+        getattr(process, "refreeze", lambda: 0)()  # as the daemon freezes its heap once started
         reference = reference_ms()
         base_rss = _rss_kb()
         cpu0, wall0 = time.process_time(), time.monotonic()

@@ -37,6 +37,7 @@ polls the bot; a provider whose last call failed).
 
 from __future__ import annotations
 
+import gc
 import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
@@ -174,6 +175,12 @@ class Metrics:
             ["shape", "scope"], registry=registry,
         )  # fmt: skip
         self.active_turns = Gauge("relaybot_active_turns", "Turns running now", registry=registry)
+        self.frozen_objects = Gauge(
+            "relaybot_gc_frozen_objects",
+            "Objects in the collector's permanent generation (the start-up heap, kept frozen)",
+            registry=registry,
+        )
+        self.frozen_objects.set_function(gc.get_freeze_count)
         self.queued = Gauge(
             "relaybot_queued_messages", "Messages waiting behind a running answer",
             registry=registry,

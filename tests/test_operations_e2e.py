@@ -132,6 +132,9 @@ async def test_sigterm_mid_answer_with_stdin_http_and_a_long_poll_open(tmp_path:
                 )
 
             assert value("relaybot_replies", "relaybot_replies_total", outcome="ok") == 1
+            # the start-up heap is frozen (architecture §7 "Process"): modules, classes, config
+            frozen = value("relaybot_gc_frozen_objects", "relaybot_gc_frozen_objects")
+            assert frozen > 50_000, frozen
             assert value("relaybot_rounds", "relaybot_rounds_total", provider="main") == 1
             assert value("relaybot_writes", "relaybot_writes_total", channel="tg", kind="send") >= 1
             assert value("relaybot_redactions", "relaybot_redactions_total", shape="anthropic_key")

@@ -3,34 +3,33 @@
 Theory of operation
 -------------------
 ``serve`` builds the providers, tools, store, policy and channels from a validated config and
-starts every channel, each under a :class:`~orchestrator.ops.lifecycle.ChannelSupervisor`: a channel
-that cannot start for a transient cause (server unreachable) is retried with backoff while the
-others serve, and so is one whose connection is lost later (``/healthz`` shows it ``degraded``);
-a permanent cause (a rejected token) is one line naming the channel. When every channel failed
-for a permanent cause the run ends with exit code 1 and one line per channel; a channel merely
-unreachable at boot (its only one included) is retried for as long as the bot runs. Then it
-waits for SIGINT/SIGTERM — or, when the console is the only channel (web pages aside), for the
-end of its input — and stops gracefully; SIGHUP reloads the config file
+starts every channel, each under a :class:`~orchestrator.ops.lifecycle.ChannelSupervisor`: a
+channel that cannot start for a transient cause (server unreachable) is retried with backoff while
+the others serve, and so is one whose connection is lost later (``/healthz`` shows it
+``degraded``); a permanent cause (a rejected token) is one line naming the channel. When every
+channel failed for a permanent cause the run ends with exit code 1 and one line per channel; a
+channel merely unreachable at boot (its only one included) is retried for as long as the bot runs.
+Then it waits for SIGINT/SIGTERM — or, when the console is the only channel (web pages aside), for
+the end of its input — and stops gracefully; SIGHUP reloads the config file
 (:mod:`orchestrator.ops.signals`, :mod:`orchestrator.ops.reload`).
 
 Every message is kept in the store's waiting messages until its turn starts (architecture §5): the
-messages queued behind a running answer at shutdown are answered after the next start, once;
-those older than ``agent.stale_after_secs`` get a short notice instead. Every reply is recorded
-in flight until it ends: after a hard kill (SIGKILL, a crash, power loss) the next start marks
-the cut reply interrupted before any turn runs (:mod:`orchestrator.turn.cut_answers`); its question
-is not answered again. A message is taken once
-per update id (the store keeps the ids seen), so a redelivered update is not answered again.
-Images are screened when the message's turn comes (:mod:`orchestrator.turn.images`: too large, or no
-vision, is one line to the user). ``/stop`` is not queued:
-it cuts the running answer of its conversation short (architecture §3 "Stop"), and the next waiting
-message runs.
+messages queued behind a running answer at shutdown are answered after the next start, once; those
+older than ``agent.stale_after_secs`` get a short notice instead. Every reply is recorded in flight
+until it ends: after a hard kill (SIGKILL, a crash, power loss) the next start marks the cut reply
+interrupted before any turn runs (:mod:`orchestrator.turn.cut_answers`); its question is not
+answered again. A message is taken once per update id (the store keeps the ids seen), so a
+redelivered update is not answered again. Images are screened when the message's turn comes
+(:mod:`orchestrator.turn.images`: too large, or no vision, is one line to the user). ``/stop`` is
+not queued: it cuts the running answer of its conversation short (architecture §3 "Stop"), and the
+next waiting message runs.
 
-With a shared store (``storage.url: postgresql://…``, architecture §9) several instances serve
-one bot: the queue is the store's (:mod:`orchestrator.chats.shared_queue`), an update is
-taken by one instance only, one turn at a time per conversation holds across them, what an
-instance that died left waiting is taken over by another within ``storage.takeover_secs``,
-and ``/stop`` reaches the instance answering. ``storage.retain_days`` prunes older history and
-round records at start and hourly.
+With a shared store (``storage.url: postgresql://…``, architecture §9) several instances serve one
+bot: the queue is the store's (:mod:`orchestrator.chats.shared_queue`), an update is taken by one
+instance only, one turn at a time per conversation holds across them, what an instance that died
+left waiting is taken over by another within ``storage.takeover_secs``, and ``/stop`` reaches the
+instance answering. ``storage.retain_days`` prunes older history and round records at start and
+hourly.
 
 Every task has an owner: the root task group spans the whole run.
 """
@@ -41,7 +40,6 @@ import logging
 import os
 import sqlite3
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,7 +59,9 @@ from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
 from orchestrator.ops.lifecycle import ChannelSupervisor
 from orchestrator.ops.ops_server import HttpEndpoint, ListsModels, OpsServer, parse_listen
+from orchestrator.ops.process import keep_frozen
 from orchestrator.ops.reload import plan_reload, read_for_reload
+from orchestrator.ops.retention import prune_every_hour
 from orchestrator.ops.signals import DELIVERY_GRACE_SECS, SHUTDOWN_GRACE_SECS, DaemonSignals
 from orchestrator.ops.waiting import queue_waiting, send_stale_notices
 from orchestrator.policy import OutboundPolicy, PolicyError
@@ -77,9 +77,6 @@ from orchestrator.turn.runner import TurnRunner
 __all__ = ["DELIVERY_GRACE_SECS", "SHUTDOWN_GRACE_SECS", "ChannelFactory", "Daemon", "serve"]
 
 log = logging.getLogger(__name__)
-
-PRUNE_EVERY_SECS = 3600.0
-"""How often ``storage.retain_days`` prunes, in seconds (and once at start)."""
 
 ChannelFactory = Callable[[str, Any, InboundHandler], Channel]
 """Builds one channel from its name, config model and inbound handler (default:
@@ -261,6 +258,8 @@ class Daemon(DaemonSignals):
         for name, cause in unbuilt.items():
             log.error("channel %s: cannot start: %s", name, cause)
         self._serving.set()
+        if handle_signals:  # the process is the daemon's: its start-up heap is frozen
+            tg.start_soon(keep_frozen)
         if shared is None:
             # The only instance on the store: every reply still in flight was cut by a hard
             # kill of the previous run; marked before any turn runs (architecture §7 "Store").
@@ -270,7 +269,7 @@ class Daemon(DaemonSignals):
             tg.start_soon(shared.sweep)
             tg.start_soon(self._follow_stop_requests)
         if self.config.storage.retain_days is not None:
-            tg.start_soon(self._prune, self.config.storage.retain_days)
+            tg.start_soon(prune_every_hour, self._store, self.config.storage.retain_days)
         await send_stale_notices(self._store, self.channels, self._answering, stale)
         log.info("relaybot running with channels: %s", ", ".join(self.channels))
         await self.stopping.wait()
@@ -300,17 +299,6 @@ class Daemon(DaemonSignals):
         async for key in self._store.stop_requests():
             if self.turns.stop(key):
                 log.info("%s:%s: answer stopped at another instance's request", key[0], key[1])
-
-    async def _prune(self, retain_days: float) -> None:
-        """``storage.retain_days``: delete older history and round records, now and hourly."""
-        while True:
-            try:
-                deleted = await self._store.prune(time.time() - retain_days * 86400)
-                if deleted:
-                    log.info("storage: pruned %d row(s) older than %g day(s)", deleted, retain_days)
-            except Exception as exc:
-                log.warning("storage: pruning failed: %s", exc)
-            await anyio.sleep(PRUNE_EVERY_SECS)
 
     def _start_failed(self, name: str, cause: str) -> int:
         first_line = cause.strip().splitlines()[0] if cause.strip() else "unknown error"

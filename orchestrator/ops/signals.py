@@ -15,6 +15,7 @@ answers, its channels and :meth:`~orchestrator.ops.daemon.Daemon.reload`).
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 
@@ -25,6 +26,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from channels.base import Channel
 from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.shared_queue import SharedDispatcher
+from orchestrator.ops.process import refreeze
 from orchestrator.turn.runner import TurnRunner
 
 __all__ = ["DELIVERY_GRACE_SECS", "SHUTDOWN_GRACE_SECS", "DaemonSignals"]
@@ -68,9 +70,15 @@ class DaemonSignals:
                 async for _ in signals:
                     await self._serving.wait()  # one during start-up: once all is up
                     if self._tg is not None and not self.stopping.is_set():
-                        self._tg.start_soon(self.reload)
+                        self._tg.start_soon(self._reload_and_refreeze)
         finally:
             signal.signal(signal.SIGHUP, _ignore_signal)
+
+    async def _reload_and_refreeze(self) -> None:
+        """A reload; then, while the heap is kept frozen, what the reload replaced is freed at
+        once (:func:`~orchestrator.ops.process.refreeze`), not within the hour."""
+        if await self.reload() and gc.get_freeze_count():
+            refreeze()
 
     async def _watch_signals(self, *, task_status: TaskStatus[None] = TASK_STATUS_IGNORED) -> None:
         """The first SIGINT/SIGTERM starts the graceful stop; a second one cuts the grace short

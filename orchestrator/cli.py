@@ -91,6 +91,9 @@ def _main(argv: Sequence[str] | None) -> int:
 
         sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
         return _flush()
+    if args.command in ("run", "doctor", "tools") and (problem := _proxy_problem()):
+        print(f"relaybot: {problem}", file=sys.stderr)
+        return 2
     if args.command == "tools":
         return _tools(args)
     if args.command == "doctor":
@@ -107,6 +110,20 @@ def _main(argv: Sequence[str] | None) -> int:
         return usage_cli.run(args)
     code = _run(args)
     return code if argv is not None else _exit_now_if_threads_hang(code)
+
+
+def _proxy_problem() -> str | None:
+    """What is wrong with the environment's proxy variables (httpx could not read one: every
+    request would fail), in one line naming the variable and what it takes; ``None`` if nothing."""
+    from providers.provider_client import ProxySettingError, environment_proxies
+
+    try:
+        environment_proxies()
+    except ProxySettingError as exc:
+        if str(exc).lower().startswith("no_proxy"):
+            return f"{exc} (it holds host names, IP addresses and .domains, comma-separated)"
+        return f"{exc} (a proxy is given as http://host:port, https://… or socks5://…)"
+    return None
 
 
 def _exit_now_if_threads_hang(code: int) -> int:

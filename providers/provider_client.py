@@ -58,9 +58,11 @@ __all__ = [
     "KEEPALIVE_SECS",
     "WRITE_TIMEOUT_SECS",
     "ProviderClient",
+    "ProxySettingError",
     "SendableCookies",
     "SharedSession",
     "environment_mounts",
+    "environment_proxies",
     "make_client",
 ]
 
@@ -211,39 +213,78 @@ def _session_factory(
 def environment_mounts(
     limits: httpx.Limits, ssl_context: ssl.SSLContext
 ) -> dict[str, httpx.AsyncBaseTransport | None]:
-    """The proxy transports the environment asks for, as httpx's client mounts them when it
-    builds its own transport (``httpx._utils.get_environment_proxies``, 0.28): ``HTTP_PROXY``,
-    ``HTTPS_PROXY`` and ``ALL_PROXY`` mount a proxy on ``http://``, ``https://``, ``all://``;
-    each ``NO_PROXY`` entry mounts none on its hosts (``*``: no proxy at all; ``example.com``
-    also matches its subdomains, ``.example.com`` only them). Each proxy's transport is a
+    """The proxy transports the environment asks for (:func:`environment_proxies`), as httpx's
+    client mounts them when it builds its own transport. Each proxy's transport is a
     :class:`~providers.proxy_transport.ProxiedTransport`: a failure to reach or pass the proxy
-    names it."""
-    found = getproxies()
-    patterns: dict[str, tuple[str, str] | None] = {}
-    for scheme in ("http", "https", "all"):
-        if found.get(scheme):
-            url = found[scheme]
-            url = url if "://" in url else f"http://{url}"
-            patterns[f"{scheme}://"] = (url, proxy_variable(scheme))
-    for host in (entry.strip() for entry in found.get("no", "").split(",")):
-        if host == "*":
-            return {}
-        if not host:
-            continue
-        if "://" in host:
-            patterns[host] = None
-        elif _is_ip(host) or host.lower() == "localhost":
-            patterns[f"all://[{host}]" if ":" in host else f"all://{host}"] = None
-        else:
-            patterns[f"all://*{host}"] = None
+    names it.
+
+    Raises:
+        ProxySettingError: a proxy variable httpx cannot read.
+    """
 
     def through(url: str) -> httpx.AsyncHTTPTransport:
         return httpx.AsyncHTTPTransport(proxy=httpx.Proxy(url), verify=ssl_context, limits=limits)
 
     return {
         pattern: None if proxy is None else ProxiedTransport(through(proxy[0]), *proxy)
-        for pattern, proxy in patterns.items()
+        for pattern, proxy in environment_proxies().items()
     }
+
+
+def environment_proxies() -> dict[str, tuple[str, str] | None]:
+    """The environment's proxies as httpx reads them (``httpx._utils.get_environment_proxies``,
+    0.28): URL pattern → (proxy URL, the variable that named it), or ``None`` for no proxy.
+    ``HTTP_PROXY``, ``HTTPS_PROXY`` and ``ALL_PROXY`` give ``http://``, ``https://``, ``all://``;
+    each ``NO_PROXY`` entry gives ``None`` on its hosts (``*``: no proxy at all; ``example.com``
+    also matches its subdomains, ``.example.com`` only them; an IPv6 address with or without
+    brackets). Each value is checked as httpx will read it, once, here.
+
+    Raises:
+        ProxySettingError: a proxy URL or a ``NO_PROXY`` entry httpx cannot read.
+    """
+    found = getproxies()
+    patterns: dict[str, tuple[str, str] | None] = {}
+    for scheme in ("http", "https", "all"):
+        if found.get(scheme):
+            url = found[scheme]
+            url = url if "://" in url else f"http://{url}"
+            variable = proxy_variable(scheme)
+            _checked(variable, httpx.Proxy, url)
+            patterns[f"{scheme}://"] = (url, variable)
+    for host in (entry.strip() for entry in found.get("no", "").split(",")):
+        if host == "*":
+            return {}
+        if not host:
+            continue
+        bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if "://" in host:
+            pattern = host
+        elif _is_ip(bare) or host.lower() == "localhost":
+            pattern = f"all://[{bare}]" if ":" in bare else f"all://{bare}"
+        else:
+            pattern = f"all://*{host}"
+        _checked(proxy_variable("no"), httpx.URL, pattern)  # as httpx's URLPattern reads it
+        patterns[pattern] = None
+    return patterns
+
+
+class ProxySettingError(ValueError):
+    """A proxy variable of the environment that httpx cannot read: ``str()`` is one line,
+    ``VARIABLE: what is wrong``."""
+
+
+def _checked(variable: str, read: Callable[[str], object], value: str) -> None:
+    try:
+        read(value)
+    except (ValueError, httpx.InvalidURL) as exc:
+        scheme = value.split("://", 1)[0].lower()
+        if scheme not in ("http", "https", "socks5", "socks5h", "all"):
+            why = f"{scheme}:// is not a proxy's scheme"
+        elif "@" in value:  # httpx's message may quote the URL, its password with it
+            why = "not a URL"
+        else:
+            why = str(exc)
+        raise ProxySettingError(f"{variable}: {why}") from None
 
 
 class SendableCookies(DefaultCookiePolicy):

@@ -74,7 +74,8 @@ class ProxiedTransport(httpx.AsyncBaseTransport):
         self._inner = inner
         proxy = httpx.URL(url)
         port = proxy.port or (443 if proxy.scheme == "https" else 80)
-        self.via = ProxyVia(f"{proxy.host}:{port}", variable, proxy.scheme)
+        host = f"[{proxy.host}]" if ":" in proxy.host else proxy.host  # IPv6, as in a URL
+        self.via = ProxyVia(f"{host}:{port}", variable, proxy.scheme)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:

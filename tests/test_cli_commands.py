@@ -292,8 +292,27 @@ async def test_openai_model_is_sent_and_no_models_are_asked(tmp_path: Path) -> N
             {"ANTHROPIC_API_KEY": "sk-ant-secret value"},
             "relaybot: ANTHROPIC_API_KEY: the key holds a character",
         ),
+        ({"HTTP_PROXY": "http://127.0.0.1:notaport"}, "relaybot: HTTP_PROXY: Invalid port"),
+        (
+            {"https_proxy": "ftp://u:hunter2@127.0.0.1:1"},
+            "relaybot: https_proxy: ftp:// is not a proxy's scheme",
+        ),
+        ({"ALL_PROXY": "http://u:secretvalue@h:bad"}, "relaybot: ALL_PROXY: not a URL"),
+        (
+            {"HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "[::1]:80"},
+            "relaybot: NO_PROXY: Invalid port",
+        ),
     ],
-    ids=["openai-key", "openai-url-userinfo", "openai-url-port", "anthropic-key"],
+    ids=[
+        "openai-key",
+        "openai-url-userinfo",
+        "openai-url-port",
+        "anthropic-key",
+        "proxy-port",
+        "proxy-scheme",
+        "proxy-userinfo",
+        "no-proxy-entry",
+    ],
 )
 @pytest.mark.parametrize("command", ["run", "doctor", "tools"])
 def test_a_bad_value_in_the_environment_is_one_line_naming_its_variable(

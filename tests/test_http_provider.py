@@ -131,7 +131,7 @@ async def test_http_proxy_from_the_environment_carries_the_requests(
     assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 2
 
 
-@pytest.mark.parametrize("no_proxy", ["127.0.0.1", "localhost,127.0.0.1", "*"])
+@pytest.mark.parametrize("no_proxy", ["127.0.0.1", "localhost,127.0.0.1", "*", "[::1],127.0.0.1"])
 async def test_no_proxy_bypasses_the_proxy(monkeypatch: pytest.MonkeyPatch, no_proxy: str) -> None:
     async with ProviderServer() as server, HttpProxy() as proxy:
         monkeypatch.setenv("HTTP_PROXY", proxy.url)

@@ -135,6 +135,7 @@ def default_data(
             "base_url": demo_base_url,
             "api_key": DEMO_API_KEY,
             "model": DEMO_MODEL,
+            "proxy": "none",  # served in this process: never through the environment's proxy
         }
     else:
         raise ValueError(

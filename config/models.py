@@ -106,6 +106,12 @@ class ProviderConfig(_Strict):
     max_connections: int = Field(
         default=1000, ge=1, description="connection pool size: replies streamed at once"
     )
+    proxy: Literal["environment", "none"] = Field(
+        default="environment",
+        description="environment: through the proxy HTTPS_PROXY, HTTP_PROXY or ALL_PROXY names "
+        "for the base URL (not for a NO_PROXY host), as the vendor SDKs go; none: straight to "
+        "the base URL whatever they say (a model on this machine or network)",
+    )
     prices: Prices | None = Field(
         default=None,
         description="per million input, cached-input and output tokens: turns usage into cost",

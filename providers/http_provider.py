@@ -72,7 +72,11 @@ class HttpModelProvider(ModelProvider):
         self._client = (
             client
             if client is not None
-            else make_client(max_connections=config.max_connections, name=name)
+            else make_client(
+                max_connections=config.max_connections,
+                name=name,
+                proxies=config.proxy == "environment",
+            )
         )
         self._url = f"{config.resolved_base_url}{self.endpoint}"
         self._unstreamed_noted = False

@@ -96,7 +96,8 @@ async def list_models(
     """
     url = models_url(config)
     own = client is None
-    http = client if client is not None else make_client(max_connections=1)
+    proxies = config.proxy == "environment"
+    http = client if client is not None else make_client(max_connections=1, proxies=proxies)
     try:
         with anyio.fail_after(timeout_secs):
             response = await http.get(url, headers=_headers(config))

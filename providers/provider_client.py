@@ -313,17 +313,19 @@ def make_client(
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ssl_context: ssl.SSLContext | None = None,
     name: str = "",
+    proxies: bool = True,
 ) -> ProviderClient:
     """A provider's client (see the module docstring): aiohttp's transport, a pool of
     ``max_connections`` connections (waiting for one is unbounded), the connect bound only
-    (the other bounds come with each request), the environment's proxies and CA certificates.
-    TLS verifies with ``ssl_context``, by default httpx's (``SSL_CERT_FILE``/``SSL_CERT_DIR``,
-    else certifi's). A request waiting for a connection is counted and logged
+    (the other bounds come with each request), the environment's proxies (none without
+    ``proxies``: a provider's ``proxy: none``) and CA certificates. TLS verifies with
+    ``ssl_context``, by default httpx's (``SSL_CERT_FILE``/``SSL_CERT_DIR``, else certifi's). A
+    request waiting for a connection is counted and logged
     (:class:`~providers.pool_queue.PoolQueue`, ``name`` in its log lines, else the URL)."""
     context = ssl_context or httpx.create_ssl_context(trust_env=True)
     limits = httpx.Limits(max_connections=max_connections, keepalive_expiry=KEEPALIVE_SECS)
     queue = PoolQueue(name or base_url or "(no name)", max_connections)
-    mounts = environment_mounts(limits, context)
+    mounts = environment_mounts(limits, context) if proxies else {}
     session = SharedSession(_session_factory(max_connections, context, queue))
     transport = AiohttpTransport(verify=context, limits=limits, client=session.get)
     client = ProviderClient(

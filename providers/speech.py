@@ -55,7 +55,7 @@ class SpeechClient:
     async def _post(self, path: str, **kwargs: Any) -> httpx.Response:
         url = f"{self.provider.resolved_base_url}{path}"
         bound = self.speech.timeout_secs
-        client = make_client(max_connections=1)
+        client = make_client(max_connections=1, proxies=self.provider.proxy == "environment")
         try:
             with anyio.fail_after(bound):
                 response = await client.post(url, headers=self._headers(), **kwargs)

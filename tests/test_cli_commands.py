@@ -5,6 +5,7 @@ in a clean environment."""
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
 import time
@@ -118,6 +119,17 @@ def test_piped_run_without_a_terminal_has_no_banner_and_no_prompt(tmp_path: Path
     assert result.returncode == 0, result.stderr
     assert "you>" not in result.stdout
     assert "console channel" not in result.stdout + result.stderr
+    assert result.stdout.startswith("I am the built-in demo model")
+
+
+def test_the_demo_model_is_not_asked_through_the_environment_s_proxy(tmp_path: Path) -> None:
+    # It is served in this process, on loopback: a proxy elsewhere would ask its own loopback,
+    # and one that is down (here: nothing listens) made the README's first command fail.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    result = _relaybot(tmp_path, "run", stdin="hello\n", HTTP_PROXY=dead, HTTPS_PROXY=dead)
+    assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("I am the built-in demo model")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ssl
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -107,10 +108,10 @@ STREAMED = Reply(
 )
 
 
-async def _ask_through(server: ProviderServer) -> tuple[str, str]:
+async def _ask_through(server: ProviderServer, **overrides: Any) -> tuple[str, str]:
     """Stream and then call ``server`` with a provider made now (it reads the environment)."""
     server.script("/v1/chat/completions", [STREAMED, ANSWER])
-    provider = OpenAIChatProvider("p", config("openai_chat", server.url + "/v1"))
+    provider = OpenAIChatProvider("p", config("openai_chat", server.url + "/v1", **overrides))
     try:
         streamed = fold([event async for event in provider.stream(REQUEST)])
         blocking = await provider.complete(REQUEST)
@@ -139,6 +140,17 @@ async def test_no_proxy_bypasses_the_proxy(monkeypatch: pytest.MonkeyPatch, no_p
         assert await _ask_through(server) == ("via", "via")
     assert proxy.targets == []
     assert len(server.requests) == 2
+
+
+async def test_a_provider_with_proxy_none_goes_direct_whatever_the_environment_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with ProviderServer() as server, HttpProxy() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        monkeypatch.setenv("ALL_PROXY", proxy.url)
+        assert await _ask_through(server, proxy="none") == ("via", "via")
+        assert await _ask_through(server) == ("via", "via")  # the same environment, proxied
+    assert len(proxy.targets) == 1  # the second provider's (one kept-alive connection)
 
 
 async def test_without_proxy_variables_requests_go_direct() -> None:

@@ -312,6 +312,9 @@ def _check_config(path: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from orchestrator.ops.process import hold_hangups
+
+    hold_hangups()  # (held already when started as `relaybot`: orchestrator/entry.py)
     environ = dict(os.environ)
     path = args.config or environ.get("RELAYBOT_CONFIG")
     config: RelaybotConfig | None = None

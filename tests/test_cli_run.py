@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -430,3 +431,78 @@ def test_run_tunes_the_collector_and_picks_the_loop_before_the_loop_starts(
         gc.set_threshold(*before)
     assert seen["threshold"] == (GC_YOUNG_THRESHOLD, before[1], before[2])
     assert set(seen["options"]) == {"use_uvloop"}  # type: ignore[arg-type]
+
+
+CONSOLE_ONLY = """\
+channels:
+  con:
+    kind: console
+providers:
+  main:
+    kind: openai_chat
+    base_url: http://127.0.0.1:9/v1
+    api_key: k
+    model: m
+agent:
+  providers: [main]
+server:
+  listen: null
+"""
+
+
+def _writer_of(fifo: Path, process: subprocess.Popen[str]) -> int:
+    """A descriptor writing to ``fifo``, once ``process`` has it open for reading (the config
+    being read; until then a non-blocking open for writing fails with ENXIO)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            assert time.monotonic() < deadline and process.poll() is None, "never read"
+            time.sleep(0.01)
+
+
+def test_a_sighup_while_starting_is_held_and_reloads_once_up(tmp_path: Path) -> None:
+    # The config file is a FIFO: the process is held reading it, well after its start, while
+    # a SIGHUP comes (as from a terminal closed at once, or a `systemctl reload` right after the
+    # start). It used to end the process (SIGHUP's default action); now it is held, and read as
+    # a reload once the bot runs. Started as the `relaybot` script is (orchestrator/entry.py).
+    fifo = tmp_path / "bot.yaml"
+    os.mkfifo(fifo)
+    entry = "import sys; from orchestrator.entry import main; sys.exit(main())"
+    process = subprocess.Popen(
+        [sys.executable, "-c", entry, "run", "--config", str(fifo)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
+    lines: list[str] = []
+    assert process.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
+    reader.start()
+    try:
+        with os.fdopen(_writer_of(fifo, process), "w") as config:
+            process.send_signal(signal.SIGHUP)  # while the config is being read
+            config.write(CONSOLE_ONLY)
+        deadline = time.monotonic() + 30
+        while not any("relaybot running" in line for line in lines):  # started: read is over
+            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+            time.sleep(0.01)
+        with os.fdopen(_writer_of(fifo, process), "w") as config:
+            config.write(CONSOLE_ONLY)  # the held SIGHUP's reload reads the file again
+        while not any("reload:" in line for line in lines):
+            assert time.monotonic() < deadline and process.poll() is None, "".join(lines)
+            time.sleep(0.01)
+        assert process.stdin is not None
+        process.stdin.close()  # the console's end of input: the run ends
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    reader.join(timeout=10)
+    err = "".join(lines)
+    assert code == 0, err
+    assert "reload: nothing changed" in err, err

@@ -1,4 +1,5 @@
-"""Process-wide settings of a running relaybot: the event loop and the cyclic garbage collector.
+"""Process-wide settings of a running relaybot: the event loop, the cyclic garbage collector, and
+SIGHUP until the daemon watches it (:func:`hold_hangups`).
 
 Theory of operation
 -------------------
@@ -34,15 +35,18 @@ from __future__ import annotations
 
 import gc
 import importlib.util
+import signal
 
 import anyio
 
 __all__ = [
     "GC_YOUNG_THRESHOLD",
     "REFREEZE_SECS",
+    "hold_hangups",
     "keep_frozen",
     "loop_options",
     "refreeze",
+    "take_held_hangup",
     "tune_collector",
 ]
 
@@ -86,3 +90,28 @@ async def keep_frozen(every: float = REFREEZE_SECS) -> None:
             await anyio.sleep(every)
     finally:
         gc.unfreeze()
+
+
+_held_hangups: list[int] = []
+
+
+def hold_hangups() -> None:
+    """From now until the daemon watches SIGHUP itself, a SIGHUP is kept, not the process's end
+    (its default action): ``relaybot run`` calls it first (:mod:`orchestrator.entry`, before
+    the program is imported), since importing, reading the config and starting take a second or
+    more (a terminal closed then, a ``systemctl reload`` right after the start).
+    :func:`take_held_hangup` tells the watcher whether one came. Main thread only; a second
+    call while held changes nothing."""
+    if signal.getsignal(signal.SIGHUP) is not _hold:
+        signal.signal(signal.SIGHUP, _hold)
+
+
+def _hold(signum: int, frame: object) -> None:
+    _held_hangups.append(signum)
+
+
+def take_held_hangup() -> bool:
+    """Whether a SIGHUP came while held (:func:`hold_hangups`); forgets it."""
+    came = bool(_held_hangups)
+    _held_hangups.clear()
+    return came

@@ -26,7 +26,7 @@ from anyio.abc import TaskGroup, TaskStatus
 from channels.base import Channel
 from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.shared_queue import SharedDispatcher
-from orchestrator.ops.process import refreeze
+from orchestrator.ops.process import refreeze, take_held_hangup
 from orchestrator.turn.runner import TurnRunner
 
 __all__ = ["DELIVERY_GRACE_SECS", "SHUTDOWN_GRACE_SECS", "DaemonSignals"]
@@ -67,12 +67,18 @@ class DaemonSignals:
         try:
             with anyio.open_signal_receiver(signal.SIGHUP) as signals:
                 task_status.started()
+                if take_held_hangup():  # one came while the process started
+                    await self._reload_once_serving()
                 async for _ in signals:
-                    await self._serving.wait()  # one during start-up: once all is up
-                    if self._tg is not None and not self.stopping.is_set():
-                        self._tg.start_soon(self._reload_and_refreeze)
+                    await self._reload_once_serving()
         finally:
             signal.signal(signal.SIGHUP, _ignore_signal)
+
+    async def _reload_once_serving(self) -> None:
+        """Start a reload once the daemon has started (at once when it has), unless stopping."""
+        await self._serving.wait()
+        if self._tg is not None and not self.stopping.is_set():
+            self._tg.start_soon(self._reload_and_refreeze)
 
     async def _reload_and_refreeze(self) -> None:
         """A reload; then, while the heap is kept frozen, what the reload replaced is freed at

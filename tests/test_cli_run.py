@@ -159,6 +159,50 @@ def test_end_of_input_waits_for_the_running_answer(tmp_path: Path) -> None:
     assert out.index('"first"') < out.index('"second"')
 
 
+@pytest.mark.skipif(os.name != "posix", reason="EPIPE")
+@pytest.mark.parametrize("input_ends", [True, False], ids=["input-ended", "input-open"])
+def test_a_reader_of_stdout_that_went_away_ends_the_run_quietly_with_1(
+    tmp_path: Path, input_ends: bool
+) -> None:
+    # `echo hello | relaybot run | true`: the answer's write fails with EPIPE. Before, the turn
+    # failed in the dispatcher with a traceback and the run waited for a signal (architecture §7
+    # "Console and stdin"); now it ends as a filter whose reader went away does, also while its
+    # input stays open.
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the answer is written
+    with (tmp_path / "stderr").open("w+") as stderr:
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator.cli", "run"],
+                stdin=subprocess.PIPE,
+                stdout=write_end,
+                stderr=stderr,
+                text=True,
+                env=_env(tmp_path),
+                cwd=tmp_path,
+            )
+        finally:
+            os.close(write_end)
+        assert process.stdin is not None
+        try:
+            process.stdin.write("hello\n")
+            process.stdin.flush()
+            if input_ends:
+                process.stdin.close()
+            process.wait(timeout=30)  # the demo's answer takes about 5 s
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdin.close()
+        stderr.seek(0)
+        err = stderr.read()
+    assert process.returncode == 1, err
+    assert "Traceback" not in err
+    assert "Broken pipe" not in err
+    assert " ERROR " not in err
+
+
 @pytest.mark.parametrize(
     ("section", "expected"),
     [

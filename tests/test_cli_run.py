@@ -276,6 +276,20 @@ def test_metrics_endpoint_and_a_busy_port(tmp_path: Path) -> None:
     assert process.returncode == 0
 
 
+def test_a_store_that_cannot_be_opened_exits_1_with_one_line(tmp_path: Path) -> None:
+    # storage.url names a PostgreSQL server that refuses the connection (port 9: nothing there).
+    config = tmp_path / "bot.yaml"
+    config.write_text(
+        CONSOLE_CONFIG.replace("  path: state/bot.db", "  url: postgresql://bot@127.0.0.1:9/bot")
+    )
+    process = _start(tmp_path, "--config", str(config))
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 1, err
+    [line] = [line for line in err.splitlines() if line.startswith("relaybot:")]
+    assert line.startswith("relaybot: storage: cannot open the store: connection failed")
+    assert "Traceback" not in err
+
+
 async def test_a_second_signal_interrupts_running_answers_visibly(tmp_path: Path) -> None:
     import asyncio
 

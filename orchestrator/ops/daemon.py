@@ -7,7 +7,7 @@ starts every channel, each under a :class:`~orchestrator.ops.lifecycle.ChannelSu
 channel that cannot start for a transient cause (server unreachable) is retried with backoff while
 the others serve, and so is one whose connection is lost later (``/healthz`` shows it
 ``degraded``); a permanent cause (a rejected token) is one line naming the channel. When every
-channel failed for a permanent cause the run ends with exit code 1 and one line per channel; a
+channel failed for a permanent cause the run ends with exit code 2 and one line per channel; a
 channel merely unreachable at boot (its only one included) is retried for as long as the bot runs.
 Then it waits for SIGINT/SIGTERM — or, when the console is the only channel (web pages aside), for
 the end of its input — and stops gracefully; SIGHUP reloads the config file
@@ -166,9 +166,10 @@ class Daemon(DaemonSignals):
 
     async def run(self, *, handle_signals: bool = True) -> int:
         """Serve until stopped; returns the process exit code: 0; 1 when the store cannot be
-        opened, the hook's worker processes or the tools cannot start or ``server.listen``
-        cannot listen, or when a console-only run ended with its piped input and an answer was
-        not produced, or with its stdout's reader gone; 2 when every channel failed for good."""
+        opened, the hook's worker processes cannot start, a ``require_approval`` name is no
+        tool's or ``server.listen`` cannot listen, or when a console-only run ended with its
+        piped input and an answer was not produced, or with its stdout's reader gone; 2 when
+        every channel failed for good."""
         hooks = self.policy.hooks
         try:
             if hooks is not None:  # its workers outlive the drain: they stop in ``finally``

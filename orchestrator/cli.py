@@ -20,7 +20,8 @@
 ``relaybot --version``             print the version.
 
 Exit codes: 0 normal end (also after SIGINT/SIGTERM), 1 a piped console run could not produce
-an answer (or the store, the tools or the ops port failed at start), 2 bad config or bad
+an answer or lost the reader of its stdout (or the store, the tools or the ops port failed at
+start), 2 bad config or bad
 arguments, a store that cannot be written where the config puts it, or every channel refused
 for good (a rejected token) (a deploy error: a restart would not help, and systemd's
 ``RestartPreventExitStatus=2`` stops the restarts). SIGHUP makes ``run`` read its config file

@@ -160,6 +160,50 @@ def test_end_of_input_waits_for_the_running_answer(tmp_path: Path) -> None:
     assert out.index('"first"') < out.index('"second"')
 
 
+@pytest.mark.skipif(os.name != "posix", reason="EPIPE")
+@pytest.mark.parametrize("input_ends", [True, False], ids=["input-ended", "input-open"])
+def test_a_reader_of_stdout_that_went_away_ends_the_run_quietly_with_1(
+    tmp_path: Path, input_ends: bool
+) -> None:
+    # `echo hello | relaybot run | true`: the answer's write fails with EPIPE. Before, the turn
+    # failed in the dispatcher with a traceback and the run waited for a signal (architecture §7
+    # "Console and stdin"); now it ends as a filter whose reader went away does, also while its
+    # input stays open.
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the answer is written
+    with (tmp_path / "stderr").open("w+") as stderr:
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "orchestrator.cli", "run"],
+                stdin=subprocess.PIPE,
+                stdout=write_end,
+                stderr=stderr,
+                text=True,
+                env=_env(tmp_path),
+                cwd=tmp_path,
+            )
+        finally:
+            os.close(write_end)
+        assert process.stdin is not None
+        try:
+            process.stdin.write("hello\n")
+            process.stdin.flush()
+            if input_ends:
+                process.stdin.close()
+            process.wait(timeout=30)  # the demo's answer takes about 5 s
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            process.stdin.close()
+        stderr.seek(0)
+        err = stderr.read()
+    assert process.returncode == 1, err
+    assert "Traceback" not in err
+    assert "Broken pipe" not in err
+    assert " ERROR " not in err
+
+
 @pytest.mark.parametrize(
     ("section", "expected"),
     [
@@ -231,6 +275,20 @@ def test_metrics_endpoint_and_a_busy_port(tmp_path: Path) -> None:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)
     assert process.returncode == 0
+
+
+def test_a_store_that_cannot_be_opened_exits_1_with_one_line(tmp_path: Path) -> None:
+    # storage.url names a PostgreSQL server that refuses the connection (port 9: nothing there).
+    config = tmp_path / "bot.yaml"
+    config.write_text(
+        CONSOLE_CONFIG.replace("  path: state/bot.db", "  url: postgresql://bot@127.0.0.1:9/bot")
+    )
+    process = _start(tmp_path, "--config", str(config))
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 1, err
+    [line] = [line for line in err.splitlines() if line.startswith("relaybot:")]
+    assert line.startswith("relaybot: storage: cannot open the store: connection failed")
+    assert "Traceback" not in err
 
 
 async def test_a_second_signal_interrupts_running_answers_visibly(tmp_path: Path) -> None:

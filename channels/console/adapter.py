@@ -3,7 +3,7 @@
 On a terminal the draft is rewritten in place (rich's ``Live``) and the final answer is rendered
 as Markdown. When stdout is not a terminal only final answers are printed, one block per reply.
 Only this channel reads stdin (architecture §7); end of input ends its :meth:`serve` once the
-running answer is delivered.
+running answer is delivered, and so does a reader of stdout that went away (``EPIPE``).
 
 Input: when stdin and stdout are both terminals, a banner greets the user and each line is read
 with GNU readline behind a ``you>`` prompt that readline itself draws, so line editing (Ctrl-U,
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import logging
 import sys
 import termios
 import threading
@@ -67,6 +68,8 @@ from channels.console.kind import KIND, ConsoleChannelConfig
 from channels.console.view import is_status, live_view, renderable, rendered_form, unprinted
 
 __all__ = ["QUIT_WINDOW_SECS", "ConsoleChannel"]
+
+log = logging.getLogger(__name__)
 
 CHAT_ID = "console"
 QUIT_WINDOW_SECS = 2.0
@@ -116,6 +119,7 @@ class ConsoleChannel(Channel):
         self._user = _user_name()
         self._rendered: tuple[int, str, Rendering] | None = None
         """The last rendering (width, text, rendering): see :meth:`render`."""
+        self.output_gone = False  # stdout's reader went away (EPIPE): serve ends (_print_plain)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -151,7 +155,7 @@ class ConsoleChannel(Channel):
         once its reply is over. At a terminal the lines typed meanwhile are read at once:
         ``/stop`` goes to the bot then, the others wait for their turn."""
         held: deque[str | None] = deque()  # typed during an answer; None: the input ended
-        while True:
+        while not self.output_gone:  # nobody reads the answers: the input ends here too
             line = held.popleft() if held else await self._next_line()
             if line is None:
                 return
@@ -397,8 +401,20 @@ class ConsoleChannel(Channel):
         if self._prompting:
             self._console.print(Text(text))
         else:
+            self._print_plain(text)
+
+    def _print_plain(self, text: str) -> None:
+        """Print ``text`` as it is (stdout is no terminal). Once stdout's reader went away
+        (``| head``: ``EPIPE``) nothing more is printed, and :meth:`serve` ends as at the end
+        of its input: the daemon's stop follows (architecture §7)."""
+        if self.output_gone:
+            return
+        try:
             self._console.file.write(text + "\n")
             self._console.file.flush()
+        except BrokenPipeError:
+            self.output_gone = True
+            log.info("console %s: the reader of stdout went away; ending", self.name)
 
     def _begin_reply(self) -> None:
         self._messages.clear()
@@ -461,9 +477,7 @@ class ConsoleChannel(Channel):
         if self._interactive:
             self._stop_live()
         elif self._order:
-            text = "\n\n".join(self._messages[i][0] for i in self._order)
-            self._console.file.write(text + "\n")
-            self._console.file.flush()
+            self._print_plain("\n\n".join(self._messages[i][0] for i in self._order))
         self._begin_reply()
 
 

@@ -7,7 +7,7 @@ starts every channel, each under a :class:`~orchestrator.ops.lifecycle.ChannelSu
 channel that cannot start for a transient cause (server unreachable) is retried with backoff while
 the others serve, and so is one whose connection is lost later (``/healthz`` shows it
 ``degraded``); a permanent cause (a rejected token) is one line naming the channel. When every
-channel failed for a permanent cause the run ends with exit code 1 and one line per channel; a
+channel failed for a permanent cause the run ends with exit code 2 and one line per channel; a
 channel merely unreachable at boot (its only one included) is retried for as long as the bot runs.
 Then it waits for SIGINT/SIGTERM — or, when the console is the only channel (web pages aside), for
 the end of its input — and stops gracefully; SIGHUP reloads the config file
@@ -57,7 +57,7 @@ from orchestrator.chats.dispatch import Dispatcher
 from orchestrator.chats.presses import ButtonPresses
 from orchestrator.chats.shared_queue import SharedDispatcher
 from orchestrator.metrics import Metrics
-from orchestrator.ops.lifecycle import ChannelSupervisor
+from orchestrator.ops.lifecycle import ChannelSupervisor, LosesOutput
 from orchestrator.ops.ops_server import HttpEndpoint, ListsModels, OpsServer, parse_listen
 from orchestrator.ops.process import keep_frozen
 from orchestrator.ops.reload import plan_reload, read_for_reload
@@ -154,6 +154,7 @@ class Daemon(DaemonSignals):
         self._serving = anyio.Event()  # set once started: from then on a SIGHUP reloads
         self._grace: anyio.CancelScope | None = None  # running turns' time after a stop
         self._input_ended = False  # a console-only run ended with its input
+        self._output_gone = False  # ... because the reader of its stdout went away
 
     @property
     def store(self) -> Store:
@@ -164,9 +165,11 @@ class Daemon(DaemonSignals):
         return self._store.sync
 
     async def run(self, *, handle_signals: bool = True) -> int:
-        """Serve until stopped; returns the process exit code: 0, or 1 when no channel came up,
-        the store cannot be opened or the hook's worker processes cannot start, or when a
-        console-only run ended with its piped input and an answer was not produced."""
+        """Serve until stopped; returns the process exit code: 0; 1 when the store cannot be
+        opened, the hook's worker processes cannot start, a ``require_approval`` name is no
+        tool's or ``server.listen`` cannot listen, or when a console-only run ended with its
+        piped input and an answer was not produced, or with its stdout's reader gone; 2 when
+        every channel failed for good."""
         hooks = self.policy.hooks
         try:
             if hooks is not None:  # its workers outlive the drain: they stop in ``finally``
@@ -285,7 +288,7 @@ class Daemon(DaemonSignals):
                 file=sys.stderr,
             )
             return 1
-        return 0
+        return 1 if self._input_ended and self._output_gone else 0  # `| head`: as cli.py's EPIPE
 
     async def _chat_moved(self, channel: str, old_chat_id: str, new_chat_id: str) -> None:
         """A chat moved (a Telegram group became a supergroup); the turn moved its history and
@@ -365,6 +368,7 @@ class Daemon(DaemonSignals):
         run, beside the local web page at most, that ends the run (architecture §7)."""
         if all(c.config.kind in ("console", "web") for c in self.channels.values()):
             self._input_ended = not self.stopping.is_set()
+            self._output_gone = isinstance(channel, LosesOutput) and channel.output_gone
             self.stopping.set()
 
     async def _stop_channels(self, names: list[str] | None = None) -> None:

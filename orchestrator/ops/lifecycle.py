@@ -13,8 +13,9 @@ it reports started, so the daemon knows after its first pass which channels came
   ``/healthz`` shows the channel ``degraded`` with the cause meanwhile;
 * once up, the channel's :meth:`~channels.base.Channel.serve` runs; when it raises (the
   connection was lost for good) the channel is stopped and started again the same way. A serve
-  that ends by itself is the end of the channel's input (the console: end of stdin): the
-  supervisor reports it through ``on_input_ended`` and ends.
+  that ends by itself is the end of the channel's input (the console: end of stdin, or a
+  reader of stdout that went away, :class:`LosesOutput`): the supervisor reports it through
+  ``on_input_ended`` and ends.
 
 :meth:`stop` (shutdown, or a reload that removes or changes the channel) cancels any retry and
 stops the channel within :data:`STOP_BOUND_SECS`.
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol, runtime_checkable
 
 import anyio
 from anyio import TASK_STATUS_IGNORED
@@ -38,6 +39,7 @@ __all__ = [
     "RETRY_MAX_SECS",
     "STOP_BOUND_SECS",
     "ChannelSupervisor",
+    "LosesOutput",
     "SupervisorState",
     "retry_delay",
 ]
@@ -58,6 +60,15 @@ def retry_delay(failures: int, *, first: float = RETRY_FIRST_SECS) -> float:
     """Seconds before the next start after ``failures`` (≥ 1) failed ones in a row: ``first``,
     doubling, at most :data:`RETRY_MAX_SECS`."""
     return float(min(first * 2.0 ** max(failures - 1, 0), RETRY_MAX_SECS))
+
+
+@runtime_checkable
+class LosesOutput(Protocol):
+    """A channel whose output can go away for good (the console's stdout: its reader closed the
+    pipe); its :meth:`~channels.base.Channel.serve` then ends as at the end of its input, with
+    :attr:`output_gone` set."""
+
+    output_gone: bool
 
 
 def _one_line(exc: BaseException) -> str:

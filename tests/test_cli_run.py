@@ -204,6 +204,29 @@ def test_a_reader_of_stdout_that_went_away_ends_the_run_quietly_with_1(
     assert " ERROR " not in err
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_stdout_on_a_full_disk_ends_the_run_with_one_line_and_1(tmp_path: Path) -> None:
+    # `relaybot run > /dev/full`: every write fails with ENOSPC. It waited for a signal, as a
+    # reader that went away did; now one line says why and the run ends (architecture §7).
+    with open("/dev/full", "w") as full, (tmp_path / "stderr").open("w+") as stderr:
+        result = subprocess.run(
+            [sys.executable, "-m", "orchestrator.cli", "run"],
+            input="hello\n",
+            stdout=full,
+            stderr=stderr,
+            text=True,
+            env=_env(tmp_path),
+            cwd=tmp_path,
+            timeout=60,
+        )
+        stderr.seek(0)
+        err = stderr.read()
+    assert result.returncode == 1, err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if " ERROR " in line]
+    assert len(errors) == 1 and "stdout cannot be written: No space left on device" in errors[0]
+
+
 @pytest.mark.parametrize(
     ("section", "expected"),
     [

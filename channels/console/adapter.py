@@ -1,27 +1,26 @@
 """The console channel (``kind: console``): an interactive terminal chat.
 
-On a terminal the draft is rewritten in place (rich's ``Live``) and the final answer is rendered
-as Markdown. When stdout is not a terminal only final answers are printed, one block per reply.
-Only this channel reads stdin (architecture §7); end of input ends its :meth:`serve` once the
-running answer is delivered, and so does a reader of stdout that went away (``EPIPE``).
+On a terminal the draft is rewritten in place (rich's ``Live``) and the final answer is rendered as
+Markdown. When stdout is not a terminal only final answers are printed, one block per reply. Only
+this channel reads stdin (architecture §7); end of input ends its :meth:`serve` once the running
+answer is delivered, and so does a reader of stdout that went away (``EPIPE``).
 
 Input: when stdin and stdout are both terminals, a banner greets the user and each line is read
 with GNU readline behind a ``you>`` prompt that readline itself draws, so line editing (Ctrl-U,
 Backspace at the start, Ctrl-L, history recall) redraws the prompt instead of erasing it; its
-colour codes are wrapped in readline's ``\\001``/``\\002`` markers so they take no width.
-Otherwise (piped input) there is no banner and no prompt: each line of stdin is one message.
-``/help`` is answered here, with every command and key; any other ``/word`` that is not a command
-of the bot is answered "unknown command" instead of going to the model (``//text`` sends
-``/text``).
+colour codes are wrapped in readline's ``\\001``/``\\002`` markers so they take no width. Otherwise
+(piped input) there is no banner and no prompt: each line of stdin is one message. ``/help`` is
+answered here, with every command and key; any other ``/word`` that is not a command of the bot is
+answered "unknown command" instead of going to the model (``//text`` sends ``/text``).
 
 Stopping (architecture §3 "Stop"): at a terminal, the lines typed while an answer runs are read at
 once (the terminal's own line editing, no prompt): ``/stop`` goes to the bot then, the others wait
 until the answer is over. Ctrl-C (SIGINT, which the daemon offers to :meth:`interrupt` first) is
 ``/stop`` while an answer runs; a second Ctrl-C within :data:`QUIT_WINDOW_SECS`, or one at an empty
-prompt, quits (the daemon stops as for SIGTERM); one at a prompt holding text only arms the
-second. Input is read in daemon threads of the channel's own: one blocked in ``input()`` when
-the daemon stops does not keep the process alive, and :meth:`stop` puts the terminal's modes back
-as they were before readline changed them.
+prompt, quits (the daemon stops as for SIGTERM); one at a prompt holding text only arms the second.
+Input is read in daemon threads of the channel's own: one blocked in ``input()`` when the daemon
+stops does not keep the process alive, and :meth:`stop` puts the terminal's modes back as they were
+before readline changed them.
 """
 
 from __future__ import annotations
@@ -105,9 +104,7 @@ class ConsoleChannel(Channel):
         self._console = Console(file=out, highlight=False)
         self._messages: dict[str, tuple[str, bool]] = {}  # id -> (text, formatted)
         self._order: list[str] = []
-        self._printed: dict[str, list[str]] = {}
-        """Per message, the paragraphs printed for good above an approval prompt: the live
-        region then shows only what follows them."""
+        self._printed: dict[str, list[str]] = {}  # per message, what an approval prompt pushed up
         self._next_id = 0
         self._live: Live | None = None
         self._reply_done = anyio.Event()
@@ -117,9 +114,8 @@ class ConsoleChannel(Channel):
         self._question: Question | None = None  # an approval question typed lines answer
         self._tty_modes: list[Any] | None = None  # the terminal's modes before readline's
         self._user = _user_name()
-        self._rendered: tuple[int, str, Rendering] | None = None
-        """The last rendering (width, text, rendering): see :meth:`render`."""
-        self.output_gone = False  # stdout's reader went away (EPIPE): serve ends (_print_plain)
+        self._rendered: tuple[int, str, Rendering] | None = None  # (width, text, rendering)
+        self.output_gone = False  # stdout's reader went away, or a full disk: serve ends
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -405,16 +401,19 @@ class ConsoleChannel(Channel):
 
     def _print_plain(self, text: str) -> None:
         """Print ``text`` as it is (stdout is no terminal). Once stdout's reader went away
-        (``| head``: ``EPIPE``) nothing more is printed, and :meth:`serve` ends as at the end
-        of its input: the daemon's stop follows (architecture §7)."""
+        (``| head``: ``EPIPE``), or it cannot be written (a full disk: one error line), nothing
+        more is printed and :meth:`serve` ends as at the end of its input (architecture §7)."""
         if self.output_gone:
             return
         try:
             self._console.file.write(text + "\n")
             self._console.file.flush()
-        except BrokenPipeError:
+        except OSError as exc:
             self.output_gone = True
-            log.info("console %s: the reader of stdout went away; ending", self.name)
+            if isinstance(exc, BrokenPipeError):
+                log.info("console %s: the reader of stdout went away; ending", self.name)
+            else:
+                log.error("console %s: stdout cannot be written: %s", self.name, exc.strerror)
 
     def _begin_reply(self) -> None:
         self._messages.clear()

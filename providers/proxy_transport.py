@@ -27,13 +27,14 @@ import os
 
 import httpx
 
-from providers.errors import ProviderError, ProviderServerError, ProxyVia
+from providers.errors import ProviderConnectionError, ProviderError, ProviderServerError, ProxyVia
 
 __all__ = [
     "PROXY_EXTENSION",
     "ProxiedTransport",
     "ProxyConnectError",
     "ProxyConnectTimeout",
+    "ProxyPassBroken",
     "ProxyTunnelRefused",
     "proxy_variable",
     "through_proxy",
@@ -65,6 +66,15 @@ class ProxyTunnelRefused(httpx.ProxyError):
         self.via = via
 
 
+class ProxyPassBroken(httpx.TransportError):
+    """The connection through the proxy closed or broke before the response's headers (the
+    proxy's, or the server's behind it: the two cannot be told apart); ``via``: the proxy."""
+
+    def __init__(self, message: str, *, request: httpx.Request, via: ProxyVia) -> None:
+        super().__init__(message, request=request)
+        self.via = via
+
+
 class ProxiedTransport(httpx.AsyncBaseTransport):
     """``inner`` (httpx's transport through the proxy at ``url``, named by the environment
     variable ``variable``), raising its failures to reach or pass the proxy as the classes
@@ -86,6 +96,8 @@ class ProxiedTransport(httpx.AsyncBaseTransport):
             raise ProxyConnectError(str(exc), request=request, via=self.via) from exc
         except httpx.ProxyError as exc:
             raise ProxyTunnelRefused(str(exc), request=request, via=self.via) from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise ProxyPassBroken(str(exc), request=request, via=self.via) from exc
         response.extensions[PROXY_EXTENSION] = self.via
         return response
 
@@ -99,12 +111,27 @@ PROXY_EXTENSION = "relaybot.proxy"
 
 
 def through_proxy(error: ProviderError, response: httpx.Response) -> ProviderError:
-    """``error``, the typed error of ``response``'s status; a gateway error (502, 503, 504)
-    that came through a proxy names it (:attr:`ProviderServerError.proxy`): a forwarding proxy
-    that cannot reach the server answers so itself (squid's ``ERR_CONNECT_FAIL``)."""
+    """``error``, the typed error of ``response``'s status; through a proxy, a gateway error
+    (502, 503, 504) names it (:attr:`ProviderServerError.proxy`: a forwarding proxy that cannot
+    reach the server answers so itself, squid's ``ERR_CONNECT_FAIL``), and a 407 (Proxy
+    Authentication Required, the proxy's own by definition) is the proxy's refusal instead, not
+    sent again."""
     via = response.extensions.get(PROXY_EXTENSION)
+    if not isinstance(via, ProxyVia):
+        return error
+    if response.status_code == 407:
+        url = response.request.url
+        refused = ProviderConnectionError(
+            f"the proxy {via.host} ({via.variable}) answered {url.host} with 407",
+            host=f"{url.host}:{url.port or (443 if url.scheme == 'https' else 80)}",
+            reason="tunnel",
+            proxy=via,
+            status_code=407,
+        )
+        refused.retryable = False  # its credentials will not change by themselves
+        return refused
     if isinstance(error, ProviderServerError) and response.status_code in (502, 503, 504):
-        error.proxy = via if isinstance(via, ProxyVia) else None
+        error.proxy = via
     return error
 
 

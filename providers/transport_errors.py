@@ -40,7 +40,12 @@ from providers.errors import (
     ProviderTimeout,
     StreamProtocolError,
 )
-from providers.proxy_transport import ProxyConnectError, ProxyConnectTimeout, ProxyTunnelRefused
+from providers.proxy_transport import (
+    ProxyConnectError,
+    ProxyConnectTimeout,
+    ProxyPassBroken,
+    ProxyTunnelRefused,
+)
 
 __all__ = ["OUTCOMES", "Where", "connection_error", "provider_error", "translated"]
 
@@ -174,13 +179,22 @@ def _tunnel_refused(exc: BaseException, where: Where) -> ProviderError:
     assert isinstance(exc, ProxyTunnelRefused)
     host = connection_error(where.url, exc, "tunnel").host
     status = str(exc).split(" ", 1)[0]  # httpcore's message: the status line, "502 Bad Gateway"
-    return ProviderConnectionError(
+    refused = ProviderConnectionError(
         f"the proxy {exc.via.host} ({exc.via.variable}) answered CONNECT {host} with {exc}",
         host=host,
         reason="tunnel",
         proxy=exc.via,
         status_code=int(status) if status.isdigit() else None,
     )
+    refused.retryable = refused.status_code != 407  # credentials do not change by themselves
+    return refused
+
+
+def _proxy_pass_broken(exc: BaseException, where: Where) -> ProviderError:
+    assert isinstance(exc, ProxyPassBroken)
+    failed = connection_error(where.url, exc, "broken")
+    failed.proxy = exc.via
+    return failed
 
 
 def _broken(exc: BaseException, where: Where) -> ProviderError:
@@ -208,6 +222,7 @@ OUTCOMES: dict[type[BaseException], Outcome] = {
     ProxyConnectTimeout: _proxy_timed_out,
     ProxyConnectError: _proxy_failed,
     ProxyTunnelRefused: _tunnel_refused,
+    ProxyPassBroken: _proxy_pass_broken,
     httpx.PoolTimeout: _no_free_connection,
     httpx.ReadTimeout: _no_byte,
     httpx.TimeoutException: _connect_timed_out,

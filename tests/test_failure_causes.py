@@ -428,3 +428,41 @@ async def test_a_gateway_error_through_a_proxy_names_it(
         assert cause in shown and cause in line
     else:
         assert "the model service failed (HTTP 500)" in shown and "proxy" not in shown
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_a_proxy_that_wants_credentials_says_so_and_is_not_asked_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    # A 407 is the proxy's by definition: it read "the model service rejected the request
+    # (HTTP 407)" for an http:// base URL.
+    async with ProviderServer() as server, HttpProxy(refuse="407") as proxy:
+        monkeypatch.setenv(f"{scheme.upper()}_PROXY", proxy.url)
+        url = f"{scheme}://127.0.0.1:{_closed_port()}/v1"
+        shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
+    cause = (
+        f"cannot reach the model service: the proxy {proxy.url.removeprefix('http://')} "
+        f"({scheme.upper()}_PROXY) asks for a user and password (HTTP 407): give them in "
+        f"{scheme.upper()}_PROXY, in its URL before the host"
+    )
+    assert cause in shown and cause in line
+    assert len(proxy.targets) == 1  # not sent again: its credentials will not change
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+async def test_a_proxy_that_closes_unanswered_is_named_beside_the_server(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    # Which of the two closed it cannot be told: it read "the connection to the model service
+    # at HOST broke", the proxy unnamed.
+    port = _closed_port()
+    async with ProviderServer() as server, HttpProxy(refuse="close") as proxy:
+        monkeypatch.setenv(f"{scheme.upper()}_PROXY", proxy.url)
+        url = f"{scheme}://127.0.0.1:{port}/v1"
+        shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
+    cause = (
+        f"the connection to the model service at 127.0.0.1:{port} through the proxy "
+        f"{proxy.url.removeprefix('http://')} ({scheme.upper()}_PROXY) broke after 3 tries: "
+        "check the proxy, or try again"
+    )
+    assert cause in shown and cause in line

@@ -126,7 +126,7 @@ def unreachable_cause(
     passes its own, ``channels.tg.base_url``); when the failure was at a proxy
     (``error.proxy``), the proxy and the environment variable that named it instead."""
     if error.proxy is not None:
-        return _proxy_cause(error, error.proxy, host, service)
+        return _proxy_cause(error, error.proxy, host, service, tries)
     if error.reason == "refused":
         return (
             f"cannot reach {service}: {host} refused the connection (is it running? check {where})"
@@ -143,7 +143,9 @@ def unreachable_cause(
     return f"cannot reach {service} at {host} (check {where})"
 
 
-def _proxy_cause(error: ProviderConnectionError, proxy: ProxyVia, host: str, service: str) -> str:
+def _proxy_cause(
+    error: ProviderConnectionError, proxy: ProxyVia, host: str, service: str, tries: str
+) -> str:
     named = f"the proxy {proxy.host} ({proxy.variable})"
     direct = f"or add {host.rsplit(':', 1)[0]} to NO_PROXY to reach it directly"
     if error.reason == "refused":
@@ -159,6 +161,16 @@ def _proxy_cause(error: ProviderConnectionError, proxy: ProxyVia, host: str, ser
         return (
             f"cannot reach {service}: the TLS handshake with {named} failed (check "
             f"{proxy.variable}, SSL_CERT_FILE)"
+        )
+    if error.reason == "tunnel" and error.status_code == 407:
+        return (
+            f"cannot reach {service}: {named} asks for a user and password (HTTP 407): give "
+            f"them in {proxy.variable}, in its URL before the host"
+        )
+    if error.reason == "broken":
+        return (
+            f"the connection to {service} at {host} through {named} broke{tries}: check the "
+            "proxy, or try again"
         )
     if error.reason == "tunnel":
         answer = f"it answered HTTP {error.status_code}: " if error.status_code else ""

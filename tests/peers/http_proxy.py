@@ -13,6 +13,10 @@ the client proves the client used the proxy.
 A server it cannot connect to is answered ``502 Bad Gateway`` (to the ``CONNECT``, or to the
 request), as forwarding proxies answer.
 
+With ``refuse="407"`` every request (or ``CONNECT``) is answered 407 Proxy Authentication
+Required; with ``refuse="close"`` the connection is closed once the request line is read,
+without an answer.
+
 With ``upstream=(host, port)`` every request goes there, whatever host its target names: a test
 can then give a client a base URL whose host does not exist (``telegram.invalid``, RFC 6761),
 which only the proxy can reach.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from types import TracebackType
+from typing import Literal
 from urllib.parse import urlsplit
 
 __all__ = ["HttpProxy"]
@@ -37,6 +42,7 @@ class HttpProxy:
 
     Args:
         upstream: ``(host, port)`` every request is sent to instead of the host it names.
+        refuse: ``"407"``: every request is answered 407; ``"close"``: closed unanswered.
 
     Attributes:
         url: ``http://127.0.0.1:<port>``, set on entry: the value for ``HTTP_PROXY``.
@@ -44,8 +50,14 @@ class HttpProxy:
             ``host:port`` for a ``CONNECT``.
     """
 
-    def __init__(self, *, upstream: tuple[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        upstream: tuple[str, int] | None = None,
+        refuse: Literal["407", "close"] | None = None,
+    ) -> None:
         self.upstream = upstream
+        self.refuse = refuse
         self.url = ""
         self.targets: list[str] = []
         self._server: asyncio.Server | None = None
@@ -87,6 +99,15 @@ class HttpProxy:
         request_line = await reader.readuntil(b"\r\n")
         method, target, version = request_line.decode("latin-1").rstrip("\r\n").split(" ", 2)
         self.targets.append(target)
+        if self.refuse == "close":
+            return  # closed without an answer
+        if self.refuse == "407":
+            writer.write(
+                b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                b'Proxy-Authenticate: Basic realm="proxy"\r\nContent-Length: 0\r\n\r\n'
+            )
+            await writer.drain()
+            return
         if method == "CONNECT":
             await self._tunnel(target, reader, writer)
             return

@@ -291,8 +291,8 @@ class SendableCookies(DefaultCookiePolicy):
     """httpx's cookie policy (the standard library's default), but a cookie that could not be
     sent back is not kept: httpx encodes a request's headers as ASCII, so a ``Set-Cookie`` with
     a name or value outside it (a raw byte, read as Latin-1) would make every later request of
-    the client fail to encode (``UnicodeEncodeError``). aiohttp's jar, on a direct stream, keeps
-    no such cookie either."""
+    the client fail to encode (``UnicodeEncodeError``). (aiohttp's jar, on a direct stream,
+    sends a UTF-8 value back quoted, as it escapes it.)"""
 
     def set_ok(self, cookie: Cookie, request: Request) -> bool:
         value = cookie.value or ""

@@ -8,7 +8,7 @@ import asyncio
 import logging
 import socket
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -431,38 +431,34 @@ async def test_a_gateway_error_through_a_proxy_names_it(
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
-async def test_a_proxy_that_wants_credentials_says_so_and_is_not_asked_again(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, scheme: str
+@pytest.mark.parametrize("refuse", ["407", "close"])
+async def test_a_proxy_that_refuses_or_closes_unanswered_is_named(
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    scheme: str,
+    refuse: Literal["407", "close"],
 ) -> None:
     # A 407 is the proxy's by definition: it read "the model service rejected the request
-    # (HTTP 407)" for an http:// base URL.
-    async with ProviderServer() as server, HttpProxy(refuse="407") as proxy:
-        monkeypatch.setenv(f"{scheme.upper()}_PROXY", proxy.url)
-        url = f"{scheme}://127.0.0.1:{_closed_port()}/v1"
-        shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
-    cause = (
-        f"cannot reach the model service: the proxy {proxy.url.removeprefix('http://')} "
-        f"({scheme.upper()}_PROXY) asks for a user and password (HTTP 407): give them in "
-        f"{scheme.upper()}_PROXY, in its URL before the host"
-    )
-    assert cause in shown and cause in line
-    assert len(proxy.targets) == 1  # not sent again: its credentials will not change
-
-
-@pytest.mark.parametrize("scheme", ["http", "https"])
-async def test_a_proxy_that_closes_unanswered_is_named_beside_the_server(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, scheme: str
-) -> None:
-    # Which of the two closed it cannot be told: it read "the connection to the model service
-    # at HOST broke", the proxy unnamed.
+    # (HTTP 407)" for an http:// base URL, and was sent again. A connection the proxy closed
+    # unanswered read "the connection to the model service at HOST broke", the proxy unnamed
+    # (which of the two closed it cannot be told: both are named).
     port = _closed_port()
-    async with ProviderServer() as server, HttpProxy(refuse="close") as proxy:
-        monkeypatch.setenv(f"{scheme.upper()}_PROXY", proxy.url)
+    variable = f"{scheme.upper()}_PROXY"
+    async with ProviderServer() as server, HttpProxy(refuse=refuse) as proxy:
+        monkeypatch.setenv(variable, proxy.url)
         url = f"{scheme}://127.0.0.1:{port}/v1"
         shown, line = await _interrupted(tmp_path, caplog, server, base_url=url)
-    cause = (
-        f"the connection to the model service at 127.0.0.1:{port} through the proxy "
-        f"{proxy.url.removeprefix('http://')} ({scheme.upper()}_PROXY) broke after 3 tries: "
-        "check the proxy, or try again"
-    )
+    named = f"the proxy {proxy.url.removeprefix('http://')} ({variable})"
+    if refuse == "407":
+        cause = (
+            f"cannot reach the model service: {named} asks for a user and password (HTTP 407): "
+            f"give them in {variable}, in its URL before the host"
+        )
+        assert len(proxy.targets) == 1  # not sent again: its credentials will not change
+    else:
+        cause = (
+            f"the connection to the model service at 127.0.0.1:{port} through {named} broke "
+            "after 3 tries: check the proxy, or try again"
+        )
     assert cause in shown and cause in line

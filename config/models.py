@@ -108,9 +108,8 @@ class ProviderConfig(_Strict):
     )
     proxy: Literal["environment", "none"] = Field(
         default="environment",
-        description="environment: through the proxy HTTPS_PROXY, HTTP_PROXY or ALL_PROXY names "
-        "for the base URL (not for a NO_PROXY host), as the vendor SDKs go; none: straight to "
-        "the base URL whatever they say (a model on this machine or network)",
+        description="environment: through HTTPS_PROXY / HTTP_PROXY / ALL_PROXY (not for NO_PROXY "
+        "hosts), as the vendor SDKs go; none: straight to the base URL",
     )
     prices: Prices | None = Field(
         default=None,
@@ -134,13 +133,11 @@ class ProviderConfig(_Strict):
     _variables: dict[str, str] = PrivateAttr(default_factory=dict)
 
     def variable_of(self, field: str) -> str | None:
-        """The environment variable ``field``'s value was read from, or None (written in the
-        file, or the default)."""
+        """The environment variable ``field`` was read from; None: from the file, or default."""
         return self._variables.get(field)
 
     def read_from(self, variables: dict[str, str]) -> None:
-        """Record that the fields named in ``variables`` were read from those environment
-        variables (the loader's call; the config itself stays as it was)."""
+        """Record the environment variables the fields of ``variables`` were read from."""
         self._variables.update(variables)
 
     @field_validator("base_url")
